@@ -1,0 +1,384 @@
+/*
+ * mcp.h - the ptc-mcp protocol library: JSON-RPC 2.0, MCP sessions, transports, tool table,
+ * server-to-client requests and an outbound HTTP(S) client, all on one libuv loop.
+ *
+ * The library knows JSON-RPC and MCP only: it never runs Python or computes embeddings. The
+ * binary (server/) registers tools whose handlers call the executor and registry libraries.
+ *
+ * Conventions
+ * - Functions return 0 (MCP_OK) or a negative mcp_err_t; mcp_strerror() names it.
+ * - Every object has an *_init / *_close (or *_new / *_free) pair; nothing is global.
+ * - "takes" means the callee owns the memory afterwards (even on error); "borrows" means it
+ *   does not; returned pointers say who frees them.
+ * - All functions are called on the loop thread unless they say otherwise.
+ */
+#ifndef PTC_MCP_H
+#define PTC_MCP_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+#include <uv.h>
+
+/* ---------------------------------------------------------------------------------------- */
+/* Errors                                                                                   */
+
+typedef enum mcp_err {
+    MCP_OK = 0,
+    MCP_ENOMEM = -1,     /* allocation failed */
+    MCP_EINVAL = -2,     /* bad argument or malformed input */
+    MCP_ETOOBIG = -3,    /* a size cap was reached */
+    MCP_EIO = -4,        /* read/write failed */
+    MCP_ETIMEDOUT = -5,  /* a deadline passed */
+    MCP_ECANCELED = -6,  /* cancelled by a peer or by shutdown */
+    MCP_ECLOSED = -7,    /* the peer or object is closed */
+    MCP_ENOTSUP = -8,    /* the peer lacks the capability, or the feature is not built */
+    MCP_EPROTO = -9,     /* the peer broke the protocol (bad HTTP, bad JSON-RPC answer) */
+    MCP_ETLS = -10,      /* TLS handshake or certificate verification failed */
+    MCP_ERESOLVE = -11,  /* host name lookup failed */
+    MCP_ECONNECT = -12,  /* TCP connect failed */
+    MCP_EREDIRECT = -13, /* the server answered with a redirect, which is refused */
+    MCP_EREMOTE = -14,   /* the peer answered with a JSON-RPC error (see the message) */
+    MCP_EBUSY = -15,     /* a limit on concurrent work was reached */
+    MCP_ESTATE = -16,    /* the call is not valid in the object's current state */
+} mcp_err_t;
+
+/** Returns a static English description of an mcp_err_t (never NULL). */
+const char *mcp_strerror(int err);
+
+/* JSON-RPC 2.0 error codes. */
+#define MCP_JSONRPC_PARSE_ERROR     (-32700)
+#define MCP_JSONRPC_INVALID_REQUEST (-32600)
+#define MCP_JSONRPC_METHOD_NOT_FOUND (-32601)
+#define MCP_JSONRPC_INVALID_PARAMS  (-32602)
+#define MCP_JSONRPC_INTERNAL_ERROR  (-32603)
+
+/* ---------------------------------------------------------------------------------------- */
+/* Logging to stderr (the server's own log; MCP's notifications/message is separate)        */
+
+/* syslog severities, as MCP's logging levels use them. */
+typedef enum mcp_level {
+    MCP_LOG_EMERGENCY = 0,
+    MCP_LOG_ALERT,
+    MCP_LOG_CRITICAL,
+    MCP_LOG_ERROR,
+    MCP_LOG_WARNING,
+    MCP_LOG_NOTICE,
+    MCP_LOG_INFO,
+    MCP_LOG_DEBUG,
+} mcp_level_t;
+
+typedef struct mcp_logger {
+    FILE *out;         /* borrowed; stderr in the binary */
+    mcp_level_t level; /* messages less severe than this are dropped */
+} mcp_logger_t;
+
+/** Parses a syslog level name ("debug" .. "emergency"); returns MCP_EINVAL if unknown. */
+int mcp_level_parse(const char *name, mcp_level_t *out);
+/** Returns the syslog name of a level ("info"). */
+const char *mcp_level_name(mcp_level_t level);
+/** Writes one line "ptc-mcp LEVEL: message" to lg->out if level passes; lg may be NULL. */
+void mcp_log(const mcp_logger_t *lg, mcp_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void mcp_vlog(const mcp_logger_t *lg, mcp_level_t level, const char *fmt, va_list ap);
+
+/* ---------------------------------------------------------------------------------------- */
+/* JSON-RPC helpers (pure functions; used by the session and the client side)               */
+
+typedef enum mcp_msg_kind {
+    MCP_MSG_INVALID = 0,
+    MCP_MSG_REQUEST,      /* method + id */
+    MCP_MSG_NOTIFICATION, /* method, no id */
+    MCP_MSG_RESPONSE,     /* result + id */
+    MCP_MSG_ERROR,        /* error + id (id may be null) */
+} mcp_msg_kind_t;
+
+/**
+ * Classifies one parsed JSON-RPC message (not a batch). On MCP_MSG_INVALID, *why (if not NULL)
+ * points at a static explanation. Borrows msg.
+ */
+mcp_msg_kind_t mcp_jsonrpc_classify(const cJSON *msg, const char **why);
+
+/** Builds {"jsonrpc":"2.0","id":id,"result":result}. Takes result; borrows id (copied; NULL
+ *  means null). Returns NULL on allocation failure. */
+cJSON *mcp_jsonrpc_result(const cJSON *id, cJSON *result);
+/** Builds a JSON-RPC error response; data is taken (may be NULL); id borrowed (NULL -> null). */
+cJSON *mcp_jsonrpc_error(const cJSON *id, int code, const char *message, cJSON *data);
+/** Builds a request (id != NULL) or notification (id == NULL); takes params (may be NULL). */
+cJSON *mcp_jsonrpc_request(const cJSON *id, const char *method, cJSON *params);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Line framing (newline-delimited JSON, as stdio and the bridge use it)                     */
+
+/** Called once per complete line (without the newline and a trailing CR). The buffer is only
+ *  valid during the call. too_big is true when the line exceeded the cap: then line/len hold
+ *  nothing useful and len is the number of bytes discarded so far (at least max + 1). */
+typedef void (*mcp_line_cb)(void *data, const char *line, size_t len, bool too_big);
+
+typedef struct mcp_framer {
+    char *buf;
+    size_t len, cap, max;
+    size_t discarding; /* > 0 while skipping the rest of an oversized line */
+    mcp_line_cb cb;
+    void *data;
+} mcp_framer_t;
+
+/** max is the largest line accepted, in bytes. */
+int mcp_framer_init(mcp_framer_t *f, size_t max, mcp_line_cb cb, void *data);
+/** Feeds bytes; calls cb for each complete line. Returns MCP_ENOMEM if buffering failed (the
+ *  partial line is dropped and framing continues at the next newline). */
+int mcp_framer_feed(mcp_framer_t *f, const char *bytes, size_t n);
+/** Bytes of an unterminated last line, delivered at end of input (EOF without a newline). */
+void mcp_framer_finish(mcp_framer_t *f);
+void mcp_framer_close(mcp_framer_t *f);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Protocol versions                                                                         */
+
+#define MCP_PROTOCOL_LATEST "2025-11-25"
+
+/** Returns the version the server answers to a client that asked for `requested`: the same
+ *  string when supported, otherwise the newest (static storage). */
+const char *mcp_protocol_negotiate(const char *requested);
+/** True if `version` is one this library speaks. */
+bool mcp_protocol_supported(const char *version);
+/** Compares two protocol version strings (dates): <0, 0, >0. */
+int mcp_protocol_cmp(const char *a, const char *b);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Server, tools, sessions                                                                   */
+
+typedef struct mcp_server mcp_server_t;   /* tools and settings shared by every session */
+typedef struct mcp_session mcp_session_t; /* one client connection's MCP state */
+typedef struct mcp_call mcp_call_t;       /* one in-flight tools/call */
+
+/**
+ * A tool handler. Borrows call and args (args stay valid until the call finishes). It must
+ * eventually finish the call exactly once with mcp_call_finish*(), now or later on the loop
+ * thread, unless the call is cancelled (then finishing is still allowed and sends nothing).
+ */
+typedef void (*mcp_tool_fn)(mcp_call_t *call, const cJSON *args, void *tool_data);
+
+typedef struct mcp_tool_def {
+    const char *name;          /* [A-Za-z0-9_.-]{1,128} */
+    const char *title;         /* may be NULL */
+    const char *description;   /* may be NULL */
+    const char *input_schema;  /* JSON text of an object schema; NULL means {"type":"object"} */
+    const char *output_schema; /* JSON text or NULL */
+    const char *annotations;   /* JSON text or NULL */
+    mcp_tool_fn handler;
+    void *data; /* borrowed; passed to handler */
+} mcp_tool_def_t;
+
+typedef struct mcp_server_opts {
+    const char *name;         /* serverInfo.name */
+    const char *title;        /* serverInfo.title, may be NULL */
+    const char *version;      /* serverInfo.version */
+    const char *instructions; /* initialize result's instructions, may be NULL */
+    size_t list_page_size;    /* tools/list page size (>= 1) */
+    unsigned progress_min_interval_ms; /* rate limit for notifications/progress */
+    unsigned shutdown_grace_ms;        /* how long in-flight calls may finish at shutdown */
+} mcp_server_opts_t;
+
+/** Fills opts with the defaults (page 50, progress 100 ms, grace 3000 ms). */
+void mcp_server_opts_default(mcp_server_opts_t *opts);
+
+/** Creates a server on loop. Borrows opts' strings (copied), loop and lg. *out is set on 0. */
+int mcp_server_new(uv_loop_t *loop, const mcp_server_opts_t *opts, const mcp_logger_t *lg,
+                   mcp_server_t **out);
+/** Frees the server. Every session must be closed first. */
+void mcp_server_free(mcp_server_t *srv);
+/** Adds a tool (strings are copied; schemas are parsed: MCP_EINVAL with a log line if a schema
+ *  is not valid JSON or the name is not allowed; MCP_EINVAL also for a duplicate name). Sessions
+ *  that support it get notifications/tools/list_changed. */
+int mcp_server_add_tool(mcp_server_t *srv, const mcp_tool_def_t *def);
+/** Removes a tool by name; MCP_EINVAL if absent. Calls in flight keep running. */
+int mcp_server_remove_tool(mcp_server_t *srv, const char *name);
+/** Number of registered tools. */
+size_t mcp_server_tool_count(const mcp_server_t *srv);
+uv_loop_t *mcp_server_loop(const mcp_server_t *srv);
+const mcp_logger_t *mcp_server_logger(const mcp_server_t *srv);
+
+/**
+ * The transport side of a session. send is given one complete JSON-RPC message (no newline);
+ * it must copy or consume the bytes before returning. close is called once when the session is
+ * done with the transport (after the last send). Both may be NULL for a test sink.
+ */
+typedef struct mcp_transport_ops {
+    int (*send)(void *tdata, const char *json, size_t len);
+    void (*closed)(void *tdata);
+} mcp_transport_ops_t;
+
+/** Called when a session has no more work after mcp_session_shutdown (all calls finished or
+ *  cancelled and every server-to-client request answered or failed). */
+typedef void (*mcp_session_idle_cb)(mcp_session_t *s, void *data);
+
+/** Creates a session bound to a transport. Borrows srv and ops (must outlive the session). */
+int mcp_session_new(mcp_server_t *srv, const mcp_transport_ops_t *ops, void *tdata,
+                    mcp_session_t **out);
+/**
+ * Handles one received message (the bytes of a JSON value: object or batch array). Always
+ * answers what needs an answer (parse errors get -32700 with id null); never fails the session.
+ */
+void mcp_session_receive(mcp_session_t *s, const char *json, size_t len);
+/** Reports a message that was dropped by the transport because it exceeded max_bytes. */
+void mcp_session_reject_oversized(mcp_session_t *s, size_t bytes, size_t max_bytes);
+/**
+ * Stops taking new requests, cancels calls still running after the grace period and fails
+ * pending server-to-client requests; calls idle_cb (once) when nothing is left in flight.
+ */
+void mcp_session_shutdown(mcp_session_t *s, mcp_session_idle_cb idle_cb, void *data);
+/** Frees the session at once: in-flight calls are cancelled and their late results dropped. */
+void mcp_session_free(mcp_session_t *s);
+
+/** Negotiated protocol version, or NULL before initialize. */
+const char *mcp_session_protocol(const mcp_session_t *s);
+/** The client's capabilities object from initialize (borrowed), or NULL. */
+const cJSON *mcp_session_client_capabilities(const mcp_session_t *s);
+/** True if the client declared capability `name` ("sampling", "elicitation", "roots"). */
+bool mcp_session_client_has(const mcp_session_t *s, const char *name);
+
+/**
+ * Sends a notifications/message to the client if `level` passes the level the client set with
+ * logging/setLevel (default: info). Takes data (any JSON; NULL means null). logger may be NULL.
+ */
+void mcp_session_log(mcp_session_t *s, mcp_level_t level, const char *logger, cJSON *data);
+/** Sends any notification; takes params (may be NULL). */
+int mcp_session_notify(mcp_session_t *s, const char *method, cJSON *params);
+
+/* Server-to-client requests (sampling, elicitation, roots). */
+typedef struct mcp_outreq mcp_outreq_t;
+/**
+ * Called once with the client's result (borrowed; NULL on failure) or err < 0. For
+ * MCP_EREMOTE, error is the JSON-RPC error object (borrowed); message is always set.
+ */
+typedef void (*mcp_outreq_cb)(void *data, int err, const cJSON *result, const cJSON *error,
+                              const char *message);
+/**
+ * Sends request `method` to the client with its own id ("ptc-N"). Takes params. If
+ * need_capability is not NULL and the client did not declare it, fails at once with
+ * MCP_ENOTSUP and calls nothing. timeout_ms 0 means no timeout (a timeout sends
+ * notifications/cancelled and calls cb with MCP_ETIMEDOUT). *out may be NULL.
+ */
+int mcp_session_request(mcp_session_t *s, const char *method, cJSON *params,
+                        const char *need_capability, unsigned timeout_ms, mcp_outreq_cb cb,
+                        void *data, mcp_outreq_t **out);
+/** Cancels a pending request: notifies the client, calls cb with MCP_ECANCELED. */
+void mcp_outreq_cancel(mcp_outreq_t *r, const char *reason);
+
+/* Calls (in-flight tools/call requests) */
+
+/** The session the call belongs to. */
+mcp_session_t *mcp_call_session(const mcp_call_t *call);
+/** Name of the tool being called. */
+const char *mcp_call_tool(const mcp_call_t *call);
+/** True once the client cancelled the call (or the session shut down). */
+bool mcp_call_cancelled(const mcp_call_t *call);
+/** Registers the function run (once) when the call is cancelled; replaces any earlier one. */
+void mcp_call_on_cancel(mcp_call_t *call, void (*cb)(mcp_call_t *call, void *data), void *data);
+/**
+ * Sends notifications/progress if the request carried _meta.progressToken. Progress values
+ * that do not increase are dropped; updates closer than the rate limit are coalesced (the
+ * newest is sent when the interval passes). total < 0 and message NULL are omitted.
+ */
+void mcp_call_progress(mcp_call_t *call, double progress, double total, const char *message);
+/** True if the client asked for progress on this call. */
+bool mcp_call_wants_progress(const mcp_call_t *call);
+
+/**
+ * Finishes the call with a CallToolResult. Takes content (a JSON array, must not be NULL) and
+ * structured (may be NULL; dropped for protocol versions before 2025-06-18). Frees the call.
+ */
+void mcp_call_finish(mcp_call_t *call, cJSON *content, cJSON *structured, bool is_error);
+/** Finishes with a single text content block (printf-style). Frees the call. */
+void mcp_call_finish_text(mcp_call_t *call, bool is_error, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/** Finishes with a JSON-RPC error instead of a result. Frees the call. */
+void mcp_call_finish_rpc_error(mcp_call_t *call, int code, const char *message);
+
+/** Convenience: a content array holding one {"type":"text","text":text}; NULL on ENOMEM. */
+cJSON *mcp_text_content(const char *text);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Argument validation (a JSON Schema subset: type, properties, required, enum, items,     */
+/* minimum/maximum, minLength/maxLength, minItems/maxItems, additionalProperties: false)    */
+
+/**
+ * Validates value against schema. On failure returns MCP_EINVAL and writes a message naming
+ * the field and the reason ("top_k: expected integer, got string") into msg.
+ */
+int mcp_schema_validate(const cJSON *schema, const cJSON *value, char *msg, size_t msg_size);
+
+/* ---------------------------------------------------------------------------------------- */
+/* stdio transport                                                                           */
+
+typedef struct mcp_stdio mcp_stdio_t;
+
+/** Called once when the transport has stopped (stdin EOF, a signal, or a fatal write error)
+ *  and the session went idle; the owner then frees everything and lets the loop end. */
+typedef void (*mcp_stdio_done_cb)(mcp_stdio_t *io, void *data);
+
+/**
+ * Serves one session on fds in_fd/out_fd (0 and 1 in the binary): pipe, file or TTY. Lines
+ * longer than max_message_bytes are discarded with a JSON-RPC error. Handles SIGINT/SIGTERM
+ * (stop, finish or cancel in-flight calls within the grace period, then done_cb).
+ */
+int mcp_stdio_start(mcp_server_t *srv, int in_fd, int out_fd, size_t max_message_bytes,
+                    mcp_stdio_done_cb done_cb, void *data, mcp_stdio_t **out);
+/** Starts the orderly stop (as on EOF). */
+void mcp_stdio_stop(mcp_stdio_t *io);
+/** Frees the transport after done_cb; its libuv handles close asynchronously, so run the loop
+ *  once more (uv_run) before closing it. */
+void mcp_stdio_free(mcp_stdio_t *io);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Outbound HTTP(S) client (libuv + mbedTLS), for remote embeddings, the repair fallback and  */
+/* HTTP downstream servers. Certificate verification is always on; redirects are refused.   */
+
+typedef struct mcp_http_client mcp_http_client_t;
+typedef struct mcp_http_req mcp_http_req_t;
+
+typedef struct mcp_http_client_opts {
+    const char *ca_file;          /* PEM bundle; NULL: the system bundle */
+    unsigned connect_timeout_ms;  /* DNS + TCP + TLS handshake (default 10000) */
+    unsigned total_timeout_ms;    /* whole request (default 60000) */
+    size_t max_response_bytes;    /* body cap (default 16 MiB) */
+} mcp_http_client_opts_t;
+
+void mcp_http_client_opts_default(mcp_http_client_opts_t *opts);
+/** Creates a client (loads the CA bundle once). Borrows loop and lg. */
+int mcp_http_client_new(uv_loop_t *loop, const mcp_http_client_opts_t *opts,
+                        const mcp_logger_t *lg, mcp_http_client_t **out);
+/** Frees the client; requests in flight are cancelled (their callbacks run with ECANCELED). */
+void mcp_http_client_free(mcp_http_client_t *c);
+
+typedef struct mcp_http_response {
+    int status;             /* HTTP status code */
+    const char *body;       /* NUL-terminated copy of the body (may contain NULs before it) */
+    size_t body_len;
+    const char *content_type; /* may be NULL */
+} mcp_http_response_t;
+
+/** Called once. On err < 0, resp is NULL and message says what failed. Borrows resp. */
+typedef void (*mcp_http_cb)(void *data, int err, const mcp_http_response_t *resp,
+                            const char *message);
+
+typedef struct mcp_http_header {
+    const char *name, *value;
+} mcp_http_header_t;
+
+/**
+ * Starts a request: method "GET"/"POST"/..., url "http://" or "https://", headers (copied),
+ * body (copied, may be NULL). *out may be NULL.
+ */
+int mcp_http_request(mcp_http_client_t *c, const char *method, const char *url,
+                     const mcp_http_header_t *headers, size_t n_headers, const char *body,
+                     size_t body_len, mcp_http_cb cb, void *data, mcp_http_req_t **out);
+/** Cancels a request; its callback runs with MCP_ECANCELED before this returns. */
+void mcp_http_cancel(mcp_http_req_t *r);
+
+#endif /* PTC_MCP_H */

@@ -1,5 +1,7 @@
 /* util.c - error names, the stderr logger and syslog level names. */
-#include "mcp.h"
+#include "internal.h"
+
+#include <stdlib.h>
 
 #include <string.h>
 #include <time.h>
@@ -72,4 +74,28 @@ void mcp_log(const mcp_logger_t *lg, mcp_level_t level, const char *fmt, ...)
     va_start(ap, fmt);
     mcp_vlog(lg, level, fmt, ap);
     va_end(ap);
+}
+
+uint64_t mcp__now_ms(void)
+{
+    return uv_hrtime() / 1000000u;
+}
+
+static void free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
+void mcp__close_free(uv_handle_t *h)
+{
+    if (h != NULL && !uv_is_closing(h)) uv_close(h, free_handle);
+}
+
+char *mcp__strdup(const char *s)
+{
+    if (s == NULL) return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d != NULL) memcpy(d, s, n);
+    return d;
 }

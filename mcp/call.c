@@ -1,0 +1,301 @@
+/* call.c - in-flight tools/call requests: argument checks, dispatch to the handler, progress
+ * notifications, cancellation and the final result. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void link_call(mcp_session_t *s, mcp_call_t *c)
+{
+    c->next = s->calls;
+    if (s->calls) s->calls->prev = c;
+    s->calls = c;
+}
+
+static void unlink_call(mcp_call_t *c)
+{
+    mcp_session_t *s = c->s;
+    if (s == NULL) return;
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (s->calls == c)
+        s->calls = c->next;
+    if (c->next) c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+}
+
+static void call_free(mcp_call_t *c)
+{
+    if (c->progress_timer != NULL) {
+        c->progress_timer->data = NULL;
+        mcp__close_free((uv_handle_t *)c->progress_timer);
+    }
+    cJSON_Delete(c->id);
+    cJSON_Delete(c->params);
+    cJSON_Delete(c->progress_token);
+    free(c->pending_message);
+    free(c->tool);
+    free(c);
+}
+
+static void send_progress(mcp_call_t *c, double progress, double total, const char *message);
+
+/* Answers (or, for a cancelled call, stays silent), then frees. Takes msg. */
+static void complete(mcp_call_t *c, cJSON *msg)
+{
+    mcp_session_t *s = c->s;
+    if (s != NULL && !c->cancelled) {
+        if (c->have_pending) {
+            /* The last progress update must precede the response. */
+            c->have_pending = false;
+            send_progress(c, c->pending_progress, c->pending_total, c->pending_message);
+        }
+        mcp__session_answer(s, c->batch, msg);
+    } else {
+        cJSON_Delete(msg);
+    }
+    unlink_call(c);
+    mcp__batch_t *batch = c->batch;
+    call_free(c);
+    if (s != NULL) {
+        mcp__batch_done_one(s, batch);
+        mcp__session_check_idle(s);
+    }
+}
+
+static void answer_now(mcp_session_t *s, mcp__batch_t *b, cJSON *msg)
+{
+    mcp__session_answer(s, b, msg);
+    mcp__batch_done_one(s, b);
+}
+
+void mcp__call_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const cJSON *params)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
+    if (!cJSON_IsString(name)) {
+        answer_now(s, b,
+                   mcp_jsonrpc_error(id, MCP_JSONRPC_INVALID_PARAMS,
+                                     "tools/call needs params.name (a string)", NULL));
+        return;
+    }
+    const mcp__tool_t *tool = mcp__server_find_tool(s->srv, name->valuestring);
+    if (tool == NULL) {
+        char m[220];
+        snprintf(m, sizeof m, "Unknown tool: %.160s (tools/list shows the tools)",
+                 name->valuestring);
+        answer_now(s, b, mcp_jsonrpc_error(id, MCP_JSONRPC_INVALID_PARAMS, m, NULL));
+        return;
+    }
+    mcp_call_t *c = calloc(1, sizeof *c);
+    if (c == NULL || (c->id = cJSON_Duplicate(id, true)) == NULL ||
+        (c->params = cJSON_Duplicate(params, true)) == NULL ||
+        (c->tool = mcp__strdup(tool->name)) == NULL) {
+        if (c != NULL) call_free(c);
+        answer_now(s, b,
+                   mcp_jsonrpc_error(id, MCP_JSONRPC_INTERNAL_ERROR, "out of memory", NULL));
+        return;
+    }
+    c->s = s;
+    c->batch = b;
+    c->tool_ref = tool;
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(meta, "progressToken");
+    if (cJSON_IsString(tok) || cJSON_IsNumber(tok)) c->progress_token = cJSON_Duplicate(tok, true);
+    link_call(s, c);
+
+    cJSON *args = cJSON_GetObjectItemCaseSensitive(c->params, "arguments");
+    if (args == NULL || cJSON_IsNull(args)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(c->params, "arguments");
+        args = cJSON_AddObjectToObject(c->params, "arguments");
+        if (args == NULL) {
+            mcp_call_finish_rpc_error(c, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+            return;
+        }
+    }
+    if (!cJSON_IsObject(args)) {
+        mcp_call_finish_text(c, true, "Invalid arguments for tool %s: arguments must be an object",
+                             c->tool);
+        return;
+    }
+    char why[512];
+    if (mcp_schema_validate(tool->input_schema, args, why, sizeof why) < 0) {
+        mcp_call_finish_text(c, true, "Invalid arguments for tool %s: %s", c->tool, why);
+        return;
+    }
+    tool->handler(c, args, tool->data);
+}
+
+mcp_session_t *mcp_call_session(const mcp_call_t *call)
+{
+    return call->s;
+}
+
+const char *mcp_call_tool(const mcp_call_t *call)
+{
+    return call->tool;
+}
+
+bool mcp_call_cancelled(const mcp_call_t *call)
+{
+    return call->cancelled;
+}
+
+void mcp_call_on_cancel(mcp_call_t *call, void (*cb)(mcp_call_t *, void *), void *data)
+{
+    call->cancel_cb = cb;
+    call->cancel_data = data;
+}
+
+void mcp__call_cancel(mcp_call_t *c)
+{
+    if (c->cancelled) return;
+    c->cancelled = true;
+    c->have_pending = false;
+    void (*cb)(mcp_call_t *, void *) = c->cancel_cb;
+    c->cancel_cb = NULL;
+    if (cb != NULL) cb(c, c->cancel_data); /* may finish (and free) c */
+}
+
+void mcp__call_detach(mcp_call_t *c)
+{
+    mcp__batch_t *b = c->batch;
+    mcp_session_t *s = c->s;
+    unlink_call(c);
+    c->s = NULL;
+    c->batch = NULL;
+    if (b != NULL && s != NULL && --b->pending == 0) {
+        cJSON_Delete(b->responses);
+        free(b);
+    }
+    mcp__call_cancel(c);
+}
+
+bool mcp_call_wants_progress(const mcp_call_t *call)
+{
+    return call->progress_token != NULL && call->s != NULL && !call->cancelled;
+}
+
+static void send_progress(mcp_call_t *c, double progress, double total, const char *message)
+{
+    cJSON *p = cJSON_CreateObject();
+    cJSON *tok = cJSON_Duplicate(c->progress_token, true);
+    if (p == NULL || tok == NULL || !cJSON_AddItemToObject(p, "progressToken", tok)) {
+        cJSON_Delete(tok);
+        cJSON_Delete(p);
+        return;
+    }
+    bool ok = cJSON_AddNumberToObject(p, "progress", progress) != NULL;
+    if (ok && total >= 0) ok = cJSON_AddNumberToObject(p, "total", total) != NULL;
+    /* The message field arrived with 2025-03-26. */
+    if (ok && message != NULL && mcp_protocol_cmp(c->s->protocol, "2025-03-26") >= 0)
+        ok = cJSON_AddStringToObject(p, "message", message) != NULL;
+    if (!ok) {
+        cJSON_Delete(p);
+        return;
+    }
+    c->sent_progress = true;
+    c->last_progress = progress;
+    c->last_progress_ms = mcp__now_ms();
+    mcp_session_notify(c->s, "notifications/progress", p);
+}
+
+static void on_progress_timer(uv_timer_t *t)
+{
+    mcp_call_t *c = t->data;
+    if (c == NULL || !c->have_pending || c->s == NULL) return;
+    c->have_pending = false;
+    send_progress(c, c->pending_progress, c->pending_total, c->pending_message);
+}
+
+void mcp_call_progress(mcp_call_t *c, double progress, double total, const char *message)
+{
+    if (!mcp_call_wants_progress(c)) return;
+    if (c->sent_progress && progress <= c->last_progress) return; /* must increase */
+    uint64_t now = mcp__now_ms();
+    unsigned gap = c->s->srv->progress_ms;
+    if (!c->sent_progress || now - c->last_progress_ms >= gap) {
+        c->have_pending = false;
+        send_progress(c, progress, total, message);
+        return;
+    }
+    /* Too soon: keep the newest update and send it when the interval has passed. */
+    char *m = mcp__strdup(message);
+    if (message != NULL && m == NULL) return;
+    free(c->pending_message);
+    c->pending_message = m;
+    c->pending_progress = progress;
+    c->pending_total = total;
+    c->have_pending = true;
+    if (c->progress_timer == NULL) {
+        c->progress_timer = malloc(sizeof *c->progress_timer);
+        if (c->progress_timer == NULL) return;
+        if (uv_timer_init(c->s->srv->loop, c->progress_timer) < 0) {
+            free(c->progress_timer);
+            c->progress_timer = NULL;
+            return;
+        }
+        c->progress_timer->data = c;
+    }
+    if (!uv_is_active((uv_handle_t *)c->progress_timer))
+        uv_timer_start(c->progress_timer, on_progress_timer, gap - (now - c->last_progress_ms), 0);
+}
+
+cJSON *mcp_text_content(const char *text)
+{
+    cJSON *arr = cJSON_CreateArray();
+    cJSON *item = cJSON_CreateObject();
+    if (arr == NULL || item == NULL || cJSON_AddStringToObject(item, "type", "text") == NULL ||
+        cJSON_AddStringToObject(item, "text", text) == NULL || !cJSON_AddItemToArray(arr, item)) {
+        cJSON_Delete(item);
+        cJSON_Delete(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+void mcp_call_finish(mcp_call_t *c, cJSON *content, cJSON *structured, bool is_error)
+{
+    cJSON *res = cJSON_CreateObject();
+    bool ok = res != NULL && content != NULL && cJSON_AddItemToObject(res, "content", content);
+    if (ok) content = NULL;
+    if (ok && structured != NULL && c->s != NULL &&
+        mcp_protocol_cmp(c->s->protocol, "2025-06-18") >= 0) {
+        ok = cJSON_AddItemToObject(res, "structuredContent", structured);
+        if (ok) structured = NULL;
+    }
+    if (ok && is_error) ok = cJSON_AddTrueToObject(res, "isError") != NULL;
+    cJSON_Delete(content);
+    cJSON_Delete(structured);
+    if (!ok) {
+        cJSON_Delete(res);
+        complete(c, mcp_jsonrpc_error(c->id, MCP_JSONRPC_INTERNAL_ERROR,
+                                      "out of memory building the tool result", NULL));
+        return;
+    }
+    complete(c, mcp_jsonrpc_result(c->id, res));
+}
+
+void mcp_call_finish_text(mcp_call_t *c, bool is_error, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (text != NULL) vsnprintf(text, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    if (text == NULL) {
+        mcp_call_finish_rpc_error(c, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    cJSON *content = mcp_text_content(text);
+    free(text);
+    mcp_call_finish(c, content, NULL, is_error);
+}
+
+void mcp_call_finish_rpc_error(mcp_call_t *c, int code, const char *message)
+{
+    complete(c, mcp_jsonrpc_error(c->id, code, message, NULL));
+}

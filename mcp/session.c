@@ -1,0 +1,443 @@
+/* session.c - one client's MCP session: parsing, lifecycle (initialize, shutdown), dispatch of
+ * requests and notifications, batches, logging. Tool calls live in call.c and requests to the
+ * client in outreq.c. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define BATCH_PROTOCOL "2025-03-26"
+
+int mcp_session_new(mcp_server_t *srv, const mcp_transport_ops_t *ops, void *tdata,
+                    mcp_session_t **out)
+{
+    *out = NULL;
+    if (srv == NULL || ops == NULL) return MCP_EINVAL;
+    mcp_session_t *s = calloc(1, sizeof *s);
+    if (s == NULL) return MCP_ENOMEM;
+    s->srv = srv;
+    s->ops = ops;
+    s->tdata = tdata;
+    s->log_level = MCP_LOG_INFO;
+    mcp__server_link_session(srv, s);
+    *out = s;
+    return MCP_OK;
+}
+
+const char *mcp_session_protocol(const mcp_session_t *s)
+{
+    return s->protocol[0] != '\0' ? s->protocol : NULL;
+}
+
+const cJSON *mcp_session_client_capabilities(const mcp_session_t *s)
+{
+    return s->client_caps;
+}
+
+bool mcp_session_client_has(const mcp_session_t *s, const char *name)
+{
+    return s->client_caps != NULL &&
+           cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(s->client_caps, name));
+}
+
+int mcp__session_send(mcp_session_t *s, cJSON *msg)
+{
+    if (msg == NULL) return MCP_ENOMEM;
+    char *text = cJSON_PrintUnformatted(msg);
+    cJSON_Delete(msg);
+    if (text == NULL) return MCP_ENOMEM;
+    int rc = MCP_OK;
+    if (s->ops->send != NULL) rc = s->ops->send(s->tdata, text, strlen(text));
+    cJSON_free(text);
+    return rc;
+}
+
+void mcp__session_answer(mcp_session_t *s, mcp__batch_t *batch, cJSON *msg)
+{
+    if (msg == NULL) {
+        mcp_log(s->srv->lg, MCP_LOG_ERROR, "out of memory building a response");
+        return;
+    }
+    if (batch == NULL) {
+        mcp__session_send(s, msg);
+        return;
+    }
+    if (!cJSON_AddItemToArray(batch->responses, msg)) cJSON_Delete(msg);
+}
+
+void mcp__batch_done_one(mcp_session_t *s, mcp__batch_t *batch)
+{
+    if (batch == NULL || --batch->pending > 0) return;
+    cJSON *arr = batch->responses;
+    free(batch);
+    /* A batch of notifications only is answered with nothing at all. */
+    if (cJSON_GetArraySize(arr) > 0)
+        mcp__session_send(s, arr);
+    else
+        cJSON_Delete(arr);
+}
+
+int mcp_session_notify(mcp_session_t *s, const char *method, cJSON *params)
+{
+    return mcp__session_send(s, mcp_jsonrpc_request(NULL, method, params));
+}
+
+void mcp_session_log(mcp_session_t *s, mcp_level_t level, const char *logger, cJSON *data)
+{
+    if (s->protocol[0] == '\0' || level > s->log_level) {
+        cJSON_Delete(data);
+        return;
+    }
+    cJSON *p = cJSON_CreateObject();
+    if (p == NULL || cJSON_AddStringToObject(p, "level", mcp_level_name(level)) == NULL ||
+        (logger != NULL && cJSON_AddStringToObject(p, "logger", logger) == NULL)) {
+        cJSON_Delete(p);
+        cJSON_Delete(data);
+        return;
+    }
+    if (data == NULL) data = cJSON_CreateNull();
+    if (data == NULL || !cJSON_AddItemToObject(p, "data", data)) {
+        cJSON_Delete(data);
+        cJSON_Delete(p);
+        return;
+    }
+    mcp_session_notify(s, "notifications/message", p);
+}
+
+/* --- requests ----------------------------------------------------------------------------- */
+
+static void answer_error(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, int code,
+                         const char *msg)
+{
+    mcp__session_answer(s, b, mcp_jsonrpc_error(id, code, msg, NULL));
+}
+
+static cJSON *server_capabilities(void)
+{
+    cJSON *caps = cJSON_CreateObject();
+    cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
+    if (tools == NULL || cJSON_AddTrueToObject(tools, "listChanged") == NULL ||
+        cJSON_AddObjectToObject(caps, "logging") == NULL) {
+        cJSON_Delete(caps);
+        return NULL;
+    }
+    return caps;
+}
+
+static void handle_initialize(mcp_session_t *s, mcp__batch_t *b, const cJSON *id,
+                              const cJSON *params)
+{
+    if (s->protocol[0] != '\0') {
+        answer_error(s, b, id, MCP_JSONRPC_INVALID_REQUEST,
+                     "initialize was already called on this session");
+        return;
+    }
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(params, "protocolVersion");
+    if (!cJSON_IsString(ver)) {
+        answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS,
+                     "initialize needs params.protocolVersion (a string such as \"" MCP_PROTOCOL_LATEST "\")");
+        return;
+    }
+    const cJSON *caps = cJSON_GetObjectItemCaseSensitive(params, "capabilities");
+    if (caps != NULL && !cJSON_IsObject(caps)) {
+        answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS,
+                     "initialize: params.capabilities must be an object");
+        return;
+    }
+    const char *chosen = mcp_protocol_negotiate(ver->valuestring);
+    mcp_server_t *srv = s->srv;
+
+    cJSON *res = cJSON_CreateObject();
+    cJSON *info = cJSON_CreateObject();
+    cJSON *scaps = server_capabilities();
+    bool ok = res && info && scaps &&
+              cJSON_AddStringToObject(res, "protocolVersion", chosen) != NULL &&
+              cJSON_AddStringToObject(info, "name", srv->name) != NULL &&
+              cJSON_AddStringToObject(info, "version", srv->version) != NULL;
+    if (ok && srv->title && mcp_protocol_cmp(chosen, "2025-06-18") >= 0)
+        ok = cJSON_AddStringToObject(info, "title", srv->title) != NULL;
+    if (ok) ok = cJSON_AddItemToObject(res, "capabilities", scaps);
+    if (ok) scaps = NULL;
+    if (ok) ok = cJSON_AddItemToObject(res, "serverInfo", info);
+    if (ok) info = NULL;
+    if (ok && srv->instructions)
+        ok = cJSON_AddStringToObject(res, "instructions", srv->instructions) != NULL;
+    cJSON_Delete(info);
+    cJSON_Delete(scaps);
+    if (!ok) {
+        cJSON_Delete(res);
+        answer_error(s, b, id, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    cJSON_Delete(s->client_caps);
+    cJSON_Delete(s->client_info);
+    s->client_caps = caps != NULL ? cJSON_Duplicate(caps, true) : cJSON_CreateObject();
+    const cJSON *ci = cJSON_GetObjectItemCaseSensitive(params, "clientInfo");
+    s->client_info = ci != NULL ? cJSON_Duplicate(ci, true) : NULL;
+    snprintf(s->protocol, sizeof s->protocol, "%s", chosen);
+    const cJSON *cname = cJSON_GetObjectItemCaseSensitive(ci, "name");
+    mcp_log(srv->lg, MCP_LOG_INFO, "session initialized: client %s asked %s, speaking %s",
+            cJSON_IsString(cname) ? cname->valuestring : "(unnamed)", ver->valuestring, chosen);
+    mcp__session_answer(s, b, mcp_jsonrpc_result(id, res));
+}
+
+static void handle_set_level(mcp_session_t *s, mcp__batch_t *b, const cJSON *id,
+                             const cJSON *params)
+{
+    const cJSON *lv = cJSON_GetObjectItemCaseSensitive(params, "level");
+    mcp_level_t level;
+    if (!cJSON_IsString(lv) || mcp_level_parse(lv->valuestring, &level) < 0) {
+        answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS,
+                     "logging/setLevel: params.level must be one of debug, info, notice, warning, "
+                     "error, critical, alert, emergency");
+        return;
+    }
+    s->log_level = level;
+    mcp__session_answer(s, b, mcp_jsonrpc_result(id, cJSON_CreateObject()));
+}
+
+static void handle_tools_list(mcp_session_t *s, mcp__batch_t *b, const cJSON *id,
+                              const cJSON *params)
+{
+    const cJSON *cur = cJSON_GetObjectItemCaseSensitive(params, "cursor");
+    if (cur != NULL && !cJSON_IsString(cur) && !cJSON_IsNull(cur)) {
+        answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS, "tools/list: cursor must be a string");
+        return;
+    }
+    bool bad = false;
+    cJSON *res = mcp__server_list_tools(s->srv, s->protocol,
+                                        cJSON_IsString(cur) ? cur->valuestring : NULL, &bad);
+    if (bad) {
+        answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS,
+                     "tools/list: invalid cursor (pass back a nextCursor exactly as received)");
+        return;
+    }
+    if (res == NULL) {
+        answer_error(s, b, id, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    mcp__session_answer(s, b, mcp_jsonrpc_result(id, res));
+}
+
+static void handle_request(mcp_session_t *s, mcp__batch_t *b, const cJSON *msg)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+    const char *method = cJSON_GetObjectItemCaseSensitive(msg, "method")->valuestring;
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
+    if (params != NULL && !cJSON_IsObject(params)) {
+        answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS, "params must be an object");
+        return;
+    }
+    if (strcmp(method, "ping") == 0) {
+        mcp__session_answer(s, b, mcp_jsonrpc_result(id, cJSON_CreateObject()));
+        return;
+    }
+    if (strcmp(method, "initialize") == 0) {
+        if (b != NULL) {
+            answer_error(s, b, id, MCP_JSONRPC_INVALID_REQUEST,
+                         "initialize must not be part of a JSON-RPC batch");
+            return;
+        }
+        handle_initialize(s, b, id, params);
+        return;
+    }
+    if (s->protocol[0] == '\0') {
+        char m[200];
+        snprintf(m, sizeof m, "%s refused: the session is not initialized (send initialize first)",
+                 method);
+        answer_error(s, b, id, MCP_JSONRPC_INVALID_REQUEST, m);
+        return;
+    }
+    if (s->shutting_down) {
+        answer_error(s, b, id, MCP_JSONRPC_INTERNAL_ERROR, "the server is shutting down");
+        return;
+    }
+    if (strcmp(method, "tools/list") == 0) {
+        handle_tools_list(s, b, id, params);
+    } else if (strcmp(method, "tools/call") == 0) {
+        if (b != NULL) b->pending++; /* answered when the call finishes */
+        mcp__call_start(s, b, id, params);
+    } else if (strcmp(method, "logging/setLevel") == 0) {
+        handle_set_level(s, b, id, params);
+    } else {
+        char m[200];
+        snprintf(m, sizeof m, "Method not found: %.160s", method);
+        answer_error(s, b, id, MCP_JSONRPC_METHOD_NOT_FOUND, m);
+    }
+}
+
+static void handle_notification(mcp_session_t *s, const cJSON *msg)
+{
+    const char *method = cJSON_GetObjectItemCaseSensitive(msg, "method")->valuestring;
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
+    if (strcmp(method, "notifications/cancelled") == 0) {
+        const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
+        if (rid == NULL) return;
+        for (mcp_call_t *c = s->calls; c != NULL; c = c->next) {
+            if (cJSON_Compare(c->id, rid, true)) {
+                const cJSON *why = cJSON_GetObjectItemCaseSensitive(params, "reason");
+                mcp_log(s->srv->lg, MCP_LOG_INFO, "call %s cancelled by the client%s%s", c->tool,
+                        cJSON_IsString(why) ? ": " : "",
+                        cJSON_IsString(why) ? why->valuestring : "");
+                mcp__call_cancel(c);
+                return;
+            }
+        }
+    } else if (strcmp(method, "notifications/initialized") == 0) {
+        mcp_log(s->srv->lg, MCP_LOG_DEBUG, "client sent notifications/initialized");
+    }
+    /* Other notifications (progress, roots/list_changed, ...) need no action here. */
+}
+
+/* Handles one parsed message; b is the batch it belongs to, or NULL. */
+static void handle_one(mcp_session_t *s, mcp__batch_t *b, const cJSON *msg)
+{
+    const char *why = NULL;
+    switch (mcp_jsonrpc_classify(msg, &why)) {
+    case MCP_MSG_REQUEST: handle_request(s, b, msg); break;
+    case MCP_MSG_NOTIFICATION: handle_notification(s, msg); break;
+    case MCP_MSG_RESPONSE:
+    case MCP_MSG_ERROR:
+        if (!mcp__outreq_route(s, msg, mcp_jsonrpc_classify(msg, NULL)))
+            mcp_log(s->srv->lg, MCP_LOG_WARNING, "dropped a response to no pending request");
+        break;
+    case MCP_MSG_INVALID: {
+        /* Answer with the id when one can be read, as JSON-RPC asks. */
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+        if (!(cJSON_IsString(id) || cJSON_IsNumber(id))) id = NULL;
+        char m[256];
+        snprintf(m, sizeof m, "Invalid Request: %s", why);
+        answer_error(s, b, id, MCP_JSONRPC_INVALID_REQUEST, m);
+        break;
+    }
+    }
+}
+
+static void receive_batch(mcp_session_t *s, const cJSON *arr)
+{
+    if (strcmp(s->protocol, BATCH_PROTOCOL) != 0) {
+        char m[200];
+        snprintf(m, sizeof m,
+                 "Invalid Request: JSON-RPC batches are only accepted in protocol version %s "
+                 "(this session: %s)",
+                 BATCH_PROTOCOL, s->protocol[0] ? s->protocol : "not initialized");
+        answer_error(s, NULL, NULL, MCP_JSONRPC_INVALID_REQUEST, m);
+        return;
+    }
+    if (cJSON_GetArraySize(arr) == 0) {
+        answer_error(s, NULL, NULL, MCP_JSONRPC_INVALID_REQUEST, "Invalid Request: empty batch");
+        return;
+    }
+    mcp__batch_t *b = calloc(1, sizeof *b);
+    if (b == NULL || (b->responses = cJSON_CreateArray()) == NULL) {
+        free(b);
+        answer_error(s, NULL, NULL, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    b->pending = 1; /* held until every member is dispatched */
+    const cJSON *m;
+    cJSON_ArrayForEach(m, arr) handle_one(s, b, m);
+    mcp__batch_done_one(s, b);
+}
+
+void mcp_session_receive(mcp_session_t *s, const char *json, size_t len)
+{
+    const char *end = NULL;
+    cJSON *msg = cJSON_ParseWithLengthOpts(json, len, &end, false);
+    if (msg != NULL) {
+        /* Only white space may follow the value. */
+        for (const char *p = end; p < json + len; p++) {
+            if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n') {
+                cJSON_Delete(msg);
+                msg = NULL;
+                break;
+            }
+        }
+    }
+    if (msg == NULL) {
+        answer_error(s, NULL, NULL, MCP_JSONRPC_PARSE_ERROR,
+                     "Parse error: the message is not valid JSON (one JSON-RPC message per line)");
+        return;
+    }
+    if (cJSON_IsArray(msg))
+        receive_batch(s, msg);
+    else
+        handle_one(s, NULL, msg);
+    cJSON_Delete(msg);
+}
+
+void mcp_session_reject_oversized(mcp_session_t *s, size_t bytes, size_t max_bytes)
+{
+    char m[200];
+    snprintf(m, sizeof m,
+             "Invalid Request: message of at least %zu bytes exceeds the limit of %zu bytes "
+             "(--max-message-bytes); it was discarded",
+             bytes, max_bytes);
+    mcp_log(s->srv->lg, MCP_LOG_WARNING, "%s", m);
+    answer_error(s, NULL, NULL, MCP_JSONRPC_INVALID_REQUEST, m);
+}
+
+/* --- shutdown ----------------------------------------------------------------------------- */
+
+void mcp__session_check_idle(mcp_session_t *s)
+{
+    if (!s->shutting_down || s->calls != NULL || s->outreqs != NULL || s->idle_cb == NULL)
+        return;
+    mcp_session_idle_cb cb = s->idle_cb;
+    s->idle_cb = NULL;
+    mcp__close_free((uv_handle_t *)s->grace_timer);
+    s->grace_timer = NULL;
+    cb(s, s->idle_data);
+}
+
+static void cancel_all_calls(mcp_session_t *s)
+{
+    for (mcp_call_t *c = s->calls, *next; c != NULL; c = next) {
+        next = c->next;
+        if (!c->cancelled) mcp__call_cancel(c);
+    }
+}
+
+static void on_grace(uv_timer_t *t)
+{
+    mcp_session_t *s = t->data;
+    mcp_log(s->srv->lg, MCP_LOG_WARNING, "shutdown: cancelling calls still running after %u ms",
+            s->srv->grace_ms);
+    cancel_all_calls(s);
+}
+
+void mcp_session_shutdown(mcp_session_t *s, mcp_session_idle_cb idle_cb, void *data)
+{
+    if (s->shutting_down) return;
+    s->shutting_down = true;
+    s->idle_cb = idle_cb;
+    s->idle_data = data;
+    /* The client can no longer answer our requests once its side is closing. */
+    mcp__outreq_fail_all(s, MCP_ECLOSED, "the client connection is closing");
+    if (s->calls != NULL) {
+        s->grace_timer = malloc(sizeof *s->grace_timer);
+        if (s->grace_timer == NULL || uv_timer_init(s->srv->loop, s->grace_timer) < 0) {
+            free(s->grace_timer);
+            s->grace_timer = NULL;
+            cancel_all_calls(s);
+        } else {
+            s->grace_timer->data = s;
+            uv_timer_start(s->grace_timer, on_grace, s->srv->grace_ms, 0);
+        }
+    }
+    mcp__session_check_idle(s);
+}
+
+void mcp_session_free(mcp_session_t *s)
+{
+    if (s == NULL) return;
+    s->idle_cb = NULL;
+    mcp__outreq_fail_all(s, MCP_ECLOSED, "the session was closed");
+    while (s->calls != NULL) mcp__call_detach(s->calls);
+    mcp__close_free((uv_handle_t *)s->grace_timer);
+    mcp__server_unlink_session(s->srv, s);
+    if (s->ops->closed) s->ops->closed(s->tdata);
+    cJSON_Delete(s->client_caps);
+    cJSON_Delete(s->client_info);
+    free(s);
+}

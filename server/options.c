@@ -1,0 +1,394 @@
+/* options.c - one table of flags drives parsing, the config file's "ptc" object and --help. */
+#include "options.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum arg_kind { ARG_NONE, ARG_STR, ARG_SIZE, ARG_NUM, ARG_LONG, ARG_LIST } arg_kind_t;
+
+typedef struct flag {
+    const char *name; /* without the leading dashes */
+    arg_kind_t kind;
+    size_t offset;       /* into ptc_options_t */
+    size_t count_offset; /* ARG_LIST: the size_t count */
+    const char *arg;     /* placeholder in --help */
+    const char *help;
+    const char *dflt;
+    /* NULL when the feature works; otherwise the reason it is refused in this version. */
+    const char *missing;
+} flag_t;
+
+#define OFF(f) offsetof(ptc_options_t, f)
+#define NOT_YET_EXEC "the sandboxed executor (execute_code) is not in this version yet"
+#define NOT_YET_REG "the tool registry (search_tools, downstream servers) is not in this version yet"
+#define NOT_YET_HTTP "the HTTP transports are not in this version yet"
+#define NOT_YET_HEAL "self-healing (repairs) is not in this version yet"
+
+static const flag_t flags[] = {
+    {"transport", ARG_STR, OFF(transport), 0, "stdio|http", "how clients connect", "stdio", NULL},
+    {"listen", ARG_STR, OFF(listen), 0, "HOST:PORT", "HTTP address", "127.0.0.1:8765",
+     NOT_YET_HTTP},
+    {"config", ARG_STR, OFF(config_file), 0, "FILE",
+     "downstream servers, Claude Desktop format {\"mcpServers\": {...}}, plus an optional \"ptc\" "
+     "object holding any of these flags by long name",
+     "none", NULL},
+    {"tools-file", ARG_STR, OFF(tools_file), 0, "FILE",
+     "static catalog: JSON array of MCP Tool objects with optional \"server\"", "none",
+     NOT_YET_REG},
+    {"check", ARG_NONE, OFF(check), 0, NULL,
+     "print the active sandbox layers, embedder, downstream servers, then exit", NULL, NULL},
+    {"log-level", ARG_STR, OFF(log_level), 0, "LEVEL",
+     "stderr log level (debug, info, notice, warning, error, critical, alert, emergency)", "info",
+     NULL},
+    {"max-message-bytes", ARG_SIZE, OFF(max_message_bytes), 0, "N",
+     "largest JSON-RPC message accepted", "16 MiB", NULL},
+    {"list-page-size", ARG_SIZE, OFF(list_page_size), 0, "N", "tools/list page size", "50", NULL},
+    {"output-page-chars", ARG_SIZE, OFF(output_page_chars), 0, "N",
+     "execute_code output page size", "20000", NOT_YET_EXEC},
+    {"python", ARG_STR, OFF(python), 0, "PATH", "interpreter inside the sandbox",
+     "system python3", NOT_YET_EXEC},
+    {"max-concurrent", ARG_SIZE, OFF(max_concurrent), 0, "N", "parallel runs", "cores",
+     NOT_YET_EXEC},
+    {"max-queue", ARG_SIZE, OFF(max_queue), 0, "N",
+     "waiting runs (queue time does not count against a run's timeout)", "64", NOT_YET_EXEC},
+    {"max-timeout", ARG_NUM, OFF(max_timeout), 0, "S",
+     "largest timeout_seconds a caller may ask", "300", NOT_YET_EXEC},
+    {"mount", ARG_LIST, OFF(mounts), OFF(n_mounts), "HOST:PATH[:ro|rw]",
+     "expose a host folder inside the sandbox (repeatable)", "none", NOT_YET_EXEC},
+    {"pass-env", ARG_LIST, OFF(pass_env), OFF(n_pass_env), "NAME",
+     "pass one variable of the server's environment into runs (repeatable)", "none",
+     NOT_YET_EXEC},
+    {"unsafe-no-sandbox", ARG_NONE, OFF(unsafe_no_sandbox), 0, NULL,
+     "run code without isolation (loud warnings)", "off", NOT_YET_EXEC},
+    {"embedder", ARG_STR, OFF(embedder), 0, "auto|model|lexical|remote",
+     "search back end; auto = model if installed, else lexical, and says so", "auto",
+     NOT_YET_REG},
+    {"embed-model-dir", ARG_STR, OFF(embed_model_dir), 0, "DIR", "sentence-embedding model files",
+     "the installed one", NOT_YET_REG},
+    {"embed-url", ARG_STR, OFF(embed_url), 0, "URL",
+     "remote embeddings (OpenAI-compatible or Ollama)", "none", NOT_YET_REG},
+    {"embed-remote-model", ARG_STR, OFF(embed_remote_model), 0, "NAME", "remote embedding model",
+     "none", NOT_YET_REG},
+    {"embed-key-env", ARG_STR, OFF(embed_key_env), 0, "NAME",
+     "environment variable holding the remote embedding API key", "none", NOT_YET_REG},
+    {"expose-tools", ARG_NONE, OFF(expose_tools), 0, NULL,
+     "also list every registry tool and proxy calls to it", "off", NOT_YET_REG},
+    {"allow-tools", ARG_STR, OFF(allow_tools), 0, "PATTERNS",
+     "which registry tools code may call (glob on ids)", "all", NOT_YET_REG},
+    {"deny-tools", ARG_STR, OFF(deny_tools), 0, "PATTERNS",
+     "which registry tools code may not call (glob on ids)", "none", NOT_YET_REG},
+    {"tool-timeout", ARG_NUM, OFF(tool_timeout), 0, "S", "one downstream call from code", "60",
+     NOT_YET_REG},
+    {"audit-log", ARG_STR, OFF(audit_log), 0, "FILE",
+     "JSONL record of every tool call made from code", "stderr at info", NOT_YET_REG},
+    {"confirm-writes", ARG_NONE, OFF(confirm_writes), 0, NULL,
+     "calls from code to tools not annotated read-only need the user's confirmation (MCP "
+     "elicitation), else are refused",
+     "off", NOT_YET_REG},
+    {"max-repairs", ARG_LONG, OFF(max_repairs), 0, "N", "self-healing budget (0 = off)", "2",
+     NOT_YET_HEAL},
+    {"repair-url", ARG_STR, OFF(repair_url), 0, "URL", "fallback repairer (OpenAI-compatible chat)",
+     "none", NOT_YET_HEAL},
+    {"repair-model", ARG_STR, OFF(repair_model), 0, "NAME", "fallback repairer model", "none",
+     NOT_YET_HEAL},
+    {"repair-key-env", ARG_STR, OFF(repair_key_env), 0, "NAME",
+     "environment variable holding the fallback repairer's API key", "none", NOT_YET_HEAL},
+    {"auth-token-env", ARG_STR, OFF(auth_token_env), 0, "NAME",
+     "HTTP bearer token; required for a non-loopback --listen", "none", NOT_YET_HTTP},
+    {"tls-cert", ARG_STR, OFF(tls_cert), 0, "FILE", "HTTPS certificate", "none", NOT_YET_HTTP},
+    {"tls-key", ARG_STR, OFF(tls_key), 0, "FILE", "HTTPS private key", "none", NOT_YET_HTTP},
+    {"ca-file", ARG_STR, OFF(ca_file), 0, "FILE", "CA bundle for every outbound HTTPS call",
+     "system bundle", NULL},
+    {"help", ARG_NONE, OFF(help), 0, NULL, "print this help and exit", NULL, NULL},
+    {"version", ARG_NONE, OFF(version), 0, NULL, "print the version and exit", NULL, NULL},
+};
+#define N_FLAGS (sizeof flags / sizeof flags[0])
+
+void ptc_options_init(ptc_options_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->transport = "stdio";
+    o->listen = "127.0.0.1:8765";
+    o->log_level = "info";
+    o->max_message_bytes = 16u << 20;
+    o->list_page_size = 50;
+    o->output_page_chars = 20000;
+    o->max_queue = 64;
+    o->max_timeout = 300;
+    o->embedder = "auto";
+    o->tool_timeout = 60;
+    o->max_repairs = 2;
+}
+
+void ptc_options_close(ptc_options_t *o)
+{
+    cJSON_Delete(o->config_json);
+    o->config_json = NULL;
+}
+
+void ptc_options_usage(FILE *out)
+{
+    fprintf(out, "Usage: ptc-mcp [FLAGS]\n\n"
+                 "An MCP server that runs model-written Python in a sandbox and finds tools.\n"
+                 "With no flags it serves one MCP session on stdin/stdout.\n\nFlags:\n");
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        const flag_t *f = &flags[i];
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s", f->name, f->arg ? " " : "", f->arg ? f->arg : "");
+        fprintf(out, "  %-32s %s", left, f->help);
+        if (f->dflt) fprintf(out, " [default: %s]", f->dflt);
+        if (f->missing) fprintf(out, " (not available yet: %s)", f->missing);
+        fputc('\n', out);
+    }
+}
+
+static const flag_t *find_flag(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_FLAGS; i++)
+        if (strlen(flags[i].name) == len && strncmp(flags[i].name, name, len) == 0)
+            return &flags[i];
+    return NULL;
+}
+
+/* Accepts 123, 64K/KiB, 16M/MiB, 1G/GiB. */
+static int parse_size(const char *s, size_t *out)
+{
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || errno != 0 || s[0] == '-') return -1;
+    unsigned long long mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1ull << 10;
+    if (*end == 'M' || *end == 'm') mul = 1ull << 20;
+    if (*end == 'G' || *end == 'g') mul = 1ull << 30;
+    if (mul != 1) {
+        end++;
+        if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0) end += strlen(end);
+    }
+    if (*end != '\0' || v == 0 || v > SIZE_MAX / mul) return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+static int set_flag(ptc_options_t *o, const flag_t *f, const char *val, FILE *err,
+                    const char *origin)
+{
+    char *base = (char *)o;
+    if (f->missing) {
+        fprintf(err, "ptc-mcp: --%s is not available in this version: %s\n", f->name, f->missing);
+        return -1;
+    }
+    o->given[f - flags] = 1;
+    switch (f->kind) {
+    case ARG_NONE: *(bool *)(base + f->offset) = true; return 0;
+    case ARG_STR: *(const char **)(base + f->offset) = val; return 0;
+    case ARG_SIZE:
+        if (parse_size(val, (size_t *)(base + f->offset)) == 0) return 0;
+        break;
+    case ARG_NUM: {
+        char *end;
+        double d = strtod(val, &end);
+        if (end != val && *end == '\0' && isfinite(d) && d > 0) {
+            *(double *)(base + f->offset) = d;
+            return 0;
+        }
+        break;
+    }
+    case ARG_LONG: {
+        char *end;
+        errno = 0;
+        long v = strtol(val, &end, 10);
+        if (end != val && *end == '\0' && errno == 0 && v >= 0) {
+            *(long *)(base + f->offset) = v;
+            return 0;
+        }
+        break;
+    }
+    case ARG_LIST: {
+        size_t *n = (size_t *)(base + f->count_offset);
+        if (*n >= PTC_MAX_REPEAT) {
+            fprintf(err, "ptc-mcp: --%s given more than %d times\n", f->name, PTC_MAX_REPEAT);
+            return -1;
+        }
+        ((const char **)(base + f->offset))[(*n)++] = val;
+        return 0;
+    }
+    }
+    fprintf(err, "ptc-mcp: --%s%s: invalid value \"%s\" (expected %s)\n", f->name, origin, val,
+            f->arg);
+    return -1;
+}
+
+/* Reads the config file's "ptc" object; command-line flags win over it. */
+static int load_config(ptc_options_t *o, FILE *err)
+{
+    FILE *fp = fopen(o->config_file, "rb");
+    if (fp == NULL) {
+        fprintf(err, "ptc-mcp: --config %s: %s\n", o->config_file, strerror(errno));
+        return -1;
+    }
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            if (cap > (64u << 20)) {
+                fprintf(err, "ptc-mcp: --config %s: larger than 64 MiB\n", o->config_file);
+                free(text);
+                fclose(fp);
+                return -1;
+            }
+            char *nt = realloc(text, cap);
+            if (nt == NULL) {
+                free(text);
+                fclose(fp);
+                fprintf(err, "ptc-mcp: out of memory reading %s\n", o->config_file);
+                return -1;
+            }
+            text = nt;
+        }
+        size_t n = fread(text + len, 1, 4096, fp);
+        len += n;
+        if (n < 4096) break;
+    }
+    bool read_err = ferror(fp);
+    fclose(fp);
+    if (read_err) {
+        free(text);
+        fprintf(err, "ptc-mcp: --config %s: read error\n", o->config_file);
+        return -1;
+    }
+    text[len] = '\0';
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsObject(root)) {
+        fprintf(err, "ptc-mcp: --config %s: not a JSON object (expected {\"mcpServers\": {...}})\n",
+                o->config_file);
+        cJSON_Delete(root);
+        return -1;
+    }
+    o->config_json = root;
+    const cJSON *servers = cJSON_GetObjectItemCaseSensitive(root, "mcpServers");
+    if (servers != NULL && !cJSON_IsObject(servers)) {
+        fprintf(err, "ptc-mcp: --config %s: \"mcpServers\" must be an object\n", o->config_file);
+        return -1;
+    }
+    if (cJSON_GetArraySize(servers) > 0) {
+        fprintf(err,
+                "ptc-mcp: --config %s: downstream servers (\"mcpServers\") are not available in "
+                "this version: %s\n",
+                o->config_file, NOT_YET_REG);
+        return -1;
+    }
+    const cJSON *ptc = cJSON_GetObjectItemCaseSensitive(root, "ptc");
+    if (ptc == NULL) return 0;
+    if (!cJSON_IsObject(ptc)) {
+        fprintf(err, "ptc-mcp: --config %s: \"ptc\" must be an object of flags\n", o->config_file);
+        return -1;
+    }
+    const cJSON *item;
+    cJSON_ArrayForEach(item, ptc)
+    {
+        const flag_t *f = find_flag(item->string, strlen(item->string));
+        if (f == NULL) {
+            fprintf(err, "ptc-mcp: --config %s: \"ptc\".%s is not a flag (see --help)\n",
+                    o->config_file, item->string);
+            return -1;
+        }
+        if (f->kind == ARG_NONE && !cJSON_IsBool(item)) goto bad;
+        if (strcmp(f->name, "config") == 0 || strcmp(f->name, "help") == 0 ||
+            strcmp(f->name, "version") == 0 || strcmp(f->name, "check") == 0) {
+            fprintf(err, "ptc-mcp: --config %s: \"ptc\".%s is only a command-line flag\n",
+                    o->config_file, item->string);
+            return -1;
+        }
+        if (o->given[f - flags]) continue; /* the command line wins */
+        if (f->kind == ARG_NONE) {
+            if (cJSON_IsTrue(item) && set_flag(o, f, NULL, err, " (in the config file)") < 0)
+                return -1;
+            continue;
+        }
+        if (cJSON_IsArray(item)) {
+            if (f->kind != ARG_LIST) goto bad;
+            const cJSON *v;
+            cJSON_ArrayForEach(v, item)
+            {
+                if (!cJSON_IsString(v)) goto bad;
+                if (set_flag(o, f, v->valuestring, err, " (in the config file)") < 0) return -1;
+            }
+            continue;
+        }
+        char num[64];
+        const char *sval = NULL;
+        if (cJSON_IsString(item)) {
+            sval = item->valuestring;
+        } else if (cJSON_IsNumber(item)) {
+            snprintf(num, sizeof num, "%.17g", item->valuedouble);
+            /* Numbers are re-read by the flag's own parser; keep them in the config tree. */
+            cJSON *copy = cJSON_CreateString(num);
+            if (copy == NULL || !cJSON_AddItemToObject(root, "\x01num", copy)) {
+                cJSON_Delete(copy);
+                goto bad;
+            }
+            sval = copy->valuestring;
+        } else {
+            goto bad;
+        }
+        if (set_flag(o, f, sval, err, " (in the config file)") < 0) return -1;
+        continue;
+    bad:
+        fprintf(err, "ptc-mcp: --config %s: \"ptc\".%s has the wrong type\n", o->config_file,
+                item->string);
+        return -1;
+    }
+    return 0;
+}
+
+int ptc_options_parse(ptc_options_t *o, int argc, char **argv, FILE *err)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+            fprintf(err, "ptc-mcp: unexpected argument \"%s\" (see --help)\n", a);
+            return -1;
+        }
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const flag_t *f = find_flag(name, len);
+        if (f == NULL) {
+            fprintf(err, "ptc-mcp: unknown flag \"%s\" (see --help)\n", a);
+            return -1;
+        }
+        const char *val = NULL;
+        if (f->kind == ARG_NONE) {
+            if (eq) {
+                fprintf(err, "ptc-mcp: --%s takes no value\n", f->name);
+                return -1;
+            }
+        } else if (eq) {
+            val = eq + 1;
+        } else if (i + 1 < argc) {
+            val = argv[++i];
+        } else {
+            fprintf(err, "ptc-mcp: --%s needs a value (%s)\n", f->name, f->arg);
+            return -1;
+        }
+        if (set_flag(o, f, val, err, "") < 0) return -1;
+    }
+    if (o->help || o->version) return 0;
+    if (o->config_file && load_config(o, err) < 0) return -1;
+    if (strcmp(o->transport, "stdio") != 0) {
+        if (strcmp(o->transport, "http") == 0)
+            fprintf(err, "ptc-mcp: --transport http is not available in this version: %s\n",
+                    NOT_YET_HTTP);
+        else
+            fprintf(err, "ptc-mcp: --transport must be stdio or http, not \"%s\"\n", o->transport);
+        return -1;
+    }
+    return 0;
+}

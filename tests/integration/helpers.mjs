@@ -55,7 +55,20 @@ export async function connect(bin, args = [], { version, capabilities = {}, setu
   inner.stderr?.on('data', (d) => stderr.push(d.toString()));
   if (setup) setup(client);
   await client.connect(transport);
-  return { client, transport, stderr, close: () => client.close() };
+  const proc = inner._process;
+  const exited = new Promise((resolve) => proc.once('close', (code, signal) => resolve({ code, signal })));
+  // Closing checks how the server ended: a clean exit 0 on EOF, and no sanitizer report.
+  const close = async () => {
+    await client.close();
+    const how = await exited;
+    assertCleanExit(how, stderr.join(''));
+  };
+  return { client, transport, stderr, close };
+}
+
+export function assertCleanExit(how, stderr) {
+  if (/Sanitizer|runtime error:/.test(stderr)) throw new Error(`sanitizer report from the server:\n${stderr}`);
+  if (how.code !== 0) throw new Error(`server exited with ${JSON.stringify(how)}; stderr:\n${stderr}`);
 }
 
 // A raw newline-delimited JSON-RPC peer.
@@ -66,7 +79,7 @@ export class RawPeer {
     this.messages = [];
     this.waiters = [];
     this.stderr = '';
-    this.exit = new Promise((resolve) => this.proc.on('exit', (code, signal) => resolve({ code, signal })));
+    this.exit = new Promise((resolve) => this.proc.on('close', (code, signal) => resolve({ code, signal })));
     this.proc.stdout.on('data', (d) => {
       this.buf += d.toString();
       let i;
@@ -111,7 +124,9 @@ export class RawPeer {
   }
   async close() {
     this.proc.stdin.end();
-    return this.exit;
+    const how = await this.exit;
+    assertCleanExit(how, this.stderr);
+    return how;
   }
 }
 

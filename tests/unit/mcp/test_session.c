@@ -1,0 +1,264 @@
+/* Sessions driven directly through a capturing transport: lifecycle, paging, list_changed,
+ * server-to-client request routing, cancellation and shutdown. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcp.h"
+
+typedef struct sink {
+    cJSON *msgs[64];
+    size_t n;
+} sink_t;
+
+static int sink_send(void *tdata, const char *json, size_t len)
+{
+    sink_t *s = tdata;
+    assert_true(s->n < 64);
+    s->msgs[s->n] = cJSON_ParseWithLength(json, len);
+    assert_non_null(s->msgs[s->n]);
+    s->n++;
+    return 0;
+}
+
+static const mcp_transport_ops_t sink_ops = {sink_send, NULL};
+
+static void sink_clear(sink_t *s)
+{
+    for (size_t i = 0; i < s->n; i++) cJSON_Delete(s->msgs[i]);
+    s->n = 0;
+}
+
+static cJSON *last(sink_t *s)
+{
+    assert_true(s->n > 0);
+    return s->msgs[s->n - 1];
+}
+
+typedef struct env {
+    uv_loop_t loop;
+    mcp_logger_t log;
+    mcp_server_t *srv;
+    mcp_session_t *sess;
+    sink_t sink;
+    int cancels;
+    mcp_call_t *held;
+} env_t;
+
+static void tool_now(mcp_call_t *call, const cJSON *args, void *data)
+{
+    (void)args;
+    (void)data;
+    mcp_call_finish_text(call, false, "%s", mcp_call_tool(call));
+}
+
+static void on_cancel(mcp_call_t *call, void *data)
+{
+    env_t *e = data;
+    e->cancels++;
+    e->held = NULL;
+    mcp_call_finish_text(call, true, "cancelled");
+}
+
+static void tool_hold(mcp_call_t *call, const cJSON *args, void *data)
+{
+    (void)args;
+    env_t *e = data;
+    e->held = call;
+    mcp_call_on_cancel(call, on_cancel, e);
+}
+
+static void add_tool(env_t *e, const char *name, mcp_tool_fn fn)
+{
+    mcp_tool_def_t d = {.name = name, .handler = fn, .data = e};
+    assert_int_equal(mcp_server_add_tool(e->srv, &d), 0);
+}
+
+static int setup(void **state)
+{
+    env_t *e = calloc(1, sizeof *e);
+    uv_loop_init(&e->loop);
+    e->log.out = stderr;
+    e->log.level = MCP_LOG_ERROR;
+    mcp_server_opts_t o;
+    mcp_server_opts_default(&o);
+    o.list_page_size = 3;
+    o.shutdown_grace_ms = 10;
+    assert_int_equal(mcp_server_new(&e->loop, &o, &e->log, &e->srv), 0);
+    assert_int_equal(mcp_session_new(e->srv, &sink_ops, &e->sink, &e->sess), 0);
+    *state = e;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    env_t *e = *state;
+    mcp_session_free(e->sess);
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    mcp_server_free(e->srv);
+    assert_int_equal(uv_loop_close(&e->loop), 0);
+    sink_clear(&e->sink);
+    free(e);
+    return 0;
+}
+
+static void feed(env_t *e, const char *json)
+{
+    mcp_session_receive(e->sess, json, strlen(json));
+}
+
+static void init(env_t *e)
+{
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
+            "\"2025-06-18\",\"capabilities\":{\"sampling\":{}}}}");
+    assert_string_equal(mcp_session_protocol(e->sess), "2025-06-18");
+    assert_true(mcp_session_client_has(e->sess, "sampling"));
+    assert_false(mcp_session_client_has(e->sess, "roots"));
+    sink_clear(&e->sink);
+}
+
+static const char *next_cursor(cJSON *resp)
+{
+    cJSON *c = cJSON_GetObjectItem(cJSON_GetObjectItem(resp, "result"), "nextCursor");
+    return cJSON_IsString(c) ? c->valuestring : NULL;
+}
+
+static void cursor_pages_survive_tools_added_between_pages(void **state)
+{
+    env_t *e = *state;
+    const char *names[] = {"a", "b", "c", "d", "e"};
+    for (size_t i = 0; i < 5; i++) add_tool(e, names[i], tool_now);
+    init(e);
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+    cJSON *page = last(&e->sink);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(page, "result"), "tools")), 3);
+    char cursor[128];
+    snprintf(cursor, sizeof cursor, "%s", next_cursor(page));
+    /* A tool sorting before the boundary must not shift the next page. */
+    add_tool(e, "aa", tool_now);
+    cJSON *note = last(&e->sink);
+    assert_string_equal(cJSON_GetObjectItem(note, "method")->valuestring,
+                        "notifications/tools/list_changed");
+    char req[256];
+    snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{\"cursor\":\"%s\"}}", cursor);
+    feed(e, req);
+    cJSON *tools = cJSON_GetObjectItem(cJSON_GetObjectItem(last(&e->sink), "result"), "tools");
+    assert_int_equal(cJSON_GetArraySize(tools), 2);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(tools, 0), "name")->valuestring, "d");
+    assert_null(next_cursor(last(&e->sink)));
+    assert_int_equal(mcp_server_remove_tool(e->srv, "aa"), 0);
+    assert_int_equal(mcp_server_remove_tool(e->srv, "aa"), MCP_EINVAL);
+    assert_int_equal(mcp_server_tool_count(e->srv), 5);
+}
+
+static void bad_tool_definitions_are_refused(void **state)
+{
+    env_t *e = *state;
+    mcp_tool_def_t d = {.name = "bad name", .handler = tool_now};
+    assert_int_equal(mcp_server_add_tool(e->srv, &d), MCP_EINVAL);
+    d.name = "ok";
+    d.input_schema = "{not json";
+    assert_int_equal(mcp_server_add_tool(e->srv, &d), MCP_EINVAL);
+    d.input_schema = NULL;
+    assert_int_equal(mcp_server_add_tool(e->srv, &d), 0);
+    assert_int_equal(mcp_server_add_tool(e->srv, &d), MCP_EINVAL);
+}
+
+typedef struct got {
+    int *err;
+    char text[64];
+} got_t;
+
+static void cb(void *data, int rc, const cJSON *result, const cJSON *error, const char *message)
+{
+    got_t *got = data;
+    (void)error;
+    (void)message;
+    *got->err = rc;
+    if (result) snprintf(got->text, sizeof got->text, "%s", cJSON_GetObjectItem(result, "text")->valuestring);
+}
+
+static void outgoing_requests_are_routed_by_their_own_ids(void **state)
+{
+    env_t *e = *state;
+    init(e);
+    int err = 1;
+    got_t got = {&err, ""};
+    /* A client lacking the capability fails at once. */
+    assert_int_equal(mcp_session_request(e->sess, "roots/list", NULL, "roots", 0, NULL, NULL, NULL),
+                     MCP_ENOTSUP);
+    assert_int_equal(e->sink.n, 0);
+    assert_int_equal(mcp_session_request(e->sess, "sampling/createMessage", cJSON_CreateObject(),
+                                         "sampling", 0, cb, &got, NULL),
+                     0);
+    cJSON *req = last(&e->sink);
+    const char *id = cJSON_GetObjectItem(req, "id")->valuestring;
+    assert_memory_equal(id, "ptc-", 4);
+    /* A response to an unknown id is dropped; the right one is delivered. */
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":\"ptc-999\",\"result\":{}}");
+    assert_int_equal(err, 1);
+    char resp[128];
+    snprintf(resp, sizeof resp, "{\"jsonrpc\":\"2.0\",\"id\":\"%s\",\"result\":{\"text\":\"hi\"}}", id);
+    feed(e, resp);
+    assert_int_equal(err, 0);
+    assert_string_equal(got.text, "hi");
+}
+
+
+static void freeing_a_session_cancels_calls_in_flight(void **state)
+{
+    env_t *e = *state;
+    add_tool(e, "hold", tool_hold);
+    init(e);
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"hold\"}}");
+    assert_non_null(e->held);
+    assert_int_equal(e->sink.n, 0);
+    mcp_session_free(e->sess);
+    assert_int_equal(e->cancels, 1);
+    assert_int_equal(e->sink.n, 0);
+    assert_int_equal(mcp_session_new(e->srv, &sink_ops, &e->sink, &e->sess), 0);
+}
+
+static void idle(mcp_session_t *s, void *data)
+{
+    (void)s;
+    (*(int *)data)++;
+}
+
+static void shutdown_waits_for_calls_then_cancels_after_grace(void **state)
+{
+    env_t *e = *state;
+    add_tool(e, "hold", tool_hold);
+    init(e);
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"hold\"}}");
+    int idled = 0;
+    mcp_session_shutdown(e->sess, idle, &idled);
+    assert_int_equal(idled, 0);
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/list\"}");
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(last(&e->sink), "error"), "code")->valueint,
+                     MCP_JSONRPC_INTERNAL_ERROR);
+    uv_run(&e->loop, UV_RUN_DEFAULT); /* the grace timer fires and cancels */
+    assert_int_equal(e->cancels, 1);
+    assert_int_equal(idled, 1);
+    /* A server-side cancellation still answers the client. */
+    cJSON *r = e->sink.msgs[e->sink.n - 1];
+    assert_int_equal(cJSON_GetObjectItem(r, "id")->valueint, 5);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "isError")));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(cursor_pages_survive_tools_added_between_pages, setup, teardown),
+        cmocka_unit_test_setup_teardown(bad_tool_definitions_are_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(outgoing_requests_are_routed_by_their_own_ids, setup, teardown),
+        cmocka_unit_test_setup_teardown(freeing_a_session_cancels_calls_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(shutdown_waits_for_calls_then_cancels_after_grace, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

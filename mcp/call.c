@@ -91,8 +91,7 @@ void mcp__call_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const c
         (c->params = cJSON_Duplicate(params, true)) == NULL ||
         (c->tool = mcp__strdup(tool->name)) == NULL) {
         if (c != NULL) call_free(c);
-        answer_now(s, b,
-                   mcp_jsonrpc_error(id, MCP_JSONRPC_INTERNAL_ERROR, "out of memory", NULL));
+        answer_now(s, b, mcp_jsonrpc_error(id, MCP_JSONRPC_INTERNAL_ERROR, "out of memory", NULL));
         return;
     }
     c->s = s;

@@ -33,7 +33,8 @@ static int append(mcp_framer_t *f, const char *p, size_t n)
     }
     if (f->len + n > f->cap) {
         size_t cap = f->cap != 0 ? f->cap : FRAMER_INITIAL_CAP;
-        while (cap < f->len + n) cap *= 2;
+        while (cap < f->len + n)
+            cap *= 2;
         if (cap > f->max) cap = f->max;
         char *nb = realloc(f->buf, cap);
         if (nb == NULL) {

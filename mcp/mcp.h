@@ -51,11 +51,11 @@ typedef enum mcp_err {
 const char *mcp_strerror(int err);
 
 /* JSON-RPC 2.0 error codes. */
-#define MCP_JSONRPC_PARSE_ERROR     (-32700)
-#define MCP_JSONRPC_INVALID_REQUEST (-32600)
+#define MCP_JSONRPC_PARSE_ERROR      (-32700)
+#define MCP_JSONRPC_INVALID_REQUEST  (-32600)
 #define MCP_JSONRPC_METHOD_NOT_FOUND (-32601)
-#define MCP_JSONRPC_INVALID_PARAMS  (-32602)
-#define MCP_JSONRPC_INTERNAL_ERROR  (-32603)
+#define MCP_JSONRPC_INVALID_PARAMS   (-32602)
+#define MCP_JSONRPC_INTERNAL_ERROR   (-32603)
 
 /* ---------------------------------------------------------------------------------------- */
 /* Logging to stderr (the server's own log; MCP's notifications/message is separate)        */
@@ -84,7 +84,8 @@ const char *mcp_level_name(mcp_level_t level);
 /** Writes one line "ptc-mcp LEVEL: message" to lg->out if level passes; lg may be NULL. */
 void mcp_log(const mcp_logger_t *lg, mcp_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void mcp_vlog(const mcp_logger_t *lg, mcp_level_t level, const char *fmt, va_list ap);
+void mcp_vlog(const mcp_logger_t *lg, mcp_level_t level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 /* ---------------------------------------------------------------------------------------- */
 /* JSON-RPC helpers (pure functions; used by the session and the client side)               */
@@ -175,11 +176,11 @@ typedef struct mcp_tool_def {
 } mcp_tool_def_t;
 
 typedef struct mcp_server_opts {
-    const char *name;         /* serverInfo.name */
-    const char *title;        /* serverInfo.title, may be NULL */
-    const char *version;      /* serverInfo.version */
-    const char *instructions; /* initialize result's instructions, may be NULL */
-    size_t list_page_size;    /* tools/list page size (>= 1) */
+    const char *name;                  /* serverInfo.name */
+    const char *title;                 /* serverInfo.title, may be NULL */
+    const char *version;               /* serverInfo.version */
+    const char *instructions;          /* initialize result's instructions, may be NULL */
+    size_t list_page_size;             /* tools/list page size (>= 1) */
     unsigned progress_min_interval_ms; /* rate limit for notifications/progress */
     unsigned shutdown_grace_ms;        /* how long in-flight calls may finish at shutdown */
 } mcp_server_opts_t;
@@ -343,22 +344,22 @@ typedef struct mcp_http_client mcp_http_client_t;
 typedef struct mcp_http_req mcp_http_req_t;
 
 typedef struct mcp_http_client_opts {
-    const char *ca_file;          /* PEM bundle; NULL: the system bundle */
-    unsigned connect_timeout_ms;  /* DNS + TCP + TLS handshake (default 10000) */
-    unsigned total_timeout_ms;    /* whole request (default 60000) */
-    size_t max_response_bytes;    /* body cap (default 16 MiB) */
+    const char *ca_file;         /* PEM bundle; NULL: the system bundle */
+    unsigned connect_timeout_ms; /* DNS + TCP + TLS handshake (default 10000) */
+    unsigned total_timeout_ms;   /* whole request (default 60000) */
+    size_t max_response_bytes;   /* body cap (default 16 MiB) */
 } mcp_http_client_opts_t;
 
 void mcp_http_client_opts_default(mcp_http_client_opts_t *opts);
 /** Creates a client (loads the CA bundle once). Borrows loop and lg. */
-int mcp_http_client_new(uv_loop_t *loop, const mcp_http_client_opts_t *opts,
-                        const mcp_logger_t *lg, mcp_http_client_t **out);
+int mcp_http_client_new(uv_loop_t *loop, const mcp_http_client_opts_t *opts, const mcp_logger_t *lg,
+                        mcp_http_client_t **out);
 /** Frees the client; requests in flight are cancelled (their callbacks run with ECANCELED). */
 void mcp_http_client_free(mcp_http_client_t *c);
 
 typedef struct mcp_http_response {
-    int status;             /* HTTP status code */
-    const char *body;       /* NUL-terminated copy of the body (may contain NULs before it) */
+    int status;       /* HTTP status code */
+    const char *body; /* NUL-terminated copy of the body (may contain NULs before it) */
     size_t body_len;
     const char *content_type; /* may be NULL */
 } mcp_http_response_t;

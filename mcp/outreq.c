@@ -113,7 +113,8 @@ bool mcp__outreq_route(mcp_session_t *s, const cJSON *msg, mcp_msg_kind_t kind)
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
     if (!cJSON_IsString(id)) return false;
     mcp_outreq_t *r = s->outreqs;
-    while (r != NULL && strcmp(r->id, id->valuestring) != 0) r = r->next;
+    while (r != NULL && strcmp(r->id, id->valuestring) != 0)
+        r = r->next;
     if (r == NULL) return false;
     if (kind == MCP_MSG_RESPONSE) {
         settle(r, MCP_OK, cJSON_GetObjectItemCaseSensitive(msg, "result"), NULL, "ok");
@@ -135,5 +136,6 @@ void mcp_outreq_cancel(mcp_outreq_t *r, const char *reason)
 
 void mcp__outreq_fail_all(mcp_session_t *s, int err, const char *message)
 {
-    while (s->outreqs != NULL) settle(s->outreqs, err, NULL, NULL, message);
+    while (s->outreqs != NULL)
+        settle(s->outreqs, err, NULL, NULL, message);
 }

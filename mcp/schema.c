@@ -155,8 +155,7 @@ static int check_count(vctx_t *c, const cJSON *schema, const char *path, size_t 
     return MCP_OK;
 }
 
-static int check_object(vctx_t *c, const cJSON *schema, const cJSON *v, const char *path,
-                        int depth)
+static int check_object(vctx_t *c, const cJSON *schema, const cJSON *v, const char *path, int depth)
 {
     if (!cJSON_IsObject(v)) return MCP_OK;
     char sub[512];
@@ -175,9 +174,8 @@ static int check_object(vctx_t *c, const cJSON *schema, const cJSON *v, const ch
     cJSON_ArrayForEach(field, v)
     {
         child_path(sub, sizeof sub, path, field->string, 0);
-        const cJSON *ps = cJSON_IsObject(props)
-                              ? cJSON_GetObjectItemCaseSensitive(props, field->string)
-                              : NULL;
+        const cJSON *ps =
+            cJSON_IsObject(props) ? cJSON_GetObjectItemCaseSensitive(props, field->string) : NULL;
         if (ps != NULL) {
             int rc = validate(c, ps, field, sub, depth + 1);
             if (rc < 0) return rc;
@@ -192,8 +190,7 @@ static int check_object(vctx_t *c, const cJSON *schema, const cJSON *v, const ch
                        "maxProperties", "properties");
 }
 
-static int check_array(vctx_t *c, const cJSON *schema, const cJSON *v, const char *path,
-                       int depth)
+static int check_array(vctx_t *c, const cJSON *schema, const cJSON *v, const char *path, int depth)
 {
     if (!cJSON_IsArray(v)) return MCP_OK;
     int rc = check_count(c, schema, path, (size_t)cJSON_GetArraySize(v), "minItems", "maxItems",
@@ -222,9 +219,8 @@ static int validate(vctx_t *c, const cJSON *schema, const cJSON *v, const char *
     if ((rc = check_type(c, schema, v, path)) < 0) return rc;
     if ((rc = check_enum(c, schema, v, path)) < 0) return rc;
     if ((rc = check_number(c, schema, v, path)) < 0) return rc;
-    if (cJSON_IsString(v) &&
-        (rc = check_count(c, schema, path, utf8_len(v->valuestring), "minLength", "maxLength",
-                          "characters")) < 0)
+    if (cJSON_IsString(v) && (rc = check_count(c, schema, path, utf8_len(v->valuestring),
+                                               "minLength", "maxLength", "characters")) < 0)
         return rc;
     if ((rc = check_object(c, schema, v, path, depth)) < 0) return rc;
     return check_array(c, schema, v, path, depth);

@@ -56,7 +56,8 @@ static void tool_free(mcp__tool_t *t)
 void mcp_server_free(mcp_server_t *srv)
 {
     if (srv == NULL) return;
-    for (size_t i = 0; i < srv->n_tools; i++) tool_free(srv->tools[i]);
+    for (size_t i = 0; i < srv->n_tools; i++)
+        tool_free(srv->tools[i]);
     free(srv->tools);
     free(srv->name);
     free(srv->title);
@@ -141,8 +142,7 @@ int mcp_server_add_tool(mcp_server_t *srv, const mcp_tool_def_t *def)
 {
     if (def == NULL || def->name == NULL || def->handler == NULL) return MCP_EINVAL;
     if (!name_ok(def->name)) {
-        mcp_log(srv->lg, MCP_LOG_ERROR, "tool name \"%s\" is not [A-Za-z0-9_.-]{1,128}",
-                def->name);
+        mcp_log(srv->lg, MCP_LOG_ERROR, "tool name \"%s\" is not [A-Za-z0-9_.-]{1,128}", def->name);
         return MCP_EINVAL;
     }
     if (mcp__server_find_tool(srv, def->name) != NULL) {
@@ -252,8 +252,8 @@ static long b64url_decode(const char *in, char *out)
         size_t k = n - i < 4 ? n - i : 4;
         for (size_t j = 0; j < k; j++)
             if ((v[j] = b64val(in[i + j])) < 0) return -1;
-        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
-                     (uint32_t)v[3];
+        uint32_t w =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
         out[o++] = (char)(w >> 16);
         if (k > 2) out[o++] = (char)(w >> 8 & 0xFF);
         if (k > 3) out[o++] = (char)(w & 0xFF);

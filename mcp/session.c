@@ -134,8 +134,10 @@ static void handle_initialize(mcp_session_t *s, mcp__batch_t *b, const cJSON *id
     }
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(params, "protocolVersion");
     if (!cJSON_IsString(ver)) {
-        answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS,
-                     "initialize needs params.protocolVersion (a string such as \"" MCP_PROTOCOL_LATEST "\")");
+        answer_error(
+            s, b, id, MCP_JSONRPC_INVALID_PARAMS,
+            "initialize needs params.protocolVersion (a string such as \"" MCP_PROTOCOL_LATEST
+            "\")");
         return;
     }
     const cJSON *caps = cJSON_GetObjectItemCaseSensitive(params, "capabilities");
@@ -294,8 +296,12 @@ static void handle_one(mcp_session_t *s, mcp__batch_t *b, const cJSON *msg)
 {
     const char *why = NULL;
     switch (mcp_jsonrpc_classify(msg, &why)) {
-    case MCP_MSG_REQUEST: handle_request(s, b, msg); break;
-    case MCP_MSG_NOTIFICATION: handle_notification(s, msg); break;
+    case MCP_MSG_REQUEST:
+        handle_request(s, b, msg);
+        break;
+    case MCP_MSG_NOTIFICATION:
+        handle_notification(s, msg);
+        break;
     case MCP_MSG_RESPONSE:
     case MCP_MSG_ERROR:
         if (!mcp__outreq_route(s, msg, mcp_jsonrpc_classify(msg, NULL)))
@@ -381,8 +387,7 @@ void mcp_session_reject_oversized(mcp_session_t *s, size_t bytes, size_t max_byt
 
 void mcp__session_check_idle(mcp_session_t *s)
 {
-    if (!s->shutting_down || s->calls != NULL || s->outreqs != NULL || s->idle_cb == NULL)
-        return;
+    if (!s->shutting_down || s->calls != NULL || s->outreqs != NULL || s->idle_cb == NULL) return;
     mcp_session_idle_cb cb = s->idle_cb;
     s->idle_cb = NULL;
     mcp__close_free((uv_handle_t *)s->grace_timer);
@@ -433,7 +438,8 @@ void mcp_session_free(mcp_session_t *s)
     if (s == NULL) return;
     s->idle_cb = NULL;
     mcp__outreq_fail_all(s, MCP_ECLOSED, "the session was closed");
-    while (s->calls != NULL) mcp__call_detach(s->calls);
+    while (s->calls != NULL)
+        mcp__call_detach(s->calls);
     mcp__close_free((uv_handle_t *)s->grace_timer);
     mcp__server_unlink_session(s->srv, s);
     if (s->ops->closed) s->ops->closed(s->tdata);

@@ -215,7 +215,8 @@ static void on_line(void *data, const char *line, size_t len, bool too_big)
     }
     /* Blank lines between messages are tolerated. */
     size_t i = 0;
-    while (i < len && (line[i] == ' ' || line[i] == '\t')) i++;
+    while (i < len && (line[i] == ' ' || line[i] == '\t'))
+        i++;
     if (i == len) return;
     mcp_session_receive(io->session, line, len);
 }
@@ -240,8 +241,9 @@ static void on_stream_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     mcp_stdio_t *io = s->data;
     if (n > 0) {
         if (mcp_framer_feed(&io->framer, buf->base, (size_t)n) < 0)
-            mcp_log(io->srv->lg, MCP_LOG_ERROR, "out of memory buffering input; a message was "
-                                                "dropped");
+            mcp_log(io->srv->lg, MCP_LOG_ERROR,
+                    "out of memory buffering input; a message was "
+                    "dropped");
         return;
     }
     if (n == UV_EOF || n < 0) {
@@ -400,7 +402,8 @@ int mcp_stdio_start(mcp_server_t *srv, int in_fd, int out_fd, size_t max_message
     io->done_data = data;
     io->ops.send = stdio_send;
     io->read_buf = malloc(STDIO_READ_CHUNK);
-    int rc = io->read_buf ? mcp_framer_init(&io->framer, max_message_bytes, on_line, io) : MCP_ENOMEM;
+    int rc =
+        io->read_buf ? mcp_framer_init(&io->framer, max_message_bytes, on_line, io) : MCP_ENOMEM;
     if (rc < 0) {
         free(io->read_buf);
         free(io);

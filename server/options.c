@@ -22,9 +22,10 @@ typedef struct flag {
     const char *missing;
 } flag_t;
 
-#define OFF(f) offsetof(ptc_options_t, f)
+#define OFF(f)       offsetof(ptc_options_t, f)
 #define NOT_YET_EXEC "the sandboxed executor (execute_code) is not in this version yet"
-#define NOT_YET_REG "the tool registry (search_tools, downstream servers) is not in this version yet"
+#define NOT_YET_REG                                                                                \
+    "the tool registry (search_tools, downstream servers) is not in this version yet"
 #define NOT_YET_HTTP "the HTTP transports are not in this version yet"
 #define NOT_YET_HEAL "self-healing (repairs) is not in this version yet"
 
@@ -47,26 +48,24 @@ static const flag_t flags[] = {
     {"max-message-bytes", ARG_SIZE, OFF(max_message_bytes), 0, "N",
      "largest JSON-RPC message accepted", "16 MiB", NULL},
     {"list-page-size", ARG_SIZE, OFF(list_page_size), 0, "N", "tools/list page size", "50", NULL},
-    {"output-page-chars", ARG_SIZE, OFF(output_page_chars), 0, "N",
-     "execute_code output page size", "20000", NOT_YET_EXEC},
-    {"python", ARG_STR, OFF(python), 0, "PATH", "interpreter inside the sandbox",
-     "system python3", NOT_YET_EXEC},
+    {"output-page-chars", ARG_SIZE, OFF(output_page_chars), 0, "N", "execute_code output page size",
+     "20000", NOT_YET_EXEC},
+    {"python", ARG_STR, OFF(python), 0, "PATH", "interpreter inside the sandbox", "system python3",
+     NOT_YET_EXEC},
     {"max-concurrent", ARG_SIZE, OFF(max_concurrent), 0, "N", "parallel runs", "cores",
      NOT_YET_EXEC},
     {"max-queue", ARG_SIZE, OFF(max_queue), 0, "N",
      "waiting runs (queue time does not count against a run's timeout)", "64", NOT_YET_EXEC},
-    {"max-timeout", ARG_NUM, OFF(max_timeout), 0, "S",
-     "largest timeout_seconds a caller may ask", "300", NOT_YET_EXEC},
+    {"max-timeout", ARG_NUM, OFF(max_timeout), 0, "S", "largest timeout_seconds a caller may ask",
+     "300", NOT_YET_EXEC},
     {"mount", ARG_LIST, OFF(mounts), OFF(n_mounts), "HOST:PATH[:ro|rw]",
      "expose a host folder inside the sandbox (repeatable)", "none", NOT_YET_EXEC},
     {"pass-env", ARG_LIST, OFF(pass_env), OFF(n_pass_env), "NAME",
-     "pass one variable of the server's environment into runs (repeatable)", "none",
-     NOT_YET_EXEC},
+     "pass one variable of the server's environment into runs (repeatable)", "none", NOT_YET_EXEC},
     {"unsafe-no-sandbox", ARG_NONE, OFF(unsafe_no_sandbox), 0, NULL,
      "run code without isolation (loud warnings)", "off", NOT_YET_EXEC},
     {"embedder", ARG_STR, OFF(embedder), 0, "auto|model|lexical|remote",
-     "search back end; auto = model if installed, else lexical, and says so", "auto",
-     NOT_YET_REG},
+     "search back end; auto = model if installed, else lexical, and says so", "auto", NOT_YET_REG},
     {"embed-model-dir", ARG_STR, OFF(embed_model_dir), 0, "DIR", "sentence-embedding model files",
      "the installed one", NOT_YET_REG},
     {"embed-url", ARG_STR, OFF(embed_url), 0, "URL",
@@ -184,8 +183,12 @@ static int set_flag(ptc_options_t *o, const flag_t *f, const char *val, FILE *er
     }
     o->given[f - flags] = 1;
     switch (f->kind) {
-    case ARG_NONE: *(bool *)(base + f->offset) = true; return 0;
-    case ARG_STR: *(const char **)(base + f->offset) = val; return 0;
+    case ARG_NONE:
+        *(bool *)(base + f->offset) = true;
+        return 0;
+    case ARG_STR:
+        *(const char **)(base + f->offset) = val;
+        return 0;
     case ARG_SIZE:
         if (parse_size(val, (size_t *)(base + f->offset)) == 0) return 0;
         break;

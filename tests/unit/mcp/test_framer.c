@@ -51,7 +51,8 @@ static void one_line_over_many_reads_is_one_message(void **state)
     mcp_framer_t f;
     mcp_framer_init(&f, 100, on_line, &s);
     const char *in = "{\"method\":\"ping\"}\n";
-    for (size_t i = 0; i < strlen(in); i++) mcp_framer_feed(&f, in + i, 1);
+    for (size_t i = 0; i < strlen(in); i++)
+        mcp_framer_feed(&f, in + i, 1);
     assert_int_equal(s.n, 1);
     assert_string_equal(s.lines[0], "{\"method\":\"ping\"}");
     mcp_framer_close(&f);

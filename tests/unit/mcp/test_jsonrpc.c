@@ -23,11 +23,18 @@ static void messages_are_classified_by_their_members(void **state)
 {
     (void)state;
     const char *why;
-    assert_int_equal(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", &why), MCP_MSG_REQUEST);
-    assert_int_equal(kind_of("{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"x\",\"params\":{}}", &why), MCP_MSG_REQUEST);
+    assert_int_equal(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", &why),
+                     MCP_MSG_REQUEST);
+    assert_int_equal(
+        kind_of("{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"x\",\"params\":{}}", &why),
+        MCP_MSG_REQUEST);
     assert_int_equal(kind_of("{\"jsonrpc\":\"2.0\",\"method\":\"n\"}", &why), MCP_MSG_NOTIFICATION);
-    assert_int_equal(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}", &why), MCP_MSG_RESPONSE);
-    assert_int_equal(kind_of("{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-1,\"message\":\"m\"}}", &why), MCP_MSG_ERROR);
+    assert_int_equal(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}", &why),
+                     MCP_MSG_RESPONSE);
+    assert_int_equal(
+        kind_of("{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-1,\"message\":\"m\"}}",
+                &why),
+        MCP_MSG_ERROR);
 }
 
 static void malformed_messages_say_why(void **state)
@@ -37,13 +44,18 @@ static void malformed_messages_say_why(void **state)
     assert_int_equal(kind_of("[1]", &why), MCP_MSG_INVALID);
     assert_int_equal(kind_of("{\"id\":1,\"method\":\"ping\"}", &why), MCP_MSG_INVALID);
     assert_non_null(strstr(why, "jsonrpc"));
-    assert_int_equal(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}", &why), MCP_MSG_INVALID);
+    assert_int_equal(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}", &why),
+                     MCP_MSG_INVALID);
     assert_non_null(strstr(why, "id"));
-    assert_int_equal(kind_of("{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}", &why), MCP_MSG_INVALID);
+    assert_int_equal(kind_of("{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}", &why),
+                     MCP_MSG_INVALID);
     assert_int_equal(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":7}", &why), MCP_MSG_INVALID);
-    assert_int_equal(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":3}", &why), MCP_MSG_INVALID);
+    assert_int_equal(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":3}", &why),
+                     MCP_MSG_INVALID);
     assert_int_equal(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1}", &why), MCP_MSG_INVALID);
-    assert_int_equal(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":1,\"error\":{\"code\":1}}", &why), MCP_MSG_INVALID);
+    assert_int_equal(
+        kind_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":1,\"error\":{\"code\":1}}", &why),
+        MCP_MSG_INVALID);
 }
 
 static void builders_produce_wire_format(void **state)
@@ -52,12 +64,14 @@ static void builders_produce_wire_format(void **state)
     cJSON *id = cJSON_CreateString("x");
     cJSON *r = mcp_jsonrpc_error(id, MCP_JSONRPC_METHOD_NOT_FOUND, "nope", NULL);
     char *t = cJSON_PrintUnformatted(r);
-    assert_string_equal(t, "{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"error\":{\"code\":-32601,\"message\":\"nope\"}}");
+    assert_string_equal(
+        t, "{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"error\":{\"code\":-32601,\"message\":\"nope\"}}");
     cJSON_free(t);
     cJSON_Delete(r);
     r = mcp_jsonrpc_error(NULL, MCP_JSONRPC_PARSE_ERROR, "bad", NULL);
     t = cJSON_PrintUnformatted(r);
-    assert_string_equal(t, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32700,\"message\":\"bad\"}}");
+    assert_string_equal(
+        t, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32700,\"message\":\"bad\"}}");
     cJSON_free(t);
     cJSON_Delete(r);
     r = mcp_jsonrpc_request(NULL, "notifications/x", NULL);

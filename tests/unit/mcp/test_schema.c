@@ -16,7 +16,8 @@ static const char *SCHEMA =
     "\"mode\":{\"enum\":[\"fast\",\"slow\"]},"
     "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":2},"
     "\"opt\":{\"type\":[\"string\",\"null\"]},"
-    "\"nested\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"number\"}},\"required\":[\"n\"]}"
+    "\"nested\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"number\"}},\"required\":["
+    "\"n\"]}"
     "},\"required\":[\"query\"]}";
 
 static int check(const char *args, char *msg)
@@ -37,7 +38,9 @@ static void valid_arguments_pass(void **state)
     char msg[256];
     assert_int_equal(check("{\"query\":\"q\"}", msg), 0);
     assert_int_equal(check("{\"query\":\"q\",\"top_k\":5,\"mode\":\"fast\",\"tags\":[\"a\"],"
-                           "\"opt\":null,\"nested\":{\"n\":1.5},\"extra\":true}", msg), 0);
+                           "\"opt\":null,\"nested\":{\"n\":1.5},\"extra\":true}",
+                           msg),
+                     0);
 }
 
 static void each_violation_names_the_field_and_the_reason(void **state)
@@ -73,7 +76,8 @@ static void each_violation_names_the_field_and_the_reason(void **state)
 static void additional_properties_false_is_enforced(void **state)
 {
     (void)state;
-    cJSON *schema = cJSON_Parse("{\"type\":\"object\",\"properties\":{\"a\":{}},\"additionalProperties\":false}");
+    cJSON *schema = cJSON_Parse(
+        "{\"type\":\"object\",\"properties\":{\"a\":{}},\"additionalProperties\":false}");
     cJSON *v = cJSON_Parse("{\"a\":1,\"b\":2}");
     char msg[128];
     assert_int_equal(mcp_schema_validate(schema, v, msg, sizeof msg), MCP_EINVAL);

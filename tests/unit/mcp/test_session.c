@@ -30,7 +30,8 @@ static const mcp_transport_ops_t sink_ops = {sink_send, NULL};
 
 static void sink_clear(sink_t *s)
 {
-    for (size_t i = 0; i < s->n; i++) cJSON_Delete(s->msgs[i]);
+    for (size_t i = 0; i < s->n; i++)
+        cJSON_Delete(s->msgs[i]);
     s->n = 0;
 }
 
@@ -114,8 +115,9 @@ static void feed(env_t *e, const char *json)
 
 static void init(env_t *e)
 {
-    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
-            "\"2025-06-18\",\"capabilities\":{\"sampling\":{}}}}");
+    feed(e,
+         "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
+         "\"2025-06-18\",\"capabilities\":{\"sampling\":{}}}}");
     assert_string_equal(mcp_session_protocol(e->sess), "2025-06-18");
     assert_true(mcp_session_client_has(e->sess, "sampling"));
     assert_false(mcp_session_client_has(e->sess, "roots"));
@@ -132,11 +134,13 @@ static void cursor_pages_survive_tools_added_between_pages(void **state)
 {
     env_t *e = *state;
     const char *names[] = {"a", "b", "c", "d", "e"};
-    for (size_t i = 0; i < 5; i++) add_tool(e, names[i], tool_now);
+    for (size_t i = 0; i < 5; i++)
+        add_tool(e, names[i], tool_now);
     init(e);
     feed(e, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
     cJSON *page = last(&e->sink);
-    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(page, "result"), "tools")), 3);
+    assert_int_equal(
+        cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(page, "result"), "tools")), 3);
     char cursor[128];
     snprintf(cursor, sizeof cursor, "%s", next_cursor(page));
     /* A tool sorting before the boundary must not shift the next page. */
@@ -145,11 +149,15 @@ static void cursor_pages_survive_tools_added_between_pages(void **state)
     assert_string_equal(cJSON_GetObjectItem(note, "method")->valuestring,
                         "notifications/tools/list_changed");
     char req[256];
-    snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{\"cursor\":\"%s\"}}", cursor);
+    snprintf(
+        req, sizeof req,
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{\"cursor\":\"%s\"}}",
+        cursor);
     feed(e, req);
     cJSON *tools = cJSON_GetObjectItem(cJSON_GetObjectItem(last(&e->sink), "result"), "tools");
     assert_int_equal(cJSON_GetArraySize(tools), 2);
-    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(tools, 0), "name")->valuestring, "d");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(tools, 0), "name")->valuestring,
+                        "d");
     assert_null(next_cursor(last(&e->sink)));
     assert_int_equal(mcp_server_remove_tool(e->srv, "aa"), 0);
     assert_int_equal(mcp_server_remove_tool(e->srv, "aa"), MCP_EINVAL);
@@ -180,7 +188,9 @@ static void cb(void *data, int rc, const cJSON *result, const cJSON *error, cons
     (void)error;
     (void)message;
     *got->err = rc;
-    if (result) snprintf(got->text, sizeof got->text, "%s", cJSON_GetObjectItem(result, "text")->valuestring);
+    if (result)
+        snprintf(got->text, sizeof got->text, "%s",
+                 cJSON_GetObjectItem(result, "text")->valuestring);
 }
 
 static void outgoing_requests_are_routed_by_their_own_ids(void **state)
@@ -203,19 +213,20 @@ static void outgoing_requests_are_routed_by_their_own_ids(void **state)
     feed(e, "{\"jsonrpc\":\"2.0\",\"id\":\"ptc-999\",\"result\":{}}");
     assert_int_equal(err, 1);
     char resp[128];
-    snprintf(resp, sizeof resp, "{\"jsonrpc\":\"2.0\",\"id\":\"%s\",\"result\":{\"text\":\"hi\"}}", id);
+    snprintf(resp, sizeof resp, "{\"jsonrpc\":\"2.0\",\"id\":\"%s\",\"result\":{\"text\":\"hi\"}}",
+             id);
     feed(e, resp);
     assert_int_equal(err, 0);
     assert_string_equal(got.text, "hi");
 }
-
 
 static void freeing_a_session_cancels_calls_in_flight(void **state)
 {
     env_t *e = *state;
     add_tool(e, "hold", tool_hold);
     init(e);
-    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"hold\"}}");
+    feed(e,
+         "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"hold\"}}");
     assert_non_null(e->held);
     assert_int_equal(e->sink.n, 0);
     mcp_session_free(e->sess);
@@ -235,13 +246,15 @@ static void shutdown_waits_for_calls_then_cancels_after_grace(void **state)
     env_t *e = *state;
     add_tool(e, "hold", tool_hold);
     init(e);
-    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"hold\"}}");
+    feed(e,
+         "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"hold\"}}");
     int idled = 0;
     mcp_session_shutdown(e->sess, idle, &idled);
     assert_int_equal(idled, 0);
     feed(e, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/list\"}");
-    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(last(&e->sink), "error"), "code")->valueint,
-                     MCP_JSONRPC_INTERNAL_ERROR);
+    assert_int_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(last(&e->sink), "error"), "code")->valueint,
+        MCP_JSONRPC_INTERNAL_ERROR);
     uv_run(&e->loop, UV_RUN_DEFAULT); /* the grace timer fires and cancels */
     assert_int_equal(e->cancels, 1);
     assert_int_equal(idled, 1);
@@ -254,11 +267,14 @@ static void shutdown_waits_for_calls_then_cancels_after_grace(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(cursor_pages_survive_tools_added_between_pages, setup, teardown),
+        cmocka_unit_test_setup_teardown(cursor_pages_survive_tools_added_between_pages, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(bad_tool_definitions_are_refused, setup, teardown),
-        cmocka_unit_test_setup_teardown(outgoing_requests_are_routed_by_their_own_ids, setup, teardown),
+        cmocka_unit_test_setup_teardown(outgoing_requests_are_routed_by_their_own_ids, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(freeing_a_session_cancels_calls_in_flight, setup, teardown),
-        cmocka_unit_test_setup_teardown(shutdown_waits_for_calls_then_cancels_after_grace, setup, teardown),
+        cmocka_unit_test_setup_teardown(shutdown_waits_for_calls_then_cancels_after_grace, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# bootstrap.sh - installs what is missing, builds, and then either runs the server or the tests.
+#
+#   ./bootstrap.sh run [FLAGS...]   build and run ptc-mcp on stdio (FLAGS go to ptc-mcp)
+#   ./bootstrap.sh test             build everything and run the whole test suite
+#   ./bootstrap.sh deps             only install the dependencies
+#
+# Everything this script prints goes to stderr, so that with `run` stdout carries only the
+# server's MCP messages. It is idempotent: installed packages and finished builds are reused.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$here"
+mode=${1:-run}
+[ $# -gt 0 ] && shift
+
+say() { printf 'bootstrap: %s\n' "$*" >&2; }
+die() { printf 'bootstrap: error: %s\n' "$*" >&2; exit 1; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"
+    elif command -v sudo >/dev/null 2>&1; then sudo "$@"
+    else die "need root (or sudo) to run: $*"; fi
+}
+
+# Build dependencies of the server itself.
+RUN_PKGS=(gcc make cmake ninja-build pkg-config libcjson-dev libuv1-dev libseccomp-dev
+          libmbedtls-dev libhttp-parser-dev ca-certificates)
+# What the test suite needs on top: unit tests, the fuzzer, the Node clients.
+TEST_PKGS=(libcmocka-dev clang clang-format nodejs npm git)
+
+missing_pkgs() {
+    local p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || printf '%s\n' "$p"
+    done
+}
+
+apt_install() {
+    local need
+    need=$(missing_pkgs "$@")
+    [ -z "$need" ] && return 0
+    command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install by hand: $need"
+    say "installing with apt: $(echo $need)"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null >&2
+    # shellcheck disable=SC2086
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $need \
+        </dev/null >&2
+}
+
+deps_run() { apt_install "${RUN_PKGS[@]}"; }
+
+deps_test() {
+    apt_install "${RUN_PKGS[@]}" "${TEST_PKGS[@]}"
+    # libFuzzer's runtime ships apart from clang, versioned like it.
+    local major
+    major=$(clang --version | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -n1)
+    [ -n "$major" ] && apt_install "libclang-rt-${major}-dev"
+    if [ ! -d tests/node_modules ] || [ tests/package-lock.json -nt tests/node_modules/.package-lock.json ]; then
+        say "installing the pinned test clients with npm ci"
+        (cd tests && npm ci --no-audit --no-fund </dev/null >&2)
+    fi
+}
+
+generator() { command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles"; }
+
+build() { # build DIR [cmake args...]
+    local dir=$1
+    shift
+    if [ ! -f "$dir/CMakeCache.txt" ]; then
+        cmake -S . -B "$dir" -G "$(generator)" "$@" >&2
+    fi
+    cmake --build "$dir" -j "$(nproc)" >&2
+}
+
+case "$mode" in
+run)
+    deps_run
+    build build/release -DCMAKE_BUILD_TYPE=Release -DPTC_TESTS=OFF
+    say "starting build/release/ptc-mcp on stdio (stdin: JSON-RPC lines; Ctrl-D to stop)"
+    exec build/release/ptc-mcp "$@"
+    ;;
+deps)
+    deps_test
+    ;;
+test)
+    deps_test
+    exec tests/run.sh "$@"
+    ;;
+*)
+    die "usage: ./bootstrap.sh run [FLAGS...] | test | deps"
+    ;;
+esac

@@ -1,0 +1,114 @@
+/* fuzz_session.c - libFuzzer target: bytes -> line framing -> JSON-RPC dispatch of a session with
+ * a few tools, including one that stays in flight until the session ends. Finds crashes, leaks
+ * and undefined behaviour in everything a client can send. */
+#include "mcp.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct harness {
+    uv_loop_t loop;
+    mcp_logger_t log;
+    mcp_server_t *srv;
+    mcp_session_t *sess;
+    size_t sent;
+} harness_t;
+
+static int discard(void *tdata, const char *json, size_t len)
+{
+    harness_t *h = tdata;
+    /* Every answer must itself be valid JSON. */
+    cJSON *m = cJSON_ParseWithLength(json, len);
+    if (m == NULL) abort();
+    cJSON_Delete(m);
+    h->sent++;
+    return 0;
+}
+
+static const mcp_transport_ops_t ops = {discard, NULL};
+
+static void tool_now(mcp_call_t *call, const cJSON *args, void *data)
+{
+    (void)data;
+    char *t = cJSON_PrintUnformatted(args);
+    mcp_call_finish(call, mcp_text_content(t ? t : ""), cJSON_Duplicate(args, true), false);
+    cJSON_free(t);
+}
+
+static void hold_cancel(mcp_call_t *call, void *data)
+{
+    (void)data;
+    mcp_call_finish_text(call, true, "cancelled");
+}
+
+static void tool_hold(mcp_call_t *call, const cJSON *args, void *data)
+{
+    (void)args;
+    (void)data;
+    mcp_call_progress(call, 1, 2, "half");
+    mcp_call_on_cancel(call, hold_cancel, NULL);
+}
+
+static void tool_ask(mcp_call_t *call, const cJSON *args, void *data)
+{
+    (void)args;
+    (void)data;
+    int rc = mcp_session_request(mcp_call_session(call), "roots/list", NULL, "roots", 0, NULL, NULL,
+                                 NULL);
+    mcp_call_finish_text(call, rc < 0, "%d", rc);
+}
+
+static void on_line(void *data, const char *line, size_t len, bool too_big)
+{
+    harness_t *h = data;
+    if (too_big)
+        mcp_session_reject_oversized(h->sess, len, 4096);
+    else
+        mcp_session_receive(h->sess, line, len);
+}
+
+static harness_t *harness(void)
+{
+    static harness_t h; /* libFuzzer runs inputs in one process; set up once */
+    static bool ready;
+    if (ready) return &h;
+    uv_loop_init(&h.loop);
+    h.log.out = stderr;
+    h.log.level = MCP_LOG_EMERGENCY;
+    mcp_server_opts_t o;
+    mcp_server_opts_default(&o);
+    o.list_page_size = 2;
+    o.shutdown_grace_ms = 0;
+    if (mcp_server_new(&h.loop, &o, &h.log, &h.srv) < 0) abort();
+    const char *schema =
+        "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":8},"
+        "\"n\":{\"type\":\"integer\",\"minimum\":0},\"a\":{\"type\":\"array\",\"items\":"
+        "{\"type\":\"number\"}},\"e\":{\"enum\":[1,\"x\",null]}},\"required\":[\"s\"]}";
+    mcp_tool_def_t defs[] = {
+        {.name = "now", .input_schema = schema, .handler = tool_now},
+        {.name = "hold", .handler = tool_hold},
+        {.name = "ask", .handler = tool_ask},
+        {.name = "z.last-tool_1", .handler = tool_now},
+    };
+    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
+        if (mcp_server_add_tool(h.srv, &defs[i]) < 0) abort();
+    ready = true;
+    return &h;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    harness_t *h = harness();
+    if (mcp_session_new(h->srv, &ops, h, &h->sess) < 0) abort();
+    mcp_framer_t f;
+    mcp_framer_init(&f, 4096, on_line, h);
+    mcp_framer_feed(&f, (const char *)data, size);
+    mcp_framer_finish(&f);
+    mcp_framer_close(&f);
+    mcp_session_free(h->sess);
+    h->sess = NULL;
+    uv_run(&h->loop, UV_RUN_NOWAIT);
+    return 0;
+}

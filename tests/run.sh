@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# tests/run.sh - builds and runs the whole test suite; called by `./bootstrap.sh test` after it
+# installed the dependencies. Prints one summary line per stage with its time, then one line
+# "tests: N passed, N failed" counting every unit and integration test. Exits non-zero when
+# anything failed.
+#
+# Environment: PTC_FUZZ_SECONDS (default 30) bounds the fuzzing stage.
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+logs=build/test-logs
+mkdir -p "$logs"
+jobs=$(nproc)
+gen=$(command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
+
+summary=()
+failed_stages=0
+tests_passed=0
+tests_failed=0
+
+stage() { # stage NAME COMMAND... : runs one stage, its output to the terminal and a log
+    local name=$1
+    shift
+    local t0 t1 rc
+    t0=$(date +%s.%N)
+    printf '\n===== stage %s =====\n' "$name"
+    "$@" 2>&1 | tee "$logs/$name.log"
+    rc=${PIPESTATUS[0]}
+    t1=$(date +%s.%N)
+    local secs
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    if [ "$rc" -eq 0 ]; then
+        summary+=("stage $name: ok (${secs} s)")
+    else
+        summary+=("stage $name: FAILED, exit $rc (${secs} s, log $logs/$name.log)")
+        failed_stages=$((failed_stages + 1))
+    fi
+    return 0
+}
+
+configure_build() { # DIR ARGS...
+    local dir=$1
+    shift
+    cmake -S . -B "$dir" -G "$gen" "$@" && cmake --build "$dir" -j "$jobs"
+}
+
+configure_fuzz() {
+    CC=clang configure_build build/fuzz -DCMAKE_BUILD_TYPE=Debug -DPTC_FUZZ=ON -DPTC_TESTS=OFF
+}
+
+count_ctest() { # counts from ctest's "N% tests passed, F tests failed out of T"
+    local line
+    line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$logs/$1.log" | tail -n1)
+    [ -z "$line" ] && return
+    local f t
+    f=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
+    t=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\2/' <<<"$line")
+    tests_passed=$((tests_passed + t - f))
+    tests_failed=$((tests_failed + f))
+}
+
+count_node() { # counts from node --test's "# pass N" / "# fail N"
+    local p f
+    p=$(grep -E '^# pass [0-9]+' "$logs/$1.log" | tail -n1 | awk '{print $3}')
+    f=$(grep -E '^# fail [0-9]+' "$logs/$1.log" | tail -n1 | awk '{print $3}')
+    tests_passed=$((tests_passed + ${p:-0}))
+    tests_failed=$((tests_failed + ${f:-0}))
+}
+
+format_check() {
+    local bad=()
+    local f
+    while IFS= read -r f; do
+        clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || bad+=("$f")
+    done < <(git ls-files '*.c' '*.h')
+    if [ ${#bad[@]} -gt 0 ]; then
+        printf 'not formatted per .clang-format (run clang-format -i): %s\n' "${bad[*]}"
+        return 1
+    fi
+    echo "all C sources formatted"
+}
+
+# 1. Release build: warnings are errors in every configuration.
+stage build-release configure_build build/release -DCMAKE_BUILD_TYPE=Release
+# 2. ASan + UBSan build of everything, and its unit tests.
+stage build-asan configure_build build/asan -DCMAKE_BUILD_TYPE=Debug -DPTC_SANITIZE=ON
+stage unit-asan ctest --test-dir build/asan --output-on-failure -j "$jobs"
+count_ctest unit-asan
+# 3. Integration tests through real MCP clients, against the sanitizer build.
+export PTC_BUILD_DIR="$root/build/asan"
+stage integration-asan node --test --test-concurrency=2 tests/integration/
+count_node integration-asan
+# 4. A short fuzzing run of the framing + JSON-RPC dispatch (longer: tests/fuzz/run.sh).
+if command -v clang >/dev/null 2>&1; then
+    stage build-fuzz configure_fuzz
+    stage fuzz tests/fuzz/run.sh "${PTC_FUZZ_SECONDS:-30}"
+fi
+# 5. Formatting, with the clang-format the sources were formatted with (others differ).
+if clang-format --version 2>/dev/null | grep -q 'version 14\.'; then
+    stage format format_check
+else
+    summary+=("stage format: skipped (needs clang-format 14)")
+fi
+
+printf '\n===== summary =====\n'
+printf '%s\n' "${summary[@]}"
+printf 'tests: %d passed, %d failed\n' "$tests_passed" "$tests_failed"
+if [ "$failed_stages" -ne 0 ] || [ "$tests_failed" -ne 0 ]; then
+    printf 'FAILED: %d stage(s)\n' "$failed_stages"
+    exit 1
+fi
+exit 0

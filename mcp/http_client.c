@@ -39,6 +39,8 @@
 
 /* Largest request body accepted from the caller. */
 #define MCP_HTTP_MAX_REQUEST_BODY ((size_t)64 * 1024 * 1024)
+/* Requests in flight per client; more are refused with MCP_EBUSY. */
+#define MCP_HTTP_MAX_IN_FLIGHT 256
 /* Most caller headers per request, and the longest name and value. */
 #define MCP_HTTP_MAX_USER_HEADERS 64
 #define MCP_HTTP_MAX_HEADER_NAME  256
@@ -117,6 +119,7 @@ struct mcp_http_client {
     bool have_ca;         /* a CA bundle was loaded: https is possible */
     bool freeing;         /* mcp_http_client_free is cancelling the requests */
     mcp_http_req_t *reqs; /* in flight, doubly linked */
+    size_t n_reqs;
     mbedtls_entropy_context entropy;
     mbedtls_ctr_drbg_context drbg;
     mbedtls_x509_crt ca;
@@ -223,6 +226,7 @@ static void unlink_req(mcp_http_req_t *r)
         c->reqs = r->next;
     if (r->next != NULL) r->next->prev = r->prev;
     r->prev = r->next = NULL;
+    c->n_reqs--;
     r->client = NULL;
 }
 
@@ -812,11 +816,12 @@ static int load_ca(mcp_http_client_t *c, const char *ca_file)
     }
     /* A positive result counts certificates that did not parse; the others are usable. */
     int ret = mbedtls_x509_crt_parse_file(&c->ca, path);
-    if (ret < 0 || c->ca.version == 0) {
+    /* For PEM input a negative result means not one certificate parsed. */
+    if (ret < 0) {
         char err[200];
         mbedtls_strerror(ret, err, sizeof err);
         mcp_log(c->lg, MCP_LOG_ERROR, "cannot load the CA bundle %s: %s; give a PEM file", path,
-                ret < 0 ? err : "no certificate in it");
+                err);
         return ca_file != NULL ? MCP_EINVAL : MCP_OK;
     }
     if (ret > 0)
@@ -1019,6 +1024,11 @@ int mcp_http_request(mcp_http_client_t *c, const char *method, const char *url,
         (headers == NULL && n_headers > 0) || (body == NULL && body_len > 0))
         return MCP_EINVAL;
     if (c->freeing) return MCP_ESTATE;
+    if (c->n_reqs >= MCP_HTTP_MAX_IN_FLIGHT) {
+        mcp_log(c->lg, MCP_LOG_WARNING, "http: %d requests already in flight",
+                MCP_HTTP_MAX_IN_FLIGHT);
+        return MCP_EBUSY;
+    }
     if (!is_token(method, MCP_HTTP_MAX_METHOD)) {
         mcp_log(c->lg, MCP_LOG_WARNING, "http: bad method name");
         return MCP_EINVAL;
@@ -1094,6 +1104,7 @@ int mcp_http_request(mcp_http_client_t *c, const char *method, const char *url,
     r->next = c->reqs;
     if (c->reqs != NULL) c->reqs->prev = r;
     c->reqs = r;
+    c->n_reqs++;
     if (out != NULL) *out = r;
     mcp_log(c->lg, MCP_LOG_DEBUG, "http %s %s", method, url);
     return MCP_OK;

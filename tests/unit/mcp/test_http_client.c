@@ -1009,6 +1009,69 @@ static void callback_may_free_the_client(void **state)
     result_free(&x.second);
 }
 
+static void concurrent_requests_all_complete(void **state)
+{
+    fixture_t *f = *state;
+    enum { N = 8 };
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    mcp_http_client_opts_t o;
+    client_opts(f, &o);
+    mcp_http_client_t *c = NULL;
+    assert_int_equal(mcp_http_client_new(&loop, &o, NULL, &c), MCP_OK);
+    result_t res[N];
+    memset(res, 0, sizeof res);
+    for (int i = 0; i < N; i++) {
+        char url[128];
+        if (i % 2)
+            url_of(url, sizeof url, "https", "localhost", &f->tls, "/chunked");
+        else
+            url_of(url, sizeof url, "http", "127.0.0.1", &f->plain, "/chunked");
+        assert_int_equal(
+            mcp_http_request(c, "GET", url, NULL, 0, NULL, 0, on_result, &res[i], NULL), MCP_OK);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(res[i].calls, 1);
+        assert_int_equal(res[i].err, MCP_OK);
+        assert_string_equal(res[i].body, "hello world");
+        result_free(&res[i]);
+    }
+    mcp_http_client_free(c);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void too_many_requests_in_flight_are_refused(void **state)
+{
+    fixture_t *f = *state;
+    enum { LIMIT = 256 };
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    mcp_http_client_opts_t o;
+    client_opts(f, &o);
+    mcp_http_client_t *c = NULL;
+    assert_int_equal(mcp_http_client_new(&loop, &o, NULL, &c), MCP_OK);
+    char url[128];
+    url_of(url, sizeof url, "http", "127.0.0.1", &f->plain, "/hello");
+    result_t *res = calloc(LIMIT + 1, sizeof *res);
+    assert_non_null(res);
+    for (int i = 0; i < LIMIT; i++)
+        assert_int_equal(
+            mcp_http_request(c, "GET", url, NULL, 0, NULL, 0, on_result, &res[i], NULL), MCP_OK);
+    assert_int_equal(
+        mcp_http_request(c, "GET", url, NULL, 0, NULL, 0, on_result, &res[LIMIT], NULL), MCP_EBUSY);
+    mcp_http_client_free(c);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    for (int i = 0; i < LIMIT; i++) {
+        assert_int_equal(res[i].calls, 1);
+        assert_int_equal(res[i].err, MCP_ECANCELED);
+        result_free(&res[i]);
+    }
+    assert_int_equal(res[LIMIT].calls, 0);
+    free(res);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1032,6 +1095,8 @@ int main(void)
         cmocka_unit_test(freeing_the_client_cancels_requests_in_flight),
         cmocka_unit_test(freeing_the_client_during_the_lookup_cancels),
         cmocka_unit_test(callback_may_free_the_client),
+        cmocka_unit_test(concurrent_requests_all_complete),
+        cmocka_unit_test(too_many_requests_in_flight_are_refused),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -210,9 +210,8 @@ static void on_handle_closed(uv_handle_t *h)
     maybe_free(r);
 }
 
-static void close_handle(mcp_http_req_t *r, uv_handle_t *h)
+static void close_handle(uv_handle_t *h)
 {
-    (void)r;
     if (!uv_is_closing(h)) uv_close(h, on_handle_closed);
 }
 
@@ -240,9 +239,9 @@ static void teardown(mcp_http_req_t *r)
         mbedtls_ssl_free(&r->ssl);
         r->ssl_inited = false;
     }
-    close_handle(r, (uv_handle_t *)&r->connect_timer);
-    close_handle(r, (uv_handle_t *)&r->total_timer);
-    if (r->tcp_open) close_handle(r, (uv_handle_t *)&r->tcp);
+    close_handle((uv_handle_t *)&r->connect_timer);
+    close_handle((uv_handle_t *)&r->total_timer);
+    if (r->tcp_open) close_handle((uv_handle_t *)&r->tcp);
     if (r->gai_pending) uv_cancel((uv_req_t *)&r->gai); /* a running lookup still calls back */
 }
 
@@ -329,6 +328,20 @@ static int on_header_field(http_parser *p, const char *at, size_t n)
     return 0;
 }
 
+/* The buffer keeping the current header's value, or NULL for headers we skip. */
+static hbuf_t *kept_value(mcp_http_req_t *r)
+{
+    switch (r->cur_hdr) {
+    case HDR_CONTENT_TYPE:
+        return &r->content_type;
+    case HDR_LOCATION:
+        return &r->location;
+    case HDR_OTHER:
+        break;
+    }
+    return NULL;
+}
+
 static int on_header_value(http_parser *p, const char *at, size_t n)
 {
     mcp_http_req_t *r = req_of(p);
@@ -336,26 +349,14 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
         r->in_value = true;
         r->field[r->field_len] = '\0';
         r->cur_hdr = HDR_OTHER;
-        if (!r->field_long && strcasecmp(r->field, "content-type") == 0) {
+        if (!r->field_long && strcasecmp(r->field, "content-type") == 0)
             r->cur_hdr = HDR_CONTENT_TYPE;
-            hbuf_free(&r->content_type); /* the last one wins */
-        } else if (!r->field_long && strcasecmp(r->field, "location") == 0) {
+        else if (!r->field_long && strcasecmp(r->field, "location") == 0)
             r->cur_hdr = HDR_LOCATION;
-            hbuf_free(&r->location);
-        }
-        /* A value may be empty: make sure the kept header still reads as present. */
-        hbuf_t *b = r->cur_hdr == HDR_CONTENT_TYPE ? &r->content_type
-                    : r->cur_hdr == HDR_LOCATION   ? &r->location
-                                                   : NULL;
-        if (b != NULL && hbuf_append(b, "", 0) < 0) {
-            r->perr = MCP_ENOMEM;
-            snprintf(r->msg, sizeof r->msg, "out of memory reading headers from %s", r->where);
-            return -1;
-        }
+        hbuf_t *b = kept_value(r);
+        if (b != NULL) hbuf_free(b); /* a repeated header: the last one wins */
     }
-    hbuf_t *b = r->cur_hdr == HDR_CONTENT_TYPE ? &r->content_type
-                : r->cur_hdr == HDR_LOCATION   ? &r->location
-                                               : NULL;
+    hbuf_t *b = kept_value(r);
     if (b == NULL) return 0;
     int rc = hbuf_append(b, at, n);
     if (rc < 0) {

@@ -828,6 +828,23 @@ static void silent_server_times_out(void **state)
     result_free(&res);
 }
 
+/* The plain server takes the ClientHello for the start of a request and waits for more, so the
+ * TLS handshake never completes: the connect deadline (which covers it) fires. */
+static void stalled_tls_handshake_hits_the_connect_timeout(void **state)
+{
+    fixture_t *f = *state;
+    mcp_http_client_opts_t o;
+    client_opts(f, &o);
+    o.connect_timeout_ms = TEST_SHORT_TIMEOUT_MS;
+    char url[128];
+    url_of(url, sizeof url, "https", "localhost", &f->plain, "/hello");
+    result_t res;
+    run_with(f, &o, "GET", url, NULL, &res);
+    assert_int_equal(res.err, MCP_ETIMEDOUT);
+    assert_non_null(strstr(res.msg, "connecting to"));
+    result_free(&res);
+}
+
 static void refused_port_fails_with_econnect(void **state)
 {
     fixture_t *f = *state;
@@ -1089,6 +1106,7 @@ int main(void)
         cmocka_unit_test(redirect_is_refused_and_names_the_target),
         cmocka_unit_test(body_over_the_cap_fails_with_etoobig),
         cmocka_unit_test(silent_server_times_out),
+        cmocka_unit_test(stalled_tls_handshake_hits_the_connect_timeout),
         cmocka_unit_test(refused_port_fails_with_econnect),
         cmocka_unit_test(malformed_or_short_responses_fail),
         cmocka_unit_test(cancel_mid_request_calls_back_once),

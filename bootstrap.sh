@@ -27,7 +27,7 @@ as_root() {
 RUN_PKGS=(gcc make cmake ninja-build pkg-config libcjson-dev libuv1-dev libseccomp-dev
           libmbedtls-dev libhttp-parser-dev ca-certificates)
 # What the test suite needs on top: unit tests, the fuzzer, the Node clients.
-TEST_PKGS=(libcmocka-dev clang clang-format nodejs npm git)
+TEST_PKGS=(libcmocka-dev clang clang-format git python3)
 
 missing_pkgs() {
     local p
@@ -50,8 +50,19 @@ apt_install() {
 
 deps_run() { apt_install "${RUN_PKGS[@]}"; }
 
+# Node.js may come from elsewhere than Debian (NodeSource ships npm inside its nodejs package), so
+# it is looked for as a command; apt installs Debian's only when none is there.
+need_node() {
+    command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || return 0
+    local major
+    major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+    [ "$major" -lt 18 ]
+}
+
 deps_test() {
     apt_install "${RUN_PKGS[@]}" "${TEST_PKGS[@]}"
+    if need_node; then apt_install nodejs npm; fi
+    need_node && die "the tests need Node.js 18 or newer with npm (found: $(node --version 2>/dev/null || echo none))"
     # libFuzzer's runtime ships apart from clang, versioned like it.
     local major
     major=$(clang --version | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -n1)

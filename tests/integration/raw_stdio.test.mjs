@@ -251,3 +251,25 @@ test('--config reads flags from its "ptc" object; the command line wins', async 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('stdin may be a terminal: lines typed on a TTY are served and Ctrl-D stops the server', () => {
+  // Python's pty module gives the server a real terminal as stdin; stdout stays a pipe.
+  const script = `
+import json, os, pty, subprocess, sys
+m, s = pty.openpty()
+p = subprocess.Popen([sys.argv[1]], stdin=s, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+os.close(s)
+os.write(m, b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}\\n')
+os.write(m, b'{"jsonrpc":"2.0","id":2,"method":"ping"}\\n')
+out = [json.loads(p.stdout.readline()), json.loads(p.stdout.readline())]
+os.write(m, b'\\x04')
+code = p.wait(timeout=10)
+print(json.dumps({"out": out, "code": code}))
+`;
+  const r = spawnSync('python3', ['-c', script, ptcBin], { encoding: 'utf8', timeout: 20000 });
+  assert.equal(r.status, 0, r.stderr);
+  const { out, code } = JSON.parse(r.stdout);
+  assert.equal(out[0].result.protocolVersion, '2025-06-18');
+  assert.deepEqual(out[1], { jsonrpc: '2.0', id: 2, result: {} });
+  assert.equal(code, 0);
+});

@@ -225,3 +225,30 @@ test('a server-to-client request fails cleanly without the capability, on an err
     await e.close();
   }
 });
+
+test('cancelling a call while it waits on the client cancels the request sent to the client', async () => {
+  let handlerSignal;
+  let handlerStarted;
+  const started = new Promise((r) => { handlerStarted = r; });
+  const c = await connect(fixtureBin, [], {
+    capabilities: { sampling: {} },
+    setup: (client) => client.setRequestHandler(CreateMessageRequestSchema, (req, extra) => {
+      handlerSignal = extra.signal;
+      handlerStarted();
+      return new Promise(() => {}); // the user never answers
+    }),
+  });
+  try {
+    const ac = new AbortController();
+    const p = c.client.callTool({ name: 'ask', arguments: { what: 'sampling' } }, undefined, { signal: ac.signal });
+    await started;
+    assert.equal(handlerSignal.aborted, false);
+    ac.abort('user gave up');
+    await assert.rejects(p);
+    for (let i = 0; i < 50 && !handlerSignal.aborted; i++) await sleep(10);
+    assert.equal(handlerSignal.aborted, true, 'the server sent notifications/cancelled for its sampling request');
+    await c.client.ping();
+  } finally {
+    await c.close();
+  }
+});

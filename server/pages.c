@@ -11,6 +11,7 @@
 typedef struct entry {
     unsigned char id[CURSOR_ID_BYTES];
     char *text; /* stdout then stderr, one buffer */
+    char *meta;
     size_t out_len, err_len;
     size_t page_chars;
     uint64_t last_used_ms;
@@ -64,6 +65,7 @@ static void drop(ptc_pages_t *p, entry_t *e)
     p->bytes -= e->out_len + e->err_len;
     p->n--;
     free(e->text);
+    free(e->meta);
     free(e);
 }
 
@@ -162,6 +164,10 @@ static int cut(const entry_t *e, uint64_t from, size_t chars, ptc_page_t *page)
         ptc_page_clear(page);
         return PTC_PAGES_ENOMEM;
     }
+    if (e->meta != NULL && (page->meta = dup_n(e->meta, strlen(e->meta))) == NULL) {
+        ptc_page_clear(page);
+        return PTC_PAGES_ENOMEM;
+    }
     if (end < total) {
         page->cursor = make_cursor(e, from + chars);
         if (page->cursor == NULL) {
@@ -172,8 +178,9 @@ static int cut(const entry_t *e, uint64_t from, size_t chars, ptc_page_t *page)
     return PTC_PAGES_OK;
 }
 
-int ptc_pages_first(ptc_pages_t *p, const char *out, size_t out_len, const char *err,
-                    size_t err_len, size_t page_chars, uint64_t now_ms, ptc_page_t *page)
+int ptc_pages_first(ptc_pages_t *p, const char *meta, const char *out, size_t out_len,
+                    const char *err, size_t err_len, size_t page_chars, uint64_t now_ms,
+                    ptc_page_t *page)
 {
     memset(page, 0, sizeof *page);
     if (page_chars == 0) return PTC_PAGES_EINVAL;
@@ -184,7 +191,10 @@ int ptc_pages_first(ptc_pages_t *p, const char *out, size_t out_len, const char 
     entry_t *e = calloc(1, sizeof *e);
     if (e == NULL) return PTC_PAGES_ENOMEM;
     e->text = malloc(out_len + err_len + 1);
-    if (e->text == NULL) {
+    e->meta = meta != NULL ? dup_n(meta, strlen(meta)) : NULL;
+    if (e->text == NULL || (meta != NULL && e->meta == NULL)) {
+        free(e->text);
+        free(e->meta);
         free(e);
         return PTC_PAGES_ENOMEM;
     }
@@ -196,25 +206,22 @@ int ptc_pages_first(ptc_pages_t *p, const char *out, size_t out_len, const char 
     e->page_chars = page_chars;
     e->last_used_ms = now_ms;
     int rc = cut(e, 0, page_chars, page);
+    if (rc == 0 && page->cursor != NULL) {
+        if (getrandom(e->id, sizeof e->id, 0) != (ssize_t)sizeof e->id) {
+            rc = PTC_PAGES_ENOMEM;
+        } else {
+            free(page->cursor);
+            page->cursor = make_cursor(e, page_chars); /* now with the entry's real id */
+            if (page->cursor == NULL) rc = PTC_PAGES_ENOMEM;
+        }
+        if (rc < 0) ptc_page_clear(page);
+    }
     if (rc < 0 || page->cursor == NULL) {
-        /* Everything fitted on one page: nothing to keep. */
+        /* Failed, or everything fitted on one page: nothing to keep. */
         free(e->text);
+        free(e->meta);
         free(e);
         return rc;
-    }
-    if (getrandom(e->id, sizeof e->id, 0) != (ssize_t)sizeof e->id) {
-        ptc_page_clear(page);
-        free(e->text);
-        free(e);
-        return PTC_PAGES_ENOMEM;
-    }
-    free(page->cursor);
-    page->cursor = make_cursor(e, page_chars); /* now with the entry's real id */
-    if (page->cursor == NULL) {
-        ptc_page_clear(page);
-        free(e->text);
-        free(e);
-        return PTC_PAGES_ENOMEM;
     }
     while (p->head && (p->n >= p->max_entries || p->bytes + out_len + err_len > p->max_bytes))
         drop(p, p->tail);
@@ -263,6 +270,7 @@ void ptc_page_clear(ptc_page_t *page)
     free(page->out);
     free(page->err);
     free(page->cursor);
+    free(page->meta);
     memset(page, 0, sizeof *page);
 }
 

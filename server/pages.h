@@ -13,6 +13,7 @@ typedef struct ptc_page {
     char *out;    /* the page's part of stdout (UTF-8, NUL-terminated), owned */
     char *err;    /* the page's part of stderr, owned */
     char *cursor; /* opaque cursor of the next page, or NULL when this was the last; owned */
+    char *meta;   /* copy of the meta text stored with the run (NULL if none); owned */
 } ptc_page_t;
 
 enum {
@@ -29,11 +30,13 @@ void ptc_pages_free(ptc_pages_t *p);
 /**
  * Cuts the first page (page_chars Unicode characters: stdout first, then stderr) of a run's
  * output and, when more is left, keeps the whole output and returns a cursor for the rest.
+ * meta (borrowed, may be NULL) is text kept with the run and returned with every page of it.
  * out/err are borrowed and must be valid UTF-8 (see ptc_utf8_sanitize). Output larger than the
  * store's byte budget is still paged for what fits: the rest is counted as dropped.
  */
-int ptc_pages_first(ptc_pages_t *p, const char *out, size_t out_len, const char *err,
-                    size_t err_len, size_t page_chars, uint64_t now_ms, ptc_page_t *page);
+int ptc_pages_first(ptc_pages_t *p, const char *meta, const char *out, size_t out_len,
+                    const char *err, size_t err_len, size_t page_chars, uint64_t now_ms,
+                    ptc_page_t *page);
 /** The page behind a cursor (repeatable until it expires). PTC_PAGES_EXPIRED when unknown. */
 int ptc_pages_next(ptc_pages_t *p, const char *cursor, uint64_t now_ms, ptc_page_t *page);
 /** Frees a page's strings. */

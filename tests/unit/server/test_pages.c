@@ -17,7 +17,7 @@ static void short_output_fits_one_page_and_keeps_nothing(void **state)
     ptc_pages_t *p;
     assert_int_equal(ptc_pages_new(1 << 20, 8, 60000, &p), 0);
     ptc_page_t pg;
-    assert_int_equal(ptc_pages_first(p, "hello\n", 6, "warn\n", 5, 100, 0, &pg), 0);
+    assert_int_equal(ptc_pages_first(p, NULL, "hello\n", 6, "warn\n", 5, 100, 0, &pg), 0);
     assert_string_equal(pg.out, "hello\n");
     assert_string_equal(pg.err, "warn\n");
     assert_null(pg.cursor);
@@ -33,7 +33,8 @@ static void pages_walk_stdout_then_stderr_by_characters(void **state)
     ptc_pages_new(1 << 20, 8, 60000, &p);
     const char *out = "aé€😀b"; /* 1-, 2-, 3- and 4-byte characters */
     ptc_page_t pg;
-    assert_int_equal(ptc_pages_first(p, out, strlen(out), "xyz", 3, 2, 0, &pg), 0);
+    assert_int_equal(
+        ptc_pages_first(p, "{\"status\":\"ok\"}", out, strlen(out), "xyz", 3, 2, 0, &pg), 0);
     assert_string_equal(pg.out, "aé");
     assert_string_equal(pg.err, "");
     assert_non_null(pg.cursor);
@@ -42,6 +43,7 @@ static void pages_walk_stdout_then_stderr_by_characters(void **state)
     ptc_page_clear(&pg);
     assert_int_equal(ptc_pages_next(p, cur, 1, &pg), 0);
     assert_string_equal(pg.out, "€😀");
+    assert_string_equal(pg.meta, "{\"status\":\"ok\"}");
     snprintf(cur, sizeof cur, "%s", pg.cursor);
     ptc_page_clear(&pg);
     /* A page may hold the end of stdout and the start of stderr. */
@@ -70,7 +72,7 @@ static void unknown_forged_and_expired_cursors_are_refused(void **state)
     ptc_pages_t *p;
     ptc_pages_new(1 << 20, 8, 1000, &p);
     ptc_page_t pg;
-    ptc_pages_first(p, "abcdef", 6, "", 0, 2, 0, &pg);
+    ptc_pages_first(p, NULL, "abcdef", 6, "", 0, 2, 0, &pg);
     char cur[128];
     snprintf(cur, sizeof cur, "%s", pg.cursor);
     ptc_page_clear(&pg);
@@ -99,7 +101,7 @@ static void the_store_stays_within_its_entry_and_byte_bounds(void **state)
     memset(buf, 'q', sizeof buf);
     for (int i = 0; i < 10; i++) {
         ptc_page_t pg;
-        assert_int_equal(ptc_pages_first(p, buf, 40, "", 0, 10, (uint64_t)i, &pg), 0);
+        assert_int_equal(ptc_pages_first(p, NULL, buf, 40, "", 0, 10, (uint64_t)i, &pg), 0);
         if (i == 0) snprintf(first, sizeof first, "%s", pg.cursor);
         ptc_page_clear(&pg);
         assert_true(ptc_pages_entries(p) <= 3);
@@ -110,7 +112,7 @@ static void the_store_stays_within_its_entry_and_byte_bounds(void **state)
     /* One run larger than the whole budget keeps what fits. */
     char big[300];
     memset(big, 'z', sizeof big);
-    assert_int_equal(ptc_pages_first(p, big, sizeof big, "", 0, 10, 30, &pg), 0);
+    assert_int_equal(ptc_pages_first(p, NULL, big, sizeof big, "", 0, 10, 30, &pg), 0);
     ptc_page_clear(&pg);
     assert_true(ptc_pages_bytes(p) <= 100);
     ptc_pages_free(p);

@@ -16,6 +16,7 @@ struct reg_catalog {
     tool_t **tools;
     size_t n, cap;
     reg__map_t by_id; /* id -> position in tools */
+    uint64_t next_seq;
 };
 
 static int is_name_byte(unsigned char c)
@@ -230,8 +231,8 @@ static int add_checked(reg_catalog_t *cat, const char *server, const cJSON *tool
         tool_free(t);
         return REG_ENOMEM;
     }
-    t->view = (reg_tool_t){t->id,          t->server,   t->name,   t->title,
-                           t->description, t->category, t->schema, t->annotations};
+    t->view = (reg_tool_t){t->id,       t->server, t->name,        t->title,       t->description,
+                           t->category, t->schema, t->annotations, ++cat->next_seq};
     if (reg__map_put(&cat->by_id, t->id, cat->n) < 0) {
         tool_free(t);
         return REG_ENOMEM;

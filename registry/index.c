@@ -160,6 +160,11 @@ size_t reg_index_memory(const reg_index_t *ix)
     return sizeof *ix + ix->rows.cap * per_row + reg__rows_memory(&ix->rows);
 }
 
+bool reg_index_contains(const reg_index_t *ix, const char *id)
+{
+    return ix != NULL && id != NULL && reg__map_get(&ix->rows.by_id, id, NULL);
+}
+
 int reg_index_get_vector(const reg_index_t *ix, const char *id, float *out)
 {
     size_t row;

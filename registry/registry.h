@@ -38,6 +38,7 @@ typedef enum reg_err {
     REG_EDIM = -7,     /* vector dimension does not match */
     REG_ECORRUPT = -8, /* a cache file failed its checks (it is removed) */
     REG_EEMBED = -9,   /* the embedder failed (its own message says why) */
+    REG_EBUSY = -10,   /* another indexing batch is still in flight */
 } reg_err_t;
 
 /** Returns a static English description of a reg_err_t (never NULL). */
@@ -106,6 +107,7 @@ typedef struct reg_tool {
     const char *category;      /* the tool's "category" (or _meta.category), else its server */
     const cJSON *input_schema; /* owned by the catalog; {"type":"object"} when absent */
     const cJSON *annotations;  /* owned by the catalog; NULL when absent */
+    uint64_t seq;              /* unique per addition: a tool removed and added back differs */
 } reg_tool_t;
 
 typedef struct reg_catalog reg_catalog_t;
@@ -274,6 +276,8 @@ size_t reg_index_count(const reg_index_t *ix);
 size_t reg_index_dim(const reg_index_t *ix);
 /** Bytes held by the index (matrix, strings, tables): for the benchmarks. */
 size_t reg_index_memory(const reg_index_t *ix);
+/** True if the index holds id. */
+bool reg_index_contains(const reg_index_t *ix, const char *id);
 /** Copies the stored (normalised; for Q8, dequantised) vector of id into out (dim floats).
  *  REG_ENOENT if absent. */
 int reg_index_get_vector(const reg_index_t *ix, const char *id, float *out);
@@ -371,5 +375,91 @@ size_t reg_cache_bytes(const reg_cache_t *c);
  * outlive the wrapper. An inner embedder with cache_model NULL is returned unwrapped.
  */
 int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embedder_t **out);
+
+/* ---------------------------------------------------------------------------------------- */
+/* The registry: catalog + embedder + index + BM25, what search_tools calls                 */
+
+/*
+ * Threading: every reg_registry_* call belongs to one owner thread (the event loop). Only
+ * reg_batch_embed may run elsewhere (a worker thread), for one batch at a time: the owner
+ * takes a batch with reg_registry_next_batch, a worker embeds it, the owner applies it. Tools
+ * added or removed meanwhile are handled at apply time (stale vectors are dropped). While a
+ * batch that refits the embedder is in flight, searches without a query vector use BM25
+ * alone, so the owner never touches an embedder the worker is changing.
+ */
+
+#define REG_BATCH_DEFAULT 256  /* tools per indexing batch: ~35 ms with the lexical embedder */
+#define REG_CANDIDATES    50   /* hits each signal contributes to a hybrid fusion */
+#define REG_REFIT_RATIO   0.25 /* refit corpus statistics when the catalog grew or shrank this much \
+                                */
+
+typedef struct reg_registry_opts {
+    bool hybrid;            /* fuse the embedder's cosine with BM25 (else the embedder alone) */
+    reg_fuse_method_t fuse; /* REG_FUSE_MINMAX by default */
+    float dense_weight;     /* weights of the two signals (defaults 1 and 1) */
+    float bm25_weight;
+    reg_index_storage_t storage; /* REG_INDEX_Q8 by default */
+} reg_registry_opts_t;
+
+void reg_registry_opts_default(reg_registry_opts_t *o);
+
+typedef struct reg_registry reg_registry_t;
+typedef struct reg_batch reg_batch_t;
+
+/** Creates a registry. Takes emb (freed with the registry; NULL means BM25 only). opts NULL
+ *  means the defaults. On error emb is freed too. */
+int reg_registry_new(reg_embedder_t *emb, const reg_registry_opts_t *opts, reg_registry_t **out);
+void reg_registry_free(reg_registry_t *reg);
+
+/** The catalog (borrowed; read it, but change it only through the registry). */
+const reg_catalog_t *reg_registry_catalog(const reg_registry_t *reg);
+/** The embedder's name ("lexical", "model:NAME", "remote:NAME"), or "bm25" without one. */
+const char *reg_registry_embedder_name(const reg_registry_t *reg);
+
+/** Loads a --tools-file (see reg_catalog_load_file); the new tools are searchable by BM25 at
+ *  once and by the embedder once indexed. */
+int reg_registry_load_file(reg_registry_t *reg, const char *path, char *msg, size_t msg_size);
+/**
+ * Replaces every tool of `server` with `tools` (a JSON array of MCP Tool objects, as
+ * tools/list returns them; their own "server" members are ignored). All or nothing. Borrows
+ * tools. Use an empty array (or reg_registry_remove_server) when a server goes away.
+ */
+int reg_registry_set_server_tools(reg_registry_t *reg, const char *server, const cJSON *tools,
+                                  char *msg, size_t msg_size);
+/** Removes every tool of server; returns how many. */
+size_t reg_registry_remove_server(reg_registry_t *reg, const char *server);
+
+/** Tools not yet in the vector index (search covers them through BM25 only). */
+size_t reg_registry_pending(const reg_registry_t *reg);
+
+/**
+ * Takes the next batch of at most max tools to embed (0 means REG_BATCH_DEFAULT); *out is NULL
+ * when nothing is pending. A batch that refits the embedder (first run, or the catalog changed
+ * by REG_REFIT_RATIO) holds every tool. REG_EBUSY if a batch is in flight.
+ */
+int reg_registry_next_batch(reg_registry_t *reg, size_t max, reg_batch_t **out);
+/** Embeds a batch; may run on a worker thread (see Threading). */
+int reg_batch_embed(reg_batch_t *b, char *msg, size_t msg_size);
+/** Number of tools in a batch (for progress reports). */
+size_t reg_batch_count(const reg_batch_t *b);
+/** Puts an embedded batch into the index (owner thread) and frees it; a batch that failed or
+ *  was not embedded is dropped and its tools go back to pending. Takes b. */
+int reg_registry_apply_batch(reg_registry_t *reg, reg_batch_t *b);
+/** Convenience for start-up and tests: runs batches on the calling thread until none is left. */
+int reg_registry_index_all(reg_registry_t *reg, char *msg, size_t msg_size);
+
+typedef struct reg_result {
+    const reg_tool_t *tool; /* borrowed from the catalog: valid until it changes */
+    float score;            /* cosine, BM25 score, or fused score in [0, 1] (hybrid) */
+} reg_result_t;
+
+/**
+ * Finds the k best tools for query. qvec (may be NULL) is the query's embedding computed by
+ * the caller (e.g. on a worker thread for a model); without it the query is embedded here.
+ * filter's server/category restrict both signals; min_score applies to the reported score.
+ * Writes min(k, matches) results, best first, into out; returns their number or an error.
+ */
+int reg_registry_search(reg_registry_t *reg, const char *query, const float *qvec, size_t k,
+                        const reg_filter_t *filter, reg_result_t *out, char *msg, size_t msg_size);
 
 #endif /* PTC_REGISTRY_H */

@@ -28,6 +28,8 @@ const char *reg_strerror(int err)
         return "corrupt cache entry (removed)";
     case REG_EEMBED:
         return "embedder failed";
+    case REG_EBUSY:
+        return "an indexing batch is still in flight";
     }
     return "unknown error";
 }

@@ -414,6 +414,10 @@ static void usage(void)
             "  --ngram-weight F / --bigram-weight F / --word-weight F\n"
             "  --ngram-min N / --ngram-max N\n"
             "  --storage q8|f32            dense index storage (default q8)\n"
+            "  --embedder KIND             auto|model|lexical|remote, as the binary's flag\n"
+            "  --embed-model-dir DIR       model files for --embedder model/auto\n"
+            "  --expect-embedder PREFIX    exit 1 unless the first embedder's name starts so\n"
+            "                              (e.g. model: catches a silent fall-back)\n"
             "  --misses NAME               list the queries NAME misses in its top 5\n");
     exit(2);
 }
@@ -431,7 +435,8 @@ int main(int argc, char **argv)
 {
     if (argc < 3) usage();
     double min_r5 = -1, min_para_r5 = -1;
-    const char *gate = "hybrid", *misses = NULL;
+    const char *gate = "hybrid", *misses = NULL, *expect = NULL;
+    reg_embedder_spec_t spec = {.kind = "auto"};
     reg_lexical_opts_t lo;
     reg_lexical_opts_default(&lo);
     reg_index_storage_t storage = REG_INDEX_Q8;
@@ -444,6 +449,12 @@ int main(int argc, char **argv)
             gate = argv[++i];
         else if (strcmp(argv[i], "--storage") == 0 && i + 1 < argc)
             storage = strcmp(argv[++i], "f32") == 0 ? REG_INDEX_F32 : REG_INDEX_Q8;
+        else if (strcmp(argv[i], "--embedder") == 0 && i + 1 < argc)
+            spec.kind = argv[++i];
+        else if (strcmp(argv[i], "--embed-model-dir") == 0 && i + 1 < argc)
+            spec.model_dir = argv[++i];
+        else if (strcmp(argv[i], "--expect-embedder") == 0 && i + 1 < argc)
+            expect = argv[++i];
         else if (strcmp(argv[i], "--misses") == 0 && i + 1 < argc)
             misses = argv[++i];
         else if (strcmp(argv[i], "--lexical-dim") == 0)
@@ -492,11 +503,28 @@ int main(int argc, char **argv)
     ranker_t *bm_r = &rk[nr++];
     *bm_r = (ranker_t){.name = "bm25", .bm = bm};
 
-    reg_embedder_t *lex;
-    if (reg_lexical_new(&lo, &lex) < 0) die("bad lexical options");
+    /* Dense rankers: the embedder the spec opens (as the binary would), then the lexical one
+     * with the bench's options if the first is something else. */
+    reg_embedder_t *embs[2] = {NULL, NULL};
+    size_t nembs = 0;
+    char note[512];
+    if (strcmp(spec.kind, "lexical") != 0) {
+        if (reg_embedder_open(&spec, &embs[nembs], note, sizeof note, msg, sizeof msg) < 0)
+            die("%s", msg);
+        if (note[0]) fprintf(stderr, "bench_retrieval: %s\n", note);
+        if (strcmp(reg_embedder_name(embs[nembs]), "lexical") == 0)
+            reg_embedder_free(embs[nembs]);
+        else
+            nembs++;
+    }
+    if (reg_lexical_new(&lo, &embs[nembs++]) < 0) die("bad lexical options");
+    if (expect != NULL && strncmp(reg_embedder_name(embs[0]), expect, strlen(expect)) != 0) {
+        fprintf(stderr, "FAIL: the embedder is %s, expected %s*\n", reg_embedder_name(embs[0]),
+                expect);
+        return 1;
+    }
     ranker_t *dense = NULL;
-    reg_embedder_t *embs[1] = {lex};
-    for (size_t e = 0; e < sizeof embs / sizeof embs[0]; e++) {
+    for (size_t e = 0; e < nembs; e++) {
         reg_embedder_t *em = embs[e];
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -568,7 +596,8 @@ int main(int argc, char **argv)
 
     for (int i = 0; i < nr; i++)
         reg_index_free(rk[i].ix);
-    reg_embedder_free(lex);
+    for (size_t e = 0; e < nembs; e++)
+        reg_embedder_free(embs[e]);
     reg_bm25_free(bm);
     for (size_t i = 0; i < base.n; i++)
         bdoc_free(&base.docs[i]);

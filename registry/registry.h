@@ -39,6 +39,7 @@ typedef enum reg_err {
     REG_ECORRUPT = -8, /* a cache file failed its checks (it is removed) */
     REG_EEMBED = -9,   /* the embedder failed (its own message says why) */
     REG_EBUSY = -10,   /* another indexing batch is still in flight */
+    REG_ENOTSUP = -11, /* the provider is not built into this binary */
 } reg_err_t;
 
 /** Returns a static English description of a reg_err_t (never NULL). */
@@ -200,6 +201,29 @@ const char *reg_embedder_name(const reg_embedder_t *e);
 size_t reg_embedder_dim(const reg_embedder_t *e);
 /** Destroys the provider and frees e (which must come from a provider constructor). NULL ok. */
 void reg_embedder_free(reg_embedder_t *e);
+
+/**
+ * What --embedder and its companion flags ask for. kind: "auto" (the model when it can be
+ * loaded, else lexical, saying so in note), "model", "lexical" or "remote". Strings may be
+ * NULL when unused.
+ */
+typedef struct reg_embedder_spec {
+    const char *kind;
+    const char *model_dir;    /* --embed-model-dir */
+    const char *url;          /* --embed-url */
+    const char *remote_model; /* --embed-remote-model */
+    const char *key_env;      /* --embed-key-env */
+} reg_embedder_spec_t;
+
+/**
+ * Opens the embedder a spec names; the one place where providers are chosen, so a provider
+ * added to the library becomes available to the binary and the benchmarks at once. On
+ * success *out is set and note (if not NULL) receives a line for the log when "auto" fell
+ * back ("" otherwise). On failure msg says what is missing and what to do. A fallback is never
+ * silent: callers that need a given provider check reg_embedder_name().
+ */
+int reg_embedder_open(const reg_embedder_spec_t *spec, reg_embedder_t **out, char *note,
+                      size_t note_size, char *msg, size_t msg_size);
 
 /** Settings of the built-in lexical embedder; reg_lexical_opts_default() fills them. */
 typedef struct reg_lexical_opts {
@@ -388,10 +412,11 @@ int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embed
  * alone, so the owner never touches an embedder the worker is changing.
  */
 
-#define REG_BATCH_DEFAULT 256  /* tools per indexing batch: ~35 ms with the lexical embedder */
-#define REG_CANDIDATES    50   /* hits each signal contributes to a hybrid fusion */
-#define REG_REFIT_RATIO   0.25 /* refit corpus statistics when the catalog grew or shrank this much \
-                                */
+#define REG_BATCH_DEFAULT 256 /* tools per indexing batch: ~35 ms with the lexical embedder */
+#define REG_CANDIDATES    50  /* hits each signal contributes to a hybrid fusion */
+#define REG_REFIT_RATIO                                                                            \
+    0.25 /* refit corpus statistics when the catalog grew or shrank this much                      \
+          */
 
 typedef struct reg_registry_opts {
     bool hybrid;            /* fuse the embedder's cosine with BM25 (else the embedder alone) */

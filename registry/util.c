@@ -30,6 +30,8 @@ const char *reg_strerror(int err)
         return "embedder failed";
     case REG_EBUSY:
         return "an indexing batch is still in flight";
+    case REG_ENOTSUP:
+        return "not built into this binary";
     }
     return "unknown error";
 }

@@ -147,6 +147,40 @@ static void test_bad_options_are_refused(void **state)
     reg_embedder_free(e);
 }
 
+static void test_open_by_spec_never_falls_back_silently(void **state)
+{
+    (void)state;
+    reg_embedder_t *e = NULL;
+    char note[512], msg[512];
+    reg_embedder_spec_t spec = {.kind = "lexical"};
+    assert_int_equal(reg_embedder_open(&spec, &e, note, sizeof note, msg, sizeof msg), REG_OK);
+    assert_string_equal(reg_embedder_name(e), "lexical");
+    assert_string_equal(note, "");
+    reg_embedder_free(e);
+
+    spec.kind = "auto";
+    assert_int_equal(reg_embedder_open(&spec, &e, note, sizeof note, msg, sizeof msg), REG_OK);
+    if (strcmp(reg_embedder_name(e), "lexical") == 0)
+        assert_non_null(strstr(note, "lexical"));
+    else
+        assert_true(strncmp(reg_embedder_name(e), "model:", 6) == 0 && note[0] == 0);
+    reg_embedder_free(e);
+
+    spec.kind = "word2vec";
+    e = NULL;
+    assert_int_equal(reg_embedder_open(&spec, &e, note, sizeof note, msg, sizeof msg), REG_EINVAL);
+    assert_null(e);
+    assert_non_null(strstr(msg, "word2vec"));
+
+    /* Asking for the model by name either gives the model or fails: never lexical. */
+    spec.kind = "model";
+    spec.model_dir = "/nonexistent/model/dir";
+    int rc = reg_embedder_open(&spec, &e, note, sizeof note, msg, sizeof msg);
+    assert_true(rc < 0);
+    assert_null(e);
+    assert_true(msg[0] != 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -155,6 +189,7 @@ int main(void)
         cmocka_unit_test(test_similar_texts_are_closer),
         cmocka_unit_test(test_idf_discounts_common_words),
         cmocka_unit_test(test_bad_options_are_refused),
+        cmocka_unit_test(test_open_by_spec_never_falls_back_silently),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

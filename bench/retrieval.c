@@ -433,6 +433,7 @@ static double num_arg(int argc, char **argv, int *i)
 
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows when piped to a log */
     if (argc < 3) usage();
     double min_r5 = -1, min_para_r5 = -1;
     const char *gate = "hybrid", *misses = NULL, *expect = NULL;

@@ -190,6 +190,7 @@ static char **load_queries(const char *path, size_t *n)
 
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows when piped to a log */
     if (argc < 2)
         die("usage: bench_search CATALOG.json [QUERIES.jsonl] [--sizes A,B,C] "
             "[--queries N] [--lexical-dim N] [--dense-dim N]");

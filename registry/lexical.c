@@ -25,6 +25,7 @@ typedef struct lexical {
 /* A growable array of feature hashes for one group of one text. */
 typedef struct feats {
     uint64_t *h;
+    uint32_t *cnt; /* after dedupe: occurrences of h[i] */
     size_t n, cap;
 } feats_t;
 
@@ -41,10 +42,38 @@ static int feats_push(feats_t *f, uint64_t h)
     return REG_OK;
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* Compacts f->h to its distinct hashes (first-seen order) and counts them into f->cnt, with
+ * a scratch open-addressing table: linear in the number of features, where sorting was the
+ * main cost of embedding a long description. */
+static int dedupe(feats_t *f)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
+    if (f->n == 0) return REG_OK;
+    size_t cap = 16;
+    while (cap < 2 * f->n)
+        cap *= 2;
+    uint32_t *slot = calloc(cap, sizeof *slot); /* 1 + index into the compacted array */
+    f->cnt = malloc(f->n * sizeof *f->cnt);
+    if (slot == NULL || f->cnt == NULL) {
+        free(slot);
+        return REG_ENOMEM;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        uint64_t h = f->h[i];
+        size_t j = (size_t)(h >> 17) & (cap - 1);
+        while (slot[j] != 0 && f->h[slot[j] - 1] != h)
+            j = (j + 1) & (cap - 1);
+        if (slot[j] != 0) {
+            f->cnt[slot[j] - 1]++;
+            continue;
+        }
+        f->h[m] = h;
+        f->cnt[m] = 1;
+        slot[j] = (uint32_t)++m;
+    }
+    f->n = m;
+    free(slot);
+    return REG_OK;
 }
 
 void reg_lexical_opts_default(reg_lexical_opts_t *o)
@@ -99,8 +128,8 @@ static int extract(const reg_lexical_opts_t *o, const char *text, feats_t g[G_CO
         have_prev = 1;
     }
     reg__tokens_free(&tk);
-    for (int k = 0; k < G_COUNT; k++)
-        if (g[k].n > 1) qsort(g[k].h, g[k].n, sizeof *g[k].h, cmp_u64);
+    for (int k = 0; k < G_COUNT && rc == 0; k++)
+        rc = dedupe(&g[k]);
     return rc;
 }
 
@@ -108,6 +137,7 @@ static void feats_free(feats_t g[G_COUNT])
 {
     for (int k = 0; k < G_COUNT; k++) {
         free(g[k].h);
+        free(g[k].cnt);
         g[k] = (feats_t){0};
     }
 }
@@ -157,7 +187,6 @@ static int lexical_fit(reg_embedder_t *self, const char *const *docs, size_t n)
         int rc = extract(&lx->o, docs[d], g);
         for (int k = 0; k < G_COUNT && rc == 0; k++) {
             for (size_t i = 0; i < g[k].n && rc == 0; i++) {
-                if (i > 0 && g[k].h[i] == g[k].h[i - 1]) continue; /* once per document */
                 if ((lx->used + 1) * 2 > lx->cap) rc = df_grow(lx);
                 if (rc < 0) break;
                 size_t s = df_slot(lx, g[k].h[i]);
@@ -198,25 +227,20 @@ static int embed_one(const lexical_t *lx, const char *text, float *out)
     const float share[G_COUNT] = {o->word_weight, o->ngram_weight, o->bigram_weight};
     for (int k = 0; k < G_COUNT; k++) {
         if (g[k].n == 0 || share[k] <= 0) continue;
-        /* Distinct features with sublinear tf * idf weights, then the group is scaled to a
-         * norm of sqrt(share) so that a dot product is a share-weighted sum of per-group
-         * cosines (up to hash collisions). The weights overwrite the hash array in place. */
-        size_t m = 0;
+        /* Sublinear tf * idf weights, then the group is scaled to a norm of sqrt(share), so
+         * that a dot product is a share-weighted sum of per-group cosines (up to hash
+         * collisions). */
+        size_t m = g[k].n;
         double norm2 = 0;
-        float *wt = malloc(g[k].n * sizeof *wt);
+        float *wt = malloc(m * sizeof *wt);
         if (wt == NULL) {
             rc = REG_ENOMEM;
             break;
         }
-        for (size_t i = 0; i < g[k].n;) {
-            size_t j = i;
-            while (j < g[k].n && g[k].h[j] == g[k].h[i])
-                j++;
-            float w = (1.0f + logf((float)(j - i))) * idf(lx, g[k].h[i]);
-            g[k].h[m] = g[k].h[i];
-            wt[m++] = w;
+        for (size_t i = 0; i < m; i++) {
+            float w = (1.0f + logf((float)g[k].cnt[i])) * idf(lx, g[k].h[i]);
+            wt[i] = w;
             norm2 += (double)w * (double)w;
-            i = j;
         }
         float scale = (float)(sqrt((double)share[k]) / sqrt(norm2));
         for (size_t i = 0; i < m; i++) {

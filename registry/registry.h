@@ -487,4 +487,18 @@ typedef struct reg_result {
 int reg_registry_search(reg_registry_t *reg, const char *query, const float *qvec, size_t k,
                         const reg_filter_t *filter, reg_result_t *out, char *msg, size_t msg_size);
 
+/**
+ * Builds search_tools' structuredContent: {"embedder": NAME, "tools": [{"id", "server",
+ * "name", "description", "inputSchema", "score"}]}, scores rounded to 4 decimals. Borrows
+ * res; the caller owns (and cJSON_Deletes) the result. NULL on ENOMEM.
+ */
+cJSON *reg_results_json(const reg_registry_t *reg, const reg_result_t *res, size_t n);
+
+/**
+ * Renders results as the compact text the model reads: one line per tool with its id, score,
+ * description (cut to desc_max bytes on a UTF-8 boundary; 0 means 200) and parameters
+ * (required ones marked *). Returns a malloc'd string the caller frees, or NULL on ENOMEM.
+ */
+char *reg_results_text(const reg_result_t *res, size_t n, size_t desc_max);
+
 #endif /* PTC_REGISTRY_H */

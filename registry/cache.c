@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <mbedtls/sha256.h>
 
 /* File layout (native byte order: the cache belongs to one machine):
@@ -26,6 +28,7 @@
 struct reg_cache {
     char *dir;
     size_t max_bytes;
+    pthread_mutex_t lock; /* guards bytes and eviction: workers may share one cache */
     size_t bytes;
 };
 
@@ -117,6 +120,11 @@ int reg_cache_open(const char *dir, size_t max_bytes, reg_cache_t **out, char *m
         return reg__fail(msg, msg_size, REG_ENOMEM, "out of memory opening the cache");
     }
     c->max_bytes = max_bytes ? max_bytes : REG_CACHE_DEFAULT_MAX_BYTES;
+    if (pthread_mutex_init(&c->lock, NULL) != 0) {
+        free(c->dir);
+        free(c);
+        return reg__fail(msg, msg_size, REG_ENOMEM, "cannot create the cache lock");
+    }
     walk(c, add_size, &c->bytes);
     *out = c;
     return REG_OK;
@@ -125,6 +133,7 @@ int reg_cache_open(const char *dir, size_t max_bytes, reg_cache_t **out, char *m
 void reg_cache_close(reg_cache_t *c)
 {
     if (c == NULL) return;
+    pthread_mutex_destroy(&c->lock);
     free(c->dir);
     free(c);
 }
@@ -134,9 +143,13 @@ const char *reg_cache_dir(const reg_cache_t *c)
     return c ? c->dir : NULL;
 }
 
-size_t reg_cache_bytes(const reg_cache_t *c)
+size_t reg_cache_bytes(reg_cache_t *c)
 {
-    return c ? c->bytes : 0;
+    if (c == NULL) return 0;
+    pthread_mutex_lock(&c->lock);
+    size_t n = c->bytes;
+    pthread_mutex_unlock(&c->lock);
+    return n;
 }
 
 static int sha_part(mbedtls_sha256_context *ctx, const char *s)
@@ -172,6 +185,7 @@ static void entry_path(const reg_cache_t *c, const unsigned char key[32], char *
     snprintf(path, path_size, "%s/%s.vec", sub, hex);
 }
 
+/* Caller holds c->lock. */
 static void drop(reg_cache_t *c, const char *path, size_t size)
 {
     if (unlink(path) == 0) c->bytes = c->bytes > size ? c->bytes - size : 0;
@@ -232,7 +246,11 @@ int reg_cache_get(reg_cache_t *c, const char *provider, const char *model, const
         (void)utimensat(AT_FDCWD, path, NULL, 0);
     }
     free(buf);
-    if (rc == REG_ECORRUPT) drop(c, path, size);
+    if (rc == REG_ECORRUPT) {
+        pthread_mutex_lock(&c->lock);
+        drop(c, path, size);
+        pthread_mutex_unlock(&c->lock);
+    }
     return rc;
 }
 
@@ -279,7 +297,7 @@ static int cmp_victim(const void *a, const void *b)
 }
 
 /* Recounts the directory (other processes may share it) and removes the least recently used
- * entries until the total is below EVICT_TO * max_bytes. */
+ * entries until the total is below EVICT_TO * max_bytes. Caller holds c->lock. */
 static void evict(reg_cache_t *c)
 {
     victims_t vs = {0};
@@ -340,16 +358,24 @@ int reg_cache_put(reg_cache_t *c, const char *provider, const char *model, const
         done += (size_t)w;
     }
     free(buf);
-    struct stat old;
-    int had = stat(path, &old) == 0;
-    if (close(fd) != 0 || done != size || rename(tmp, path) != 0) {
+    if (close(fd) != 0 || done != size) {
         unlink(tmp);
         return REG_EIO;
     }
-    if (had) c->bytes = c->bytes > (size_t)old.st_size ? c->bytes - (size_t)old.st_size : 0;
-    c->bytes += size;
-    if (c->bytes > c->max_bytes) evict(c);
-    return REG_OK;
+    pthread_mutex_lock(&c->lock);
+    struct stat old;
+    int had = stat(path, &old) == 0;
+    int rc = REG_OK;
+    if (rename(tmp, path) != 0) {
+        unlink(tmp);
+        rc = REG_EIO;
+    } else {
+        if (had) c->bytes = c->bytes > (size_t)old.st_size ? c->bytes - (size_t)old.st_size : 0;
+        c->bytes += size;
+        if (c->bytes > c->max_bytes) evict(c);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -449,6 +475,7 @@ int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embed
                           .cache_provider = inner->cache_provider,
                           .cache_model = inner->cache_model,
                           .dim = inner->dim,
+                          .concurrent = inner->concurrent,
                           .embed = cached_embed,
                           .fit = cached_fit,
                           .destroy = cached_destroy,

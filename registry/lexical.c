@@ -316,6 +316,7 @@ int reg_lexical_new(const reg_lexical_opts_t *opts, reg_embedder_t **out)
     e->cache_provider = "lexical";
     e->cache_model = NULL; /* vectors depend on the fitted corpus: never cached */
     e->dim = o.dim;
+    e->concurrent = true; /* embed() only reads the fitted tables */
     e->embed = lexical_embed;
     e->fit = lexical_fit;
     e->destroy = lexical_destroy;

@@ -431,7 +431,8 @@ int reg_registry_search(reg_registry_t *r, const char *query, const float *qvec,
         f.category = filter->category;
     }
     const float min_score = filter ? filter->min_score : -1e30f;
-    const bool dense = r->emb != NULL && reg_index_count(r->ix) > 0 && (qvec || !r->busy_fit);
+    const bool can_embed = !r->busy || (r->emb != NULL && r->emb->concurrent && !r->busy_fit);
+    const bool dense = r->emb != NULL && reg_index_count(r->ix) > 0 && (qvec || can_embed);
     const bool hybrid = dense && r->o.hybrid;
     const size_t want = hybrid ? (k > REG_CANDIDATES ? k : REG_CANDIDATES) : k;
     reg_hit_t *a = calloc(want, sizeof *a), *b = calloc(want, sizeof *b);

@@ -175,7 +175,11 @@ typedef enum reg_embed_kind {
  *   cache_model NULL means "do not cache" (e.g. an embedder whose vectors depend on state).
  * - embed: writes n vectors of dim floats, each L2-normalised (an all-zero vector is allowed
  *   for text with no features), row after row into out. Borrows texts and out. msg receives
- *   the reason on failure. Must be safe to call from one worker thread while no fit() runs.
+ *   the reason on failure. May run on any thread, but on one thread at a time unless
+ *   `concurrent` is set, and never while fit() runs.
+ * - concurrent: embed() may run on several threads at once (the lexical embedder: read-only
+ *   state after fit). The registry then embeds queries inline even while a batch is being
+ *   embedded elsewhere; otherwise it answers from BM25 meanwhile.
  * - fit (may be NULL): learns corpus statistics (IDF) from the documents. Borrows docs.
  * - destroy: frees impl.
  */
@@ -185,6 +189,7 @@ struct reg_embedder {
     const char *cache_provider;
     const char *cache_model;
     size_t dim;
+    bool concurrent;
     int (*embed)(reg_embedder_t *self, const char *const *texts, size_t n, reg_embed_kind_t kind,
                  float *out, char *msg, size_t msg_size);
     int (*fit)(reg_embedder_t *self, const char *const *docs, size_t n);
@@ -366,6 +371,8 @@ int reg_fuse(const reg_ranked_t *lists, size_t nlists, reg_fuse_method_t method,
 
 #define REG_CACHE_DEFAULT_MAX_BYTES (256u << 20)
 
+/* One cache handle may be shared by threads (its bookkeeping is locked) and processes (entries
+ * are written to a temporary file and renamed into place). */
 typedef struct reg_cache reg_cache_t;
 
 /**
@@ -391,7 +398,7 @@ int reg_cache_get(reg_cache_t *c, const char *provider, const char *model, const
 int reg_cache_put(reg_cache_t *c, const char *provider, const char *model, const char *text,
                   size_t dim, const float *vec);
 /** Total bytes of entries as counted by this handle. */
-size_t reg_cache_bytes(const reg_cache_t *c);
+size_t reg_cache_bytes(reg_cache_t *c);
 
 /**
  * Wraps an embedder so that each text is looked up in the cache first and only misses are
@@ -408,8 +415,10 @@ int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embed
  * reg_batch_embed may run elsewhere (a worker thread), for one batch at a time: the owner
  * takes a batch with reg_registry_next_batch, a worker embeds it, the owner applies it. Tools
  * added or removed meanwhile are handled at apply time (stale vectors are dropped). While a
- * batch that refits the embedder is in flight, searches without a query vector use BM25
- * alone, so the owner never touches an embedder the worker is changing.
+ * batch is in flight, a search without a query vector embeds its query inline only if the
+ * embedder is `concurrent` and the batch does not refit it; otherwise it answers from BM25
+ * alone, so the owner never races the worker on an embedder. With a model, compute query
+ * vectors on the worker (serialised with batches) and pass them in.
  */
 
 #define REG_BATCH_DEFAULT 256 /* tools per indexing batch: ~35 ms with the lexical embedder */

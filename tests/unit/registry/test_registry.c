@@ -248,6 +248,72 @@ static void test_results_as_json_and_text(void **state)
     reg_registry_free(r);
 }
 
+/* A provider that is not safe to use from two threads and counts its embed() calls. */
+typedef struct guarded {
+    int calls;
+} guarded_t;
+
+static int guarded_embed(reg_embedder_t *self, const char *const *texts, size_t n,
+                         reg_embed_kind_t kind, float *out, char *msg, size_t msg_size)
+{
+    (void)kind;
+    (void)msg;
+    (void)msg_size;
+    guarded_t *g = self->impl;
+    g->calls++;
+    for (size_t i = 0; i < n; i++)
+        for (size_t d = 0; d < 8; d++)
+            out[i * 8 + d] = (float)((strlen(texts[i]) + d) % 3);
+    return REG_OK;
+}
+
+static void guarded_destroy(reg_embedder_t *self)
+{
+    free(self->impl);
+}
+
+static void test_non_concurrent_embedder_is_not_raced(void **state)
+{
+    (void)state;
+    reg_embedder_t *e = calloc(1, sizeof *e);
+    assert_non_null(e);
+    guarded_t *g = calloc(1, sizeof *g);
+    assert_non_null(g);
+    *e = (reg_embedder_t){.name = "model:guarded",
+                          .cache_provider = "model",
+                          .cache_model = "guarded",
+                          .dim = 8,
+                          .concurrent = false,
+                          .embed = guarded_embed,
+                          .destroy = guarded_destroy,
+                          .impl = g};
+    reg_registry_t *r;
+    assert_int_equal(reg_registry_new(e, NULL, &r), REG_OK);
+    set_tools(r, "github", tools_gh);
+    char msg[256];
+    assert_int_equal(reg_registry_index_all(r, msg, sizeof msg), REG_OK);
+    int before = g->calls;
+    assert_non_null(top(r, "merge a pull request", NULL));
+    assert_int_equal(g->calls, before + 1); /* idle: the query is embedded inline */
+
+    set_tools(r, "weather", tools_wx);
+    reg_batch_t *b;
+    assert_int_equal(reg_registry_next_batch(r, 8, &b), REG_OK);
+    assert_non_null(b);
+    before = g->calls;
+    /* A batch is in flight (a worker could be inside embed()): search answers from BM25. */
+    assert_string_equal(top(r, "merge a pull request", NULL), "github__merge_pull_request");
+    assert_int_equal(g->calls, before);
+    /* A query vector computed elsewhere is still used. */
+    float qv[8] = {1, 0, 0, 0, 0, 0, 0, 0};
+    reg_result_t res[3];
+    assert_true(reg_registry_search(r, "merge", qv, 3, NULL, res, msg, sizeof msg) > 0);
+    assert_int_equal(g->calls, before);
+    assert_int_equal(reg_batch_embed(b, msg, sizeof msg), REG_OK);
+    assert_int_equal(reg_registry_apply_batch(r, b), REG_OK);
+    reg_registry_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +324,7 @@ int main(void)
         cmocka_unit_test(test_unembedded_batch_goes_back_to_pending),
         cmocka_unit_test(test_bm25_only_registry),
         cmocka_unit_test(test_results_as_json_and_text),
+        cmocka_unit_test(test_non_concurrent_embedder_is_not_raced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,8 +34,15 @@ int reg_fuse(const reg_ranked_t *lists, size_t nlists, reg_fuse_method_t method,
     }
     if (k == 0 || total == 0) return 0;
     fused_t *f = calloc(total, sizeof *f);
-    if (f == NULL) return REG_ENOMEM;
-    /* Distinct ids by linear search: lists are short (top-k candidates, <= REG_TOPK_MAX). */
+    size_t cap = 16;
+    while (cap < 2 * total)
+        cap *= 2;
+    size_t *slot = calloc(cap, sizeof *slot); /* 1 + index into f, by hash of the id */
+    if (f == NULL || slot == NULL) {
+        free(f);
+        free(slot);
+        return REG_ENOMEM;
+    }
     size_t nf = 0;
     for (size_t l = 0; l < nlists; l++) {
         const reg_ranked_t *L = &lists[l];
@@ -51,17 +58,18 @@ int reg_fuse(const reg_ranked_t *lists, size_t nlists, reg_fuse_method_t method,
             /* A list whose scores are all equal says nothing about order: each gets 1. */
             else
                 c = L->weight * (hi > lo ? (h->score - lo) / (hi - lo) : 1.0f);
-            size_t j = 0;
-            while (j < nf && strcmp(f[j].hit.id, h->id) != 0)
-                j++;
-            if (j == nf) {
+            size_t j = (size_t)reg__hash(h->id, strlen(h->id), 0) & (cap - 1);
+            while (slot[j] != 0 && strcmp(f[slot[j] - 1].hit.id, h->id) != 0)
+                j = (j + 1) & (cap - 1);
+            if (slot[j] == 0) {
                 f[nf].hit = *h;
                 f[nf].score = 0;
-                nf++;
+                slot[j] = ++nf;
             }
-            f[j].score += c;
+            f[slot[j] - 1].score += c;
         }
     }
+    free(slot);
     qsort(f, nf, sizeof *f, cmp_fused);
     size_t n = nf < k ? nf : k;
     for (size_t i = 0; i < n; i++) {

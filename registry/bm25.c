@@ -267,7 +267,7 @@ int reg_bm25_search(reg_bm25_t *bm, const char *query, size_t k, const reg_filte
     }
     size_t ntouched = 0;
     const double n = (double)bm->rows.n, avg = bm->total_len / n;
-    const double k1 = bm->k1, b = bm->b;
+    const double k1 = (double)bm->k1, b = (double)bm->b;
     for (size_t i = 0; i < tk.n; i++) {
         size_t t;
         if (!reg__map_get(&bm->vocab, tk.tok[i], &t) || bm->post[t].n == 0) continue;

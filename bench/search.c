@@ -293,7 +293,8 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < n; i++)
             if (reg_bm25_add(bm, s.id[i], s.server[i], NULL, s.text[i]) < 0) die("bm25 add failed");
         t1 = now_ms();
-        printf("%-8zu bm25 index: build %.0f ms\n", n, t1 - t0);
+        printf("%-8zu bm25 index: build %.0f ms, memory %.1f MiB\n", n, t1 - t0,
+               (double)reg_bm25_memory(bm) / 1048576.0);
 
         reg_hit_t a[CAND], b[CAND], out[TOPK];
         for (size_t q = 0; q < nqueries; q++) {

@@ -224,6 +224,19 @@ size_t reg_bm25_count(const reg_bm25_t *bm)
     return bm ? bm->rows.n : 0;
 }
 
+size_t reg_bm25_memory(const reg_bm25_t *bm)
+{
+    if (bm == NULL) return 0;
+    size_t b = sizeof *bm + reg__rows_memory(&bm->rows) + bm->rows.cap * sizeof *bm->docs;
+    for (size_t i = 0; i < bm->rows.n; i++)
+        b += bm->docs[i].nterms * sizeof(posting_t);
+    b += bm->terms_cap * (sizeof *bm->terms + sizeof *bm->post);
+    for (size_t t = 0; t < bm->nterms; t++)
+        b += strlen(bm->terms[t]) + 1 + bm->post[t].cap * sizeof(posting_t);
+    b += bm->vocab.cap * (sizeof(char *) + sizeof(size_t));
+    return b;
+}
+
 static int rebuild(reg_bm25_t *bm)
 {
     for (size_t t = 0; t < bm->nterms; t++)

@@ -335,6 +335,8 @@ int reg_bm25_add(reg_bm25_t *bm, const char *id, const char *server, const char 
 int reg_bm25_remove(reg_bm25_t *bm, const char *id);
 size_t reg_bm25_remove_server(reg_bm25_t *bm, const char *server);
 size_t reg_bm25_count(const reg_bm25_t *bm);
+/** Bytes held (postings, documents, vocabulary, ids): for the benchmarks. */
+size_t reg_bm25_memory(const reg_bm25_t *bm);
 /** Like reg_index_search, with a text query. Documents sharing no term with the query are
  *  not returned. Not const: statistics removed documents left behind are rebuilt lazily. */
 int reg_bm25_search(reg_bm25_t *bm, const char *query, size_t k, const reg_filter_t *filter,

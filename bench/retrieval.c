@@ -296,8 +296,9 @@ typedef struct ranker {
     reg_bm25_t *bm;                 /* or BM25 */
     struct ranker *fuse_a, *fuse_b; /* or a fusion of two rankers */
     reg_fuse_method_t method;
-    baseline_t *base; /* or the baseline */
-    double ms;        /* total query time */
+    float bm25_weight; /* weight of the second list in a fusion (the first has 1) */
+    baseline_t *base;  /* or the baseline */
+    double ms;         /* total query time */
 } ranker_t;
 
 static int rank_hits(ranker_t *r, const char *query, size_t k, reg_hit_t *hits)
@@ -319,7 +320,7 @@ static int rank_hits(ranker_t *r, const char *query, size_t k, reg_hit_t *hits)
     int na = rank_hits(r->fuse_a, query, CANDIDATES, a);
     int nb = rank_hits(r->fuse_b, query, CANDIDATES, b);
     if (na < 0 || nb < 0) return na < 0 ? na : nb;
-    reg_ranked_t lists[2] = {{a, (size_t)na, 1.0f}, {b, (size_t)nb, 1.0f}};
+    reg_ranked_t lists[2] = {{a, (size_t)na, 1.0f}, {b, (size_t)nb, r->bm25_weight}};
     return reg_fuse(lists, 2, r->method, 60.0f, k, hits);
 }
 
@@ -418,6 +419,7 @@ static void usage(void)
             "  --embed-model-dir DIR       model files for --embedder model/auto\n"
             "  --expect-embedder PREFIX    exit 1 unless the first embedder's name starts so\n"
             "                              (e.g. model: catches a silent fall-back)\n"
+            "  --bm25-weight W             weight of BM25 against the embedder's 1 (default 1)\n"
             "  --misses NAME               list the queries NAME misses in its top 5\n");
     exit(2);
 }
@@ -441,6 +443,7 @@ int main(int argc, char **argv)
     reg_lexical_opts_t lo;
     reg_lexical_opts_default(&lo);
     reg_index_storage_t storage = REG_INDEX_Q8;
+    float bm25_w = 1.0f;
     for (int i = 3; i < argc; i++) {
         if (strcmp(argv[i], "--min-recall5") == 0)
             min_r5 = num_arg(argc, argv, &i);
@@ -456,6 +459,8 @@ int main(int argc, char **argv)
             spec.model_dir = argv[++i];
         else if (strcmp(argv[i], "--expect-embedder") == 0 && i + 1 < argc)
             expect = argv[++i];
+        else if (strcmp(argv[i], "--bm25-weight") == 0)
+            bm25_w = (float)num_arg(argc, argv, &i);
         else if (strcmp(argv[i], "--misses") == 0 && i + 1 < argc)
             misses = argv[++i];
         else if (strcmp(argv[i], "--lexical-dim") == 0)
@@ -552,10 +557,16 @@ int main(int argc, char **argv)
         *r = (ranker_t){.name = reg_embedder_name(em), .emb = em, .ix = ix};
         if (dense == NULL) dense = r;
     }
-    rk[nr++] =
-        (ranker_t){.name = "hybrid", .fuse_a = dense, .fuse_b = bm_r, .method = REG_FUSE_MINMAX};
-    rk[nr++] =
-        (ranker_t){.name = "hybrid-rrf", .fuse_a = dense, .fuse_b = bm_r, .method = REG_FUSE_RRF};
+    rk[nr++] = (ranker_t){.name = "hybrid",
+                          .fuse_a = dense,
+                          .fuse_b = bm_r,
+                          .method = REG_FUSE_MINMAX,
+                          .bm25_weight = bm25_w};
+    rk[nr++] = (ranker_t){.name = "hybrid-rrf",
+                          .fuse_a = dense,
+                          .fuse_b = bm_r,
+                          .method = REG_FUSE_RRF,
+                          .bm25_weight = bm25_w};
 
     printf("catalog: %zu tools; queries: %zu; hybrid = %s + bm25 (min-max normalised score sum; "
            "hybrid-rrf: reciprocal rank)\n",

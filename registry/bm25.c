@@ -24,7 +24,8 @@ typedef struct doc {
 struct reg_bm25 {
     float k1, b;
     reg__rows_t rows;
-    doc_t *docs; /* rows.cap entries */
+    doc_t *docs; /* docs_cap entries (at least rows.n) */
+    size_t docs_cap;
     char **terms;
     plist_t *post; /* per term */
     size_t nterms, terms_cap;
@@ -156,9 +157,9 @@ int reg_bm25_add(reg_bm25_t *bm, const char *id, const char *server, const char 
     doc_t d;
     int rc = make_doc(bm, text, &d);
     if (rc < 0) return rc;
-    size_t old_cap = bm->rows.cap, row;
+    size_t row;
     rc = reg__rows_add(&bm->rows, id, server, category, &row);
-    if (rc == 0 && (bm->rows.cap != old_cap || bm->docs == NULL)) {
+    if (rc == 0 && bm->rows.cap > bm->docs_cap) {
         doc_t *docs = realloc(bm->docs, bm->rows.cap * sizeof *docs);
         if (docs == NULL) {
             size_t moved;
@@ -166,6 +167,7 @@ int reg_bm25_add(reg_bm25_t *bm, const char *id, const char *server, const char 
             rc = REG_ENOMEM;
         } else {
             bm->docs = docs;
+            bm->docs_cap = bm->rows.cap;
         }
     }
     if (rc < 0) {
@@ -227,7 +229,7 @@ size_t reg_bm25_count(const reg_bm25_t *bm)
 size_t reg_bm25_memory(const reg_bm25_t *bm)
 {
     if (bm == NULL) return 0;
-    size_t b = sizeof *bm + reg__rows_memory(&bm->rows) + bm->rows.cap * sizeof *bm->docs;
+    size_t b = sizeof *bm + reg__rows_memory(&bm->rows) + bm->docs_cap * sizeof *bm->docs;
     for (size_t i = 0; i < bm->rows.n; i++)
         b += bm->docs[i].nterms * sizeof(posting_t);
     b += bm->terms_cap * (sizeof *bm->terms + sizeof *bm->post);

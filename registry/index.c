@@ -11,6 +11,7 @@ struct reg_index {
     float *m;     /* REG_INDEX_F32: rows.cap * dim floats, row-major */
     int8_t *q;    /* REG_INDEX_Q8: rows.cap * dim bytes, row-major ... */
     float *scale; /* ... and one scale per row: value = q * scale */
+    size_t cap;   /* rows the arrays above hold (may lag rows.cap after a failed growth) */
     reg__rows_t rows;
 };
 
@@ -55,21 +56,25 @@ static float quantize(const float *v, size_t dim, int8_t *out)
     return mx / 127.0f;
 }
 
+/* Grows the vector arrays to the row table's capacity. Each array is grown on its own and
+ * ix->cap only moves once all are large enough, so a failure leaves a consistent index. */
 static int grow(reg_index_t *ix)
 {
     size_t cap = ix->rows.cap;
+    if (cap <= ix->cap) return REG_OK;
     if (ix->storage == REG_INDEX_F32) {
         float *m = realloc(ix->m, cap * ix->dim * sizeof *m);
         if (m == NULL) return REG_ENOMEM;
         ix->m = m;
-        return REG_OK;
+    } else {
+        int8_t *q = realloc(ix->q, cap * ix->dim);
+        if (q == NULL) return REG_ENOMEM;
+        ix->q = q;
+        float *sc = realloc(ix->scale, cap * sizeof *sc);
+        if (sc == NULL) return REG_ENOMEM;
+        ix->scale = sc;
     }
-    int8_t *q = realloc(ix->q, cap * ix->dim);
-    if (q == NULL) return REG_ENOMEM;
-    ix->q = q;
-    float *sc = realloc(ix->scale, cap * sizeof *sc);
-    if (sc == NULL) return REG_ENOMEM;
-    ix->scale = sc;
+    ix->cap = cap;
     return REG_OK;
 }
 
@@ -80,10 +85,10 @@ int reg_index_add(reg_index_t *ix, const char *id, const char *server, const cha
     if (ix->rows.n >= REG_CATALOG_MAX) return REG_ETOOBIG;
     for (size_t i = 0; i < ix->dim; i++)
         if (!isfinite(vec[i])) return REG_EINVAL;
-    size_t old_cap = ix->rows.cap, row;
+    size_t row;
     int rc = reg__rows_add(&ix->rows, id, server, category, &row);
     if (rc < 0) return rc;
-    if (ix->rows.cap != old_cap && grow(ix) < 0) {
+    if (grow(ix) < 0) {
         size_t moved;
         reg__rows_remove(&ix->rows, row, &moved);
         return REG_ENOMEM;
@@ -157,7 +162,7 @@ size_t reg_index_memory(const reg_index_t *ix)
     if (ix == NULL) return 0;
     size_t per_row =
         ix->storage == REG_INDEX_F32 ? ix->dim * sizeof(float) : ix->dim + sizeof(float);
-    return sizeof *ix + ix->rows.cap * per_row + reg__rows_memory(&ix->rows);
+    return sizeof *ix + ix->cap * per_row + reg__rows_memory(&ix->rows);
 }
 
 bool reg_index_contains(const reg_index_t *ix, const char *id)

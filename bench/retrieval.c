@@ -296,9 +296,10 @@ typedef struct ranker {
     reg_bm25_t *bm;                 /* or BM25 */
     struct ranker *fuse_a, *fuse_b; /* or a fusion of two rankers */
     reg_fuse_method_t method;
-    float bm25_weight; /* weight of the second list in a fusion (the first has 1) */
-    baseline_t *base;  /* or the baseline */
-    double ms;         /* total query time */
+    float bm25_weight;   /* weight of the second list in a fusion (the first has 1) */
+    baseline_t *base;    /* or the baseline */
+    reg_registry_t *reg; /* or the registry facade, as the binary searches */
+    double ms;           /* total query time */
 } ranker_t;
 
 static int rank_hits(ranker_t *r, const char *query, size_t k, reg_hit_t *hits)
@@ -331,6 +332,14 @@ static size_t rank(ranker_t *r, const char *query, size_t k, const char **ids)
     size_t n;
     if (r->base != NULL) {
         n = baseline_rank(r->base, query, k, ids);
+    } else if (r->reg != NULL) {
+        reg_result_t res[TOP];
+        char msg[256];
+        int rc = reg_registry_search(r->reg, query, NULL, k, NULL, res, msg, sizeof msg);
+        if (rc < 0) die("registry search failed: %s", msg);
+        n = (size_t)rc;
+        for (size_t i = 0; i < n; i++)
+            ids[i] = res[i].tool->id;
     } else {
         reg_hit_t hits[TOP];
         int rc = rank_hits(r, query, k, hits);
@@ -410,7 +419,7 @@ static void usage(void)
             "usage: bench_retrieval CATALOG.json QUERIES.jsonl [options]\n"
             "  --min-recall5 X             exit 1 if the gated method's overall R@5 < X\n"
             "  --min-paraphrase-recall5 Y  exit 1 if its R@5 on paraphrase queries < Y\n"
-            "  --gate NAME                 method the thresholds apply to (default hybrid)\n"
+            "  --gate NAME                 method the thresholds apply to (default registry)\n"
             "  --lexical-dim N             lexical embedder dimension\n"
             "  --ngram-weight F / --bigram-weight F / --word-weight F\n"
             "  --ngram-min N / --ngram-max N\n"
@@ -438,7 +447,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows when piped to a log */
     if (argc < 3) usage();
     double min_r5 = -1, min_para_r5 = -1;
-    const char *gate = "hybrid", *misses = NULL, *expect = NULL;
+    const char *gate = "registry", *misses = NULL, *expect = NULL;
     reg_embedder_spec_t spec = {.kind = "auto"};
     reg_lexical_opts_t lo;
     reg_lexical_opts_default(&lo);
@@ -568,9 +577,20 @@ int main(int argc, char **argv)
                           .method = REG_FUSE_RRF,
                           .bm25_weight = bm25_w};
 
+    /* The facade with its defaults and the spec's embedder: exactly what search_tools does. */
+    reg_registry_t *reg = NULL;
+    {
+        reg_embedder_t *re;
+        if (reg_embedder_open(&spec, &re, note, sizeof note, msg, sizeof msg) < 0) die("%s", msg);
+        if (reg_registry_new(re, NULL, &reg) < 0) die("out of memory");
+        if (reg_registry_load_file(reg, argv[1], msg, sizeof msg) < 0) die("%s", msg);
+        if (reg_registry_index_all(reg, msg, sizeof msg) < 0) die("%s", msg);
+        rk[nr++] = (ranker_t){.name = "registry", .reg = reg};
+    }
+
     printf("catalog: %zu tools; queries: %zu; hybrid = %s + bm25 (min-max normalised score sum; "
-           "hybrid-rrf: reciprocal rank)\n",
-           nt, B.nq, dense->name);
+           "hybrid-rrf: reciprocal rank); registry = the library's search_tools path (%s)\n",
+           nt, B.nq, dense->name, reg_registry_embedder_name(reg));
     printf("%-22s %-11s %5s  %6s  %6s  %6s\n", "method", "kind", "n", "R@1", "R@5", "MRR@10");
     int para = -1;
     for (int k = 0; k < B.nkinds; k++)
@@ -610,6 +630,7 @@ int main(int argc, char **argv)
         reg_index_free(rk[i].ix);
     for (size_t e = 0; e < nembs; e++)
         reg_embedder_free(embs[e]);
+    reg_registry_free(reg);
     reg_bm25_free(bm);
     for (size_t i = 0; i < base.n; i++)
         bdoc_free(&base.docs[i]);

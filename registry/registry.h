@@ -248,7 +248,8 @@ void reg_lexical_opts_default(reg_lexical_opts_t *opts);
  * Creates the lexical embedder: words and character n-grams (identifier-split, lowercased,
  * stemmed), weighted by sublinear term frequency times IDF learned by fit() (before fit every
  * feature has the same IDF), hashed with a sign bit into dim floats, L2-normalised. Pure
- * function of (opts, fitted corpus, text): deterministic across runs and machines.
+ * function of (opts, fitted corpus, text): deterministic across runs (feature positions are the
+ * same on every machine; float values may differ in the last bits between math libraries).
  * opts NULL means the defaults. *out is freed with reg_embedder_free.
  */
 int reg_lexical_new(const reg_lexical_opts_t *opts, reg_embedder_t **out);

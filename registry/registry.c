@@ -202,6 +202,19 @@ size_t reg_registry_pending(const reg_registry_t *r)
     return n > in ? n - in : 0;
 }
 
+void reg_registry_stats(const reg_registry_t *r, reg_registry_stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    st->embedder = reg_registry_embedder_name(r);
+    if (r == NULL) return;
+    st->dim = r->emb ? r->emb->dim : 0;
+    st->tools = reg_catalog_count(r->cat);
+    st->indexed = reg_index_count(r->ix);
+    st->pending = reg_registry_pending(r);
+    st->memory_bytes = reg_index_memory(r->ix) + reg_bm25_memory(r->bm);
+    st->hybrid = r->emb != NULL && r->o.hybrid;
+}
+
 static void batch_free(reg_batch_t *b)
 {
     if (b == NULL) return;

@@ -469,6 +469,19 @@ size_t reg_registry_remove_server(reg_registry_t *reg, const char *server);
 /** Tools not yet in the vector index (search covers them through BM25 only). */
 size_t reg_registry_pending(const reg_registry_t *reg);
 
+/** What --check and the logs report about the registry. */
+typedef struct reg_registry_stats {
+    const char *embedder; /* reg_registry_embedder_name() */
+    size_t dim;           /* 0 without an embedder */
+    size_t tools;         /* in the catalog */
+    size_t indexed;       /* with a vector */
+    size_t pending;       /* waiting for one */
+    size_t memory_bytes;  /* vector index + BM25 */
+    bool hybrid;
+} reg_registry_stats_t;
+
+void reg_registry_stats(const reg_registry_t *reg, reg_registry_stats_t *st);
+
 /**
  * Takes the next batch of at most max tools to embed (0 means REG_BATCH_DEFAULT); *out is NULL
  * when nothing is pending. A batch that refits the embedder (first run, or the catalog changed

@@ -69,8 +69,20 @@ static void test_search_before_and_after_indexing(void **state)
     /* Nothing embedded yet: BM25 alone already answers. */
     assert_string_equal(top(r, "weather forecast", NULL), "weather__get_forecast");
     char msg[256];
+    reg_registry_stats_t st;
+    reg_registry_stats(r, &st);
+    assert_int_equal(st.tools, 6);
+    assert_int_equal(st.indexed, 0);
+    assert_int_equal(st.pending, 6);
     assert_int_equal(reg_registry_index_all(r, msg, sizeof msg), REG_OK);
     assert_int_equal(reg_registry_pending(r), 0);
+    reg_registry_stats(r, &st);
+    assert_string_equal(st.embedder, "lexical");
+    assert_int_equal(st.dim, 1024);
+    assert_int_equal(st.indexed, 6);
+    assert_int_equal(st.pending, 0);
+    assert_true(st.hybrid);
+    assert_true(st.memory_bytes > 6 * 1024);
     assert_string_equal(top(r, "weather forecast", NULL), "weather__get_forecast");
     assert_string_equal(top(r, "post a message in a channel", NULL), "chat__send_message");
     assert_string_equal(top(r, "open an issue", NULL), "github__create_issue");

@@ -55,11 +55,20 @@ static int open_model(const reg_embedder_spec_t *spec, reg_embedder_t **out, cha
 static int open_remote(const reg_embedder_spec_t *spec, reg_embedder_t **out, char *msg,
                        size_t msg_size)
 {
-    (void)spec;
     *out = NULL;
-    return reg__fail(msg, msg_size, REG_ENOTSUP,
-                     "the remote embedding provider is not built into this binary; "
-                     "use --embedder lexical");
+    if (spec == NULL || spec->open_remote == NULL)
+        return reg__fail(msg, msg_size, REG_ENOTSUP,
+                         "the remote embedding provider is not built into this binary; "
+                         "use --embedder lexical");
+    int rc = spec->open_remote(spec, spec->open_remote_data, out, msg, msg_size);
+    if (rc == REG_OK &&
+        (*out == NULL || (*out)->embed == NULL || (*out)->dim == 0 || (*out)->dim > REG_DIM_MAX)) {
+        reg_embedder_free(*out);
+        *out = NULL;
+        return reg__fail(msg, msg_size, REG_EINVAL,
+                         "the remote provider returned no usable embedder");
+    }
+    return rc;
 }
 
 int reg_embedder_open(const reg_embedder_spec_t *spec, reg_embedder_t **out, char *note,

@@ -211,14 +211,22 @@ void reg_embedder_free(reg_embedder_t *e);
  * What --embedder and its companion flags ask for. kind: "auto" (the model when it can be
  * loaded, else lexical, saying so in note), "model", "lexical" or "remote". Strings may be
  * NULL when unused.
+ *
+ * The remote provider speaks HTTP, which this library does not: the wiring supplies it as
+ * open_remote (a constructor of a reg_embedder_t whose embed() may block on a worker thread
+ * while the loop performs the request); without it "remote" fails with REG_ENOTSUP.
  */
-typedef struct reg_embedder_spec {
+typedef struct reg_embedder_spec reg_embedder_spec_t;
+struct reg_embedder_spec {
     const char *kind;
     const char *model_dir;    /* --embed-model-dir */
     const char *url;          /* --embed-url */
     const char *remote_model; /* --embed-remote-model */
     const char *key_env;      /* --embed-key-env */
-} reg_embedder_spec_t;
+    int (*open_remote)(const reg_embedder_spec_t *spec, void *data, reg_embedder_t **out, char *msg,
+                       size_t msg_size);
+    void *open_remote_data; /* borrowed; passed to open_remote */
+};
 
 /**
  * Opens the embedder a spec names; the one place where providers are chosen, so a provider

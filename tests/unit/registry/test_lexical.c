@@ -147,6 +147,18 @@ static void test_bad_options_are_refused(void **state)
     reg_embedder_free(e);
 }
 
+/* Stands in for the wiring's HTTP-backed provider: a lexical embedder under another name. */
+static int fake_remote(const reg_embedder_spec_t *spec, void *data, reg_embedder_t **out, char *msg,
+                       size_t msg_size)
+{
+    (void)msg;
+    (void)msg_size;
+    ++*(int *)data;
+    int rc = reg_lexical_new(NULL, out);
+    if (rc == REG_OK) (*out)->name = spec->remote_model ? "remote:nomic-embed-text" : "remote:?";
+    return rc;
+}
+
 static void test_open_by_spec_never_falls_back_silently(void **state)
 {
     (void)state;
@@ -171,6 +183,20 @@ static void test_open_by_spec_never_falls_back_silently(void **state)
     assert_int_equal(reg_embedder_open(&spec, &e, note, sizeof note, msg, sizeof msg), REG_EINVAL);
     assert_null(e);
     assert_non_null(strstr(msg, "word2vec"));
+
+    /* "remote" uses the constructor the wiring supplies, and only that. */
+    spec.kind = "remote";
+    assert_int_equal(reg_embedder_open(&spec, &e, note, sizeof note, msg, sizeof msg), REG_ENOTSUP);
+    assert_null(e);
+    int called = 0;
+    spec.open_remote = fake_remote;
+    spec.open_remote_data = &called;
+    spec.remote_model = "nomic-embed-text";
+    assert_int_equal(reg_embedder_open(&spec, &e, note, sizeof note, msg, sizeof msg), REG_OK);
+    assert_int_equal(called, 1);
+    assert_string_equal(reg_embedder_name(e), "remote:nomic-embed-text");
+    reg_embedder_free(e);
+    spec.open_remote = NULL;
 
     /* Asking for the model by name either gives the model or fails: never lexical. */
     spec.kind = "model";

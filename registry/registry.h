@@ -62,9 +62,9 @@ const char *reg_strerror(int err);
 /* Names                                                                                    */
 
 /**
- * Writes `in` with every byte outside [A-Za-z0-9_.-] replaced by '_' into out (NUL
- * terminated, at most out_size - 1 bytes kept; longer input is cut). An empty input gives "_".
- * Returns the length written. Borrows both.
+ * Writes `in` with every character outside [A-Za-z0-9_.-] replaced by one '_' (a multi-byte
+ * UTF-8 character too) into out (NUL terminated, at most out_size - 1 bytes kept; longer input
+ * is cut). An empty input gives "_". Returns the length written. Borrows both.
  */
 size_t reg_sanitize_name(const char *in, char *out, size_t out_size);
 
@@ -167,8 +167,9 @@ typedef enum reg_embed_kind {
 } reg_embed_kind_t;
 
 /**
- * The provider interface. A provider (lexical, model, remote) fills one of these in its
- * constructor; users only call the reg_embedder_* functions below.
+ * The provider interface. A provider (lexical, model, remote) mallocs one of these in its
+ * constructor and fills it in; reg_embedder_free() calls destroy() and then frees the struct.
+ * Users only call the reg_embedder_* functions below.
  *
  * - name: "lexical", "model:NAME" or "remote:NAME"; what search results report.
  * - cache_provider / cache_model: the cache key parts ("model", "all-MiniLM-L6-v2@<sha>");

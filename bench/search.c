@@ -107,7 +107,7 @@ static char *perturb(const char *text, const words_t *vocab, uint64_t *rng)
 
 typedef struct synth {
     size_t n;
-    char **id, **server, **text;
+    char **id, **server, **name, **text;
 } synth_t;
 
 static void synth_build(synth_t *s, const reg_catalog_t *cat, char **base_text,
@@ -119,19 +119,22 @@ static void synth_build(synth_t *s, const reg_catalog_t *cat, char **base_text,
     s->id = calloc(n, sizeof *s->id);
     s->server = calloc(n, sizeof *s->server);
     s->text = calloc(n, sizeof *s->text);
-    if (!s->id || !s->server || !s->text) die("out of memory");
+    s->name = calloc(n, sizeof *s->name);
+    if (!s->id || !s->server || !s->text || !s->name) die("out of memory");
     for (size_t i = 0; i < n; i++) {
         const reg_tool_t *t = reg_catalog_at(cat, i % n0);
         size_t copy = i / n0;
         char buf[512];
-        /* Servers of about 40 tools each, like real MCP servers. */
+        /* Each copy of a real server is a server of its own. */
         snprintf(buf, sizeof buf, "%s-%zu", t->server, copy);
         s->server[i] = strdup(buf);
+        snprintf(buf, sizeof buf, "%s_%zu", t->name, copy);
+        s->name[i] = strdup(buf);
         snprintf(buf, sizeof buf, "%s__%s_%zu", s->server[i], t->name, copy);
         s->id[i] = strdup(buf);
         s->text[i] =
             copy == 0 ? strdup(base_text[i % n0]) : perturb(base_text[i % n0], vocab, &rng);
-        if (!s->id[i] || !s->server[i] || !s->text[i]) die("out of memory");
+        if (!s->id[i] || !s->server[i] || !s->text[i] || !s->name[i]) die("out of memory");
     }
 }
 
@@ -141,7 +144,9 @@ static void synth_free(synth_t *s)
         free(s->id[i]);
         free(s->server[i]);
         free(s->text[i]);
+        free(s->name[i]);
     }
+    free(s->name);
     free(s->id);
     free(s->server);
     free(s->text);
@@ -160,6 +165,69 @@ static void report(const char *what, size_t size, double *lat, size_t n)
            p99 = lat[(size_t)((double)n * 0.99) < n ? (size_t)((double)n * 0.99) : n - 1];
     printf("%-8zu %-34s p50 %8.3f ms   p99 %8.3f ms   max %8.3f ms\n", size, what, p50, p99,
            lat[n - 1]);
+}
+
+static const synth_t *sort_base;
+
+static int cmp_by_server(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    int c = strcmp(sort_base->server[x], sort_base->server[y]);
+    return c ? c : (x > y) - (x < y);
+}
+
+static void registry_section(const synth_t *s, const reg_lexical_opts_t *lo,
+                             reg_index_storage_t storage, char **qsrc, size_t nq_src,
+                             size_t nqueries, double *lat)
+{
+    reg_embedder_t *e;
+    reg_registry_t *reg;
+    reg_registry_opts_t ro;
+    reg_registry_opts_default(&ro);
+    ro.storage = storage;
+    if (reg_lexical_new(lo, &e) < 0 || reg_registry_new(e, &ro, &reg) < 0) die("setup failed");
+    size_t *order = malloc(s->n * sizeof *order);
+    if (order == NULL) die("out of memory");
+    for (size_t i = 0; i < s->n; i++)
+        order[i] = i;
+    sort_base = s;
+    qsort(order, s->n, sizeof *order, cmp_by_server);
+    char msg[512];
+    double t0 = now_ms();
+    for (size_t i = 0; i < s->n;) {
+        size_t j = i;
+        cJSON *arr = cJSON_CreateArray();
+        if (arr == NULL) die("out of memory");
+        for (; j < s->n && strcmp(s->server[order[j]], s->server[order[i]]) == 0; j++) {
+            cJSON *t = cJSON_CreateObject();
+            if (t == NULL || !cJSON_AddItemToArray(arr, t) ||
+                !cJSON_AddStringToObject(t, "name", s->name[order[j]]) ||
+                !cJSON_AddStringToObject(t, "description", s->text[order[j]]))
+                die("out of memory");
+        }
+        if (reg_registry_set_server_tools(reg, s->server[order[i]], arr, msg, sizeof msg) < 0)
+            die("%s", msg);
+        cJSON_Delete(arr);
+        i = j;
+    }
+    double t1 = now_ms();
+    if (reg_registry_index_all(reg, msg, sizeof msg) < 0) die("%s", msg);
+    double t2 = now_ms();
+    reg_registry_stats_t st;
+    reg_registry_stats(reg, &st);
+    printf("%-8zu registry: add servers %.0f ms, index %.0f ms, memory (vectors + bm25) %.1f "
+           "MiB\n",
+           s->n, t1 - t0, t2 - t1, (double)st.memory_bytes / 1048576.0);
+    reg_result_t res[TOPK];
+    for (size_t q = 0; q < nqueries; q++) {
+        double q0 = now_ms();
+        if (reg_registry_search(reg, qsrc[q % nq_src], NULL, TOPK, NULL, res, msg, sizeof msg) < 0)
+            die("%s", msg);
+        lat[q] = now_ms() - q0;
+    }
+    report("registry search (search_tools path)", s->n, lat, nqueries);
+    free(order);
+    reg_registry_free(reg);
 }
 
 static char **load_queries(const char *path, size_t *n)
@@ -341,6 +409,9 @@ int main(int argc, char **argv)
         reg_index_free(ix);
         reg_bm25_free(bm);
         reg_embedder_free(lex);
+
+        /* The facade, fed server by server as downstream tools/list answers arrive. */
+        registry_section(&s, &lo, lstore, qsrc, nq_src, nqueries, lat);
 
         /* Dense vectors of the model's size: random unit rows, random queries. */
         for (int st = 0; st < 2; st++) {

@@ -12,12 +12,65 @@ typedef struct tool {
     cJSON *schema, *annotations;
 } tool_t;
 
+/* Tools per server, so that removing a server with no tools (every first tools/list of a
+ * downstream server) costs a lookup, not a scan of the whole catalog. */
+typedef struct server_count {
+    char *name;
+    size_t count;
+} server_count_t;
+
 struct reg_catalog {
     tool_t **tools;
     size_t n, cap;
     reg__map_t by_id; /* id -> position in tools */
     uint64_t next_seq;
+    server_count_t *servers;
+    size_t nservers, servers_cap;
+    reg__map_t by_server; /* name -> position in servers */
 };
+
+/* Adds one tool to server's count, creating the entry. */
+static int server_ref(reg_catalog_t *cat, const char *server)
+{
+    size_t i;
+    if (reg__map_get(&cat->by_server, server, &i)) {
+        cat->servers[i].count++;
+        return REG_OK;
+    }
+    if (cat->nservers == cat->servers_cap) {
+        size_t cap = cat->servers_cap ? cat->servers_cap * 2 : 16;
+        server_count_t *a = realloc(cat->servers, cap * sizeof *a);
+        if (a == NULL) return REG_ENOMEM;
+        cat->servers = a;
+        cat->servers_cap = cap;
+    }
+    char *name = reg__strdup(server);
+    if (name == NULL) return REG_ENOMEM;
+    if (reg__map_put(&cat->by_server, name, cat->nservers) < 0) {
+        free(name);
+        return REG_ENOMEM;
+    }
+    cat->servers[cat->nservers++] = (server_count_t){name, 1};
+    return REG_OK;
+}
+
+/* Drops n tools from server's count, deleting the entry at zero. */
+static void server_unref(reg_catalog_t *cat, const char *server, size_t n)
+{
+    size_t i;
+    if (!reg__map_get(&cat->by_server, server, &i)) return;
+    if (cat->servers[i].count > n) {
+        cat->servers[i].count -= n;
+        return;
+    }
+    reg__map_del(&cat->by_server, cat->servers[i].name);
+    free(cat->servers[i].name);
+    size_t last = --cat->nservers;
+    if (i != last) {
+        cat->servers[i] = cat->servers[last];
+        (void)reg__map_put(&cat->by_server, cat->servers[i].name, i); /* replaces: no alloc */
+    }
+}
 
 static int is_name_byte(unsigned char c)
 {
@@ -93,6 +146,10 @@ void reg_catalog_free(reg_catalog_t *cat)
         tool_free(cat->tools[i]);
     free(cat->tools);
     reg__map_free(&cat->by_id);
+    for (size_t i = 0; i < cat->nservers; i++)
+        free(cat->servers[i].name);
+    free(cat->servers);
+    reg__map_free(&cat->by_server);
     free(cat);
 }
 
@@ -233,7 +290,12 @@ static int add_checked(reg_catalog_t *cat, const char *server, const cJSON *tool
     }
     t->view = (reg_tool_t){t->id,       t->server, t->name,        t->title,       t->description,
                            t->category, t->schema, t->annotations, ++cat->next_seq};
+    if (server_ref(cat, t->server) < 0) {
+        tool_free(t);
+        return REG_ENOMEM;
+    }
     if (reg__map_put(&cat->by_id, t->id, cat->n) < 0) {
+        server_unref(cat, t->server, 1);
         tool_free(t);
         return REG_ENOMEM;
     }
@@ -260,6 +322,7 @@ static void truncate_to(reg_catalog_t *cat, size_t keep)
     while (cat->n > keep) {
         tool_t *t = cat->tools[--cat->n];
         reg__map_del(&cat->by_id, t->id);
+        server_unref(cat, t->server, 1);
         tool_free(t);
     }
 }
@@ -386,7 +449,10 @@ int reg_catalog_load_file(reg_catalog_t *cat, const char *path, const char *defa
 
 size_t reg_catalog_remove_server(reg_catalog_t *cat, const char *server)
 {
-    if (cat == NULL || server == NULL) return 0;
+    size_t si;
+    if (cat == NULL || server == NULL || !reg__map_get(&cat->by_server, server, &si)) return 0;
+    /* Compare with the count table's own copy: `server` may be a string of a tool freed here. */
+    server = cat->servers[si].name;
     size_t o = 0, removed = 0;
     for (size_t i = 0; i < cat->n; i++) {
         tool_t *t = cat->tools[i];
@@ -399,6 +465,7 @@ size_t reg_catalog_remove_server(reg_catalog_t *cat, const char *server)
         cat->tools[o++] = t;
     }
     cat->n = o;
+    server_unref(cat, server, removed);
     if (removed > 0) {
         /* Positions shifted: re-point the survivors (replacing puts cannot fail). */
         for (size_t i = 0; i < cat->n; i++)

@@ -147,9 +147,12 @@ int reg_registry_load_file(reg_registry_t *r, const char *path, char *msg, size_
 size_t reg_registry_remove_server(reg_registry_t *r, const char *server)
 {
     if (r == NULL || server == NULL) return 0;
-    size_t n = reg_catalog_remove_server(r->cat, server);
-    reg_bm25_remove_server(r->bm, server);
-    if (r->ix != NULL) reg_index_remove_server(r->ix, server);
+    /* The name may belong to a tool about to be freed: keep a copy for the other indexes. */
+    char name[REG_NAME_MAX + 1];
+    snprintf(name, sizeof name, "%s", server);
+    size_t n = reg_catalog_remove_server(r->cat, name);
+    reg_bm25_remove_server(r->bm, name);
+    if (r->ix != NULL) reg_index_remove_server(r->ix, name);
     return n;
 }
 

@@ -263,10 +263,20 @@ static void test_remove_server_and_readd(void **state)
     assert_non_null(s);
     assert_ptr_equal(reg_catalog_at(cat, 0), s);
     assert_int_equal(reg_catalog_remove_server(cat, "github"), 0);
+    assert_int_equal(reg_catalog_remove_server(cat, "never-seen"), 0);
+    /* A server name borrowed from one of the tools being removed is fine. */
+    assert_int_equal(reg_catalog_remove_server(cat, s->server), 1);
+    assert_int_equal(reg_catalog_count(cat), 0);
     /* The server's new tool list comes back under the same ids. */
     assert_int_equal(load_text(cat, good_array, NULL, NULL, msg, sizeof msg), REG_OK);
     assert_non_null(reg_catalog_find(cat, "github__search_issues"));
+    assert_non_null(reg_catalog_find(cat, "slack__post_message"));
+    assert_int_equal(reg_catalog_count(cat), 3);
+    /* Loading the same file again collides: suffixes, deterministically. */
+    assert_int_equal(load_text(cat, good_array, NULL, NULL, msg, sizeof msg), REG_OK);
     assert_non_null(reg_catalog_find(cat, "slack__post_message_2"));
+    assert_int_equal(reg_catalog_count(cat), 6);
+    assert_int_equal(reg_catalog_remove_server(cat, "slack"), 2);
     assert_int_equal(reg_catalog_count(cat), 4);
     reg_catalog_free(cat);
 }

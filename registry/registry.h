@@ -96,6 +96,19 @@ int reg_model_embed(const reg_model_t *model, const char *const *texts, size_t n
 int reg_model_tokenize(const reg_model_t *model, const char *text, int32_t *ids, size_t ids_cap,
                        size_t *n_ids);
 
+/* Where reg_model_find_installed() looks, after the folder the build found (see
+ * registry/CMakeLists.txt, PTC_MODEL_DIR): $XDG_DATA_HOME (or ~/.local/share), then
+ * /usr/local/share and /usr/share, each followed by this relative path. */
+#define REG_MODEL_INSTALLED_SUBDIR "ptc-mcp/models/all-MiniLM-L6-v2"
+
+/**
+ * Finds an installed model folder (one holding config.json): first the one the build was
+ * configured with, then the REG_MODEL_INSTALLED_SUBDIR places. Writes its path into dir
+ * (borrowed, size bytes). Returns REG_MODEL_ENOENT when none exists, REG_MODEL_EINVAL when a
+ * path does not fit. Reads the environment: call it before starting threads that change it.
+ */
+int reg_model_find_installed(char *dir, size_t size);
+
 /* ---- end model ---- */
 
 #endif /* PTC_REGISTRY_H */

@@ -564,6 +564,40 @@ static void test_bad_arguments_are_refused(void **state)
     remove_tree(dir);
 }
 
+static void test_find_installed_looks_in_xdg_data_home(void **state)
+{
+    (void)state;
+    char *xdg = make_tmpdir();
+    char path[1024], found[1024];
+    const char *parts[] = {"ptc-mcp", "ptc-mcp/models", "ptc-mcp/models/all-MiniLM-L6-v2"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", xdg, parts[i]);
+        assert_int_equal(mkdir(path, 0700), 0);
+    }
+    write_text(path, "config.json", "{}");
+    char *old = getenv("XDG_DATA_HOME") ? strdup(getenv("XDG_DATA_HOME")) : NULL;
+    assert_int_equal(setenv("XDG_DATA_HOME", xdg, 1), 0);
+    assert_int_equal(reg_model_find_installed(found, sizeof found), REG_MODEL_OK);
+    /* The folder the build was configured with comes first; either way it holds a config. */
+    char cfg[1100];
+    snprintf(cfg, sizeof cfg, "%s/config.json", found);
+    assert_int_equal(access(cfg, R_OK), 0);
+    assert_int_equal(reg_model_find_installed(found, 4), REG_MODEL_EINVAL);
+    if (old != NULL)
+        setenv("XDG_DATA_HOME", old, 1);
+    else
+        unsetenv("XDG_DATA_HOME");
+    free(old);
+    snprintf(cfg, sizeof cfg, "%s/%s/config.json", xdg, parts[2]);
+    unlink(cfg);
+    for (size_t i = 3; i-- > 0;) {
+        snprintf(path, sizeof path, "%s/%s", xdg, parts[i]);
+        rmdir(path);
+    }
+    rmdir(xdg);
+    free(xdg);
+}
+
 /* ---- real-model tests ---------------------------------------------------------------------- */
 
 typedef struct real {
@@ -684,7 +718,7 @@ static void test_real_embeddings_match_reference(void **state)
         if (c < 0.999) fail_msg("cosine %.6f < 0.999 for \"%.60s\"", c, texts[i]);
         assert_true(fabs(norm(got + i * dim, dim) - 1.0) < 1e-5);
     }
-    printf("[ model ] %zu sentences, min cosine vs sentence-transformers = %.6f\n", n, worst);
+    printf("[ model ] %zu sentences, min cosine vs sentence-transformers = %.8f\n", n, worst);
     free(texts);
     free(got);
     free(want);
@@ -776,6 +810,7 @@ int main(void)
         cmocka_unit_test(test_missing_files_are_named),
         cmocka_unit_test(test_broken_files_are_named),
         cmocka_unit_test(test_bad_arguments_are_refused),
+        cmocka_unit_test(test_find_installed_looks_in_xdg_data_home),
     };
     const struct CMUnitTest real[] = {
         cmocka_unit_test(test_real_tokenizer_ids_equal_reference),

@@ -523,6 +523,11 @@ int reg_model_tokenize(const reg_model_t *m, const char *text, int32_t *ids, siz
     return model_tokenizer_encode(&m->tok, text, strlen(text), ids, cap, n_ids);
 }
 
+void reg_model_set_blas_threads(int threads)
+{
+    if (threads >= 1) openblas_set_num_threads(threads);
+}
+
 /* ---- forward pass ------------------------------------------------------------------------- */
 
 /* Per-call working memory, sized for the tokens of one chunk. */

@@ -96,6 +96,13 @@ int reg_model_embed(const reg_model_t *model, const char *const *texts, size_t n
 int reg_model_tokenize(const reg_model_t *model, const char *text, int32_t *ids, size_t ids_cap,
                        size_t *n_ids);
 
+/**
+ * Sets how many threads OpenBLAS uses for each matrix product, for the whole process. Call it
+ * once at start-up, before any embedding runs. One is right when embeddings run on a thread
+ * pool (each worker then uses one core); the OpenBLAS default is one thread per core.
+ */
+void reg_model_set_blas_threads(int threads);
+
 /* Where reg_model_find_installed() looks, after the folder the build found (see
  * registry/CMakeLists.txt, PTC_MODEL_DIR): $XDG_DATA_HOME (or ~/.local/share), then
  * /usr/local/share and /usr/share, each followed by this relative path. */

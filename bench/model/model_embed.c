@@ -13,7 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <cblas.h>
 #include <cjson/cJSON.h>
 
 #include "registry.h"
@@ -88,7 +87,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *query = argc > 3 ? argv[3] : "find open pull requests that need my review";
-    openblas_set_num_threads(1);
+    reg_model_set_blas_threads(1);
 
     char err[512];
     reg_model_t *m = NULL;

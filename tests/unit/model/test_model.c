@@ -546,6 +546,126 @@ static void test_broken_files_are_named(void **state)
     remove_tree(dir);
 }
 
+/* tokenizer.json alone (no vocab.txt) carries the vocabulary and the normaliser settings. */
+static void test_tokenizer_json_alone_gives_vocab_and_casing(void **state)
+{
+    (void)state;
+    char *dir = make_tiny(DT_F32);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/vocab.txt", dir);
+    assert_int_equal(unlink(path), 0);
+    cJSON *root = cJSON_CreateObject();
+    cJSON *norm = cJSON_AddObjectToObject(root, "normalizer");
+    cJSON_AddStringToObject(norm, "type", "BertNormalizer");
+    cJSON_AddBoolToObject(norm, "lowercase", false);
+    cJSON_AddNullToObject(norm, "strip_accents");
+    cJSON *pre = cJSON_AddObjectToObject(root, "pre_tokenizer");
+    cJSON_AddStringToObject(pre, "type", "BertPreTokenizer");
+    cJSON *model = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(model, "type", "WordPiece");
+    cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
+    for (size_t i = 0; i < TINY_VOCAB; i++)
+        cJSON_AddNumberToObject(vocab, tiny_vocab[i], (double)i);
+    char *json = cJSON_Print(root);
+    write_text(dir, "tokenizer.json", json);
+    free(json);
+
+    reg_model_t *m = load_ok(dir);
+    /* Cased: "Hello" is not "hello", and accents stay (strip_accents follows lowercase). */
+    tokenize_expect(m, "Hello hello, world!", (const int32_t[]){2, 1, 5, 10, 6, 11, 3}, 7);
+    tokenize_expect(m, "é e", (const int32_t[]){2, 29, 24, 3}, 4);
+    reg_model_free(m);
+
+    /* A normaliser this tokenizer does not implement is refused by name. */
+    cJSON_ReplaceItemInObject(norm, "type", cJSON_CreateString("Precompiled"));
+    json = cJSON_Print(root);
+    write_text(dir, "tokenizer.json", json);
+    free(json);
+    expect_load_error(dir, REG_MODEL_EFORMAT, "Precompiled");
+    cJSON_Delete(root);
+    remove_tree(dir);
+}
+
+/* Corrupting the safetensors header anywhere must give an error or a model, never a crash
+ * (this runs under ASan/UBSan in the sanitizer build). */
+static void test_corrupt_safetensors_headers_never_crash(void **state)
+{
+    (void)state;
+    char *dir = make_tiny(DT_F32);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    size_t len = 0;
+    char *orig = slurp(path, &len);
+    assert_non_null(orig);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = (hlen << 8) | (unsigned char)orig[i];
+    assert_true(hlen + 8 <= len);
+    uint32_t seed = 12345;
+    size_t loaded = 0;
+    for (int round = 0; round < 300; round++) {
+        char *buf = malloc(len);
+        assert_non_null(buf);
+        memcpy(buf, orig, len);
+        for (int k = 0; k < 1 + round % 4; k++) {
+            seed = seed * 1103515245u + 12345u;
+            size_t at = (seed >> 8) % (size_t)(hlen + 8);
+            seed = seed * 1103515245u + 12345u;
+            static const char pool[] = "0123456789[]{}\",:-.eE FUBI";
+            buf[at] = round % 2 ? (char)(seed >> 16) : pool[(seed >> 16) % (sizeof pool - 1)];
+        }
+        FILE *f = fopen(path, "wb");
+        assert_non_null(f);
+        fwrite(buf, 1, len, f);
+        fclose(f);
+        free(buf);
+        reg_model_t *m = NULL;
+        char err[512];
+        int rc = reg_model_load(dir, &m, err, sizeof err);
+        if (rc == REG_MODEL_OK) {
+            float v[TINY_H];
+            const char *t = "hello world";
+            assert_int_equal(reg_model_embed(m, &t, 1, v), REG_MODEL_OK);
+            reg_model_free(m);
+            loaded++;
+        } else {
+            assert_null(m);
+            assert_true(strlen(err) > 0);
+        }
+    }
+    printf("[ model ] 300 corrupted headers: %zu still loaded\n", loaded);
+    free(orig);
+    remove_tree(dir);
+}
+
+/* Arbitrary bytes always give [CLS] ... [SEP] with in-vocabulary ids. */
+static void test_tokenizer_survives_random_bytes(void **state)
+{
+    (void)state;
+    char *dir = make_tiny(DT_F32);
+    reg_model_t *m = load_ok(dir);
+    uint32_t seed = 99;
+    char text[512];
+    int32_t ids[TINY_POS];
+    for (int round = 0; round < 2000; round++) {
+        size_t n = (size_t)(round % 500);
+        for (size_t i = 0; i < n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            text[i] = (char)((seed >> 16) % 255 + 1);
+        }
+        text[n] = '\0';
+        size_t got = 0;
+        assert_int_equal(reg_model_tokenize(m, text, ids, TINY_POS, &got), REG_MODEL_OK);
+        assert_true(got >= 2 && got <= TINY_POS);
+        assert_int_equal(ids[0], 2);
+        assert_int_equal(ids[got - 1], 3);
+        for (size_t i = 0; i < got; i++)
+            assert_true(ids[i] >= 0 && (size_t)ids[i] < TINY_VOCAB);
+    }
+    reg_model_free(m);
+    remove_tree(dir);
+}
+
 static void test_bad_arguments_are_refused(void **state)
 {
     (void)state;
@@ -798,6 +918,30 @@ static void test_real_similar_texts_score_higher(void **state)
     free(v);
 }
 
+/* The real folder without vocab.txt: the vocabulary comes from tokenizer.json and the ids
+ * stay those of the reference. */
+static void test_real_tokenizer_json_vocab_equals_vocab_txt(void **state)
+{
+    real_t *r = real_or_skip(state);
+    const char *src = getenv("PTC_TEST_MODEL_DIR");
+    char *dir = make_tmpdir();
+    static const char *const files[] = {
+        "config.json",  "tokenizer.json", "tokenizer_config.json",    "model.safetensors",
+        "modules.json", "README.md",      "sentence_bert_config.json"};
+    char from[1024], to[1024];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(from, sizeof from, "%s/%s", src, files[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+        assert_int_equal(symlink(from, to), 0);
+    }
+    reg_model_t *m = load_ok(dir);
+    size_t checked = 0;
+    check_ids(m, cJSON_GetObjectItem(r->ref, "sentences"), &checked);
+    check_ids(m, cJSON_GetObjectItem(r->ref, "tokenizer_only"), &checked);
+    reg_model_free(m);
+    remove_tree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest synthetic[] = {
@@ -809,6 +953,9 @@ int main(void)
         cmocka_unit_test(test_pooling_config_is_honoured),
         cmocka_unit_test(test_missing_files_are_named),
         cmocka_unit_test(test_broken_files_are_named),
+        cmocka_unit_test(test_tokenizer_json_alone_gives_vocab_and_casing),
+        cmocka_unit_test(test_corrupt_safetensors_headers_never_crash),
+        cmocka_unit_test(test_tokenizer_survives_random_bytes),
         cmocka_unit_test(test_bad_arguments_are_refused),
         cmocka_unit_test(test_find_installed_looks_in_xdg_data_home),
     };
@@ -818,6 +965,7 @@ int main(void)
         cmocka_unit_test(test_real_batch_equals_singles),
         cmocka_unit_test(test_real_model_is_shared_by_threads),
         cmocka_unit_test(test_real_similar_texts_score_higher),
+        cmocka_unit_test(test_real_tokenizer_json_vocab_equals_vocab_txt),
     };
     int failed = cmocka_run_group_tests_name("model_synthetic", synthetic, NULL, NULL);
     failed += cmocka_run_group_tests_name("model_real", real, real_setup, real_teardown);

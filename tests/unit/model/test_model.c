@@ -206,7 +206,22 @@ static size_t tiny_tensors(tdesc_t *t)
 }
 
 /* Writes model.safetensors; `skip` names a tensor to leave out, `bad_shape` one to mis-shape. */
-static void write_safetensors(const char *dir, dt_t dt, const char *skip, const char *bad_shape)
+/* Old checkpoints (BertForX heads, TF conversions) name tensors "bert.*" and LayerNorm
+ * parameters gamma/beta. */
+static void legacy_name(char *out, size_t size, const char *name)
+{
+    const char *ln = strstr(name, ".LayerNorm.");
+    if (ln == NULL) {
+        snprintf(out, size, "bert.%.100s", name);
+        return;
+    }
+    bool weight = strcmp(ln, ".LayerNorm.weight") == 0;
+    snprintf(out, size, "bert.%.*s.LayerNorm.%s", (int)(ln - name), name,
+             weight ? "gamma" : "beta");
+}
+
+static void write_safetensors_ex(const char *dir, dt_t dt, const char *skip, const char *bad_shape,
+                                 bool legacy)
 {
     tdesc_t t[64];
     size_t n = tiny_tensors(t);
@@ -217,7 +232,12 @@ static void write_safetensors(const char *dir, dt_t dt, const char *skip, const 
     for (size_t i = 0; i < n; i++) {
         if (skip && strcmp(skip, t[i].name) == 0) continue;
         size_t count = t[i].rows * (t[i].cols ? t[i].cols : 1);
-        cJSON *e = cJSON_AddObjectToObject(h, t[i].name);
+        char stored[128];
+        if (legacy)
+            legacy_name(stored, sizeof stored, t[i].name);
+        else
+            snprintf(stored, sizeof stored, "%.100s", t[i].name);
+        cJSON *e = cJSON_AddObjectToObject(h, stored);
         cJSON_AddStringToObject(e, "dtype", dt == DT_F32 ? "F32" : dt == DT_F16 ? "F16" : "BF16");
         cJSON *shape = cJSON_AddArrayToObject(e, "shape");
         bool mis = bad_shape && strcmp(bad_shape, t[i].name) == 0;
@@ -264,6 +284,11 @@ static void write_safetensors(const char *dir, dt_t dt, const char *skip, const 
         }
     }
     assert_int_equal(fclose(f), 0);
+}
+
+static void write_safetensors(const char *dir, dt_t dt, const char *skip, const char *bad_shape)
+{
+    write_safetensors_ex(dir, dt, skip, bad_shape, false);
 }
 
 static void write_tiny_config(const char *dir)
@@ -445,6 +470,23 @@ static void test_f16_and_bf16_weights_embed_like_f32(void **state)
         reg_model_free(m);
         remove_tree(dir);
     }
+}
+
+static void test_legacy_tensor_names_embed_like_current_ones(void **state)
+{
+    (void)state;
+    const char *texts[] = {"hello world", "unaffable files!"};
+    float want[2 * TINY_H], got[2 * TINY_H];
+    char *dir = make_tiny(DT_F32);
+    reg_model_t *m = load_ok(dir);
+    assert_int_equal(reg_model_embed(m, texts, 2, want), REG_MODEL_OK);
+    reg_model_free(m);
+    write_safetensors_ex(dir, DT_F32, NULL, NULL, true);
+    m = load_ok(dir);
+    assert_int_equal(reg_model_embed(m, texts, 2, got), REG_MODEL_OK);
+    assert_memory_equal(got, want, sizeof want);
+    reg_model_free(m);
+    remove_tree(dir);
 }
 
 static void test_pooling_config_is_honoured(void **state)
@@ -950,6 +992,7 @@ int main(void)
         cmocka_unit_test(test_tokenize_truncates_and_keeps_sep),
         cmocka_unit_test(test_tiny_model_embeds_unit_vectors_and_batches_like_singles),
         cmocka_unit_test(test_f16_and_bf16_weights_embed_like_f32),
+        cmocka_unit_test(test_legacy_tensor_names_embed_like_current_ones),
         cmocka_unit_test(test_pooling_config_is_honoured),
         cmocka_unit_test(test_missing_files_are_named),
         cmocka_unit_test(test_broken_files_are_named),

@@ -60,7 +60,8 @@ const char *reg_model_strerror(int err);
  * Loads the model in folder `dir` (borrowed). On success *out is a new model that the caller
  * frees with reg_model_free(). On failure returns a negative reg_model_err_t, leaves *out NULL
  * and, when errmsg is not NULL, writes a NUL-terminated message of at most errmsg_size bytes
- * that names the file at fault and says what to do.
+ * that names the file at fault and says what to do. Reads and maps files (tens of ms for F32
+ * weights, more for F16): call it at start-up or on a worker thread, not on the event loop.
  */
 int reg_model_load(const char *dir, reg_model_t **out, char *errmsg, size_t errmsg_size);
 

@@ -181,8 +181,10 @@ static void entry_path(const reg_cache_t *c, const unsigned char key[32], char *
     char hex[65];
     for (int i = 0; i < 32; i++)
         snprintf(hex + 2 * i, 3, "%02x", key[i]);
-    snprintf(sub, sub_size, "%s/%.2s", c->dir, hex);
-    snprintf(path, path_size, "%s/%s.vec", sub, hex);
+    /* A cache folder too long for PATH_MAX gives empty paths, which every file call refuses. */
+    if (snprintf(sub, sub_size, "%s/%.2s", c->dir, hex) >= (int)sub_size) sub[0] = '\0';
+    if (sub[0] == '\0' || snprintf(path, path_size, "%s/%s.vec", sub, hex) >= (int)path_size)
+        path[0] = '\0';
 }
 
 /* Caller holds c->lock. */

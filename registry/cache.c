@@ -476,6 +476,8 @@ int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embed
                           .cache_model = inner->cache_model,
                           .dim = inner->dim,
                           .concurrent = inner->concurrent,
+                          .blocking = inner->blocking,
+                          .sentence_model = inner->sentence_model,
                           .embed = cached_embed,
                           .fit = cached_fit,
                           .destroy = cached_destroy,

@@ -2,6 +2,7 @@
 #include "internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +20,16 @@ struct reg_registry {
     bool fitted;
     size_t fitted_count;
     bool busy, busy_fit;
+    /* Serialises embedder calls that may not overlap: a refit, and every call of an embedder
+     * that is not `concurrent`, take it for writing; concurrent calls take it for reading.
+     * Owner thread (inline queries), batch workers and query workers all go through it. */
+    pthread_rwlock_t emb_lock;
+    bool lock_ok;
 };
 
 struct reg_batch {
     reg_embedder_t *emb;
+    pthread_rwlock_t *lock;
     bool fit, embedded;
     size_t n, dim;
     char **ids;
@@ -36,7 +43,7 @@ void reg_registry_opts_default(reg_registry_opts_t *o)
     o->hybrid = true;
     o->fuse = REG_FUSE_MINMAX;
     o->dense_weight = 1.0f;
-    o->bm25_weight = 1.0f;
+    o->bm25_weight = -1.0f; /* chosen by the embedder at reg_registry_new */
     o->storage = REG_INDEX_Q8;
 }
 
@@ -57,7 +64,19 @@ int reg_registry_new(reg_embedder_t *emb, const reg_registry_opts_t *opts, reg_r
     else
         reg_registry_opts_default(&r->o);
     r->emb = emb;
+    /* Tuned on the dev set (docs/registry.md). A sentence model ranks paraphrases well and
+     * exact names less so: BM25 at 0.2-0.5 of its weight puts name matches on top without
+     * drowning the paraphrases. The lexical embedder and BM25 see the same words; an equal
+     * share does best there. */
+    if (r->o.bm25_weight < 0)
+        r->o.bm25_weight = emb != NULL && emb->sentence_model ? REG_BM25_WEIGHT_SENTENCE : 1.0f;
     int rc = REG_OK;
+    if (pthread_rwlock_init(&r->emb_lock, NULL) != 0) {
+        free(r);
+        reg_embedder_free(emb);
+        return REG_ENOMEM;
+    }
+    r->lock_ok = true;
     if (!(r->o.dense_weight >= 0) || !(r->o.bm25_weight >= 0) ||
         r->o.dense_weight + r->o.bm25_weight <= 0 ||
         (emb != NULL && (emb->embed == NULL || emb->dim == 0)))
@@ -83,6 +102,7 @@ void reg_registry_free(reg_registry_t *r)
     reg_bm25_free(r->bm);
     reg_catalog_free(r->cat);
     reg_embedder_free(r->emb);
+    if (r->lock_ok) pthread_rwlock_destroy(&r->emb_lock);
     free(r);
 }
 
@@ -234,7 +254,8 @@ static void batch_free(reg_batch_t *b)
 
 static int batch_put(reg_batch_t *b, const reg_tool_t *t)
 {
-    char *id = reg__strdup(t->id), *text = reg_tool_index_text(t);
+    char *id = reg__strdup(t->id);
+    char *text = b->emb->sentence_model ? reg_tool_embed_text(t) : reg_tool_index_text(t);
     if (id == NULL || text == NULL) {
         free(id);
         free(text);
@@ -270,6 +291,7 @@ int reg_registry_next_batch(reg_registry_t *r, size_t max, reg_batch_t **out)
     reg_batch_t *b = calloc(1, sizeof *b);
     if (b == NULL) return REG_ENOMEM;
     b->emb = r->emb;
+    b->lock = &r->emb_lock;
     b->fit = fit;
     b->dim = r->emb->dim;
     b->ids = calloc(cap, sizeof *b->ids);
@@ -318,9 +340,25 @@ size_t reg_batch_count(const reg_batch_t *b)
     return b ? b->n : 0;
 }
 
+static void emb_lock(pthread_rwlock_t *lock, bool exclusive)
+{
+    int rc = exclusive ? pthread_rwlock_wrlock(lock) : pthread_rwlock_rdlock(lock);
+    if (rc != 0) abort(); /* only EDEADLK / EAGAIN: a broken invariant, not bad input */
+}
+
+static int batch_embed_locked(reg_batch_t *b, char *msg, size_t msg_size);
+
 int reg_batch_embed(reg_batch_t *b, char *msg, size_t msg_size)
 {
     if (b == NULL) return reg__fail(msg, msg_size, REG_EINVAL, "no batch given");
+    emb_lock(b->lock, b->fit || !b->emb->concurrent);
+    int rc = batch_embed_locked(b, msg, msg_size);
+    pthread_rwlock_unlock(b->lock);
+    return rc;
+}
+
+static int batch_embed_locked(reg_batch_t *b, char *msg, size_t msg_size)
+{
     if (b->fit) {
         int rc = reg_embedder_fit(b->emb, (const char *const *)b->texts, b->n);
         if (rc < 0)
@@ -392,6 +430,31 @@ int reg_registry_index_all(reg_registry_t *r, char *msg, size_t msg_size)
     }
 }
 
+bool reg_registry_query_blocking(const reg_registry_t *r)
+{
+    return r != NULL && r->emb != NULL && r->emb->blocking;
+}
+
+int reg_registry_embed_query(reg_registry_t *r, const char *query, float *out, char *msg,
+                             size_t msg_size)
+{
+    if (r == NULL || query == NULL || out == NULL)
+        return reg__fail(msg, msg_size, REG_EINVAL, "no registry, query or output given");
+    if (r->emb == NULL)
+        return reg__fail(msg, msg_size, REG_EINVAL, "the registry has no embedder (BM25 only)");
+    /* A sentence model reads the query without its quoted values; the lexical embedder wants
+     * every word. Long queries are cut: a pasted document's tail rarely helps ranking. */
+    char *q = r->emb->sentence_model ? reg_query_embed_text(query) : malloc(REG_QUERY_MAX + 1);
+    if (q == NULL) return reg__fail(msg, msg_size, REG_ENOMEM, "out of memory embedding a query");
+    if (!r->emb->sentence_model) snprintf(q, REG_QUERY_MAX + 1, "%s", query);
+    const char *t[1] = {q};
+    emb_lock(&r->emb_lock, !r->emb->concurrent);
+    int rc = reg_embedder_embed(r->emb, t, 1, REG_EMBED_QUERY, out, msg, msg_size);
+    pthread_rwlock_unlock(&r->emb_lock);
+    free(q);
+    return rc;
+}
+
 /* Runs the signals of one search into a (dense) and b (BM25). */
 static int gather(reg_registry_t *r, const char *query, const float *qvec, bool dense, bool bm25,
                   size_t want, const reg_filter_t *f, reg_hit_t *a, int *na, reg_hit_t *b, int *nb,
@@ -401,18 +464,9 @@ static int gather(reg_registry_t *r, const char *query, const float *qvec, bool 
     if (dense) {
         float *qv = NULL;
         if (qvec == NULL) {
-            /* Long queries are cut: the tail of a pasted document rarely helps ranking. */
-            char *q = malloc(REG_QUERY_MAX + 1);
             qv = malloc(r->emb->dim * sizeof *qv);
-            if (q == NULL || qv == NULL) {
-                free(q);
-                free(qv);
-                return reg__fail(msg, msg_size, REG_ENOMEM, "out of memory searching");
-            }
-            snprintf(q, REG_QUERY_MAX + 1, "%s", query);
-            const char *t[1] = {q};
-            int rc = reg_embedder_embed(r->emb, t, 1, REG_EMBED_QUERY, qv, msg, msg_size);
-            free(q);
+            if (qv == NULL) return reg__fail(msg, msg_size, REG_ENOMEM, "out of memory searching");
+            int rc = reg_registry_embed_query(r, query, qv, msg, msg_size);
             if (rc < 0) {
                 free(qv);
                 return rc;

@@ -158,6 +158,29 @@ const reg_tool_t *reg_catalog_find(const reg_catalog_t *cat, const char *id);
  */
 char *reg_tool_index_text(const reg_tool_t *tool);
 
+/** Bytes of reg_tool_embed_text at most: a sentence model sees 256 tokens (~1 KiB) anyway. */
+#define REG_EMBED_TEXT_MAX 4096
+
+/**
+ * The text a sentence-embedding model indexes a tool by (reg_embedder_t.sentence_model):
+ * name (identifier-split), title, description, then "Parameters: a, b, c." with the parameter
+ * names split but without their descriptions. Short and topic-first because a model reads
+ * only its first 256 tokens and mean pooling dilutes the topic with every format note.
+ * Returns a malloc'd string the caller frees, or NULL on ENOMEM. At most REG_EMBED_TEXT_MAX
+ * bytes (cut, possibly inside a UTF-8 character, which the model's tokenizer drops).
+ */
+char *reg_tool_embed_text(const reg_tool_t *tool);
+
+/**
+ * The text a sentence-embedding model embeds for a search query: the query (first
+ * REG_QUERY_MAX bytes) without quoted literals ('prepare Q3 deck', "invoice"), which are
+ * argument values rather than the intent and pull the vector towards unrelated tools; BM25
+ * still sees them. A quote right after a letter is an apostrophe and stays; an unclosed quote
+ * stays; a query that is nothing but quoted text is kept whole. Returns a malloc'd string
+ * the caller frees, or NULL on ENOMEM.
+ */
+char *reg_query_embed_text(const char *query);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Embedders                                                                                */
 
@@ -179,8 +202,14 @@ typedef enum reg_embed_kind {
  *   the reason on failure. May run on any thread, but on one thread at a time unless
  *   `concurrent` is set, and never while fit() runs.
  * - concurrent: embed() may run on several threads at once (the lexical embedder: read-only
- *   state after fit). The registry then embeds queries inline even while a batch is being
- *   embedded elsewhere; otherwise it answers from BM25 meanwhile.
+ *   state after fit; the model: read-only weights). The registry then embeds queries inline
+ *   even while a batch is being embedded elsewhere; otherwise it answers from BM25 meanwhile.
+ * - blocking: embed() takes milliseconds per text (a model) or waits on the network (a remote
+ *   provider): the wiring must call it on a worker thread, never on the event loop
+ *   (reg_registry_query_blocking, reg_registry_embed_query).
+ * - sentence_model: a sentence encoder (the model, most remote ones): the registry embeds
+ *   tools by reg_tool_embed_text and queries by reg_query_embed_text; otherwise by
+ *   reg_tool_index_text and the raw query (the lexical embedder wants every word).
  * - fit (may be NULL): learns corpus statistics (IDF) from the documents. Borrows docs.
  * - destroy: frees impl.
  */
@@ -191,6 +220,8 @@ struct reg_embedder {
     const char *cache_model;
     size_t dim;
     bool concurrent;
+    bool blocking;
+    bool sentence_model;
     int (*embed)(reg_embedder_t *self, const char *const *texts, size_t n, reg_embed_kind_t kind,
                  float *out, char *msg, size_t msg_size);
     int (*fit)(reg_embedder_t *self, const char *const *docs, size_t n);
@@ -424,17 +455,25 @@ int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embed
 
 /*
  * Threading: every reg_registry_* call belongs to one owner thread (the event loop). Only
- * reg_batch_embed may run elsewhere (a worker thread), for one batch at a time: the owner
- * takes a batch with reg_registry_next_batch, a worker embeds it, the owner applies it. Tools
- * added or removed meanwhile are handled at apply time (stale vectors are dropped). While a
- * batch is in flight, a search without a query vector embeds its query inline only if the
- * embedder is `concurrent` and the batch does not refit it; otherwise it answers from BM25
- * alone, so the owner never races the worker on an embedder. With a model, compute query
- * vectors on the worker (serialised with batches) and pass them in.
+ * reg_batch_embed and reg_registry_embed_query may run elsewhere (worker threads):
+ * - Indexing, one batch at a time: the owner takes a batch with reg_registry_next_batch, a
+ *   worker embeds it (reg_batch_embed), the owner applies it (reg_registry_apply_batch). Tools
+ *   added or removed meanwhile are handled at apply time (stale vectors are dropped).
+ * - Queries: when reg_registry_query_blocking() is true (the model, a remote provider), the
+ *   owner hands the query to a worker that calls reg_registry_embed_query, then passes the
+ *   vector to reg_registry_search on the owner thread. Any number of those may run at once,
+ *   also while a batch is embedded: the registry serialises embedder calls that may not
+ *   overlap (an embedder that is not `concurrent`, a refit) with a lock, so a worker may wait
+ *   for another but the owner thread never waits for a batch.
+ * - A search without a query vector embeds the query inline (fine for the lexical embedder:
+ *   tens of microseconds), unless a batch is in flight and the embedder is not `concurrent`
+ *   or the batch refits it; then it answers from BM25 alone.
+ * The registry must outlive every batch and query call in flight.
  */
 
-#define REG_BATCH_DEFAULT 256 /* tools per indexing batch: ~35 ms with the lexical embedder */
-#define REG_CANDIDATES    50  /* hits each signal contributes to a hybrid fusion */
+#define REG_BATCH_DEFAULT        256 /* tools per indexing batch: ~35 ms with the lexical embedder */
+#define REG_CANDIDATES           50  /* hits each signal contributes to a hybrid fusion */
+#define REG_BM25_WEIGHT_SENTENCE 0.4f /* BM25's weight against a sentence model's 1 */
 #define REG_REFIT_RATIO                                                                            \
     0.25 /* refit corpus statistics when the catalog grew or shrank this much                      \
           */
@@ -442,8 +481,9 @@ int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embed
 typedef struct reg_registry_opts {
     bool hybrid;            /* fuse the embedder's cosine with BM25 (else the embedder alone) */
     reg_fuse_method_t fuse; /* REG_FUSE_MINMAX by default */
-    float dense_weight;     /* weights of the two signals (defaults 1 and 1) */
-    float bm25_weight;
+    float dense_weight;     /* weight of the embedder's cosine (default 1) */
+    float bm25_weight;      /* weight of BM25; negative (the default): REG_BM25_WEIGHT_SENTENCE
+                               for a sentence model, 1 for the lexical embedder */
     reg_index_storage_t storage; /* REG_INDEX_Q8 by default */
 } reg_registry_opts_t;
 
@@ -474,6 +514,19 @@ int reg_registry_set_server_tools(reg_registry_t *reg, const char *server, const
                                   char *msg, size_t msg_size);
 /** Removes every tool of server; returns how many. */
 size_t reg_registry_remove_server(reg_registry_t *reg, const char *server);
+
+/** True when queries must be embedded on a worker thread (reg_registry_embed_query) because
+ *  the embedder is `blocking` (the model: ~10 ms; a remote provider: a network round trip). */
+bool reg_registry_query_blocking(const reg_registry_t *reg);
+
+/**
+ * Embeds a search query into out (reg_registry_stats().dim floats, borrowed) the way
+ * reg_registry_search would (for a sentence model: reg_query_embed_text). Safe on any thread,
+ * concurrently with the owner's calls and with reg_batch_embed (see Threading). Borrows query.
+ * REG_EINVAL when the registry has no embedder.
+ */
+int reg_registry_embed_query(reg_registry_t *reg, const char *query, float *out, char *msg,
+                             size_t msg_size);
 
 /** Tools not yet in the vector index (search covers them through BM25 only). */
 size_t reg_registry_pending(const reg_registry_t *reg);

@@ -19,7 +19,7 @@
 #include <time.h>
 
 #define MAX_KINDS   8
-#define MAX_METHODS 8
+#define MAX_METHODS 10
 #define TOP         10 /* ranks looked at by the metrics */
 #define CANDIDATES  50 /* hits each list contributes to a fusion */
 #define LINE_MAX_B  (1 << 20)
@@ -327,8 +327,8 @@ static int rank_hits(ranker_t *r, const char *query, size_t k, reg_hit_t *hits)
     int na = rank_hits(r->fuse_a, query, CANDIDATES, a);
     int nb = rank_hits(r->fuse_b, query, CANDIDATES, b);
     if (na < 0 || nb < 0) return na < 0 ? na : nb;
-    reg_ranked_t lists[2] = {{a, (size_t)na, 1.0f}, {b, (size_t)nb, r->bm25_weight}};
-    /* The registry's fusion: min-max within each list, then the weighted sum. */
+    reg_ranked_t lists[2] = {{a, (size_t)na, 1.0f, 0},
+                             {b, (size_t)nb, r->bm25_weight, REG_BM25_HALF}};
     return reg_fuse(lists, 2, r->method, 60.0f, k, hits);
 }
 
@@ -598,11 +598,19 @@ int main(int argc, char **argv)
     }
     ropts.bm25_weight = bm25_w;
     if (bm25_w < 0) bm25_w = dense->emb->sentence_model ? REG_BM25_WEIGHT_SENTENCE : 1.0f;
+    /* The registry's fusion for this embedder, then the other methods for comparison. */
+    const bool sentence = dense->emb->sentence_model;
     rk[nr++] = (ranker_t){.name = "hybrid",
                           .fuse_a = dense,
                           .fuse_b = bm_r,
-                          .method = REG_FUSE_MINMAX,
+                          .method = sentence ? REG_FUSE_SCORE : REG_FUSE_MINMAX,
                           .bm25_weight = bm25_w};
+    if (sentence)
+        rk[nr++] = (ranker_t){.name = "hybrid-minmax",
+                              .fuse_a = dense,
+                              .fuse_b = bm_r,
+                              .method = REG_FUSE_MINMAX,
+                              .bm25_weight = bm25_w};
     rk[nr++] = (ranker_t){.name = "hybrid-rrf",
                           .fuse_a = dense,
                           .fuse_b = bm_r,
@@ -622,9 +630,12 @@ int main(int argc, char **argv)
     }
 
     printf("embedder: %s\n", reg_registry_embedder_name(reg));
-    printf("catalog: %zu tools; queries: %zu; hybrid = %s + %.2f x bm25 (min-max normalised score "
-           "sum; hybrid-rrf: reciprocal rank); registry = the library's search_tools path (%s)\n",
-           nt, B.nq, dense->name, (double)bm25_w, reg_registry_embedder_name(reg));
+    printf("catalog: %zu tools; queries: %zu; hybrid = %s + %.2f x bm25 (%s; hybrid-minmax: "
+           "min-max normalised; hybrid-rrf: reciprocal rank); registry = the library's "
+           "search_tools path (%s)\n",
+           nt, B.nq, dense->name, (double)bm25_w,
+           sentence ? "cosine + squashed bm25" : "min-max normalised",
+           reg_registry_embedder_name(reg));
     if (expect != NULL && strncmp(reg_registry_embedder_name(reg), expect, strlen(expect)) != 0) {
         fprintf(stderr, "FAIL: the embedder is %s, expected %s* (fell back; see the note above)\n",
                 reg_registry_embedder_name(reg), expect);

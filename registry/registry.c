@@ -41,7 +41,7 @@ struct reg_batch {
 void reg_registry_opts_default(reg_registry_opts_t *o)
 {
     o->hybrid = true;
-    o->fuse = REG_FUSE_MINMAX;
+    o->fuse = REG_FUSE_AUTO; /* chosen by the embedder at reg_registry_new */
     o->dense_weight = 1.0f;
     o->bm25_weight = -1.0f; /* chosen by the embedder at reg_registry_new */
     o->storage = REG_INDEX_Q8;
@@ -68,8 +68,13 @@ int reg_registry_new(reg_embedder_t *emb, const reg_registry_opts_t *opts, reg_r
      * exact names less so: BM25 at 0.2-0.5 of its weight puts name matches on top without
      * drowning the paraphrases. The lexical embedder and BM25 see the same words; an equal
      * share does best there. */
-    if (r->o.bm25_weight < 0)
-        r->o.bm25_weight = emb != NULL && emb->sentence_model ? REG_BM25_WEIGHT_SENTENCE : 1.0f;
+    const bool sentence = emb != NULL && emb->sentence_model;
+    if (r->o.bm25_weight < 0) r->o.bm25_weight = sentence ? REG_BM25_WEIGHT_SENTENCE : 1.0f;
+    /* A model's cosine means the same in every catalog, so it is fused as it is: min-max
+     * would give the best of a poor list (a filter, a half-built index) full marks, and
+     * stretches the narrow spread of the top 50 of a large catalog. The lexical embedder's
+     * scores have no such meaning and were tuned with min-max. */
+    if (r->o.fuse == REG_FUSE_AUTO) r->o.fuse = sentence ? REG_FUSE_SCORE : REG_FUSE_MINMAX;
     int rc = REG_OK;
     if (pthread_rwlock_init(&r->emb_lock, NULL) != 0) {
         free(r);
@@ -78,6 +83,8 @@ int reg_registry_new(reg_embedder_t *emb, const reg_registry_opts_t *opts, reg_r
     }
     r->lock_ok = true;
     if (!(r->o.dense_weight >= 0) || !(r->o.bm25_weight >= 0) ||
+        (r->o.fuse != REG_FUSE_RRF && r->o.fuse != REG_FUSE_MINMAX &&
+         r->o.fuse != REG_FUSE_SCORE) ||
         r->o.dense_weight + r->o.bm25_weight <= 0 ||
         (emb != NULL && (emb->embed == NULL || emb->dim == 0)))
         rc = REG_EINVAL;
@@ -503,7 +510,9 @@ int reg_registry_search(reg_registry_t *r, const char *query, const float *qvec,
     const float min_score = filter ? filter->min_score : -1e30f;
     const bool can_embed = !r->busy || (r->emb != NULL && r->emb->concurrent && !r->busy_fit);
     const bool dense = r->emb != NULL && reg_index_count(r->ix) > 0 && (qvec || can_embed);
-    const bool hybrid = dense && r->o.hybrid;
+    /* A hybrid registry fuses even while the vector index is empty or busy (BM25 alone then),
+     * so that scores keep one scale and min_score one meaning during indexing. */
+    const bool hybrid = r->emb != NULL && r->o.hybrid;
     const size_t want = hybrid ? (k > REG_CANDIDATES ? k : REG_CANDIDATES) : k;
     reg_hit_t *a = calloc(want, sizeof *a), *b = calloc(want, sizeof *b);
     reg_hit_t *fused = calloc(k, sizeof *fused);
@@ -512,11 +521,11 @@ int reg_registry_search(reg_registry_t *r, const char *query, const float *qvec,
     if (rc == 0)
         rc = gather(r, query, qvec, dense, !dense || hybrid, want, &f, a, &na, b, &nb, msg,
                     msg_size);
-    const reg_hit_t *res = dense ? a : b;
+    const reg_hit_t *res = dense ? a : b; /* one signal alone */
     if (rc == 0) n = dense ? na : nb;
     if (rc == 0 && hybrid) {
-        reg_ranked_t lists[2] = {{a, (size_t)na, r->o.dense_weight},
-                                 {b, (size_t)nb, r->o.bm25_weight}};
+        reg_ranked_t lists[2] = {{a, (size_t)na, r->o.dense_weight, 0},
+                                 {b, (size_t)nb, r->o.bm25_weight, REG_BM25_HALF}};
         const float rrf_k = 60.0f;
         n = reg_fuse(lists, 2, r->o.fuse, rrf_k, k, fused);
         if (n < 0) rc = reg__fail(msg, msg_size, n, "fusion failed: %s", reg_strerror(n));

@@ -387,10 +387,18 @@ int reg_bm25_search(reg_bm25_t *bm, const char *query, size_t k, const reg_filte
 /* Fusion of ranked lists (hybrid mode)                                                      */
 
 typedef enum reg_fuse_method {
+    /* registry options only: REG_FUSE_SCORE for a sentence model, else REG_FUSE_MINMAX */
+    REG_FUSE_AUTO = -1,
     /* sum over lists of weight / (rrf_k + rank), rank from 1: robust to score scales */
     REG_FUSE_RRF = 0,
     /* sum over lists of weight * (score - min) / (max - min) within each list */
     REG_FUSE_MINMAX = 1,
+    /* sum over lists of weight * g(score), g(s) = max(s, 0), or max(s, 0) / (max(s, 0) + half)
+     * when the list's `half` is > 0: absolute scores, so a list's best hit counts only as much
+     * as it scores (a cosine of 0.2 stays 0.2 however poor the rest of the list is, and a
+     * filter or a half-built index does not inflate it); `half` squashes unbounded scores
+     * (BM25) into [0, 1) */
+    REG_FUSE_SCORE = 2,
 } reg_fuse_method_t;
 
 /** One input of a fusion: a ranked list (best first), as a search returns it. */
@@ -398,6 +406,7 @@ typedef struct reg_ranked {
     const reg_hit_t *hits;
     size_t n;
     float weight; /* >= 0 */
+    float half;   /* REG_FUSE_SCORE: the score that maps to 0.5 (0: scores used as they are) */
 } reg_ranked_t;
 
 /**
@@ -474,13 +483,15 @@ int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embed
 #define REG_BATCH_DEFAULT        256 /* tools per indexing batch: ~35 ms with the lexical embedder */
 #define REG_CANDIDATES           50  /* hits each signal contributes to a hybrid fusion */
 #define REG_BM25_WEIGHT_SENTENCE 0.4f /* BM25's weight against a sentence model's 1 */
+#define REG_BM25_HALF            8.0f /* REG_FUSE_SCORE: the BM25 score that counts 0.5 */
 #define REG_REFIT_RATIO                                                                            \
     0.25 /* refit corpus statistics when the catalog grew or shrank this much                      \
           */
 
 typedef struct reg_registry_opts {
     bool hybrid;            /* fuse the embedder's cosine with BM25 (else the embedder alone) */
-    reg_fuse_method_t fuse; /* REG_FUSE_MINMAX by default */
+    reg_fuse_method_t fuse; /* REG_FUSE_AUTO by default: REG_FUSE_SCORE (cosine + BM25
+                               squashed by REG_BM25_HALF) for a sentence model, else MINMAX */
     float dense_weight;     /* weight of the embedder's cosine (default 1) */
     float bm25_weight;      /* weight of BM25; negative (the default): REG_BM25_WEIGHT_SENTENCE
                                for a sentence model, 1 for the lexical embedder */

@@ -266,6 +266,18 @@ struct reg_embedder_spec {
  * success *out is set and note (if not NULL) receives a line for the log when "auto" fell
  * back ("" otherwise). On failure msg says what is missing and what to do. A fallback is never
  * silent: callers that need a given provider check reg_embedder_name().
+ *
+ * "model" loads the in-process sentence encoder (model_*.c) from spec->model_dir, or from
+ * reg_model_find_installed() when that is NULL: name "model:NAME" (model:all-MiniLM-L6-v2),
+ * cache_model "NAME@FINGERPRINT/vN" (config.json and the edges of the weights, so a swapped
+ * model never reuses cached vectors), concurrent, blocking and sentence_model set; query and
+ * document prompts from config_sentence_transformers.json when the model names any. Loading
+ * reads ~90 MB (tens of ms; call it at start-up) and sets OpenBLAS to one thread per call for
+ * the process (reg_model_set_blas_threads(1)): embeddings run one per libuv worker. Errors:
+ * REG_ENOENT (nothing installed), REG_EEMBED (a folder that does not load), with msg naming
+ * the folder and what to do.
+ *
+ * Wrap the result with reg_cached_embedder_new() to keep vectors across restarts.
  */
 int reg_embedder_open(const reg_embedder_spec_t *spec, reg_embedder_t **out, char *note,
                       size_t note_size, char *msg, size_t msg_size);

@@ -290,7 +290,7 @@ int reg_registry_next_batch(reg_registry_t *r, size_t max, reg_batch_t **out)
     *out = NULL;
     if (r->busy) return REG_EBUSY;
     if (r->emb == NULL) return REG_OK;
-    if (max == 0) max = REG_BATCH_DEFAULT;
+    if (max == 0) max = r->emb->blocking ? REG_BATCH_BLOCKING : REG_BATCH_DEFAULT;
     bool fit = needs_fit(r);
     size_t count = reg_catalog_count(r->cat);
     size_t cap = fit ? count : (max < count ? max : count);

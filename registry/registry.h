@@ -492,8 +492,11 @@ int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embed
  * The registry must outlive every batch and query call in flight.
  */
 
-#define REG_BATCH_DEFAULT        256 /* tools per indexing batch: ~35 ms with the lexical embedder */
-#define REG_CANDIDATES           50  /* hits each signal contributes to a hybrid fusion */
+#define REG_BATCH_DEFAULT 256 /* tools per indexing batch: ~35 ms with the lexical embedder */
+#define REG_BATCH_BLOCKING                                                                         \
+    32                              /* ... with a blocking embedder: ~1 s of the model's time, so  \
+                                       progress shows and a worker is not held for minutes */
+#define REG_CANDIDATES           50 /* hits each signal contributes to a hybrid fusion */
 #define REG_BM25_WEIGHT_SENTENCE 0.4f /* BM25's weight against a sentence model's 1 */
 #define REG_BM25_HALF            8.0f /* REG_FUSE_SCORE: the BM25 score that counts 0.5 */
 #define REG_REFIT_RATIO                                                                            \
@@ -568,7 +571,8 @@ typedef struct reg_registry_stats {
 void reg_registry_stats(const reg_registry_t *reg, reg_registry_stats_t *st);
 
 /**
- * Takes the next batch of at most max tools to embed (0 means REG_BATCH_DEFAULT); *out is NULL
+ * Takes the next batch of at most max tools to embed (0 means REG_BATCH_DEFAULT, or
+ * REG_BATCH_BLOCKING for a blocking embedder); *out is NULL
  * when nothing is pending. A batch that refits the embedder (first run, or the catalog changed
  * by REG_REFIT_RATIO) holds every tool. REG_EBUSY if a batch is in flight.
  */

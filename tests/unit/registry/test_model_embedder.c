@@ -358,6 +358,38 @@ static void test_non_concurrent_embedder_runs_on_one_thread_at_a_time(void **sta
     free(s);
 }
 
+static void test_blocking_embedder_gets_small_default_batches(void **state)
+{
+    (void)state;
+    solo_t *s = calloc(1, sizeof *s);
+    reg_embedder_t *e = calloc(1, sizeof *e);
+    assert_non_null(s);
+    assert_non_null(e);
+    *e = (reg_embedder_t){
+        .name = "remote:solo", .dim = 8, .blocking = true, .embed = solo_embed, .impl = s};
+    reg_registry_t *r;
+    assert_int_equal(reg_registry_new(e, NULL, &r), REG_OK);
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < REG_BATCH_BLOCKING + 8; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "tool_%d", i);
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddStringToObject(t, "name", name);
+        cJSON_AddItemToArray(arr, t);
+    }
+    char msg[256];
+    assert_int_equal(reg_registry_set_server_tools(r, "many", arr, msg, sizeof msg), REG_OK);
+    cJSON_Delete(arr);
+    reg_batch_t *b;
+    assert_int_equal(reg_registry_next_batch(r, 0, &b), REG_OK);
+    assert_int_equal(reg_batch_count(b), REG_BATCH_BLOCKING);
+    assert_int_equal(reg_batch_embed(b, msg, sizeof msg), REG_OK);
+    assert_int_equal(reg_registry_apply_batch(r, b), REG_OK);
+    assert_int_equal(reg_registry_pending(r), 8);
+    reg_registry_free(r);
+    free(s);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* The real model                                                                           */
 
@@ -719,6 +751,7 @@ int main(void)
         cmocka_unit_test(test_embed_text_is_topic_first_and_brief),
         cmocka_unit_test(test_auto_falls_back_to_lexical_and_says_so),
         cmocka_unit_test(test_non_concurrent_embedder_runs_on_one_thread_at_a_time),
+        cmocka_unit_test(test_blocking_embedder_gets_small_default_batches),
         cmocka_unit_test(test_model_through_the_embedder_interface),
         cmocka_unit_test(test_hybrid_finds_a_paraphrase_only_the_model_understands),
         cmocka_unit_test(test_indexing_and_queries_on_libuv_workers),

@@ -342,7 +342,19 @@ static size_t rank(ranker_t *r, const char *query, size_t k, const char **ids)
     } else if (r->reg != NULL) {
         reg_result_t res[TOP];
         char msg[256];
-        int rc = reg_registry_search(r->reg, query, NULL, k, NULL, res, msg, sizeof msg);
+        /* As search_tools: a blocking embedder's query vector comes first (a worker's job in
+         * the server), then the search. */
+        float *qv = NULL;
+        if (reg_registry_query_blocking(r->reg)) {
+            reg_registry_stats_t st;
+            reg_registry_stats(r->reg, &st);
+            qv = malloc(st.dim * sizeof *qv);
+            if (qv == NULL) die("out of memory");
+            if (reg_registry_embed_query(r->reg, query, qv, msg, sizeof msg) < 0)
+                die("query embedding failed: %s", msg);
+        }
+        int rc = reg_registry_search(r->reg, query, qv, k, NULL, res, msg, sizeof msg);
+        free(qv);
         if (rc < 0) die("registry search failed: %s", msg);
         n = (size_t)rc;
         for (size_t i = 0; i < n; i++)

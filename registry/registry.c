@@ -508,7 +508,9 @@ int reg_registry_search(reg_registry_t *r, const char *query, const float *qvec,
         f.category = filter->category;
     }
     const float min_score = filter ? filter->min_score : -1e30f;
-    const bool can_embed = !r->busy || (r->emb != NULL && r->emb->concurrent && !r->busy_fit);
+    /* Never a blocking embedder here: this is the event loop's thread. */
+    const bool can_embed =
+        r->emb != NULL && !r->emb->blocking && (!r->busy || (r->emb->concurrent && !r->busy_fit));
     const bool dense = r->emb != NULL && reg_index_count(r->ix) > 0 && (qvec || can_embed);
     /* A hybrid registry fuses even while the vector index is empty or busy (BM25 alone then),
      * so that scores keep one scale and min_score one meaning during indexing. */

@@ -487,8 +487,10 @@ int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embed
  *   overlap (an embedder that is not `concurrent`, a refit) with a lock, so a worker may wait
  *   for another but the owner thread never waits for a batch.
  * - A search without a query vector embeds the query inline (fine for the lexical embedder:
- *   tens of microseconds), unless a batch is in flight and the embedder is not `concurrent`
- *   or the batch refits it; then it answers from BM25 alone.
+ *   tens of microseconds), unless the embedder is `blocking`, or a batch is in flight and the
+ *   embedder is not `concurrent` or the batch refits it; then it answers from BM25 alone. So
+ *   a search never blocks its thread, and a wiring whose query embedding failed (a remote
+ *   provider down) still answers by passing qvec NULL.
  * The registry must outlive every batch and query call in flight.
  */
 
@@ -594,7 +596,9 @@ typedef struct reg_result {
 
 /**
  * Finds the k best tools for query. qvec (may be NULL) is the query's embedding computed by
- * the caller (e.g. on a worker thread for a model); without it the query is embedded here.
+ * the caller with reg_registry_embed_query (on a worker thread for a blocking embedder);
+ * without it the query is embedded here when that cannot block (see Threading), else BM25
+ * answers alone.
  * filter's server/category restrict both signals; min_score applies to the reported score.
  * Writes min(k, matches) results, best first, into out; returns their number or an error.
  */

@@ -126,6 +126,17 @@ static const char *top(reg_registry_t *r, const char *query, const float *qvec)
     return n > 0 ? res[0].tool->id : NULL;
 }
 
+/* The top hit as search_tools finds it: the query vector first (on this thread here, on a
+ * worker in the server), then the search. */
+static const char *search_top(reg_registry_t *r, const char *query)
+{
+    float qv[384];
+    char msg[256];
+    assert_true(reg_registry_query_blocking(r));
+    assert_int_equal(reg_registry_embed_query(r, query, qv, msg, sizeof msg), REG_OK);
+    return top(r, query, qv);
+}
+
 static double dot(const float *a, const float *b, size_t n)
 {
     double s = 0;
@@ -461,11 +472,11 @@ static void test_hybrid_finds_a_paraphrase_only_the_model_understands(void **sta
     assert_true(st.hybrid);
     assert_int_equal(st.dim, 384);
     assert_int_equal(st.indexed, CATALOG_TOOLS);
-    assert_string_equal(top(r, PARAPHRASE_QUERY, NULL), PARAPHRASE_WANT);
-    assert_string_equal(top(r, "get rid of an old document", NULL), "files__delete_file");
+    assert_string_equal(search_top(r, PARAPHRASE_QUERY), PARAPHRASE_WANT);
+    assert_string_equal(search_top(r, "get rid of an old document"), "files__delete_file");
     /* Exact names still win (BM25's share of the fusion). */
-    assert_string_equal(top(r, "get_air_quality", NULL), "weather__get_air_quality");
-    assert_string_equal(top(r, "list_directory", NULL), "files__list_directory");
+    assert_string_equal(search_top(r, "get_air_quality"), "weather__get_air_quality");
+    assert_string_equal(search_top(r, "list_directory"), "files__list_directory");
 
     /* The query vector computed elsewhere (a worker) gives the same ranking. */
     float qv[384];
@@ -507,7 +518,7 @@ static void test_hybrid_finds_a_paraphrase_only_the_model_understands(void **sta
     assert_int_equal(reg_registry_new(open_model(dir), &o, &dense), REG_OK);
     load_catalog(dense);
     assert_int_equal(reg_registry_index_all(dense, msg, sizeof msg), REG_OK);
-    assert_string_equal(top(dense, PARAPHRASE_QUERY, NULL), PARAPHRASE_WANT);
+    assert_string_equal(search_top(dense, PARAPHRASE_QUERY), PARAPHRASE_WANT);
     reg_registry_free(dense);
     reg_registry_free(r);
 }
@@ -719,14 +730,22 @@ static void test_cache_hit_avoids_re_embedding(void **state)
     assert_int_equal(reg_registry_index_all(r2, msg, sizeof msg), REG_OK);
     assert_int_equal(reg_registry_pending(r2), 0);
     assert_int_equal(atomic_load(&c2.docs), 0);
-    int nb =
-        reg_registry_search(r2, PARAPHRASE_QUERY, NULL, CATALOG_TOOLS, NULL, b, msg, sizeof msg);
-    assert_int_equal(atomic_load(&c2.queries), 0);
+    assert_int_equal(reg_registry_embed_query(r2, PARAPHRASE_QUERY, q2, msg, sizeof msg), REG_OK);
+    assert_int_equal(atomic_load(&c2.queries), 0); /* a cache hit */
+    int nb = reg_registry_search(r2, PARAPHRASE_QUERY, q2, CATALOG_TOOLS, NULL, b, msg, sizeof msg);
     assert_int_equal(nb, na);
     for (int i = 0; i < na; i++) {
         assert_string_equal(a[i].tool->id, b[i].tool->id);
         assert_true(fabsf(a[i].score - b[i].score) < 1e-6f);
     }
+    /* Without a query vector the model is never run on the calling thread (the event loop in
+     * the server): BM25 answers alone, exact names first. */
+    assert_string_equal(top(r2, "search_inbox for invoices", NULL), "mail__search_inbox");
+    assert_int_equal(atomic_load(&c2.queries), 0);
+    const char *t = top(r2, PARAPHRASE_QUERY, NULL);
+    assert_true(t == NULL || strcmp(t, PARAPHRASE_WANT) != 0);
+    assert_int_equal(atomic_load(&c2.queries), 0);
+
     /* A changed tool is a new text: only it is embedded. */
     char one[] = "[{\"name\": \"get_forecast\", \"description\": \"Hourly forecast.\"}, "
                  "{\"name\": \"get_air_quality\", \"description\": \"Air pollution index of a "

@@ -1,5 +1,6 @@
 /* main.c - the ptc-mcp binary: flags, the MCP server and its transport. */
 #include "options.h"
+#include "tools.h"
 
 #include "mcp.h"
 
@@ -13,29 +14,40 @@ typedef struct app {
     mcp_logger_t log;
     mcp_server_t *srv;
     mcp_stdio_t *io;
+    ptc_search_t *search;
 } app_t;
 
 static const char instructions[] =
-    "ptc-mcp serves tools over MCP. Call tools/list to see them; this version registers no "
-    "tools yet (execute_code and search_tools arrive in later versions).";
+    "search_tools finds tools of the configured servers by meaning: describe what you want to "
+    "do and it returns their ids, descriptions and input schemas.";
 
 static void on_stdio_done(mcp_stdio_t *io, void *data)
 {
     app_t *app = data;
     mcp_stdio_free(io);
     app->io = NULL;
+    ptc_search_stop(app->search);
 }
 
 static int check_report(const ptc_options_t *o)
 {
     printf("ptc-mcp %s\n", PTC_VERSION);
     printf("transport: %s\n", o->transport);
+    int status = 0;
     printf("sandbox: unavailable: the sandboxed executor is not in this version yet; "
            "execute_code is not offered\n");
-    printf("embedder: unavailable: the tool registry is not in this version yet; search_tools "
-           "is not offered\n");
+    reg_embedder_t *emb = NULL;
+    char note[512] = "", msg[512] = "";
+    if (ptc_search_open_embedder(o, &emb, note, sizeof note, msg, sizeof msg) < 0) {
+        printf("embedder: UNAVAILABLE: %s\n", msg);
+        status = 1;
+    } else {
+        printf("embedder: %s (dimension %zu)%s%s\n", reg_embedder_name(emb), reg_embedder_dim(emb),
+               note[0] ? "; " : "", note);
+        reg_embedder_free(emb);
+    }
     printf("downstream servers: none (not supported in this version)\n");
-    return 0;
+    return status;
 }
 
 static int run(const ptc_options_t *o)
@@ -62,6 +74,11 @@ static int run(const ptc_options_t *o)
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot create the server: %s", mcp_strerror(rc));
         goto out;
     }
+    if ((rc = ptc_search_new(&app.loop, o, &app.log, &app.search)) < 0 ||
+        (rc = ptc_search_register(app.search, app.srv)) < 0) {
+        mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up search_tools: %s", mcp_strerror(rc));
+        goto out;
+    }
     if ((rc = mcp_stdio_start(app.srv, STDIN_FILENO, STDOUT_FILENO, o->max_message_bytes,
                               on_stdio_done, &app, &app.io)) < 0) {
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot serve on stdio: %s", mcp_strerror(rc));
@@ -73,7 +90,9 @@ static int run(const ptc_options_t *o)
 out:
     if (app.io != NULL) mcp_stdio_free(app.io);
     /* Let the close callbacks of every handle run before the loop goes away. */
+    ptc_search_stop(app.search);
     uv_run(&app.loop, UV_RUN_DEFAULT);
+    ptc_search_free(app.search);
     mcp_server_free(app.srv);
     if (uv_loop_close(&app.loop) != 0)
         mcp_log(&app.log, MCP_LOG_WARNING, "event loop closed with handles still open");

@@ -146,10 +146,9 @@ static int parse_entry(const cJSON *entry, mcp_downstream_server_t *s, char *msg
         if (s->command == NULL || s->command[0] == '\0')
             ERR("mcpServers.%s: a stdio server needs \"command\" (a program name or path)", name);
     } else {
-        if (s->url == NULL || (strncmp(s->url, "http://", 7) != 0 &&
-                               strncmp(s->url, "https://", 8) != 0))
-            ERR("mcpServers.%s.url: an http server needs an \"http://\" or \"https://\" URL",
-                name);
+        if (s->url == NULL ||
+            (strncmp(s->url, "http://", 7) != 0 && strncmp(s->url, "https://", 8) != 0))
+            ERR("mcpServers.%s.url: an http server needs an \"http://\" or \"https://\" URL", name);
     }
     if ((rc = parse_args(entry, s, msg, msg_size)) < 0 ||
         (rc = parse_kv(entry, "env", name, &s->env, &s->n_env, msg, msg_size)) < 0 ||

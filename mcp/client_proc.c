@@ -113,8 +113,7 @@ char *mcp__client_which(const char *command, char *const *envp, char *why, size_
             }
             snprintf(cand, n, "%.*s/%s", (int)dl, p, command);
             struct stat st;
-            if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0)
-                return cand;
+            if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0) return cand;
             free(cand);
         }
         if (colon == NULL) break;

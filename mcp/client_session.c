@@ -90,7 +90,8 @@ static void set_state(mcp_client_t *c, mcp_client_state_t st, const char *reason
                 reason != NULL ? reason : "unknown reason");
         break;
     case MCP_CLIENT_STARTING:
-        if (reason != NULL) mcp_log(c->lg, MCP_LOG_WARNING, "downstream server %s: %s", c->name, reason);
+        if (reason != NULL)
+            mcp_log(c->lg, MCP_LOG_WARNING, "downstream server %s: %s", c->name, reason);
         break;
     case MCP_CLIENT_STOPPED:
         mcp_log(c->lg, MCP_LOG_INFO, "downstream server %s stopped", c->name);
@@ -139,10 +140,10 @@ static void settle(mcp_client_call_t *call, int err, const cJSON *result, const 
 }
 
 typedef enum which_calls {
-    CALLS_SENT_USER,   /* answers that will never come */
-    CALLS_WAITING,     /* not sent yet */
-    CALLS_ALL_USER,    /* every user call */
-    CALLS_INTERNAL,    /* handshake and listing requests */
+    CALLS_SENT_USER, /* answers that will never come */
+    CALLS_WAITING,   /* not sent yet */
+    CALLS_ALL_USER,  /* every user call */
+    CALLS_INTERNAL,  /* handshake and listing requests */
 } which_calls_t;
 
 static bool call_matches(const mcp_client_call_t *call, which_calls_t which)
@@ -625,8 +626,8 @@ static void request_page(mcp_client_t *c, const char *cursor)
     }
     /* The start timeout bounds the first listing; later ones get their own. */
     unsigned timeout = c->state == MCP_CLIENT_READY ? c->opts.start_timeout_ms : 0;
-    int rc = start_call(c, "tools/list", params, timeout, true, NULL, on_list_page, c,
-                        c->next_id++, NULL);
+    int rc = start_call(c, "tools/list", params, timeout, true, NULL, on_list_page, c, c->next_id++,
+                        NULL);
     if (rc < 0) listing_failed(c, mcp_strerror(rc));
 }
 
@@ -920,8 +921,10 @@ static void handle_response(mcp_client_t *c, const cJSON *msg, mcp_msg_kind_t ki
                     c->name, cJSON_IsString(m) ? m->valuestring : "(no message)");
         } else {
             /* Late answers to cancelled or timed-out calls land here. */
-            mcp_log(c->lg, MCP_LOG_DEBUG, "downstream server %s: dropped an answer for no pending "
-                    "request", c->name);
+            mcp_log(c->lg, MCP_LOG_DEBUG,
+                    "downstream server %s: dropped an answer for no pending "
+                    "request",
+                    c->name);
         }
         return;
     }
@@ -1119,8 +1122,8 @@ static int build_command(mcp_client_t *c, const mcp_downstream_server_t *e, char
     }
     for (size_t i = 0; i < 3; i++) {
         if (parts[i] == NULL || plen[i] == 0) continue;
-        len += (size_t)snprintf(path + len, total - len, "%s%.*s", len > 5 ? ":" : "",
-                                (int)plen[i], parts[i]);
+        len += (size_t)snprintf(path + len, total - len, "%s%.*s", len > 5 ? ":" : "", (int)plen[i],
+                                parts[i]);
     }
     c->envp[n++] = path;
     free(cfg_path_owned);
@@ -1341,9 +1344,9 @@ int mcp_client_request(mcp_client_t *c, const char *method, cJSON *params, unsig
     return start_call(c, method, params, timeout_ms, false, NULL, cb, data, c->next_id++, out);
 }
 
-int mcp_client_call_tool(mcp_client_t *c, const char *name, const cJSON *args,
-                         unsigned timeout_ms, mcp_client_progress_cb progress,
-                         mcp_client_call_cb cb, void *data, mcp_client_call_t **out)
+int mcp_client_call_tool(mcp_client_t *c, const char *name, const cJSON *args, unsigned timeout_ms,
+                         mcp_client_progress_cb progress, mcp_client_call_cb cb, void *data,
+                         mcp_client_call_t **out)
 {
     if (out != NULL) *out = NULL;
     if (c == NULL || name == NULL || cb == NULL || (args != NULL && !cJSON_IsObject(args)))
@@ -1374,8 +1377,8 @@ void mcp_client_call_cancel(mcp_client_call_t *call, const char *reason)
     enter(c);
     if (call->sent) send_cancelled(c, call->id, reason != NULL ? reason : "cancelled");
     char msg[256];
-    snprintf(msg, sizeof msg, "%s on downstream server %s was cancelled%s%s", call->method,
-             c->name, reason != NULL ? ": " : "", reason != NULL ? reason : "");
+    snprintf(msg, sizeof msg, "%s on downstream server %s was cancelled%s%s", call->method, c->name,
+             reason != NULL ? ": " : "", reason != NULL ? reason : "");
     settle(call, MCP_ECANCELED, NULL, NULL, msg, false);
     leave(c);
 }

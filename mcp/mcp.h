@@ -401,7 +401,6 @@ int mcp_http_request(mcp_http_client_t *c, const char *method, const char *url,
  *  if called from the request's own callback. */
 void mcp_http_cancel(mcp_http_req_t *r);
 
-
 /* ======================================================================================== */
 /* Downstream MCP servers: the CLIENT side (files mcp/client_*.c)                           */
 /*                                                                                          */
@@ -438,8 +437,8 @@ typedef struct mcp_downstream_server {
     size_t n_args;
     mcp_downstream_kv_t *env; /* additions to the server's environment */
     size_t n_env;
-    char *cwd; /* NULL: ptc-mcp's working directory */
-    char *url; /* http: required */
+    char *cwd;                    /* NULL: ptc-mcp's working directory */
+    char *url;                    /* http: required */
     mcp_downstream_kv_t *headers; /* http: "headers" object */
     size_t n_headers;
 } mcp_downstream_server_t;
@@ -477,7 +476,7 @@ typedef enum mcp_client_state {
 const char *mcp_client_state_name(mcp_client_state_t state);
 
 typedef struct mcp_client mcp_client_t;
-typedef struct mcp_client_call mcp_client_call_t;     /* one request we sent */
+typedef struct mcp_client_call mcp_client_call_t;         /* one request we sent */
 typedef struct mcp_client_peer_req mcp_client_peer_req_t; /* one request the server sent us */
 
 /** What the owner learns. Every member may be NULL. */
@@ -502,22 +501,22 @@ typedef struct mcp_client_hooks {
 } mcp_client_hooks_t;
 
 typedef struct mcp_client_opts {
-    unsigned start_timeout_ms;  /* spawn to tools listed (default 30000) */
-    unsigned call_wait_ms;      /* how long a call waits for a starting server (default 30000) */
-    unsigned stop_grace_ms;     /* stdin closed -> SIGTERM -> SIGKILL steps (default 2000) */
-    unsigned restart_max;       /* restarts after crashes before FAILED (default 5) */
-    unsigned restart_base_ms;   /* first backoff, doubled per attempt (default 500) */
-    unsigned restart_cap_ms;    /* largest backoff (default 30000) */
-    unsigned healthy_ms;        /* ready this long resets the attempt count (default 60000) */
-    size_t max_message_bytes;   /* largest message read from the server (default 16 MiB) */
-    size_t max_stderr_line;     /* longer stderr lines are cut in the log (default 2048) */
-    size_t max_calls;           /* requests in flight or waiting (default 1024) */
-    size_t max_tools;           /* tools kept from one listing (default 10000) */
-    bool can_sample;            /* declare "sampling" (the owner forwards it) */
-    bool can_elicit;            /* declare "elicitation" */
-    bool has_roots;             /* declare "roots" with listChanged */
-    char *const *environ;       /* base environment (NULL-terminated "K=V"); NULL: ours.
-                                   Borrowed during mcp_client_new only. */
+    unsigned start_timeout_ms; /* spawn to tools listed (default 30000) */
+    unsigned call_wait_ms;     /* how long a call waits for a starting server (default 30000) */
+    unsigned stop_grace_ms;    /* stdin closed -> SIGTERM -> SIGKILL steps (default 2000) */
+    unsigned restart_max;      /* restarts after crashes before FAILED (default 5) */
+    unsigned restart_base_ms;  /* first backoff, doubled per attempt (default 500) */
+    unsigned restart_cap_ms;   /* largest backoff (default 30000) */
+    unsigned healthy_ms;       /* ready this long resets the attempt count (default 60000) */
+    size_t max_message_bytes;  /* largest message read from the server (default 16 MiB) */
+    size_t max_stderr_line;    /* longer stderr lines are cut in the log (default 2048) */
+    size_t max_calls;          /* requests in flight or waiting (default 1024) */
+    size_t max_tools;          /* tools kept from one listing (default 10000) */
+    bool can_sample;           /* declare "sampling" (the owner forwards it) */
+    bool can_elicit;           /* declare "elicitation" */
+    bool has_roots;            /* declare "roots" with listChanged */
+    char *const *environ;      /* base environment (NULL-terminated "K=V"); NULL: ours.
+                                  Borrowed during mcp_client_new only. */
 } mcp_client_opts_t;
 
 /** Fills opts with the defaults above. */
@@ -535,7 +534,7 @@ int mcp_client_new(uv_loop_t *loop, const mcp_downstream_server_t *entry,
                    const mcp_logger_t *lg, mcp_client_t **out);
 /**
  * Starts (or, from FAILED/STOPPED, restarts with a fresh attempt count) the server on the next
- * loop turn; state becomes STARTING at once (state_changed runs later). MCP_ESTATE while
+ * loop turn; state becomes STARTING at once (no state_changed for that). MCP_ESTATE while
  * STARTING/READY or stopping. An http entry goes to FAILED with "http downstream servers are
  * not supported yet".
  */
@@ -597,9 +596,9 @@ typedef void (*mcp_client_progress_cb)(void *data, double progress, double total
  * the reason), MCP_EBUSY at max_calls, MCP_EINVAL, MCP_ENOMEM. *out (may be NULL) is valid
  * until cb has run.
  */
-int mcp_client_call_tool(mcp_client_t *c, const char *name, const cJSON *args,
-                         unsigned timeout_ms, mcp_client_progress_cb progress,
-                         mcp_client_call_cb cb, void *data, mcp_client_call_t **out);
+int mcp_client_call_tool(mcp_client_t *c, const char *name, const cJSON *args, unsigned timeout_ms,
+                         mcp_client_progress_cb progress, mcp_client_call_cb cb, void *data,
+                         mcp_client_call_t **out);
 /** Any other request (resources/read, ping, ...), with the same rules. Takes params. */
 int mcp_client_request(mcp_client_t *c, const char *method, cJSON *params, unsigned timeout_ms,
                        mcp_client_call_cb cb, void *data, mcp_client_call_t **out);

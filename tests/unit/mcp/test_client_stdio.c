@@ -518,6 +518,98 @@ static void gives_up_after_the_restart_budget(void **state)
     assert_int_equal(mcp_client_spawn_count(c), 4);
 }
 
+static bool spawned_thrice(void *arg)
+{
+    rec_t *r = arg;
+    return mcp_client_spawn_count(r->c) >= 3 && mcp_client_state(r->c, NULL) == MCP_CLIENT_READY;
+}
+
+static void a_healthy_period_resets_the_restart_budget(void **state)
+{
+    env_t *e = *state;
+    char cfg[1024];
+    /* Each run stays up far longer than the healthy period before it dies. */
+    fake_config(e, cfg, sizeof cfg,
+                "\"--mode\", \"die-after-ready\", \"--die-after-ms\", \"1000\"");
+    mcp_client_opts_t o;
+    test_opts(&o);
+    o.restart_max = 1;
+    o.restart_base_ms = 10;
+    o.healthy_ms = 50;
+    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
+    assert_int_equal(mcp_client_start(c), 0);
+    run_until(e, spawned_thrice, &e->recs[0]);
+    assert_false(reason_seen(&e->recs[0], "gave up"));
+    assert_false(reason_seen(&e->recs[0], "attempt 2"));
+    assert_true(reason_seen(&e->recs[0], "restarting in 10 ms (attempt 1 of 1)"));
+}
+
+static void exiting_before_the_handshake_fails_with_the_exit_status(void **state)
+{
+    env_t *e = *state;
+    const char *cfg = "{\"mcpServers\": {\"quits\": {\"command\": \"sh\", \"args\": [\"-c\", "
+                      "\"echo bad config >&2; exit 4\"]}}}";
+    mcp_client_opts_t o;
+    test_opts(&o);
+    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
+    assert_int_equal(mcp_client_start(c), 0);
+    run_until(e, is_failed, &e->recs[0]);
+    const char *reason = NULL;
+    mcp_client_state(c, &reason);
+    assert_non_null(strstr(reason, "exited with status 4"));
+    assert_non_null(strstr(reason, "bad config"));
+    assert_non_null(strstr(reason, "before the handshake finished"));
+    assert_int_equal(mcp_client_spawn_count(c), 1);
+}
+
+typedef struct freeing {
+    env_t *e;
+    int calls;
+} freeing_t;
+
+static void free_in_callback(void *data, int err, const cJSON *result, const cJSON *error,
+                             const char *message)
+{
+    freeing_t *f = data;
+    (void)result;
+    (void)error;
+    (void)message;
+    assert_int_equal(err, MCP_ECLOSED);
+    f->calls++;
+    mcp_client_free(f->e->recs[0].c);
+    f->e->recs[0].c = NULL;
+}
+
+static bool freed(void *arg)
+{
+    freeing_t *f = arg;
+    return f->calls > 0;
+}
+
+static void freeing_from_a_callback_is_safe(void **state)
+{
+    env_t *e = *state;
+    char cfg[1024];
+    fake_config(e, cfg, sizeof cfg, "");
+    mcp_client_opts_t o;
+    test_opts(&o);
+    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
+    assert_int_equal(mcp_client_start(c), 0);
+    run_until(e, is_ready, &e->recs[0]);
+    freeing_t f = {e, 0};
+    result_t other = {0};
+    /* The crash fails both calls in flight; the first callback frees the client, and the
+     * second still hears about it exactly once. */
+    assert_int_equal(mcp_client_call_tool(c, "hang", NULL, 0, NULL, on_result, &other, NULL), 0);
+    assert_int_equal(mcp_client_call_tool(c, "crash", NULL, 0, NULL, free_in_callback, &f, NULL),
+                     0);
+    run_until(e, freed, &f);
+    assert_int_equal(f.calls, 1);
+    assert_int_equal(other.calls, 1);
+    assert_true(other.err == MCP_ECLOSED || other.err == MCP_ECANCELED);
+    result_clear(&other);
+}
+
 static bool log_has_cancel(void *arg)
 {
     env_t *e = arg;
@@ -878,6 +970,11 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(crash_fails_the_call_and_restarts, setup, teardown),
         cmocka_unit_test_setup_teardown(gives_up_after_the_restart_budget, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_healthy_period_resets_the_restart_budget, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(exiting_before_the_handshake_fails_with_the_exit_status,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(freeing_from_a_callback_is_safe, setup, teardown),
         cmocka_unit_test_setup_teardown(timeout_cancels_downstream_and_drops_late_answer, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(cancel_calls_back_once, setup, teardown),

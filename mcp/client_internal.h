@@ -10,6 +10,7 @@
 #define MCP__CLIENT_LAST_STDERR 240
 
 typedef struct mcp__proc mcp__proc_t;
+typedef struct mcp__http_conn mcp__http_conn_t;
 
 /* One child process. It outlives its client when the client lets go of it (crash, stop, free):
  * then it drains and logs stderr, escalates signals if needed and frees itself. */
@@ -95,7 +96,10 @@ struct mcp_client {
     bool ever_ready; /* this start cycle reached READY: later failures restart */
     bool stopping, free_pending, listing, relist;
     unsigned attempts, spawns, gen, depth, garbage_logged;
-    mcp__proc_t *proc;
+    mcp__proc_t *proc;            /* stdio: the running child */
+    mcp__http_conn_t *http;       /* http: the current session */
+    mcp_downstream_kv_t *headers; /* http: expanded request headers */
+    size_t n_headers;
     uv_timer_t *start_timer, *defer_timer, *healthy_timer;
     mcp__client_deferred_t deferred;
 
@@ -142,8 +146,25 @@ void mcp__proc_stop(mcp__proc_t *p, bool detach, bool hard);
 /* Describes how the child ended ("exited with status 1; last stderr: ..."). */
 void mcp__proc_describe_exit(const mcp__proc_t *p, char *buf, size_t size);
 
-/* client_session.c: what the process reports to its client. */
+/* client_http.c: Streamable HTTP, one POST per message (no GET stream yet). */
+int mcp__http_open(mcp_client_t *c, unsigned gen, mcp__http_conn_t **out);
+/* POSTs one message (borrowed); answers come back through mcp__client_on_line. */
+int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg);
+void mcp__http_set_protocol(mcp__http_conn_t *h, const char *version);
+unsigned mcp__http_gen(const mcp__http_conn_t *h);
+/* Lets go of the session: POSTs in flight are cancelled, the session is DELETEd in the
+ * background, and the connection frees itself. */
+void mcp__http_close(mcp__http_conn_t *h);
+
+/* client_session.c: what the transports report to their client. */
 void mcp__client_on_line(mcp_client_t *c, const char *line, size_t len, bool too_big);
 void mcp__client_on_exit(mcp_client_t *c, mcp__proc_t *p);
+void mcp__client_enter(mcp_client_t *c);
+/* Returns true when the client was freed. */
+bool mcp__client_leave(mcp_client_t *c);
+/* The HTTP server is unreachable or forgot the session: like a child's exit. */
+void mcp__client_on_http_failure(mcp_client_t *c, mcp__http_conn_t *h, const char *reason);
+/* A POST carrying request `id` ended without its answer: fails the call if still pending. */
+void mcp__client_on_http_unanswered(mcp_client_t *c, double id, int err, const char *why);
 
 #endif

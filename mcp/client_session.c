@@ -36,6 +36,16 @@ static bool leave(mcp_client_t *c)
     return false;
 }
 
+void mcp__client_enter(mcp_client_t *c)
+{
+    enter(c);
+}
+
+bool mcp__client_leave(mcp_client_t *c)
+{
+    return leave(c);
+}
+
 static bool gone(const mcp_client_t *c)
 {
     return c->free_pending;
@@ -193,7 +203,9 @@ static void fail_calls(mcp_client_t *c, which_calls_t which, int err, const char
 static int send_msg(mcp_client_t *c, cJSON *msg)
 {
     if (msg == NULL) return MCP_ENOMEM;
-    int rc = c->proc != NULL ? mcp__proc_send(c->proc, msg) : MCP_ECLOSED;
+    int rc = c->proc != NULL   ? mcp__proc_send(c->proc, msg)
+             : c->http != NULL ? mcp__http_send(c->http, msg)
+                               : MCP_ECLOSED;
     cJSON_Delete(msg);
     return rc;
 }
@@ -371,7 +383,9 @@ static void cancel_peers(mcp_client_t *c)
 static void answer_peer(mcp_client_peer_req_t *r, cJSON *msg)
 {
     mcp_client_t *c = r->c;
-    if (c != NULL && !r->cancelled && c->proc != NULL && c->proc->gen == r->gen)
+    bool same = c != NULL && ((c->proc != NULL && c->proc->gen == r->gen) ||
+                              (c->http != NULL && mcp__http_gen(c->http) == r->gen));
+    if (same && !r->cancelled)
         send_msg(c, msg);
     else
         cJSON_Delete(msg);
@@ -714,6 +728,11 @@ static void start_failure(mcp_client_t *c, const char *reason)
         c->proc = NULL;
         mcp__proc_stop(p, true, true);
     }
+    if (c->http != NULL) {
+        mcp__http_conn_t *h = c->http;
+        c->http = NULL;
+        mcp__http_close(h);
+    }
     after_failure(c, reason);
 }
 
@@ -752,6 +771,7 @@ static void on_initialized(void *data, int err, const cJSON *result, const cJSON
         start_failure(c, reason);
         return;
     }
+    if (c->http != NULL) mcp__http_set_protocol(c->http, ver->valuestring);
     cJSON_Delete(c->init_result);
     c->init_result = cJSON_Duplicate(result, true);
     if (c->init_result == NULL) {
@@ -799,11 +819,44 @@ static cJSON *initialize_params(const mcp_client_t *c)
     return p;
 }
 
+static void send_initialize(mcp_client_t *c)
+{
+    if (c->opts.start_timeout_ms > 0)
+        uv_timer_start(c->start_timer, on_start_timeout, c->opts.start_timeout_ms, 0);
+    cJSON *params = initialize_params(c);
+    int rc = params != NULL ? start_call(c, "initialize", params, 0, true, NULL, on_initialized, c,
+                                         c->next_id++, NULL)
+                            : MCP_ENOMEM;
+    if (rc < 0) {
+        char reason[256];
+        snprintf(reason, sizeof reason, "could not send initialize: %s", mcp_strerror(rc));
+        start_failure(c, reason);
+    }
+}
+
+static void connect_http(mcp_client_t *c)
+{
+    if (c->opts.http == NULL) {
+        set_failed(c, "http downstream servers need ptc-mcp's HTTP client, and none was set up");
+        return;
+    }
+    c->gen++;
+    c->garbage_logged = 0;
+    int rc = mcp__http_open(c, c->gen, &c->http);
+    if (rc < 0) {
+        after_failure(c, mcp_strerror(rc));
+        return;
+    }
+    c->spawns++;
+    mcp_log(c->lg, MCP_LOG_INFO, "downstream server %s: connecting to %s", c->name, c->url);
+    send_initialize(c);
+}
+
 static void spawn_now(mcp_client_t *c)
 {
     char reason[REASON_MAX];
     if (c->kind == MCP_DOWNSTREAM_HTTP) {
-        set_failed(c, "http downstream servers are not supported yet");
+        connect_http(c);
         return;
     }
     char *file = mcp__client_which(c->argv[0], c->envp, reason, sizeof reason);
@@ -832,16 +885,7 @@ static void spawn_now(mcp_client_t *c)
     mcp_log(c->lg, MCP_LOG_INFO, "downstream server %s: started %s (pid %d)", c->name, file,
             c->proc->pid);
     free(file);
-    if (c->opts.start_timeout_ms > 0)
-        uv_timer_start(c->start_timer, on_start_timeout, c->opts.start_timeout_ms, 0);
-    cJSON *params = initialize_params(c);
-    rc = params != NULL ? start_call(c, "initialize", params, 0, true, NULL, on_initialized, c,
-                                     c->next_id++, NULL)
-                        : MCP_ENOMEM;
-    if (rc < 0) {
-        snprintf(reason, sizeof reason, "could not send initialize: %s", mcp_strerror(rc));
-        start_failure(c, reason);
-    }
+    send_initialize(c);
 }
 
 static void finish_stop(mcp_client_t *c)
@@ -885,6 +929,27 @@ void mcp__client_on_exit(mcp_client_t *c, mcp__proc_t *p)
         after_failure(c, reason);
     }
     leave(c);
+}
+
+void mcp__client_on_http_failure(mcp_client_t *c, mcp__http_conn_t *h, const char *reason)
+{
+    if (c->http != h) return;
+    enter(c);
+    c->http = NULL;
+    mcp__http_close(h);
+    if (c->state == MCP_CLIENT_READY)
+        mcp_log(c->lg, MCP_LOG_WARNING, "downstream server %s: %s", c->name, reason);
+    after_failure(c, reason);
+    leave(c);
+}
+
+void mcp__client_on_http_unanswered(mcp_client_t *c, double id, int err, const char *why)
+{
+    mcp_client_call_t *call = find_sent(c, id);
+    if (call == NULL) return;
+    char msg[REASON_MAX];
+    snprintf(msg, sizeof msg, "%s on downstream server %s: %s", call->method, c->name, why);
+    settle(call, err, NULL, NULL, msg, false);
 }
 
 /* --- messages from the server ---------------------------------------------------------- */
@@ -1145,6 +1210,7 @@ int mcp_client_new(uv_loop_t *loop, const mcp_downstream_server_t *entry,
     *out = NULL;
     if (loop == NULL || entry == NULL || entry->name == NULL) return MCP_EINVAL;
     if (entry->kind == MCP_DOWNSTREAM_STDIO && entry->command == NULL) return MCP_EINVAL;
+    if (entry->kind == MCP_DOWNSTREAM_HTTP && entry->url == NULL) return MCP_EINVAL;
     mcp_client_t *c = calloc(1, sizeof *c);
     if (c == NULL) return MCP_ENOMEM;
     c->loop = loop;
@@ -1181,8 +1247,21 @@ int mcp_client_new(uv_loop_t *loop, const mcp_downstream_server_t *entry,
     uv_timer_init(loop, c->healthy_timer);
     c->start_timer->data = c->defer_timer->data = c->healthy_timer->data = c;
     if (entry->kind == MCP_DOWNSTREAM_HTTP) {
-        c->url = mcp__strdup(entry->url);
-        if (entry->url != NULL && c->url == NULL) goto fail;
+        char *const *base = opts != NULL && opts->environ != NULL ? opts->environ : environ;
+        bool too_long = false;
+        c->url = mcp__client_expand(entry->url, base, c->name, lg, &too_long);
+        if (c->url == NULL) goto fail;
+        if (entry->n_headers > 0) {
+            c->headers = calloc(entry->n_headers, sizeof *c->headers);
+            if (c->headers == NULL) goto fail;
+        }
+        for (size_t i = 0; i < entry->n_headers; i++) {
+            c->headers[i].name = mcp__strdup(entry->headers[i].name);
+            c->headers[i].value =
+                mcp__client_expand(entry->headers[i].value, base, c->name, lg, &too_long);
+            c->n_headers++;
+            if (c->headers[i].name == NULL || c->headers[i].value == NULL) goto fail;
+        }
     } else {
         char *const *base = opts != NULL && opts->environ != NULL ? opts->environ : environ;
         if ((rc = build_command(c, entry, base)) < 0) goto fail;
@@ -1227,6 +1306,11 @@ void mcp_client_stop(mcp_client_t *c, void (*done)(mcp_client_t *c, void *data),
     fail_calls(c, CALLS_ALL_USER, MCP_ECANCELED, "the server is being stopped");
     if (!gone(c)) cancel_peers(c);
     if (!gone(c)) {
+        if (c->http != NULL) {
+            mcp__http_conn_t *h = c->http;
+            c->http = NULL;
+            mcp__http_close(h);
+        }
         if (c->proc != NULL)
             mcp__proc_stop(c->proc, false, false);
         else
@@ -1251,6 +1335,13 @@ static void really_free(mcp_client_t *c)
     c->peers = NULL;
     if (c->proc != NULL) mcp__proc_stop(c->proc, true, false);
     c->proc = NULL;
+    if (c->http != NULL) mcp__http_close(c->http);
+    c->http = NULL;
+    for (size_t i = 0; i < c->n_headers; i++) {
+        free(c->headers[i].name);
+        free(c->headers[i].value);
+    }
+    free(c->headers);
     mcp__close_free((uv_handle_t *)c->start_timer);
     mcp__close_free((uv_handle_t *)c->defer_timer);
     mcp__close_free((uv_handle_t *)c->healthy_timer);

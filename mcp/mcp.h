@@ -371,6 +371,7 @@ typedef struct mcp_http_response {
     const char *body; /* NUL-terminated copy of the body (may contain NULs before it) */
     size_t body_len;
     const char *content_type; /* may be NULL */
+    const char *session_id;   /* the Mcp-Session-Id header (Streamable HTTP), or NULL */
 } mcp_http_response_t;
 
 /**
@@ -517,6 +518,8 @@ typedef struct mcp_client_opts {
     bool has_roots;            /* declare "roots" with listChanged */
     char *const *environ;      /* base environment (NULL-terminated "K=V"); NULL: ours.
                                   Borrowed during mcp_client_new only. */
+    mcp_http_client_t *http;   /* for "http" entries (borrowed; must outlive the client);
+                                  NULL: such entries fail */
 } mcp_client_opts_t;
 
 /** Fills opts with the defaults above. */
@@ -535,8 +538,11 @@ int mcp_client_new(uv_loop_t *loop, const mcp_downstream_server_t *entry,
 /**
  * Starts (or, from FAILED/STOPPED, restarts with a fresh attempt count) the server on the next
  * loop turn; state becomes STARTING at once (no state_changed for that). MCP_ESTATE while
- * STARTING/READY or stopping. An http entry goes to FAILED with "http downstream servers are
- * not supported yet".
+ * STARTING/READY or stopping. An http entry speaks Streamable HTTP through opts->http: one
+ * POST per message, JSON or SSE answers, the Mcp-Session-Id kept and DELETEd at stop; there
+ * is no GET stream yet, so the server's own notifications (list_changed) arrive only inside
+ * POST answers, and a server request inside a still-open POST stream is seen only when it
+ * ends. Without opts->http an http entry goes to FAILED.
  */
 int mcp_client_start(mcp_client_t *c);
 /**

@@ -204,3 +204,61 @@ test('a server that never answers initialize fails alone, without holding up the
     await d.close();
   }
 });
+
+// server-everything's Streamable HTTP transport on a free loopback port.
+async function startHttpEverything(port) {
+  const proc = spawn(node22, [everything, 'streamableHttp'], { env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  await new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`server-everything (http) did not start: ${err}`)), 20000);
+    proc.stderr.on('data', (d) => {
+      err += d.toString();
+      if (/listening on port/.test(err)) { clearTimeout(t); resolve(); }
+    });
+    proc.on('exit', () => { clearTimeout(t); reject(new Error(`server-everything (http) exited: ${err}`)); });
+  });
+  proc.stdout.resume();
+  return proc;
+}
+
+async function freePort() {
+  const net = await import('node:net');
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+  });
+}
+
+test('Streamable HTTP: lists and calls server-everything, and reconnects after it restarts', async () => {
+  const port = await freePort();
+  let server = await startHttpEverything(port);
+  const d = new Driver(() => ({ mcpServers: { web: { type: 'http', url: `http://127.0.0.1:${port}/mcp`, headers: { 'X-Test': 'ptc' } } } }),
+    ['--restart-base-ms', '200']);
+  try {
+    await d.ready('web');
+    const names = (await d.cmd({ cmd: 'tools', server: 'web' })).tools.map((t) => t.name);
+    for (const name of ['echo', 'get-sum']) assert.ok(names.includes(name), `web lacks ${name}: ${names}`);
+    const echo = await d.cmd({ cmd: 'call', server: 'web', tool: 'echo', args: { message: 'over http' } });
+    assert.equal(echo.err, 0, JSON.stringify(echo));
+    assert.equal(text(echo), 'Echo: over http');
+    const sum = await d.cmd({ cmd: 'call', server: 'web', tool: 'get-sum', args: { a: 20, b: 22 } });
+    assert.match(text(sum), /\b42\b/);
+
+    // The server goes away: the next call fails with the reason and the client keeps trying.
+    server.kill('SIGKILL');
+    await new Promise((r) => server.once('close', r));
+    const restarting = d.nextEvent((m) => m.event === 'state' && m.server === 'web' && m.state === 'starting');
+    const lost = await d.cmd({ cmd: 'call', server: 'web', tool: 'echo', args: { message: 'lost' } });
+    assert.notEqual(lost.err, 0);
+    assert.match(lost.message, /HTTP request to .* failed/);
+    await restarting;
+    const readyAgain = d.nextEvent((m) => m.event === 'state' && m.server === 'web' && m.state === 'ready');
+    server = await startHttpEverything(port);
+    await readyAgain;
+    const back = await d.cmd({ cmd: 'call', server: 'web', tool: 'echo', args: { message: 'back over http' } });
+    assert.equal(text(back), 'Echo: back over http');
+  } finally {
+    await d.close();
+    server.kill('SIGKILL');
+  }
+});

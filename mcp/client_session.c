@@ -1129,6 +1129,8 @@ static char *kv_join(const char *name, const char *value)
 static int build_command(mcp_client_t *c, const mcp_downstream_server_t *e, char *const *base)
 {
     bool too_long = false;
+    const char *cfg_path = NULL;
+    char *cfg_path_owned = NULL;
     c->argv = calloc(e->n_args + 2, sizeof *c->argv);
     if (c->argv == NULL) return MCP_ENOMEM;
     c->argv[0] = mcp__client_expand(e->command, base, c->name, c->lg, &too_long);
@@ -1142,8 +1144,6 @@ static int build_command(mcp_client_t *c, const mcp_downstream_server_t *e, char
     c->envp = calloc(n_base + e->n_env + 2, sizeof *c->envp);
     if (c->envp == NULL) return MCP_ENOMEM;
     size_t n = 0;
-    const char *cfg_path = NULL;
-    char *cfg_path_owned = NULL;
     for (size_t i = 0; i < n_base; i++) {
         const char *eq = strchr(base[i], '=');
         if (eq == NULL) continue;

@@ -524,9 +524,12 @@ static void finish_listing(mcp_client_t *c)
     cJSON *fresh = c->listing_tools;
     c->listing_tools = NULL;
     if (c->state == MCP_CLIENT_STARTING) {
+        /* After a crash the same tools usually come back: the owner need not re-index. */
+        bool changed = !c->ever_ready || !cJSON_Compare(c->tools, fresh, true);
         cJSON_Delete(c->tools);
         c->tools = fresh;
-        if (c->hooks.tools_changed != NULL) c->hooks.tools_changed(c, c->tools, c->hooks.data);
+        if (changed && c->hooks.tools_changed != NULL)
+            c->hooks.tools_changed(c, c->tools, c->hooks.data);
         if (!gone(c)) become_ready(c);
         return;
     }
@@ -1134,7 +1137,7 @@ static int build_command(mcp_client_t *c, const mcp_downstream_server_t *e, char
     c->argv = calloc(e->n_args + 2, sizeof *c->argv);
     if (c->argv == NULL) return MCP_ENOMEM;
     c->argv[0] = mcp__client_expand(e->command, base, c->name, c->lg, &too_long);
-    for (size_t i = 0; c->argv[i] != NULL && i < e->n_args; i++)
+    for (size_t i = 0; i < e->n_args && c->argv[i] != NULL; i++)
         c->argv[i + 1] = mcp__client_expand(e->args[i], base, c->name, c->lg, &too_long);
     if (c->argv[e->n_args] == NULL) goto fail;
 

@@ -486,9 +486,10 @@ typedef struct mcp_client_hooks {
      *  crash, else NULL. */
     void (*state_changed)(mcp_client_t *c, mcp_client_state_t state, const char *reason,
                           void *data);
-    /** The tool set changed (first listing, or a re-list after list_changed that differs).
-     *  tools is the client's array of Tool objects (borrowed; see mcp_client_tools). Runs
-     *  before the state_changed that reports READY. */
+    /** The tool set changed: the first listing after mcp_client_start, or a listing that
+     *  differs from the last one (after a restart or list_changed). tools is the client's
+     *  array of Tool objects (borrowed; see mcp_client_tools). Runs before the state_changed
+     *  that reports READY. */
     void (*tools_changed)(mcp_client_t *c, const cJSON *tools, void *data);
     /** The server sent sampling/createMessage or elicitation/create (only methods whose
      *  capability the opts declare). The owner must answer req exactly once with
@@ -546,9 +547,10 @@ int mcp_client_new(uv_loop_t *loop, const mcp_downstream_server_t *entry,
  */
 int mcp_client_start(mcp_client_t *c);
 /**
- * Graceful stop: pending calls fail with MCP_ECANCELED, stdin is closed, then SIGTERM and
- * SIGKILL follow stop_grace_ms apart. done (may be NULL) runs once the child has exited,
- * after the state_changed to STOPPED. Never blocks.
+ * Graceful stop: pending calls fail with MCP_ECANCELED (their callbacks run before this
+ * returns), peer requests are cancelled, an http session is DELETEd; a child's stdin is closed,
+ * then SIGTERM and SIGKILL follow stop_grace_ms apart. done (may be NULL) runs once the child
+ * has exited, after the state_changed to STOPPED. Never blocks.
  */
 void mcp_client_stop(mcp_client_t *c, void (*done)(mcp_client_t *c, void *data), void *data);
 /**

@@ -486,6 +486,8 @@ static void crash_fails_the_call_and_restarts(void **state)
     run_until(e, ready_after_restart, &e->recs[0]);
     assert_int_not_equal(mcp_client_pid(c), pid);
     assert_true(reason_seen(&e->recs[0], "restarting in 50 ms (attempt 1 of 5)"));
+    /* The same tools came back: the owner is not asked to re-index. */
+    assert_int_equal(e->recs[0].tools_changed, 1);
     cJSON *r = call_json(e, c, "echo", "{\"again\": 1}");
     assert_int_equal(cJSON_GetObjectItem(r, "again")->valueint, 1);
     cJSON_Delete(r);

@@ -973,8 +973,8 @@ static void garbage(mcp_client_t *c, const char *what, const char *line, size_t 
         shown[n++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
     }
     shown[n] = '\0';
-    mcp_log(c->lg, MCP_LOG_WARNING, "downstream server %s: dropped %s: %s%s", c->name, what, shown,
-            len > n ? "..." : "");
+    mcp_log(c->lg, MCP_LOG_WARNING, "downstream server %s: dropped %s%s%s%s", c->name, what,
+            line != NULL ? ": " : "", shown, len > n && line != NULL ? "..." : "");
 }
 
 static void handle_response(mcp_client_t *c, const cJSON *msg, mcp_msg_kind_t kind)

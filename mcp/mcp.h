@@ -409,7 +409,8 @@ void mcp_http_cancel(mcp_http_req_t *r);
 /* (stdio), runs the handshake, lists every tools/list page, follows list_changed, forwards */
 /* calls with cancellation and timeouts, answers the server's requests, and restarts a      */
 /* server that died. Nothing here blocks the loop; callbacks run on the loop thread and     */
-/* never from inside the function that caused them unless the comment says so.              */
+/* never from inside the function that caused them unless the comment says so. The process  */
+/* must ignore SIGPIPE (the binary does): a server may exit while we write to it.           */
 /* ======================================================================================== */
 
 /* Config: Claude Desktop's format {"mcpServers": {"NAME": {...}}}. */

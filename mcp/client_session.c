@@ -69,17 +69,17 @@ const char *mcp_client_state_name(mcp_client_state_t state)
 void mcp_client_opts_default(mcp_client_opts_t *o)
 {
     memset(o, 0, sizeof *o);
-    o->start_timeout_ms = 30000;
-    o->call_wait_ms = 30000;
-    o->stop_grace_ms = 2000;
-    o->restart_max = 5;
-    o->restart_base_ms = 500;
-    o->restart_cap_ms = 30000;
-    o->healthy_ms = 60000;
-    o->max_message_bytes = 16u << 20;
-    o->max_stderr_line = 2048;
-    o->max_calls = 1024;
-    o->max_tools = 10000;
+    o->start_timeout_ms = MCP_CLIENT_DEFAULT_START_TIMEOUT_MS;
+    o->call_wait_ms = MCP_CLIENT_DEFAULT_CALL_WAIT_MS;
+    o->stop_grace_ms = MCP_CLIENT_DEFAULT_STOP_GRACE_MS;
+    o->restart_max = MCP_CLIENT_DEFAULT_RESTART_MAX;
+    o->restart_base_ms = MCP_CLIENT_DEFAULT_RESTART_BASE_MS;
+    o->restart_cap_ms = MCP_CLIENT_DEFAULT_RESTART_CAP_MS;
+    o->healthy_ms = MCP_CLIENT_DEFAULT_HEALTHY_MS;
+    o->max_message_bytes = MCP_CLIENT_DEFAULT_MAX_MESSAGE_BYTES;
+    o->max_stderr_line = MCP_CLIENT_DEFAULT_MAX_STDERR_LINE;
+    o->max_calls = MCP_CLIENT_DEFAULT_MAX_CALLS;
+    o->max_tools = MCP_CLIENT_DEFAULT_MAX_TOOLS;
 }
 
 /* --- state ----------------------------------------------------------------------------- */
@@ -1224,10 +1224,11 @@ int mcp_client_new(uv_loop_t *loop, const mcp_downstream_server_t *entry,
     else
         mcp_client_opts_default(&c->opts);
     c->opts.environ = NULL;
-    if (c->opts.max_message_bytes == 0) c->opts.max_message_bytes = 16u << 20;
-    if (c->opts.max_stderr_line == 0) c->opts.max_stderr_line = 2048;
-    if (c->opts.max_calls == 0) c->opts.max_calls = 1024;
-    if (c->opts.max_tools == 0) c->opts.max_tools = 10000;
+    if (c->opts.max_message_bytes == 0)
+        c->opts.max_message_bytes = MCP_CLIENT_DEFAULT_MAX_MESSAGE_BYTES;
+    if (c->opts.max_stderr_line == 0) c->opts.max_stderr_line = MCP_CLIENT_DEFAULT_MAX_STDERR_LINE;
+    if (c->opts.max_calls == 0) c->opts.max_calls = MCP_CLIENT_DEFAULT_MAX_CALLS;
+    if (c->opts.max_tools == 0) c->opts.max_tools = MCP_CLIENT_DEFAULT_MAX_TOOLS;
     c->state = MCP_CLIENT_STOPPED;
     c->kind = entry->kind;
     c->next_id = 1;

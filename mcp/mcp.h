@@ -503,18 +503,32 @@ typedef struct mcp_client_hooks {
     void *data;
 } mcp_client_hooks_t;
 
+/* Defaults of mcp_client_opts_t. The start timeout leaves room for npx/uvx fetching a package
+ * on first use. */
+#define MCP_CLIENT_DEFAULT_START_TIMEOUT_MS  60000
+#define MCP_CLIENT_DEFAULT_CALL_WAIT_MS      60000
+#define MCP_CLIENT_DEFAULT_STOP_GRACE_MS     2000
+#define MCP_CLIENT_DEFAULT_RESTART_MAX       5
+#define MCP_CLIENT_DEFAULT_RESTART_BASE_MS   500
+#define MCP_CLIENT_DEFAULT_RESTART_CAP_MS    30000
+#define MCP_CLIENT_DEFAULT_HEALTHY_MS        60000
+#define MCP_CLIENT_DEFAULT_MAX_MESSAGE_BYTES (16u << 20)
+#define MCP_CLIENT_DEFAULT_MAX_STDERR_LINE   2048
+#define MCP_CLIENT_DEFAULT_MAX_CALLS         1024
+#define MCP_CLIENT_DEFAULT_MAX_TOOLS         10000
+
 typedef struct mcp_client_opts {
-    unsigned start_timeout_ms; /* spawn to tools listed (default 30000) */
-    unsigned call_wait_ms;     /* how long a call waits for a starting server (default 30000) */
-    unsigned stop_grace_ms;    /* stdin closed -> SIGTERM -> SIGKILL steps (default 2000) */
-    unsigned restart_max;      /* restarts after crashes before FAILED (default 5) */
-    unsigned restart_base_ms;  /* first backoff, doubled per attempt (default 500) */
-    unsigned restart_cap_ms;   /* largest backoff (default 30000) */
-    unsigned healthy_ms;       /* ready this long resets the attempt count (default 60000) */
-    size_t max_message_bytes;  /* largest message read from the server (default 16 MiB) */
-    size_t max_stderr_line;    /* longer stderr lines are cut in the log (default 2048) */
-    size_t max_calls;          /* requests in flight or waiting (default 1024) */
-    size_t max_tools;          /* tools kept from one listing (default 10000) */
+    unsigned start_timeout_ms; /* spawn to tools listed; 0: none */
+    unsigned call_wait_ms;     /* how long a call waits for a starting server */
+    unsigned stop_grace_ms;    /* stdin closed -> SIGTERM -> SIGKILL steps */
+    unsigned restart_max;      /* restarts after crashes before FAILED */
+    unsigned restart_base_ms;  /* first backoff, doubled per attempt */
+    unsigned restart_cap_ms;   /* largest backoff */
+    unsigned healthy_ms;       /* ready this long resets the attempt count */
+    size_t max_message_bytes;  /* largest message read from the server */
+    size_t max_stderr_line;    /* longer stderr lines are cut in the log */
+    size_t max_calls;          /* requests in flight or waiting */
+    size_t max_tools;          /* tools kept from one listing */
     bool can_sample;           /* declare "sampling" (the owner forwards it) */
     bool can_elicit;           /* declare "elicitation" */
     bool has_roots;            /* declare "roots" with listChanged */
@@ -524,7 +538,7 @@ typedef struct mcp_client_opts {
                                   NULL: such entries fail */
 } mcp_client_opts_t;
 
-/** Fills opts with the defaults above. */
+/** Fills opts with the MCP_CLIENT_DEFAULT_* values (capabilities off, environ and http NULL). */
 void mcp_client_opts_default(mcp_client_opts_t *opts);
 
 /**

@@ -89,6 +89,7 @@ struct mcp_client {
     char *name;
     mcp_downstream_kind_t kind;
     char *command, *url, *cwd;
+    bool legacy_sse;     /* "type": "sse": the old two-endpoint transport, not spoken yet */
     char **argv, **envp; /* NULL-terminated, expanded */
 
     mcp_client_state_t state;

@@ -839,6 +839,11 @@ static void send_initialize(mcp_client_t *c)
 
 static void connect_http(mcp_client_t *c)
 {
+    if (c->legacy_sse) {
+        set_failed(c, "the legacy SSE transport (\"type\": \"sse\") is not supported yet; point "
+                      "\"url\" at the server's Streamable HTTP endpoint with \"type\": \"http\"");
+        return;
+    }
     if (c->opts.http == NULL) {
         set_failed(c, "http downstream servers need ptc-mcp's HTTP client, and none was set up");
         return;
@@ -1253,6 +1258,7 @@ int mcp_client_new(uv_loop_t *loop, const mcp_downstream_server_t *entry,
     if (entry->kind == MCP_DOWNSTREAM_HTTP) {
         char *const *base = opts != NULL && opts->environ != NULL ? opts->environ : environ;
         bool too_long = false;
+        c->legacy_sse = entry->type != NULL && strcmp(entry->type, "sse") == 0;
         c->url = mcp__client_expand(entry->url, base, c->name, lg, &too_long);
         if (c->url == NULL) goto fail;
         if (entry->n_headers > 0) {

@@ -422,7 +422,8 @@ void mcp_http_cancel(mcp_http_req_t *r);
 
 typedef enum mcp_downstream_kind {
     MCP_DOWNSTREAM_STDIO = 0, /* "command" (+ "args", "env", "cwd"); "type" absent or "stdio" */
-    MCP_DOWNSTREAM_HTTP,      /* "type": "http" / "streamable-http" / "sse", or only "url" */
+    MCP_DOWNSTREAM_HTTP,      /* "type": "http" / "streamable-http" / "sse", or only "url"; the
+                                 legacy "sse" transport is parsed but fails at start */
 } mcp_downstream_kind_t;
 
 typedef struct mcp_downstream_kv {
@@ -585,9 +586,9 @@ mcp_client_state_t mcp_client_state(const mcp_client_t *c, const char **reason);
 const cJSON *mcp_client_tools(const mcp_client_t *c);
 /** The initialize result of the running server (borrowed) or NULL before READY. */
 const cJSON *mcp_client_server_init(const mcp_client_t *c);
-/** Process id of the running child, or 0. */
+/** Process id of the running child, or 0 (always 0 for http). */
 int mcp_client_pid(const mcp_client_t *c);
-/** Number of times the child was spawned since mcp_client_new. */
+/** Number of times the child was spawned (http: a session was begun) since mcp_client_new. */
 unsigned mcp_client_spawn_count(const mcp_client_t *c);
 
 /**

@@ -939,6 +939,19 @@ static void http_entries_without_an_http_client_fail_clearly(void **state)
     assert_non_null(strstr(reason, "need ptc-mcp's HTTP client"));
 }
 
+static void legacy_sse_entries_fail_clearly(void **state)
+{
+    env_t *e = *state;
+    const char *cfg =
+        "{\"mcpServers\": {\"old\": {\"type\": \"sse\", \"url\": \"http://127.0.0.1:9/sse\"}}}";
+    mcp_client_t *c = make_client(e, 0, cfg, NULL, false);
+    assert_int_equal(mcp_client_start(c), 0);
+    run_until(e, is_failed, &e->recs[0]);
+    const char *reason = NULL;
+    mcp_client_state(c, &reason);
+    assert_non_null(strstr(reason, "legacy SSE transport"));
+}
+
 static void free_with_calls_in_flight_cancels_them(void **state)
 {
     env_t *e = *state;
@@ -995,6 +1008,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(stop_escalates_to_sigkill, setup, teardown),
         cmocka_unit_test_setup_teardown(http_entries_without_an_http_client_fail_clearly, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(legacy_sse_entries_fail_clearly, setup, teardown),
         cmocka_unit_test_setup_teardown(free_with_calls_in_flight_cancels_them, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -201,6 +201,16 @@ void mcp__http_set_protocol(mcp__http_conn_t *h, const char *version)
     snprintf(h->protocol, sizeof h->protocol, "%s", version);
 }
 
+void mcp__http_abandon(mcp__http_conn_t *h, double id)
+{
+    for (http_post_t *p = h->posts; p != NULL; p = p->next) {
+        if (p->has_id && p->id == id) {
+            mcp_http_cancel(p->req); /* its callback unlinks and frees it */
+            return;
+        }
+    }
+}
+
 unsigned mcp__http_gen(const mcp__http_conn_t *h)
 {
     return h->gen;

@@ -152,6 +152,8 @@ int mcp__http_open(mcp_client_t *c, unsigned gen, mcp__http_conn_t **out);
 /* POSTs one message (borrowed); answers come back through mcp__client_on_line. */
 int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg);
 void mcp__http_set_protocol(mcp__http_conn_t *h, const char *version);
+/* The call with request id `id` ended here (timeout, cancel): stop waiting for its POST. */
+void mcp__http_abandon(mcp__http_conn_t *h, double id);
 unsigned mcp__http_gen(const mcp__http_conn_t *h);
 /* Lets go of the session: POSTs in flight are cancelled, the session is DELETEd in the
  * background, and the connection frees itself. */

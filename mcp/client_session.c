@@ -145,6 +145,9 @@ static void settle(mcp_client_call_t *call, int err, const cJSON *result, const 
     unlink_call(call);
     call->settling = true;
     if (call->timer != NULL) uv_timer_stop(call->timer);
+    /* Over HTTP the call's POST may still be open (a timeout or cancel): end it. When the
+     * answer itself settles the call, its POST is no longer listed and nothing happens. */
+    if (call->sent && call->c->http != NULL) mcp__http_abandon(call->c->http, (double)call->id);
     if (!silent && call->cb != NULL) call->cb(call->data, err, result, error, message);
     free_call(call);
 }

@@ -204,7 +204,7 @@ static void http_session_headers_and_reconnect(void **state)
     assert_int_equal(mcp_client_new(&e->loop, &e->cfg.servers[0], &o, &e->hooks, &e->lg, &e->c), 0);
     assert_int_equal(mcp_client_start(e->c), 0);
     run_until(e, is_ready, e);
-    assert_int_equal(cJSON_GetArraySize(mcp_client_tools(e->c)), 4);
+    assert_int_equal(cJSON_GetArraySize(mcp_client_tools(e->c)), 5);
     assert_int_equal(mcp_client_pid(e->c), 0);
 
     result_t r = call(e, "headers");
@@ -215,6 +215,17 @@ static void http_session_headers_and_reconnect(void **state)
     assert_true(cJSON_IsString(cJSON_GetObjectItem(h, "mcp-session-id")));
     assert_non_null(strstr(cJSON_GetObjectItem(h, "accept")->valuestring, "text/event-stream"));
     cJSON_Delete(h);
+    free(r.text);
+
+    /* A call that times out ends its POST; the session goes on. */
+    result_t slow = {0};
+    assert_int_equal(mcp_client_call_tool(e->c, "slow", NULL, 300, NULL, on_result, &slow, NULL),
+                     0);
+    run_until(e, call_done, &slow);
+    assert_int_equal(slow.err, MCP_ETIMEDOUT);
+    free(slow.text);
+    r = call(e, "echo");
+    assert_int_equal(r.err, 0);
     free(r.text);
 
     r = call(e, "forget");

@@ -29,7 +29,9 @@ typedef struct rec {
     char *reasons[64];
     size_t n_states;
     int tools_changed;
-    int peer_reqs;
+    int peer_reqs, peer_cancels;
+    bool hold_peers; /* keep sampling requests unanswered until the server cancels them */
+    mcp_client_peer_req_t *held;
     mcp_client_hooks_t hooks;
 } rec_t;
 
@@ -175,10 +177,35 @@ static void on_tools(mcp_client_t *c, const cJSON *tools, void *data)
     r->tools_changed++;
 }
 
-static void on_peer(mcp_client_t *c, mcp_client_peer_req_t *req, void *data)
+/* Holds a sampling request instead of answering it, until the server cancels it. */
+static void on_peer_hold(mcp_client_t *c, mcp_client_peer_req_t *req, void *data)
 {
     rec_t *r = data;
     (void)c;
+    r->peer_reqs++;
+    assert_false(mcp_client_peer_cancelled(req));
+    r->held = req;
+}
+
+static void on_peer_cancelled(mcp_client_t *c, mcp_client_peer_req_t *req, void *data)
+{
+    rec_t *r = data;
+    (void)c;
+    assert_ptr_equal(req, r->held);
+    assert_true(mcp_client_peer_cancelled(req));
+    r->peer_cancels++;
+    /* Answering a cancelled request sends nothing and frees it. */
+    mcp_client_peer_fail(req, -32603, "never mind");
+    r->held = NULL;
+}
+
+static void on_peer(mcp_client_t *c, mcp_client_peer_req_t *req, void *data)
+{
+    rec_t *r = data;
+    if (r->hold_peers) {
+        on_peer_hold(c, req, data);
+        return;
+    }
     r->peer_reqs++;
     assert_string_equal(mcp_client_peer_method(req), "sampling/createMessage");
     cJSON *res = cJSON_Parse("{\"role\":\"assistant\",\"content\":{\"type\":\"text\",\"text\":"
@@ -188,7 +215,7 @@ static void on_peer(mcp_client_t *c, mcp_client_peer_req_t *req, void *data)
 
 static mcp_client_hooks_t hooks_for(rec_t *r, bool peer)
 {
-    mcp_client_hooks_t h = {on_state, on_tools, peer ? on_peer : NULL, NULL, r};
+    mcp_client_hooks_t h = {on_state, on_tools, peer ? on_peer : NULL, on_peer_cancelled, r};
     return h;
 }
 
@@ -840,6 +867,96 @@ static void answers_the_servers_requests(void **state)
     cJSON_Delete(r);
 }
 
+static bool peer_cancelled_once(void *arg)
+{
+    rec_t *r = arg;
+    return r->peer_cancels > 0;
+}
+
+static void server_cancels_its_own_request(void **state)
+{
+    env_t *e = *state;
+    char cfg[1024];
+    fake_config(e, cfg, sizeof cfg, "");
+    mcp_client_opts_t o;
+    test_opts(&o);
+    o.can_sample = true;
+    e->recs[0].hold_peers = true;
+    mcp_client_t *c = make_client(e, 0, cfg, &o, true);
+    assert_int_equal(mcp_client_start(c), 0);
+    run_until(e, is_ready, &e->recs[0]);
+    cJSON *r = call_json(e, c, "ask_then_cancel", NULL);
+    cJSON_Delete(r);
+    run_until(e, peer_cancelled_once, &e->recs[0]);
+    assert_int_equal(e->recs[0].peer_reqs, 1);
+    assert_int_equal(e->recs[0].peer_cancels, 1);
+    assert_null(e->recs[0].held);
+}
+
+static bool log_has_server_note(void *arg)
+{
+    env_t *e = arg;
+    return log_has(e, "[fake] log: {\"note\":\"from the server\"}");
+}
+
+static void logs_server_messages_and_sends_roots_changes(void **state)
+{
+    env_t *e = *state;
+    char cfg[1024];
+    fake_config(e, cfg, sizeof cfg, "");
+    mcp_client_opts_t o;
+    test_opts(&o);
+    o.has_roots = true;
+    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
+    assert_int_equal(mcp_client_start(c), 0);
+    run_until(e, is_ready, &e->recs[0]);
+    cJSON *r = call_json(e, c, "log", NULL);
+    cJSON_Delete(r);
+    run_until(e, log_has_server_note, e);
+    assert_true(log_has(e, "warning: [fake] log:"));
+    cJSON *roots = cJSON_Parse("[{\"uri\": \"file:///srv/a\"}]");
+    assert_int_equal(mcp_client_set_roots(c, roots), 0);
+    cJSON_Delete(roots);
+    r = call_json(e, c, "roots_changed_seen", NULL);
+    assert_int_equal(cJSON_GetObjectItem(r, "seen")->valueint, 1);
+    cJSON_Delete(r);
+    /* Any request goes through mcp_client_request: an unknown one gets the server's error. */
+    result_t res = {0};
+    assert_int_equal(mcp_client_request(c, "no/such", NULL, 0, on_result, &res, NULL), 0);
+    run_until(e, call_done, &res);
+    assert_int_equal(res.err, MCP_EREMOTE);
+    assert_int_equal(cJSON_GetObjectItem(res.error, "code")->valueint, -32601);
+    assert_non_null(strstr(res.text, "Method not found: no/such"));
+    result_clear(&res);
+}
+
+static void calls_beyond_the_limit_are_refused(void **state)
+{
+    env_t *e = *state;
+    char cfg[1024];
+    fake_config(e, cfg, sizeof cfg, "");
+    mcp_client_opts_t o;
+    test_opts(&o);
+    o.max_calls = 2;
+    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
+    assert_int_equal(mcp_client_start(c), 0);
+    result_t a = {0}, b = {0}, x = {0};
+    assert_int_equal(mcp_client_call_tool(c, "echo", NULL, 0, NULL, on_result, &a, NULL), 0);
+    assert_int_equal(mcp_client_call_tool(c, "echo", NULL, 0, NULL, on_result, &b, NULL), 0);
+    assert_int_equal(mcp_client_call_tool(c, "echo", NULL, 0, NULL, on_result, &x, NULL),
+                     MCP_EBUSY);
+    run_until(e, call_done, &a);
+    run_until(e, call_done, &b);
+    assert_int_equal(a.err, 0);
+    assert_int_equal(b.err, 0);
+    assert_int_equal(x.calls, 0);
+    /* Room again once they finished. */
+    cJSON *r = call_json(e, c, "echo", NULL);
+    cJSON_Delete(r);
+    result_clear(&a);
+    result_clear(&b);
+}
+
 static void refuses_sampling_without_an_owner(void **state)
 {
     env_t *e = *state;
@@ -1004,6 +1121,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(unknown_command_fails_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(answers_the_servers_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(refuses_sampling_without_an_owner, setup, teardown),
+        cmocka_unit_test_setup_teardown(server_cancels_its_own_request, setup, teardown),
+        cmocka_unit_test_setup_teardown(logs_server_messages_and_sends_roots_changes, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(calls_beyond_the_limit_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(reports_progress, setup, teardown),
         cmocka_unit_test_setup_teardown(stop_escalates_to_sigkill, setup, teardown),
         cmocka_unit_test_setup_teardown(http_entries_without_an_http_client_fail_clearly, setup,

@@ -37,7 +37,9 @@ struct mcp__proc {
     size_t errlen, errmax;
     bool err_cutting;
     char last_err[MCP__CLIENT_LAST_STDERR + 1];
-    unsigned garbage_logged;
+    uint64_t err_window_ms; /* stderr rate limit: start of the current second */
+    unsigned err_in_window;
+    unsigned long err_suppressed;
     char readbuf[65536]; /* one read at a time: libuv reads stdout and stderr in turn */
 };
 

@@ -12,8 +12,9 @@
 
 /* After the child exits, how long its pipes may stay open (a grandchild may hold them). */
 #define PROC_LINGER_MS 300
-/* Garbage lines logged per process before the rest are only counted. */
-#define PROC_MAX_GARBAGE_LOGS 10
+/* stderr lines logged per second and process: a server printing in a loop must not flood
+ * ptc-mcp's own log (the rest are counted, and the count is logged). */
+#define PROC_STDERR_LINES_PER_SEC 200
 
 const char *mcp__client_env_get(char *const *env, const char *name)
 {
@@ -173,6 +174,30 @@ static void maybe_report(mcp__proc_t *p)
 
 /* --- stderr -------------------------------------------------------------------------------- */
 
+static void report_suppressed(mcp__proc_t *p)
+{
+    if (p->err_suppressed == 0) return;
+    mcp_log(p->lg, MCP_LOG_WARNING, "[%s] %lu stderr lines were not logged (more than %d a second)",
+            p->name, p->err_suppressed, PROC_STDERR_LINES_PER_SEC);
+    p->err_suppressed = 0;
+}
+
+static bool stderr_allowed(mcp__proc_t *p)
+{
+    uint64_t now = mcp__now_ms();
+    if (now - p->err_window_ms >= 1000) {
+        report_suppressed(p);
+        p->err_window_ms = now;
+        p->err_in_window = 0;
+    }
+    if (p->err_in_window >= PROC_STDERR_LINES_PER_SEC) {
+        p->err_suppressed++;
+        return false;
+    }
+    p->err_in_window++;
+    return true;
+}
+
 static void log_stderr_line(mcp__proc_t *p, const char *line, size_t len, bool cut)
 {
     if (len > 0 && line[len - 1] == '\r') len--;
@@ -183,8 +208,9 @@ static void log_stderr_line(mcp__proc_t *p, const char *line, size_t len, bool c
         if ((ch < 0x20 && ch != '\t') || ch == 0x7f) clean[i] = '?';
     }
     if (len == 0 && !cut) return;
-    mcp_log(p->lg, MCP_LOG_INFO, "[%s] %.*s%s", p->name, (int)len, clean,
-            cut ? " [line cut: longer than the stderr line limit]" : "");
+    if (stderr_allowed(p))
+        mcp_log(p->lg, MCP_LOG_INFO, "[%s] %.*s%s", p->name, (int)len, clean,
+                cut ? " [line cut: longer than the stderr line limit]" : "");
     size_t keep = len < MCP__CLIENT_LAST_STDERR ? len : MCP__CLIENT_LAST_STDERR;
     memcpy(p->last_err, clean, keep);
     p->last_err[keep] = '\0';
@@ -232,6 +258,7 @@ static void on_err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         if (p->errlen > 0 && !p->err_cutting) log_stderr_line(p, p->errbuf, p->errlen, false);
         p->errlen = 0;
         p->err_eof = true;
+        report_suppressed(p);
         maybe_report(p);
     }
 }

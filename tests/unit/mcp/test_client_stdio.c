@@ -330,6 +330,17 @@ static bool has_tool(const mcp_client_t *c, const char *name)
     return false;
 }
 
+typedef struct stopped_flag {
+    int done;
+} stopped_flag_t;
+
+static void on_stopped_flag(mcp_client_t *c, void *data)
+{
+    stopped_flag_t *s = data;
+    (void)c;
+    s->done++;
+}
+
 /* --- tests --------------------------------------------------------------------------------- */
 
 static void lists_every_page_and_says_who_we_are(void **state)
@@ -815,6 +826,34 @@ static void stderr_lines_go_to_the_log_cut_to_size(void **state)
     run_until(e, is_ready, &e->recs[0]);
 }
 
+static bool log_has_suppressed(void *arg)
+{
+    env_t *e = arg;
+    return log_has(e, "stderr lines were not logged (more than 200 a second)");
+}
+
+static void a_stderr_flood_is_counted_not_logged(void **state)
+{
+    env_t *e = *state;
+    char cfg[1024];
+    fake_config(e, cfg, sizeof cfg, "\"--stderr-flood\", \"20000\"");
+    mcp_client_opts_t o;
+    test_opts(&o);
+    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
+    assert_int_equal(mcp_client_start(c), 0);
+    run_until(e, is_ready, &e->recs[0]);
+    /* The count is logged when the next second begins or stderr ends: stop the server. */
+    stopped_flag_t s = {0};
+    mcp_client_stop(c, on_stopped_flag, &s);
+    run_until(e, log_has_suppressed, e);
+    fflush(e->logf);
+    size_t lines = 0;
+    for (const char *p = e->logbuf; (p = strstr(p, "] flood ")) != NULL; p++)
+        lines++;
+    assert_true(lines >= 100); /* the first second's share */
+    assert_true(lines < 20000);
+}
+
 static void unknown_command_fails_at_once(void **state)
 {
     env_t *e = *state;
@@ -1118,6 +1157,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(expands_vars_and_finds_the_command_on_the_entry_path, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(stderr_lines_go_to_the_log_cut_to_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_stderr_flood_is_counted_not_logged, setup, teardown),
         cmocka_unit_test_setup_teardown(unknown_command_fails_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(answers_the_servers_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(refuses_sampling_without_an_owner, setup, teardown),

@@ -354,6 +354,17 @@ static mcp_client_call_t *find_sent(mcp_client_t *c, double id)
     return NULL;
 }
 
+/* Our ids are integers; some servers echo them back as strings ("7"), which we accept. */
+static mcp_client_call_t *find_by_id(mcp_client_t *c, const cJSON *id)
+{
+    if (cJSON_IsNumber(id)) return find_sent(c, id->valuedouble);
+    if (!cJSON_IsString(id) || id->valuestring[0] == '\0' || strlen(id->valuestring) > 15)
+        return NULL;
+    for (const char *p = id->valuestring; *p != '\0'; p++)
+        if (*p < '0' || *p > '9') return NULL;
+    return find_sent(c, strtod(id->valuestring, NULL));
+}
+
 /* --- peer requests --------------------------------------------------------------------- */
 
 static void unlink_peer(mcp_client_peer_req_t *r)
@@ -988,7 +999,7 @@ static void garbage(mcp_client_t *c, const char *what, const char *line, size_t 
 static void handle_response(mcp_client_t *c, const cJSON *msg, mcp_msg_kind_t kind)
 {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
-    mcp_client_call_t *call = cJSON_IsNumber(id) ? find_sent(c, id->valuedouble) : NULL;
+    mcp_client_call_t *call = find_by_id(c, id);
     if (call == NULL) {
         if (kind == MCP_MSG_ERROR) {
             const cJSON *m = cJSON_GetObjectItemCaseSensitive(

@@ -355,14 +355,14 @@ static void lists_every_page_and_says_who_we_are(void **state)
     assert_int_equal(mcp_client_start(c), 0);
     assert_int_equal(mcp_client_start(c), MCP_ESTATE);
     run_until(e, is_ready, &e->recs[0]);
-    /* 11 fixed tools + 7 numbered ones, in pages of 3: six pages. */
+    /* 12 fixed tools + 7 numbered ones, in pages of 3: seven pages. */
     const cJSON *tools = mcp_client_tools(c);
-    assert_int_equal(cJSON_GetArraySize(tools), 18);
+    assert_int_equal(cJSON_GetArraySize(tools), 19);
     assert_string_equal(
         cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(tools, 0), "name")->valuestring,
         "echo");
     assert_string_equal(
-        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(tools, 17), "name")->valuestring,
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(tools, 18), "name")->valuestring,
         "tool_06");
     assert_int_equal(e->recs[0].tools_changed, 1);
     assert_int_equal(e->recs[0].n_states, 1);
@@ -441,9 +441,13 @@ static void garbage_and_huge_lines_are_dropped(void **state)
     mcp_client_t *c = make_client(e, 0, cfg, &o, false);
     assert_int_equal(mcp_client_start(c), 0);
     run_until(e, is_ready, &e->recs[0]);
-    assert_int_equal(cJSON_GetArraySize(mcp_client_tools(c)), 14);
+    assert_int_equal(cJSON_GetArraySize(mcp_client_tools(c)), 15);
     cJSON *r = call_json(e, c, "echo", "{\"x\": 42}");
     assert_int_equal(cJSON_GetObjectItem(r, "x")->valueint, 42);
+    cJSON_Delete(r);
+    /* An answer whose id comes back as a string of our integer still finds its call. */
+    r = call_json(e, c, "string_id", NULL);
+    assert_true(cJSON_IsString(cJSON_GetObjectItem(r, "id")));
     cJSON_Delete(r);
     assert_true(log_has(e, "(the limit is 1048576)"));
     assert_true(log_has(e, "a line that is not JSON: this is not json"));

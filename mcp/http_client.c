@@ -126,7 +126,7 @@ struct mcp_http_client {
     mbedtls_ssl_config conf;
 };
 
-typedef enum hdr_kind { HDR_OTHER = 0, HDR_CONTENT_TYPE, HDR_LOCATION } hdr_kind_t;
+typedef enum hdr_kind { HDR_OTHER = 0, HDR_CONTENT_TYPE, HDR_LOCATION, HDR_SESSION } hdr_kind_t;
 
 struct mcp_http_req {
     mcp_http_client_t *client; /* NULL once finished */
@@ -168,7 +168,7 @@ struct mcp_http_req {
     bool started, complete;
     int status;
     int (*body_sink)(mcp_http_req_t *r, const char *p, size_t n);
-    hbuf_t body, content_type, location;
+    hbuf_t body, content_type, location, session_id;
     char field[32]; /* the header name being read, enough to recognise the ones we keep */
     size_t field_len;
     bool field_long, in_value;
@@ -198,6 +198,7 @@ static void maybe_free(mcp_http_req_t *r)
     hbuf_free(&r->body);
     hbuf_free(&r->content_type);
     hbuf_free(&r->location);
+    hbuf_free(&r->session_id);
     free(r->rbuf);
     free(r);
 }
@@ -284,6 +285,7 @@ static void succeed(mcp_http_req_t *r)
         .body = r->body.p,
         .body_len = r->body.len,
         .content_type = r->content_type.p,
+        .session_id = r->session_id.p,
     };
     finish(r, MCP_OK, &resp, NULL);
 }
@@ -304,6 +306,7 @@ static int on_message_begin(http_parser *p)
     r->body.len = 0;
     hbuf_free(&r->content_type);
     hbuf_free(&r->location);
+    hbuf_free(&r->session_id);
     r->field_len = 0;
     r->field_long = false;
     r->in_value = false;
@@ -336,6 +339,8 @@ static hbuf_t *kept_value(mcp_http_req_t *r)
         return &r->content_type;
     case HDR_LOCATION:
         return &r->location;
+    case HDR_SESSION:
+        return &r->session_id;
     case HDR_OTHER:
         break;
     }
@@ -353,6 +358,8 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
             r->cur_hdr = HDR_CONTENT_TYPE;
         else if (!r->field_long && strcasecmp(r->field, "location") == 0)
             r->cur_hdr = HDR_LOCATION;
+        else if (!r->field_long && strcasecmp(r->field, "mcp-session-id") == 0)
+            r->cur_hdr = HDR_SESSION;
         hbuf_t *b = kept_value(r);
         if (b != NULL) hbuf_free(b); /* a repeated header: the last one wins */
     }
@@ -362,7 +369,10 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
     if (rc < 0) {
         r->perr = rc == MCP_ETOOBIG ? MCP_EPROTO : rc;
         snprintf(r->msg, sizeof r->msg, "%s sent a %s header longer than %d bytes", r->where,
-                 r->cur_hdr == HDR_LOCATION ? "Location" : "Content-Type", MCP_HTTP_MAX_KEPT_VALUE);
+                 r->cur_hdr == HDR_LOCATION  ? "Location"
+                 : r->cur_hdr == HDR_SESSION ? "Mcp-Session-Id"
+                                             : "Content-Type",
+                 MCP_HTTP_MAX_KEPT_VALUE);
         return -1;
     }
     return 0;
@@ -1064,6 +1074,7 @@ int mcp_http_request(mcp_http_client_t *c, const char *method, const char *url,
     hbuf_init(&r->body, c->max_response_bytes);
     hbuf_init(&r->content_type, MCP_HTTP_MAX_KEPT_VALUE);
     hbuf_init(&r->location, MCP_HTTP_MAX_KEPT_VALUE);
+    hbuf_init(&r->session_id, MCP_HTTP_MAX_KEPT_VALUE);
     http_parser_init(&r->parser, HTTP_RESPONSE);
     r->parser.data = r;
     r->rbuf = malloc(MCP_HTTP_READ_CHUNK);

@@ -1,0 +1,254 @@
+/* client_http.c - the Streamable HTTP transport of a downstream client: every message is one
+ * POST; the answer comes back as a JSON body or as an SSE body that is read once the server
+ * ends it. The session id from the initialize answer rides on every later POST, and the
+ * session is DELETEd when we let go of it.
+ *
+ * Not yet: the GET stream for messages the server sends on its own (list_changed outside a
+ * call), and requests the server sends inside a still-open POST stream (the body is only read
+ * when it ends). */
+#include "client_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Fixed headers plus the entry's own, within the HTTP client's limit of 64. */
+#define HTTP_FIXED_HEADERS 4
+#define HTTP_MAX_HEADERS   64
+
+typedef struct http_post http_post_t;
+
+struct mcp__http_conn {
+    mcp_client_t *c; /* NULL once closed */
+    mcp_http_client_t *http;
+    const mcp_logger_t *lg;
+    char name[MCP_DOWNSTREAM_MAX_NAME + 1];
+    char *url;
+    char *session_id;
+    char protocol[16];
+    unsigned gen;
+    unsigned refs; /* the client's, plus one per POST in flight */
+    http_post_t *posts;
+};
+
+struct http_post {
+    mcp__http_conn_t *h;
+    mcp_http_req_t *req;
+    bool has_id;
+    double id;
+    http_post_t *prev, *next;
+};
+
+static void conn_unref(mcp__http_conn_t *h)
+{
+    if (--h->refs > 0) return;
+    free(h->url);
+    free(h->session_id);
+    free(h);
+}
+
+static void unlink_post(http_post_t *p)
+{
+    mcp__http_conn_t *h = p->h;
+    if (p->prev)
+        p->prev->next = p->next;
+    else if (h->posts == p)
+        h->posts = p->next;
+    if (p->next) p->next->prev = p->prev;
+    p->prev = p->next = NULL;
+}
+
+/* Delivers each SSE event's data (its data: lines joined by newlines) as one message. */
+static void dispatch_sse(mcp_client_t *c, const char *body, size_t len)
+{
+    char *data = NULL;
+    size_t dlen = 0;
+    const char *p = body, *end = body + len;
+    while (p <= end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl != NULL ? nl : end;
+        size_t ll = (size_t)(le - p);
+        if (ll > 0 && p[ll - 1] == '\r') ll--;
+        if (ll == 0) {
+            if (dlen > 0) mcp__client_on_line(c, data, dlen, false);
+            dlen = 0;
+        } else if (ll >= 5 && strncmp(p, "data:", 5) == 0) {
+            const char *v = p + 5;
+            size_t vl = ll - 5;
+            if (vl > 0 && *v == ' ') {
+                v++;
+                vl--;
+            }
+            char *nd = realloc(data, dlen + vl + 2);
+            if (nd == NULL) break;
+            data = nd;
+            if (dlen > 0) data[dlen++] = '\n';
+            memcpy(data + dlen, v, vl);
+            dlen += vl;
+        }
+        if (nl == NULL) break;
+        p = nl + 1;
+    }
+    if (dlen > 0) mcp__client_on_line(c, data, dlen, false);
+    free(data);
+}
+
+static void on_post_done(void *data, int err, const mcp_http_response_t *resp, const char *message)
+{
+    http_post_t *p = data;
+    mcp__http_conn_t *h = p->h;
+    unlink_post(p);
+    mcp_client_t *c = h->c;
+    if (c == NULL) {
+        free(p);
+        conn_unref(h);
+        return;
+    }
+    mcp__client_enter(c);
+    char why[512];
+    if (err < 0) {
+        snprintf(why, sizeof why, "HTTP request to %.200s failed: %.250s", h->url,
+                 message != NULL ? message : mcp_strerror(err));
+        if (err == MCP_ETIMEDOUT && p->has_id)
+            mcp__client_on_http_unanswered(c, p->id, MCP_ETIMEDOUT, why);
+        else if (err != MCP_ECANCELED)
+            mcp__client_on_http_failure(c, h, why);
+    } else {
+        if (resp->session_id != NULL && h->session_id == NULL)
+            h->session_id = mcp__strdup(resp->session_id);
+        if (resp->status == 404 && h->session_id != NULL) {
+            mcp__client_on_http_failure(c, h, "the server no longer knows our session (HTTP 404)");
+        } else {
+            const char *ct = resp->content_type != NULL ? resp->content_type : "";
+            if (strncasecmp(ct, "text/event-stream", 17) == 0)
+                dispatch_sse(c, resp->body, resp->body_len);
+            else if (resp->body_len > 0 && (strncasecmp(ct, "application/json", 16) == 0 ||
+                                            resp->body[0] == '{' || resp->body[0] == '['))
+                mcp__client_on_line(c, resp->body, resp->body_len, false);
+            if (p->has_id && h->c == c) {
+                snprintf(why, sizeof why, "the HTTP answer (status %d) held no JSON-RPC response",
+                         resp->status);
+                mcp__client_on_http_unanswered(c, p->id, MCP_EPROTO, why);
+            }
+        }
+    }
+    free(p);
+    mcp__client_leave(c);
+    conn_unref(h);
+}
+
+int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg)
+{
+    mcp_client_t *c = h->c;
+    if (c == NULL) return MCP_ECLOSED;
+    mcp_http_header_t hdrs[HTTP_MAX_HEADERS];
+    size_t n = 0;
+    hdrs[n++] = (mcp_http_header_t){"Content-Type", "application/json"};
+    hdrs[n++] = (mcp_http_header_t){"Accept", "application/json, text/event-stream"};
+    if (h->session_id != NULL) hdrs[n++] = (mcp_http_header_t){"Mcp-Session-Id", h->session_id};
+    if (h->protocol[0] != '\0')
+        hdrs[n++] = (mcp_http_header_t){"MCP-Protocol-Version", h->protocol};
+    for (size_t i = 0; i < c->n_headers && n < HTTP_MAX_HEADERS; i++)
+        hdrs[n++] = (mcp_http_header_t){c->headers[i].name, c->headers[i].value};
+    http_post_t *p = calloc(1, sizeof *p);
+    char *text = cJSON_PrintUnformatted(msg);
+    if (p == NULL || text == NULL) {
+        free(p);
+        free(text);
+        return MCP_ENOMEM;
+    }
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+    if (cJSON_IsNumber(id) && cJSON_GetObjectItemCaseSensitive(msg, "method") != NULL) {
+        p->has_id = true;
+        p->id = id->valuedouble;
+    }
+    p->h = h;
+    int rc = mcp_http_request(h->http, "POST", h->url, hdrs, n, text, strlen(text), on_post_done, p,
+                              &p->req);
+    free(text);
+    if (rc < 0) {
+        free(p);
+        return rc;
+    }
+    p->next = h->posts;
+    if (h->posts) h->posts->prev = p;
+    h->posts = p;
+    h->refs++;
+    return MCP_OK;
+}
+
+int mcp__http_open(mcp_client_t *c, unsigned gen, mcp__http_conn_t **out)
+{
+    *out = NULL;
+    if (c->opts.http == NULL) return MCP_ENOTSUP;
+    mcp__http_conn_t *h = calloc(1, sizeof *h);
+    if (h == NULL || (h->url = mcp__strdup(c->url)) == NULL) {
+        free(h);
+        return MCP_ENOMEM;
+    }
+    h->c = c;
+    h->http = c->opts.http;
+    h->lg = c->lg;
+    snprintf(h->name, sizeof h->name, "%s", c->name);
+    h->gen = gen;
+    h->refs = 1;
+    *out = h;
+    return MCP_OK;
+}
+
+void mcp__http_set_protocol(mcp__http_conn_t *h, const char *version)
+{
+    snprintf(h->protocol, sizeof h->protocol, "%s", version);
+}
+
+void mcp__http_abandon(mcp__http_conn_t *h, double id)
+{
+    for (http_post_t *p = h->posts; p != NULL; p = p->next) {
+        if (p->has_id && p->id == id) {
+            mcp_http_cancel(p->req); /* its callback unlinks and frees it */
+            return;
+        }
+    }
+}
+
+unsigned mcp__http_gen(const mcp__http_conn_t *h)
+{
+    return h->gen;
+}
+
+static void on_deleted(void *data, int err, const mcp_http_response_t *resp, const char *message)
+{
+    (void)data;
+    (void)err;
+    (void)resp;
+    (void)message; /* best effort: the server expires sessions on its own too */
+}
+
+void mcp__http_close(mcp__http_conn_t *h)
+{
+    mcp_client_t *c = h->c;
+    if (c == NULL) return;
+    if (h->session_id != NULL) {
+        mcp_http_header_t hdrs[HTTP_MAX_HEADERS];
+        size_t n = 0;
+        hdrs[n++] = (mcp_http_header_t){"Mcp-Session-Id", h->session_id};
+        if (h->protocol[0] != '\0')
+            hdrs[n++] = (mcp_http_header_t){"MCP-Protocol-Version", h->protocol};
+        for (size_t i = 0; i < c->n_headers && n < HTTP_MAX_HEADERS; i++)
+            hdrs[n++] = (mcp_http_header_t){c->headers[i].name, c->headers[i].value};
+        if (mcp_http_request(h->http, "DELETE", h->url, hdrs, n, NULL, 0, on_deleted, NULL, NULL) <
+            0)
+            mcp_log(h->lg, MCP_LOG_DEBUG, "downstream server %s: could not end the HTTP session",
+                    h->name);
+    }
+    h->c = NULL;
+    /* Each cancel runs its callback now, which unlinks the post; one that cannot be cancelled
+     * (it is running its own callback) ends on its own. */
+    http_post_t *p = h->posts;
+    while (p != NULL) {
+        http_post_t *next = p->next;
+        mcp_http_cancel(p->req);
+        p = next;
+    }
+    conn_unref(h);
+}

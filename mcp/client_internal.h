@@ -1,0 +1,175 @@
+/* client_internal.h - what the files of the downstream client share; not part of the API. */
+#ifndef PTC_MCP_CLIENT_INTERNAL_H
+#define PTC_MCP_CLIENT_INTERNAL_H
+
+#include "internal.h"
+
+/* Longest value after ${VAR} expansion, and of the PATH we build. */
+#define MCP__CLIENT_MAX_EXPANDED (64u * 1024u)
+/* The tail of stderr kept for failure reasons. */
+#define MCP__CLIENT_LAST_STDERR 240
+
+typedef struct mcp__proc mcp__proc_t;
+typedef struct mcp__http_conn mcp__http_conn_t;
+
+/* One child process. It outlives its client when the client lets go of it (crash, stop, free):
+ * then it drains and logs stderr, escalates signals if needed and frees itself. */
+struct mcp__proc {
+    mcp_client_t *c; /* NULL once detached */
+    uv_loop_t *loop;
+    const mcp_logger_t *lg;
+    char name[MCP_DOWNSTREAM_MAX_NAME + 1];
+    unsigned gen; /* which spawn of the client this is */
+    int pid;
+    unsigned grace_ms;
+
+    uv_process_t process;
+    uv_pipe_t in, out, err;
+    uv_timer_t timer; /* kill escalation, or the linger after exit */
+    int open_handles;
+    bool in_open, out_eof, err_eof, exited, reported, closing;
+    int64_t exit_status;
+    int term_signal;
+    unsigned kill_stage; /* 0 none, 1 stdin closed, 2 SIGTERM sent, 3 SIGKILL sent */
+
+    mcp_framer_t framer;
+    char *errbuf;
+    size_t errlen, errmax;
+    bool err_cutting;
+    char last_err[MCP__CLIENT_LAST_STDERR + 1];
+    uint64_t err_window_ms; /* stderr rate limit: start of the current second */
+    unsigned err_in_window;
+    unsigned long err_suppressed;
+    char readbuf[65536]; /* one read at a time: libuv reads stdout and stderr in turn */
+};
+
+/* Pages of tools/list followed before the listing is cut (a server whose cursors never end). */
+#define MCP__CLIENT_MAX_LIST_PAGES 1000
+/* Requests from one server waiting for the owner's answer. */
+#define MCP__CLIENT_MAX_PEER_REQS 64
+/* Unsent bytes queued to a server's stdin before new requests are refused. */
+#define MCP__CLIENT_MAX_QUEUED_WRITE (64u << 20)
+/* Garbage lines logged per spawn before the rest are only dropped. */
+#define MCP__CLIENT_MAX_GARBAGE_LOGS 10
+
+struct mcp_client_call {
+    mcp_client_t *c;
+    int64_t id;
+    char *method;
+    cJSON *params; /* owned until sent */
+    unsigned timeout_ms;
+    uint64_t created_ms;
+    uv_timer_t *timer;
+    bool linked, sent, internal, settling;
+    mcp_client_call_cb cb;
+    mcp_client_progress_cb progress;
+    void *data;
+    mcp_client_call_t *prev, *next;
+};
+
+struct mcp_client_peer_req {
+    mcp_client_t *c; /* NULL once detached */
+    unsigned gen;
+    cJSON *id;
+    char *method;
+    cJSON *params;
+    bool cancelled;
+    mcp_client_peer_req_t *prev, *next;
+};
+
+typedef enum mcp__client_deferred {
+    MCP__DEFER_NONE = 0,
+    MCP__DEFER_SPAWN,
+    MCP__DEFER_STOPPED,
+} mcp__client_deferred_t;
+
+struct mcp_client {
+    uv_loop_t *loop;
+    const mcp_logger_t *lg;
+    mcp_client_hooks_t hooks;
+    mcp_client_opts_t opts;
+    char *name;
+    mcp_downstream_kind_t kind;
+    char *command, *url, *cwd;
+    bool legacy_sse;     /* "type": "sse": the old two-endpoint transport, not spoken yet */
+    char **argv, **envp; /* NULL-terminated, expanded */
+
+    mcp_client_state_t state;
+    char *reason;
+    bool ever_ready; /* this start cycle reached READY: later failures restart */
+    bool stopping, free_pending, listing, relist;
+    unsigned attempts, spawns, gen, depth, garbage_logged;
+    mcp__proc_t *proc;            /* stdio: the running child */
+    mcp__http_conn_t *http;       /* http: the current session */
+    mcp_downstream_kv_t *headers; /* http: expanded request headers */
+    size_t n_headers;
+    uv_timer_t *start_timer, *defer_timer, *healthy_timer;
+    mcp__client_deferred_t deferred;
+
+    int64_t next_id;
+    mcp_client_call_t *calls;
+    size_t n_user_calls;
+    mcp_client_peer_req_t *peers;
+    size_t n_peers;
+
+    cJSON *tools;         /* the last complete listing */
+    cJSON *listing_tools; /* the listing being assembled */
+    char *last_cursor;
+    size_t pages;
+    cJSON *init_result;
+    cJSON *roots;
+
+    void (*stop_done)(mcp_client_t *c, void *data);
+    void *stop_data;
+};
+
+/* client_proc.c */
+
+/* Expands ${NAME} from env (a NULL-terminated "K=V" array). Unset names expand to "" with a
+ * warning naming the server. Returns a malloc'd string or NULL (ENOMEM, or longer than
+ * MCP__CLIENT_MAX_EXPANDED: *too_long set). */
+char *mcp__client_expand(const char *in, char *const *env, const char *server,
+                         const mcp_logger_t *lg, bool *too_long);
+/* Value of NAME in env, or NULL. */
+const char *mcp__client_env_get(char *const *env, const char *name);
+/* Looks `command` up in the PATH of envp (when it has no '/'). Returns a malloc'd path, or
+ * NULL with why[] filled. Blocking stat calls: a handful, at spawn time. */
+char *mcp__client_which(const char *command, char *const *envp, char *why, size_t why_size);
+
+/* Spawns the child; on error returns < 0 (a uv error) and frees everything (asynchronously). */
+int mcp__proc_spawn(mcp_client_t *c, const char *file, char **argv, char **envp, const char *cwd,
+                    unsigned gen, size_t max_message, size_t max_stderr_line, unsigned grace_ms,
+                    mcp__proc_t **out);
+/* Writes one message and a newline. Borrows msg. */
+int mcp__proc_send(mcp__proc_t *p, const cJSON *msg);
+/* Stops the child: close stdin, then SIGTERM and SIGKILL grace_ms apart unless it exits first
+ * (hard: SIGKILL at once). detach: no more client callbacks, and the proc frees itself; else
+ * the client still hears the exit. */
+void mcp__proc_stop(mcp__proc_t *p, bool detach, bool hard);
+/* Describes how the child ended ("exited with status 1; last stderr: ..."). */
+void mcp__proc_describe_exit(const mcp__proc_t *p, char *buf, size_t size);
+
+/* client_http.c: Streamable HTTP, one POST per message (no GET stream yet). */
+int mcp__http_open(mcp_client_t *c, unsigned gen, mcp__http_conn_t **out);
+/* POSTs one message (borrowed); answers come back through mcp__client_on_line. */
+int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg);
+void mcp__http_set_protocol(mcp__http_conn_t *h, const char *version);
+/* The call with request id `id` ended here (timeout, cancel): stop waiting for its POST. */
+void mcp__http_abandon(mcp__http_conn_t *h, double id);
+unsigned mcp__http_gen(const mcp__http_conn_t *h);
+/* Lets go of the session: POSTs in flight are cancelled, the session is DELETEd in the
+ * background, and the connection frees itself. */
+void mcp__http_close(mcp__http_conn_t *h);
+
+/* client_session.c: what the transports report to their client. */
+void mcp__client_on_line(mcp_client_t *c, const char *line, size_t len, bool too_big);
+void mcp__client_on_exit(mcp_client_t *c, mcp__proc_t *p);
+void mcp__client_enter(mcp_client_t *c);
+/* Returns true when the client was freed. */
+bool mcp__client_leave(mcp_client_t *c);
+/* The HTTP server is unreachable or forgot the session: like a child's exit. */
+void mcp__client_on_http_failure(mcp_client_t *c, mcp__http_conn_t *h, const char *reason);
+/* A POST carrying request `id` ended without its answer: fails the call if still pending. */
+void mcp__client_on_http_unanswered(mcp_client_t *c, double id, int err, const char *why);
+
+#endif

@@ -1,0 +1,264 @@
+// mcp/'s downstream client against real MCP servers from npm (server-everything and
+// server-memory, pinned in package.json), through the small C driver in tests/fixtures.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { buildDir, node22, assertCleanExit } from './helpers.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const modules = path.resolve(here, '..', 'node_modules', '@modelcontextprotocol');
+const driverBin = path.join(buildDir, 'mcp_downstream_driver');
+const everything = path.join(modules, 'server-everything', 'dist', 'index.js');
+const memory = path.join(modules, 'server-memory', 'dist', 'index.js');
+
+// The driver: commands and answers as JSON lines, plus state and tools events.
+class Driver {
+  constructor(config, args = []) {
+    this.dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-downstream-'));
+    this.configPath = path.join(this.dir, 'config.json');
+    writeFileSync(this.configPath, JSON.stringify(config(this.dir)));
+    this.proc = spawn(driverBin, [this.configPath, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    this.buf = '';
+    this.lines = [];
+    this.waiters = [];
+    this.stderr = '';
+    this.nextId = 1;
+    this.exit = new Promise((resolve) => this.proc.on('close', (code, signal) => resolve({ code, signal })));
+    this.proc.stdout.on('data', (d) => {
+      this.buf += d.toString();
+      let i;
+      while ((i = this.buf.indexOf('\n')) >= 0) {
+        const msg = JSON.parse(this.buf.slice(0, i));
+        this.buf = this.buf.slice(i + 1);
+        this.lines.push(msg);
+        this.waiters = this.waiters.filter((w) => !w(msg));
+      }
+    });
+    this.proc.stderr.on('data', (d) => { this.stderr += d.toString(); });
+  }
+
+  // Waits for a line (seen already or coming) that matches pred.
+  next(pred, timeoutMs = 30000) {
+    const found = this.lines.find(pred);
+    if (found) return Promise.resolve(found);
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`no matching line in ${timeoutMs} ms; lines: ${JSON.stringify(this.lines)}\nstderr:\n${this.stderr}`)), timeoutMs);
+      this.waiters.push((m) => {
+        if (!pred(m)) return false;
+        clearTimeout(t);
+        resolve(m);
+        return true;
+      });
+    });
+  }
+
+  // Resolves with the number of matching events seen so far and a wait for the next one.
+  nextEvent(pred) {
+    const seen = this.lines.filter(pred).length;
+    let count = 0;
+    return this.next((m) => pred(m) && ++count > seen);
+  }
+
+  async cmd(obj) {
+    const id = this.nextId++;
+    this.proc.stdin.write(JSON.stringify({ id, ...obj }) + '\n');
+    return this.next((m) => m.id === id);
+  }
+
+  ready(server) {
+    return this.next((m) => m.event === 'state' && m.server === server && m.state === 'ready');
+  }
+
+  async close() {
+    this.proc.stdin.end();
+    const how = await this.exit;
+    rmSync(this.dir, { recursive: true, force: true });
+    assertCleanExit(how, this.stderr);
+  }
+}
+
+const bothServers = (dir) => ({
+  mcpServers: {
+    everything: { command: node22, args: [everything, 'stdio'] },
+    memory: { command: node22, args: [memory], env: { MEMORY_FILE_PATH: path.join(dir, 'memory.jsonl') } },
+  },
+});
+
+const text = (answer) => answer.result.content.map((c) => c.text ?? '').join('');
+
+test('the driver and both servers are installed', () => {
+  for (const f of [driverBin, everything, memory, node22]) assert.ok(existsSync(f), `missing ${f}`);
+});
+
+test('lists and calls the tools of server-everything and server-memory', async () => {
+  const d = new Driver(bothServers);
+  try {
+    await Promise.all([d.ready('everything'), d.ready('memory')]);
+
+    const ev = (await d.cmd({ cmd: 'tools', server: 'everything' })).tools.map((t) => t.name);
+    for (const name of ['echo', 'get-sum', 'get-env', 'trigger-long-running-operation']) assert.ok(ev.includes(name), `everything lacks ${name}: ${ev}`);
+    assert.ok(!ev.includes('trigger-sampling-request'), 'sampling tools only appear when we declare sampling');
+    const mem = (await d.cmd({ cmd: 'tools', server: 'memory' })).tools.map((t) => t.name);
+    for (const name of ['create_entities', 'create_relations', 'read_graph', 'search_nodes', 'open_nodes']) assert.ok(mem.includes(name), `memory lacks ${name}: ${mem}`);
+
+    const echo = await d.cmd({ cmd: 'call', server: 'everything', tool: 'echo', args: { message: 'hello downstream' } });
+    assert.equal(echo.err, 0, JSON.stringify(echo));
+    assert.equal(text(echo), 'Echo: hello downstream');
+    const sum = await d.cmd({ cmd: 'call', server: 'everything', tool: 'get-sum', args: { a: 2, b: 40 } });
+    assert.equal(sum.err, 0, JSON.stringify(sum));
+    assert.match(text(sum), /\b42\b/);
+
+    const created = await d.cmd({
+      cmd: 'call', server: 'memory', tool: 'create_entities',
+      args: { entities: [{ name: 'ptc-mcp', entityType: 'project', observations: ['written in C11'] }] },
+    });
+    assert.equal(created.err, 0, JSON.stringify(created));
+    assert.ok(!created.result.isError, JSON.stringify(created.result));
+    const graph = await d.cmd({ cmd: 'call', server: 'memory', tool: 'read_graph', args: {} });
+    assert.equal(graph.err, 0, JSON.stringify(graph));
+    assert.match(text(graph), /ptc-mcp/);
+    assert.match(text(graph), /written in C11/);
+
+    // A bad argument is the server's business: it answers, and the client hands it back.
+    const bad = await d.cmd({ cmd: 'call', server: 'everything', tool: 'get-sum', args: { a: 'x' } });
+    assert.ok(bad.err === 0 ? bad.result.isError === true : bad.err === -14, JSON.stringify(bad));
+  } finally {
+    await d.close();
+  }
+});
+
+test('a killed server comes back and answers again', async () => {
+  const d = new Driver(bothServers, ['--restart-base-ms', '100']);
+  try {
+    await Promise.all([d.ready('everything'), d.ready('memory')]);
+    const before = await d.cmd({ cmd: 'info', server: 'everything' });
+    assert.equal(before.state, 'ready');
+    assert.equal(before.spawns, 1);
+    const restarting = d.nextEvent((m) => m.event === 'state' && m.server === 'everything' && m.state === 'starting');
+    const readyAgain = d.nextEvent((m) => m.event === 'state' && m.server === 'everything' && m.state === 'ready');
+    process.kill(before.pid, 'SIGKILL');
+    const st = await restarting;
+    assert.match(st.reason, /killed by signal 9/);
+    assert.match(st.reason, /restarting in 100 ms \(attempt 1 of 5\)/);
+    await readyAgain;
+    const after = await d.cmd({ cmd: 'info', server: 'everything' });
+    assert.equal(after.spawns, 2);
+    assert.notEqual(after.pid, before.pid);
+    const echo = await d.cmd({ cmd: 'call', server: 'everything', tool: 'echo', args: { message: 'back' } });
+    assert.equal(text(echo), 'Echo: back');
+    // The other server never noticed.
+    const mem = await d.cmd({ cmd: 'info', server: 'memory' });
+    assert.equal(mem.spawns, 1);
+    assert.equal(mem.state, 'ready');
+  } finally {
+    await d.close();
+  }
+});
+
+test('sampling and roots are forwarded to the owner when declared', async () => {
+  const d = new Driver((dir) => ({ mcpServers: { everything: { command: node22, args: [everything, 'stdio'] } } }),
+    ['--can-sample', '--root', 'file:///srv/ptc-root']);
+  try {
+    await d.ready('everything');
+    // server-everything registers its sampling and roots tools after initialization and says so
+    // with list_changed: wait until the client's tool list holds them.
+    let names = [];
+    for (let i = 0; i < 100; i++) {
+      names = (await d.cmd({ cmd: 'tools', server: 'everything' })).tools.map((t) => t.name);
+      if (names.includes('trigger-sampling-request') && names.includes('get-roots-list')) break;
+      await d.nextEvent((m) => m.event === 'tools' && m.server === 'everything');
+    }
+    assert.ok(names.includes('trigger-sampling-request'), `no sampling tool: ${names}`);
+    assert.ok(names.includes('get-roots-list'), `no roots tool: ${names}`);
+    const sampled = await d.cmd({ cmd: 'call', server: 'everything', tool: 'trigger-sampling-request', args: { prompt: 'say hi', maxTokens: 5 } });
+    assert.equal(sampled.err, 0, JSON.stringify(sampled));
+    assert.match(text(sampled), /sampled: .*say hi/);
+    const roots = await d.cmd({ cmd: 'call', server: 'everything', tool: 'get-roots-list', args: {} });
+    assert.equal(roots.err, 0, JSON.stringify(roots));
+    assert.match(text(roots), /file:\/\/\/srv\/ptc-root/);
+  } finally {
+    await d.close();
+  }
+});
+
+test('a server that never answers initialize fails alone, without holding up the others', async () => {
+  const d = new Driver((dir) => ({
+    mcpServers: {
+      mute: { command: node22, args: ['-e', 'setInterval(() => {}, 1000)'] },
+      everything: { command: node22, args: [everything, 'stdio'] },
+    },
+  }), ['--start-timeout-ms', '3000']);
+  try {
+    await d.ready('everything');
+    const failed = await d.next((m) => m.event === 'state' && m.server === 'mute' && m.state === 'failed');
+    assert.match(failed.reason, /did not finish the handshake .* within 3000 ms/);
+    const call = await d.cmd({ cmd: 'call', server: 'mute', tool: 'x', args: {} });
+    assert.equal(call.err, -16); // MCP_ESTATE: fails at once
+    const echo = await d.cmd({ cmd: 'call', server: 'everything', tool: 'echo', args: { message: 'fine' } });
+    assert.equal(text(echo), 'Echo: fine');
+  } finally {
+    await d.close();
+  }
+});
+
+// server-everything's Streamable HTTP transport on a free loopback port.
+async function startHttpEverything(port) {
+  const proc = spawn(node22, [everything, 'streamableHttp'], { env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  await new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`server-everything (http) did not start: ${err}`)), 20000);
+    proc.stderr.on('data', (d) => {
+      err += d.toString();
+      if (/listening on port/.test(err)) { clearTimeout(t); resolve(); }
+    });
+    proc.on('exit', () => { clearTimeout(t); reject(new Error(`server-everything (http) exited: ${err}`)); });
+  });
+  proc.stdout.resume();
+  return proc;
+}
+
+async function freePort() {
+  const net = await import('node:net');
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+  });
+}
+
+test('Streamable HTTP: lists and calls server-everything, and reconnects after it restarts', async () => {
+  const port = await freePort();
+  let server = await startHttpEverything(port);
+  const d = new Driver(() => ({ mcpServers: { web: { type: 'http', url: `http://127.0.0.1:${port}/mcp`, headers: { 'X-Test': 'ptc' } } } }),
+    ['--restart-base-ms', '200']);
+  try {
+    await d.ready('web');
+    const names = (await d.cmd({ cmd: 'tools', server: 'web' })).tools.map((t) => t.name);
+    for (const name of ['echo', 'get-sum']) assert.ok(names.includes(name), `web lacks ${name}: ${names}`);
+    const echo = await d.cmd({ cmd: 'call', server: 'web', tool: 'echo', args: { message: 'over http' } });
+    assert.equal(echo.err, 0, JSON.stringify(echo));
+    assert.equal(text(echo), 'Echo: over http');
+    const sum = await d.cmd({ cmd: 'call', server: 'web', tool: 'get-sum', args: { a: 20, b: 22 } });
+    assert.match(text(sum), /\b42\b/);
+
+    // The server goes away: the next call fails with the reason and the client keeps trying.
+    server.kill('SIGKILL');
+    await new Promise((r) => server.once('close', r));
+    const restarting = d.nextEvent((m) => m.event === 'state' && m.server === 'web' && m.state === 'starting');
+    const lost = await d.cmd({ cmd: 'call', server: 'web', tool: 'echo', args: { message: 'lost' } });
+    assert.notEqual(lost.err, 0);
+    assert.match(lost.message, /HTTP request to .* failed/);
+    await restarting;
+    const readyAgain = d.nextEvent((m) => m.event === 'state' && m.server === 'web' && m.state === 'ready');
+    server = await startHttpEverything(port);
+    await readyAgain;
+    const back = await d.cmd({ cmd: 'call', server: 'web', tool: 'echo', args: { message: 'back over http' } });
+    assert.equal(text(back), 'Echo: back over http');
+  } finally {
+    await d.close();
+    server.kill('SIGKILL');
+  }
+});

@@ -252,7 +252,7 @@ int main(int argc, char **argv)
         if (!launch_disabled(&cfg, ns_layers[i].id)) plan.ns_flags |= ns_layers[i].flag;
 
     struct launch_cgroup *cg = NULL;
-    if (root) cg = launch_cgroup_create(&cfg);
+    cg = launch_cgroup_create(&cfg); /* reports the cgroup layers either way */
     plan.memory_cgroup = launch_cgroup_has_memory(cg);
 
     int sync_p[2], life_p[2];

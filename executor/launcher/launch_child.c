@@ -234,7 +234,8 @@ static bool memfd_noexec(const struct launch_cfg *cfg)
     return true;
 }
 
-static bool setup_rootfs(const struct launch_cfg *cfg, bool *memfd_ok)
+static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan *plan,
+                         bool *memfd_ok)
 {
     *memfd_ok = false;
     if (launch_disabled(cfg, EXEC_LAYER_MOUNT_NS)) {
@@ -265,9 +266,18 @@ static bool setup_rootfs(const struct launch_cfg *cfg, bool *memfd_ok)
     setup_etc();
 
     mkdirs(NEWROOT "/proc");
-    if (mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-        die_errno("rootfs", "mount /proc");
-    *memfd_ok = memfd_noexec(cfg);
+    if (!(plan->ns_flags & CLONE_NEWPID)) {
+        /* test switch only: without a PID namespace a new proc cannot be mounted from a user
+           namespace; show the host's (which is what the negative-control test wants to see),
+           and leave its sysctls alone */
+        if (mount(OLDROOT "/proc", NEWROOT "/proc", NULL, MS_BIND | MS_REC, NULL) < 0)
+            die_errno("rootfs", "bind /proc");
+        launch_layer(EXEC_LAYER_MEMFD_NOEXEC, EXEC_LAYER_UNAVAILABLE, "no PID namespace");
+    } else {
+        if (mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+            die_errno("rootfs", "mount /proc");
+        *memfd_ok = memfd_noexec(cfg);
+    }
     setup_dev();
 
     mkdirs(NEWROOT "/tmp");
@@ -384,7 +394,7 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
     if (plan->ns_flags & CLONE_NEWUTS) sethostname("sandbox", 7);
 
     bool memfd_ok = false;
-    bool rootfs = setup_rootfs(cfg, &memfd_ok);
+    bool rootfs = setup_rootfs(cfg, plan, &memfd_ok);
 
     drop_credentials(cfg, plan);
     /* PDEATHSIG is cleared by the uid change: set it now, then make sure the launcher did not die

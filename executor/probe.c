@@ -68,14 +68,14 @@ static void judge(exec_probe_t *p, const char *error_line)
     p->level = exec__level(p->state);
     if (error_line[0])
         snprintf(p->message, sizeof p->message,
-                 "the sandbox could not be set up (%s). Fix the host as docs/sandbox.md says "
+                 "the sandbox could not be set up (%.*s). Fix the host as docs/sandbox.md says "
                  "(user namespaces, seccomp), or pass --unsafe-no-sandbox to run without it.",
-                 error_line);
+                 (int)(sizeof p->message / 2), error_line);
     else if (!p->mandatory_ok)
         snprintf(p->message, sizeof p->message,
-                 "mandatory sandbox layers missing: %s. Fix the host as docs/sandbox.md says, or "
+                 "mandatory sandbox layers missing: %.*s. Fix the host as docs/sandbox.md says, or "
                  "pass --unsafe-no-sandbox to run without them.",
-                 missing);
+                 (int)(sizeof p->message / 2), missing);
     else if (!p->python_ok)
         snprintf(p->message, sizeof p->message,
                  "the sandbox works but the interpreter did not run inside it; check --python "

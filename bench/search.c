@@ -1,0 +1,461 @@
+/*
+ * search.c - search latency and index cost at 1k, 10k and 100k tools.
+ *
+ * usage: bench_search CATALOG.json [QUERIES.jsonl] [--sizes 1000,10000,100000] [--queries N]
+ *                     [--lexical-dim N] [--dense-dim N]
+ *
+ * Synthetic catalogs are built from the real one: tool i copies tool (i mod n) under a new
+ * server and name, with a deterministic share of its description words swapped for words of
+ * other tools, so that rows are distinct but read like real tools. For each size it prints
+ * index build time (fit + embedding + adding) and memory, then per-query latency p50/p99 for:
+ * the lexical embedder (query embedding + top-5 search), the library's BM25, the hybrid of
+ * both, and a dense search alone on synthetic unit vectors of --dense-dim (the model's case,
+ * whose query embedding is measured by the model's own benchmark).
+ */
+#include "registry.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_SIZES 8
+#define TOPK      5
+#define CAND      50
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "bench_search: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(2);
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* xorshift64*: a fixed seed makes every run build the same catalogs. */
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1DULL;
+}
+
+typedef struct words {
+    char **w;
+    size_t n, cap;
+} words_t;
+
+static void words_push(words_t *ws, const char *s, size_t n)
+{
+    if (ws->n == ws->cap) {
+        ws->cap = ws->cap ? ws->cap * 2 : 1024;
+        ws->w = realloc(ws->w, ws->cap * sizeof *ws->w);
+        if (ws->w == NULL) die("out of memory");
+    }
+    char *c = malloc(n + 1);
+    if (c == NULL) die("out of memory");
+    memcpy(c, s, n);
+    c[n] = 0;
+    ws->w[ws->n++] = c;
+}
+
+/* Rewrites text with about 1 word in 4 replaced by a random word of the vocabulary. */
+static char *perturb(const char *text, const words_t *vocab, uint64_t *rng)
+{
+    size_t cap = strlen(text) * 2 + 64, o = 0;
+    char *out = malloc(cap);
+    if (out == NULL) die("out of memory");
+    const char *p = text;
+    while (*p) {
+        size_t sp = strspn(p, " ");
+        p += sp;
+        size_t n = strcspn(p, " ");
+        if (n == 0) break;
+        const char *w = p;
+        size_t wn = n;
+        if (vocab->n > 0 && rng_next(rng) % 4 == 0) {
+            w = vocab->w[rng_next(rng) % vocab->n];
+            wn = strlen(w);
+        }
+        if (o + wn + 2 >= cap) {
+            cap = (o + wn + 2) * 2;
+            out = realloc(out, cap);
+            if (out == NULL) die("out of memory");
+        }
+        if (o > 0) out[o++] = ' ';
+        memcpy(out + o, w, wn);
+        o += wn;
+        p += n;
+    }
+    out[o] = 0;
+    return out;
+}
+
+typedef struct synth {
+    size_t n;
+    char **id, **server, **name, **text;
+} synth_t;
+
+static void synth_build(synth_t *s, const reg_catalog_t *cat, char **base_text,
+                        const words_t *vocab, size_t n)
+{
+    size_t n0 = reg_catalog_count(cat);
+    uint64_t rng = 0x9E3779B97F4A7C15ULL ^ n;
+    s->n = n;
+    s->id = calloc(n, sizeof *s->id);
+    s->server = calloc(n, sizeof *s->server);
+    s->text = calloc(n, sizeof *s->text);
+    s->name = calloc(n, sizeof *s->name);
+    if (!s->id || !s->server || !s->text || !s->name) die("out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const reg_tool_t *t = reg_catalog_at(cat, i % n0);
+        size_t copy = i / n0;
+        char buf[512];
+        /* Each copy of a real server is a server of its own. */
+        snprintf(buf, sizeof buf, "%s-%zu", t->server, copy);
+        s->server[i] = strdup(buf);
+        snprintf(buf, sizeof buf, "%s_%zu", t->name, copy);
+        s->name[i] = strdup(buf);
+        snprintf(buf, sizeof buf, "%s__%s_%zu", s->server[i], t->name, copy);
+        s->id[i] = strdup(buf);
+        s->text[i] =
+            copy == 0 ? strdup(base_text[i % n0]) : perturb(base_text[i % n0], vocab, &rng);
+        if (!s->id[i] || !s->server[i] || !s->text[i] || !s->name[i]) die("out of memory");
+    }
+}
+
+static void synth_free(synth_t *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->id[i]);
+        free(s->server[i]);
+        free(s->text[i]);
+        free(s->name[i]);
+    }
+    free(s->name);
+    free(s->id);
+    free(s->server);
+    free(s->text);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void report(const char *what, size_t size, double *lat, size_t n)
+{
+    qsort(lat, n, sizeof *lat, cmp_double);
+    double p50 = lat[n / 2],
+           p99 = lat[(size_t)((double)n * 0.99) < n ? (size_t)((double)n * 0.99) : n - 1];
+    printf("%-8zu %-34s p50 %8.3f ms   p99 %8.3f ms   max %8.3f ms\n", size, what, p50, p99,
+           lat[n - 1]);
+}
+
+static const synth_t *sort_base;
+
+static int cmp_by_server(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    int c = strcmp(sort_base->server[x], sort_base->server[y]);
+    return c ? c : (x > y) - (x < y);
+}
+
+static void registry_section(const synth_t *s, const reg_lexical_opts_t *lo,
+                             reg_index_storage_t storage, char **qsrc, size_t nq_src,
+                             size_t nqueries, double *lat)
+{
+    reg_embedder_t *e;
+    reg_registry_t *reg;
+    reg_registry_opts_t ro;
+    reg_registry_opts_default(&ro);
+    ro.storage = storage;
+    if (reg_lexical_new(lo, &e) < 0 || reg_registry_new(e, &ro, &reg) < 0) die("setup failed");
+    size_t *order = malloc(s->n * sizeof *order);
+    if (order == NULL) die("out of memory");
+    for (size_t i = 0; i < s->n; i++)
+        order[i] = i;
+    sort_base = s;
+    qsort(order, s->n, sizeof *order, cmp_by_server);
+    char msg[512];
+    double t0 = now_ms();
+    for (size_t i = 0; i < s->n;) {
+        size_t j = i;
+        cJSON *arr = cJSON_CreateArray();
+        if (arr == NULL) die("out of memory");
+        for (; j < s->n && strcmp(s->server[order[j]], s->server[order[i]]) == 0; j++) {
+            cJSON *t = cJSON_CreateObject();
+            if (t == NULL || !cJSON_AddItemToArray(arr, t) ||
+                !cJSON_AddStringToObject(t, "name", s->name[order[j]]) ||
+                !cJSON_AddStringToObject(t, "description", s->text[order[j]]))
+                die("out of memory");
+        }
+        if (reg_registry_set_server_tools(reg, s->server[order[i]], arr, msg, sizeof msg) < 0)
+            die("%s", msg);
+        cJSON_Delete(arr);
+        i = j;
+    }
+    double t1 = now_ms();
+    if (reg_registry_index_all(reg, msg, sizeof msg) < 0) die("%s", msg);
+    double t2 = now_ms();
+    reg_registry_stats_t st;
+    reg_registry_stats(reg, &st);
+    printf("%-8zu registry: add servers %.0f ms, index %.0f ms, memory (vectors + bm25) %.1f "
+           "MiB\n",
+           s->n, t1 - t0, t2 - t1, (double)st.memory_bytes / 1048576.0);
+    reg_result_t res[TOPK];
+    for (size_t q = 0; q < nqueries; q++) {
+        double q0 = now_ms();
+        if (reg_registry_search(reg, qsrc[q % nq_src], NULL, TOPK, NULL, res, msg, sizeof msg) < 0)
+            die("%s", msg);
+        lat[q] = now_ms() - q0;
+    }
+    report("registry search (search_tools path)", s->n, lat, nqueries);
+    free(order);
+    reg_registry_free(reg);
+}
+
+static char **load_queries(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) die("cannot open %s", path);
+    char line[65536];
+    char **q = NULL;
+    size_t cap = 0;
+    *n = 0;
+    while (fgets(line, sizeof line, f)) {
+        cJSON *o = cJSON_Parse(line);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "query");
+        if (cJSON_IsString(t)) {
+            if (*n == cap) {
+                cap = cap ? cap * 2 : 128;
+                q = realloc(q, cap * sizeof *q);
+                if (q == NULL) die("out of memory");
+            }
+            q[(*n)++] = strdup(t->valuestring);
+        }
+        cJSON_Delete(o);
+    }
+    fclose(f);
+    if (*n == 0) die("%s holds no queries", path);
+    return q;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows when piped to a log */
+    if (argc < 2)
+        die("usage: bench_search CATALOG.json [QUERIES.jsonl] [--sizes A,B,C] "
+            "[--queries N] [--lexical-dim N] [--dense-dim N]");
+    size_t sizes[MAX_SIZES] = {1000, 10000, 100000}, nsizes = 3, nqueries = 2000, dense_dim = 384;
+    const char *qpath = NULL;
+    reg_lexical_opts_t lo;
+    reg_lexical_opts_default(&lo);
+    reg_index_storage_t lstore = REG_INDEX_Q8;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
+            nsizes = 0;
+            for (char *p = argv[++i]; *p && nsizes < MAX_SIZES;) {
+                char *end;
+                sizes[nsizes++] = strtoul(p, &end, 10);
+                p = *end == ',' ? end + 1 : end;
+                if (end == p && *p) die("bad --sizes");
+            }
+        } else if (strcmp(argv[i], "--queries") == 0 && i + 1 < argc) {
+            nqueries = strtoul(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--lexical-dim") == 0 && i + 1 < argc) {
+            lo.dim = strtoul(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--lexical-storage") == 0 && i + 1 < argc) {
+            lstore = strcmp(argv[++i], "f32") == 0 ? REG_INDEX_F32 : REG_INDEX_Q8;
+        } else if (strcmp(argv[i], "--dense-dim") == 0 && i + 1 < argc) {
+            dense_dim = strtoul(argv[++i], NULL, 10);
+        } else if (argv[i][0] != '-' && qpath == NULL) {
+            qpath = argv[i];
+        } else {
+            die("unknown argument %s", argv[i]);
+        }
+    }
+    if (nqueries == 0) die("--queries must be positive");
+
+    reg_catalog_t *cat;
+    char msg[1024];
+    if (reg_catalog_new(&cat) < 0 ||
+        reg_catalog_load_file(cat, argv[1], NULL, NULL, msg, sizeof msg) < 0)
+        die("%s", msg);
+    size_t n0 = reg_catalog_count(cat);
+    if (n0 == 0) die("empty catalog");
+    char **base = calloc(n0, sizeof *base);
+    words_t vocab = {0};
+    if (base == NULL) die("out of memory");
+    for (size_t i = 0; i < n0; i++) {
+        base[i] = reg_tool_index_text(reg_catalog_at(cat, i));
+        if (base[i] == NULL) die("out of memory");
+        for (const char *p = base[i]; *p;) {
+            size_t sp = strspn(p, " ");
+            p += sp;
+            size_t n = strcspn(p, " ");
+            if (n > 2 && n < 20) words_push(&vocab, p, n);
+            p += n;
+        }
+    }
+    /* Queries: the dev queries if given, else tool descriptions (cycled either way). */
+    size_t nq_src;
+    char **qsrc;
+    if (qpath != NULL) {
+        qsrc = load_queries(qpath, &nq_src);
+    } else {
+        nq_src = n0;
+        qsrc = calloc(n0, sizeof *qsrc);
+        if (qsrc == NULL) die("out of memory");
+        for (size_t i = 0; i < n0; i++)
+            qsrc[i] = strdup(reg_catalog_at(cat, i)->description);
+    }
+    double *lat = malloc(nqueries * sizeof *lat);
+    if (lat == NULL) die("out of memory");
+
+    printf("lexical dim %zu (%s); dense dim %zu; %zu queries per measurement; top-%d\n", lo.dim,
+           lstore == REG_INDEX_Q8 ? "q8" : "f32", dense_dim, nqueries, TOPK);
+    for (size_t si = 0; si < nsizes; si++) {
+        size_t n = sizes[si];
+        synth_t s;
+        synth_build(&s, cat, base, &vocab, n);
+
+        /* Lexical: fit, embed, index. */
+        reg_embedder_t *lex;
+        reg_index_t *ix;
+        if (reg_lexical_new(&lo, &lex) < 0 || reg_index_new(lo.dim, lstore, &ix) < 0)
+            die("setup failed");
+        double t0 = now_ms();
+        if (reg_embedder_fit(lex, (const char *const *)s.text, n) < 0) die("fit failed");
+        double t1 = now_ms();
+        float *v = malloc(lo.dim * sizeof *v);
+        if (v == NULL) die("out of memory");
+        for (size_t i = 0; i < n; i++) {
+            const char *t[1] = {s.text[i]};
+            if (reg_embedder_embed(lex, t, 1, REG_EMBED_DOCUMENT, v, msg, sizeof msg) < 0)
+                die("%s", msg);
+            if (reg_index_add(ix, s.id[i], s.server[i], NULL, v) < 0) die("index add failed");
+        }
+        double t2 = now_ms();
+        printf("%-8zu lexical index: fit %.0f ms, embed+add %.0f ms, memory %.1f MiB\n", n, t1 - t0,
+               t2 - t1, (double)reg_index_memory(ix) / 1048576.0);
+
+        reg_bm25_t *bm;
+        if (reg_bm25_new(1.2f, 0.75f, &bm) < 0) die("out of memory");
+        t0 = now_ms();
+        for (size_t i = 0; i < n; i++)
+            if (reg_bm25_add(bm, s.id[i], s.server[i], NULL, s.text[i]) < 0) die("bm25 add failed");
+        t1 = now_ms();
+        printf("%-8zu bm25 index: build %.0f ms, memory %.1f MiB\n", n, t1 - t0,
+               (double)reg_bm25_memory(bm) / 1048576.0);
+
+        reg_hit_t a[CAND], b[CAND], out[TOPK];
+        for (size_t q = 0; q < nqueries; q++) {
+            const char *t[1] = {qsrc[q % nq_src]};
+            double q0 = now_ms();
+            if (reg_embedder_embed(lex, t, 1, REG_EMBED_QUERY, v, msg, sizeof msg) < 0 ||
+                reg_index_search(ix, v, TOPK, NULL, out) < 0)
+                die("lexical search failed");
+            lat[q] = now_ms() - q0;
+        }
+        report("lexical (embed query + search)", n, lat, nqueries);
+        for (size_t q = 0; q < nqueries; q++) {
+            double q0 = now_ms();
+            if (reg_bm25_search(bm, qsrc[q % nq_src], TOPK, NULL, out) < 0) die("bm25 failed");
+            lat[q] = now_ms() - q0;
+        }
+        report("bm25", n, lat, nqueries);
+        for (size_t q = 0; q < nqueries; q++) {
+            const char *t[1] = {qsrc[q % nq_src]};
+            double q0 = now_ms();
+            if (reg_embedder_embed(lex, t, 1, REG_EMBED_QUERY, v, msg, sizeof msg) < 0)
+                die("embed failed");
+            int na = reg_index_search(ix, v, CAND, NULL, a);
+            int nb = reg_bm25_search(bm, t[0], CAND, NULL, b);
+            if (na < 0 || nb < 0) die("search failed");
+            reg_ranked_t l[2] = {{a, (size_t)na, 1.0f}, {b, (size_t)nb, 1.0f}};
+            if (reg_fuse(l, 2, REG_FUSE_MINMAX, 60.0f, TOPK, out) < 0) die("fuse failed");
+            lat[q] = now_ms() - q0;
+        }
+        report("hybrid lexical+bm25", n, lat, nqueries);
+        reg_filter_t f;
+        reg_filter_default(&f);
+        f.server = s.server[n / 2];
+        for (size_t q = 0; q < nqueries; q++) {
+            const char *t[1] = {qsrc[q % nq_src]};
+            double q0 = now_ms();
+            if (reg_embedder_embed(lex, t, 1, REG_EMBED_QUERY, v, msg, sizeof msg) < 0 ||
+                reg_index_search(ix, v, TOPK, &f, out) < 0)
+                die("lexical search failed");
+            lat[q] = now_ms() - q0;
+        }
+        report("lexical, server filter", n, lat, nqueries);
+        free(v);
+        reg_index_free(ix);
+        reg_bm25_free(bm);
+        reg_embedder_free(lex);
+
+        /* The facade, fed server by server as downstream tools/list answers arrive. */
+        registry_section(&s, &lo, lstore, qsrc, nq_src, nqueries, lat);
+
+        /* Dense vectors of the model's size: random unit rows, random queries. */
+        for (int st = 0; st < 2; st++) {
+            reg_index_storage_t storage = st == 0 ? REG_INDEX_F32 : REG_INDEX_Q8;
+            const char *sname = st == 0 ? "f32" : "q8";
+            reg_index_t *dx;
+            if (reg_index_new(dense_dim, storage, &dx) < 0) die("bad --dense-dim");
+            float *dv = malloc(dense_dim * sizeof *dv);
+            if (dv == NULL) die("out of memory");
+            uint64_t rng = 42;
+            t0 = now_ms();
+            for (size_t i = 0; i < n; i++) {
+                for (size_t d = 0; d < dense_dim; d++)
+                    dv[d] = (float)((double)(rng_next(&rng) >> 11) / 9007199254740992.0 - 0.5);
+                if (reg_index_add(dx, s.id[i], s.server[i], NULL, dv) < 0) die("index add failed");
+            }
+            t1 = now_ms();
+            printf("%-8zu dense-%zu %s index: add %.0f ms, memory %.1f MiB\n", n, dense_dim, sname,
+                   t1 - t0, (double)reg_index_memory(dx) / 1048576.0);
+            for (size_t q = 0; q < nqueries; q++) {
+                for (size_t d = 0; d < dense_dim; d++)
+                    dv[d] = (float)((double)(rng_next(&rng) >> 11) / 9007199254740992.0 - 0.5);
+                double q0 = now_ms();
+                if (reg_index_search(dx, dv, TOPK, NULL, out) < 0) die("dense search failed");
+                lat[q] = now_ms() - q0;
+            }
+            char what[64];
+            snprintf(what, sizeof what, "dense-%zu %s search only", dense_dim, sname);
+            report(what, n, lat, nqueries);
+            free(dv);
+            reg_index_free(dx);
+        }
+        synth_free(&s);
+    }
+    for (size_t i = 0; i < n0; i++)
+        free(base[i]);
+    free(base);
+    for (size_t i = 0; i < nq_src; i++)
+        free(qsrc[i]);
+    free(qsrc);
+    for (size_t i = 0; i < vocab.n; i++)
+        free(vocab.w[i]);
+    free(vocab.w);
+    free(lat);
+    reg_catalog_free(cat);
+    return 0;
+}

@@ -1,0 +1,488 @@
+/* registry.c - the registry: catalog, embedder, vector index and BM25 kept in step. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct reg_registry {
+    reg_catalog_t *cat;
+    reg_embedder_t *emb; /* NULL: BM25 only */
+    reg_index_t *ix;
+    reg_bm25_t *bm;
+    reg_registry_opts_t o;
+    /* ids waiting for the vector index, oldest first; entries may be stale (tool removed or
+     * already indexed) and are skipped when taken */
+    char **pend;
+    size_t pend_head, pend_n, pend_cap;
+    bool fitted;
+    size_t fitted_count;
+    bool busy, busy_fit;
+};
+
+struct reg_batch {
+    reg_embedder_t *emb;
+    bool fit, embedded;
+    size_t n, dim;
+    char **ids;
+    uint64_t *seq;
+    char **texts;
+    float *vecs;
+};
+
+void reg_registry_opts_default(reg_registry_opts_t *o)
+{
+    o->hybrid = true;
+    o->fuse = REG_FUSE_MINMAX;
+    o->dense_weight = 1.0f;
+    o->bm25_weight = 1.0f;
+    o->storage = REG_INDEX_Q8;
+}
+
+int reg_registry_new(reg_embedder_t *emb, const reg_registry_opts_t *opts, reg_registry_t **out)
+{
+    if (out == NULL) {
+        reg_embedder_free(emb);
+        return REG_EINVAL;
+    }
+    *out = NULL;
+    reg_registry_t *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        reg_embedder_free(emb);
+        return REG_ENOMEM;
+    }
+    if (opts != NULL)
+        r->o = *opts;
+    else
+        reg_registry_opts_default(&r->o);
+    r->emb = emb;
+    int rc = REG_OK;
+    if (!(r->o.dense_weight >= 0) || !(r->o.bm25_weight >= 0) ||
+        r->o.dense_weight + r->o.bm25_weight <= 0 ||
+        (emb != NULL && (emb->embed == NULL || emb->dim == 0)))
+        rc = REG_EINVAL;
+    if (rc == 0) rc = reg_catalog_new(&r->cat);
+    if (rc == 0) rc = reg_bm25_new(1.2f, 0.75f, &r->bm);
+    if (rc == 0 && emb != NULL) rc = reg_index_new(emb->dim, r->o.storage, &r->ix);
+    if (rc < 0) {
+        reg_registry_free(r);
+        return rc;
+    }
+    *out = r;
+    return REG_OK;
+}
+
+void reg_registry_free(reg_registry_t *r)
+{
+    if (r == NULL) return;
+    for (size_t i = r->pend_head; i < r->pend_n; i++)
+        free(r->pend[i]);
+    free(r->pend);
+    reg_index_free(r->ix);
+    reg_bm25_free(r->bm);
+    reg_catalog_free(r->cat);
+    reg_embedder_free(r->emb);
+    free(r);
+}
+
+const reg_catalog_t *reg_registry_catalog(const reg_registry_t *r)
+{
+    return r ? r->cat : NULL;
+}
+
+const char *reg_registry_embedder_name(const reg_registry_t *r)
+{
+    return r && r->emb ? reg_embedder_name(r->emb) : "bm25";
+}
+
+static int pend_push(reg_registry_t *r, const char *id)
+{
+    if (r->pend_n == r->pend_cap) {
+        /* Reclaim the consumed head before growing. */
+        if (r->pend_head > 0) {
+            memmove(r->pend, r->pend + r->pend_head, (r->pend_n - r->pend_head) * sizeof *r->pend);
+            r->pend_n -= r->pend_head;
+            r->pend_head = 0;
+        }
+        if (r->pend_n == r->pend_cap) {
+            size_t cap = r->pend_cap ? r->pend_cap * 2 : 64;
+            char **p = realloc(r->pend, cap * sizeof *p);
+            if (p == NULL) return REG_ENOMEM;
+            r->pend = p;
+            r->pend_cap = cap;
+        }
+    }
+    char *copy = reg__strdup(id);
+    if (copy == NULL) return REG_ENOMEM;
+    r->pend[r->pend_n++] = copy;
+    return REG_OK;
+}
+
+/* Registers catalog positions [from, count) with BM25 and the pending queue. */
+static int on_added(reg_registry_t *r, size_t from, char *msg, size_t msg_size)
+{
+    for (size_t i = from; i < reg_catalog_count(r->cat); i++) {
+        const reg_tool_t *t = reg_catalog_at(r->cat, i);
+        char *text = reg_tool_index_text(t);
+        int rc = text ? reg_bm25_add(r->bm, t->id, t->server, t->category, text) : REG_ENOMEM;
+        free(text);
+        if (rc == 0 && r->emb != NULL) rc = pend_push(r, t->id);
+        if (rc < 0)
+            return reg__fail(msg, msg_size, rc, "indexing tool %s failed: %s", t->id,
+                             reg_strerror(rc));
+    }
+    return REG_OK;
+}
+
+int reg_registry_load_file(reg_registry_t *r, const char *path, char *msg, size_t msg_size)
+{
+    if (r == NULL) return reg__fail(msg, msg_size, REG_EINVAL, "no registry given");
+    size_t from = reg_catalog_count(r->cat);
+    int rc = reg_catalog_load_file(r->cat, path, NULL, NULL, msg, msg_size);
+    if (rc < 0) return rc;
+    return on_added(r, from, msg, msg_size);
+}
+
+size_t reg_registry_remove_server(reg_registry_t *r, const char *server)
+{
+    if (r == NULL || server == NULL) return 0;
+    /* The name may belong to a tool about to be freed: keep a copy for the other indexes. */
+    char name[REG_NAME_MAX + 1];
+    snprintf(name, sizeof name, "%s", server);
+    size_t n = reg_catalog_remove_server(r->cat, name);
+    reg_bm25_remove_server(r->bm, name);
+    if (r->ix != NULL) reg_index_remove_server(r->ix, name);
+    return n;
+}
+
+int reg_registry_set_server_tools(reg_registry_t *r, const char *server, const cJSON *tools,
+                                  char *msg, size_t msg_size)
+{
+    if (r == NULL || server == NULL || server[0] == 0 || !cJSON_IsArray(tools))
+        return reg__fail(msg, msg_size, REG_EINVAL,
+                         "set_server_tools needs a server name and a JSON array of tools");
+    /* Validate and copy into a scratch catalog first, so that a bad list leaves the
+     * server's current tools in place. */
+    reg_catalog_t *tmp;
+    int rc = reg_catalog_new(&tmp);
+    if (rc < 0) return reg__fail(msg, msg_size, rc, "out of memory");
+    const cJSON *t;
+    size_t i = 0;
+    char why[256];
+    cJSON_ArrayForEach(t, tools)
+    {
+        rc = reg_catalog_add(tmp, server, t, why, sizeof why, NULL);
+        if (rc < 0) {
+            reg_catalog_free(tmp);
+            return reg__fail(msg, msg_size, rc, "server %s: tool #%zu %s", server, i, why);
+        }
+        i++;
+    }
+    reg_registry_remove_server(r, server);
+    size_t from = reg_catalog_count(r->cat);
+    i = 0;
+    cJSON_ArrayForEach(t, tools)
+    {
+        rc = reg_catalog_add(r->cat, server, t, why, sizeof why, NULL);
+        if (rc < 0) break;
+        i++;
+    }
+    reg_catalog_free(tmp);
+    if (rc < 0) {
+        /* Only allocation can fail here: keep what was added, report the rest. */
+        int rc2 = on_added(r, from, NULL, 0);
+        (void)rc2;
+        return reg__fail(msg, msg_size, rc, "server %s: only %zu tools added: %s", server, i, why);
+    }
+    return on_added(r, from, msg, msg_size);
+}
+
+size_t reg_registry_pending(const reg_registry_t *r)
+{
+    if (r == NULL || r->emb == NULL) return 0;
+    size_t n = reg_catalog_count(r->cat), in = reg_index_count(r->ix);
+    return n > in ? n - in : 0;
+}
+
+void reg_registry_stats(const reg_registry_t *r, reg_registry_stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    st->embedder = reg_registry_embedder_name(r);
+    if (r == NULL) return;
+    st->dim = r->emb ? r->emb->dim : 0;
+    st->tools = reg_catalog_count(r->cat);
+    st->indexed = reg_index_count(r->ix);
+    st->pending = reg_registry_pending(r);
+    st->memory_bytes = reg_index_memory(r->ix) + reg_bm25_memory(r->bm);
+    st->hybrid = r->emb != NULL && r->o.hybrid;
+}
+
+static void batch_free(reg_batch_t *b)
+{
+    if (b == NULL) return;
+    for (size_t i = 0; i < b->n; i++) {
+        free(b->ids[i]);
+        free(b->texts[i]);
+    }
+    free(b->ids);
+    free(b->texts);
+    free(b->seq);
+    free(b->vecs);
+    free(b);
+}
+
+static int batch_put(reg_batch_t *b, const reg_tool_t *t)
+{
+    char *id = reg__strdup(t->id), *text = reg_tool_index_text(t);
+    if (id == NULL || text == NULL) {
+        free(id);
+        free(text);
+        return REG_ENOMEM;
+    }
+    b->ids[b->n] = id;
+    b->texts[b->n] = text;
+    b->seq[b->n] = t->seq;
+    b->n++;
+    return REG_OK;
+}
+
+static bool needs_fit(const reg_registry_t *r)
+{
+    if (r->emb->fit == NULL) return false;
+    size_t n = reg_catalog_count(r->cat);
+    if (!r->fitted) return n > 0;
+    double diff = fabs((double)n - (double)r->fitted_count);
+    return diff > REG_REFIT_RATIO * (double)r->fitted_count;
+}
+
+int reg_registry_next_batch(reg_registry_t *r, size_t max, reg_batch_t **out)
+{
+    if (r == NULL || out == NULL) return REG_EINVAL;
+    *out = NULL;
+    if (r->busy) return REG_EBUSY;
+    if (r->emb == NULL) return REG_OK;
+    if (max == 0) max = REG_BATCH_DEFAULT;
+    bool fit = needs_fit(r);
+    size_t count = reg_catalog_count(r->cat);
+    size_t cap = fit ? count : (max < count ? max : count);
+    if (cap == 0) return REG_OK;
+    reg_batch_t *b = calloc(1, sizeof *b);
+    if (b == NULL) return REG_ENOMEM;
+    b->emb = r->emb;
+    b->fit = fit;
+    b->dim = r->emb->dim;
+    b->ids = calloc(cap, sizeof *b->ids);
+    b->texts = calloc(cap, sizeof *b->texts);
+    b->seq = calloc(cap, sizeof *b->seq);
+    int rc = (b->ids && b->texts && b->seq) ? REG_OK : REG_ENOMEM;
+    if (fit) {
+        for (size_t i = 0; i < count && rc == 0; i++)
+            rc = batch_put(b, reg_catalog_at(r->cat, i));
+        if (rc == 0) {
+            /* Everything is in this batch: the queue's entries are all stale now. */
+            for (size_t i = r->pend_head; i < r->pend_n; i++)
+                free(r->pend[i]);
+            r->pend_head = r->pend_n = 0;
+        }
+    } else {
+        reg__map_t seen = {0};
+        while (rc == 0 && b->n < cap && r->pend_head < r->pend_n) {
+            char *id = r->pend[r->pend_head];
+            const reg_tool_t *t = reg_catalog_find(r->cat, id);
+            if (t != NULL && !reg_index_contains(r->ix, id) && !reg__map_get(&seen, id, NULL)) {
+                rc = batch_put(b, t);
+                if (rc == 0) rc = reg__map_put(&seen, b->ids[b->n - 1], 1);
+                if (rc < 0) break;
+            }
+            free(id);
+            r->pend_head++;
+        }
+        reg__map_free(&seen);
+    }
+    if (rc < 0 || b->n == 0) {
+        /* Put what was taken back in the queue so nothing is lost. */
+        for (size_t i = 0; i < b->n; i++)
+            (void)pend_push(r, b->ids[i]);
+        batch_free(b);
+        return rc;
+    }
+    r->busy = true;
+    r->busy_fit = fit;
+    *out = b;
+    return REG_OK;
+}
+
+size_t reg_batch_count(const reg_batch_t *b)
+{
+    return b ? b->n : 0;
+}
+
+int reg_batch_embed(reg_batch_t *b, char *msg, size_t msg_size)
+{
+    if (b == NULL) return reg__fail(msg, msg_size, REG_EINVAL, "no batch given");
+    if (b->fit) {
+        int rc = reg_embedder_fit(b->emb, (const char *const *)b->texts, b->n);
+        if (rc < 0)
+            return reg__fail(msg, msg_size, rc, "%s: learning corpus statistics failed: %s",
+                             reg_embedder_name(b->emb), reg_strerror(rc));
+    }
+    b->vecs = malloc(b->n * b->dim * sizeof *b->vecs);
+    if (b->vecs == NULL) return reg__fail(msg, msg_size, REG_ENOMEM, "out of memory embedding");
+    int rc = reg_embedder_embed(b->emb, (const char *const *)b->texts, b->n, REG_EMBED_DOCUMENT,
+                                b->vecs, msg, msg_size);
+    if (rc < 0) return rc;
+    b->embedded = true;
+    return REG_OK;
+}
+
+int reg_registry_apply_batch(reg_registry_t *r, reg_batch_t *b)
+{
+    if (r == NULL || b == NULL) {
+        batch_free(b);
+        return REG_EINVAL;
+    }
+    r->busy = false;
+    r->busy_fit = false;
+    int rc = REG_OK;
+    if (!b->embedded) {
+        if (b->fit)
+            r->fitted = false; /* statistics may be half-built: refit next time */
+        else
+            for (size_t i = 0; i < b->n; i++)
+                (void)pend_push(r, b->ids[i]);
+        batch_free(b);
+        return REG_EEMBED;
+    }
+    if (b->fit) {
+        /* New statistics: every old vector is stale, so the index is rebuilt from the batch. */
+        reg_index_t *ix;
+        rc = reg_index_new(b->dim, r->o.storage, &ix);
+        if (rc < 0) {
+            batch_free(b);
+            return rc;
+        }
+        reg_index_free(r->ix);
+        r->ix = ix;
+        r->fitted = true;
+        r->fitted_count = b->n;
+    }
+    for (size_t i = 0; i < b->n && rc == 0; i++) {
+        const reg_tool_t *t = reg_catalog_find(r->cat, b->ids[i]);
+        /* Removed, or removed and added back with new content, while the batch ran. */
+        if (t == NULL || t->seq != b->seq[i] || reg_index_contains(r->ix, t->id)) continue;
+        rc = reg_index_add(r->ix, t->id, t->server, t->category, b->vecs + i * b->dim);
+        if (rc < 0) (void)pend_push(r, b->ids[i]);
+    }
+    batch_free(b);
+    return rc;
+}
+
+int reg_registry_index_all(reg_registry_t *r, char *msg, size_t msg_size)
+{
+    for (;;) {
+        reg_batch_t *b;
+        int rc = reg_registry_next_batch(r, 0, &b);
+        if (rc < 0) return reg__fail(msg, msg_size, rc, "indexing: %s", reg_strerror(rc));
+        if (b == NULL) return REG_OK;
+        rc = reg_batch_embed(b, msg, msg_size);
+        int rc2 = reg_registry_apply_batch(r, b);
+        if (rc < 0) return rc;
+        if (rc2 < 0) return reg__fail(msg, msg_size, rc2, "indexing: %s", reg_strerror(rc2));
+    }
+}
+
+/* Runs the signals of one search into a (dense) and b (BM25). */
+static int gather(reg_registry_t *r, const char *query, const float *qvec, bool dense, bool bm25,
+                  size_t want, const reg_filter_t *f, reg_hit_t *a, int *na, reg_hit_t *b, int *nb,
+                  char *msg, size_t msg_size)
+{
+    *na = *nb = 0;
+    if (dense) {
+        float *qv = NULL;
+        if (qvec == NULL) {
+            /* Long queries are cut: the tail of a pasted document rarely helps ranking. */
+            char *q = malloc(REG_QUERY_MAX + 1);
+            qv = malloc(r->emb->dim * sizeof *qv);
+            if (q == NULL || qv == NULL) {
+                free(q);
+                free(qv);
+                return reg__fail(msg, msg_size, REG_ENOMEM, "out of memory searching");
+            }
+            snprintf(q, REG_QUERY_MAX + 1, "%s", query);
+            const char *t[1] = {q};
+            int rc = reg_embedder_embed(r->emb, t, 1, REG_EMBED_QUERY, qv, msg, msg_size);
+            free(q);
+            if (rc < 0) {
+                free(qv);
+                return rc;
+            }
+            qvec = qv;
+        }
+        *na = reg_index_search(r->ix, qvec, want, f, a);
+        free(qv);
+        if (*na < 0)
+            return reg__fail(msg, msg_size, *na, "vector search failed: %s", reg_strerror(*na));
+    }
+    if (bm25) {
+        *nb = reg_bm25_search(r->bm, query, want, f, b);
+        if (*nb < 0)
+            return reg__fail(msg, msg_size, *nb, "BM25 search failed: %s", reg_strerror(*nb));
+    }
+    return REG_OK;
+}
+
+int reg_registry_search(reg_registry_t *r, const char *query, const float *qvec, size_t k,
+                        const reg_filter_t *filter, reg_result_t *out, char *msg, size_t msg_size)
+{
+    if (r == NULL || query == NULL || (k > 0 && out == NULL))
+        return reg__fail(msg, msg_size, REG_EINVAL, "no registry, query or output given");
+    if (k > REG_TOPK_MAX)
+        return reg__fail(msg, msg_size, REG_ETOOBIG, "top_k must be at most %d", REG_TOPK_MAX);
+    if (k == 0) return 0;
+    reg_filter_t f;
+    reg_filter_default(&f);
+    if (filter != NULL) {
+        f.server = filter->server;
+        f.category = filter->category;
+    }
+    const float min_score = filter ? filter->min_score : -1e30f;
+    const bool can_embed = !r->busy || (r->emb != NULL && r->emb->concurrent && !r->busy_fit);
+    const bool dense = r->emb != NULL && reg_index_count(r->ix) > 0 && (qvec || can_embed);
+    const bool hybrid = dense && r->o.hybrid;
+    const size_t want = hybrid ? (k > REG_CANDIDATES ? k : REG_CANDIDATES) : k;
+    reg_hit_t *a = calloc(want, sizeof *a), *b = calloc(want, sizeof *b);
+    reg_hit_t *fused = calloc(k, sizeof *fused);
+    int na, nb, n = 0;
+    int rc = a && b && fused ? REG_OK : reg__fail(msg, msg_size, REG_ENOMEM, "out of memory");
+    if (rc == 0)
+        rc = gather(r, query, qvec, dense, !dense || hybrid, want, &f, a, &na, b, &nb, msg,
+                    msg_size);
+    const reg_hit_t *res = dense ? a : b;
+    if (rc == 0) n = dense ? na : nb;
+    if (rc == 0 && hybrid) {
+        reg_ranked_t lists[2] = {{a, (size_t)na, r->o.dense_weight},
+                                 {b, (size_t)nb, r->o.bm25_weight}};
+        const float rrf_k = 60.0f;
+        n = reg_fuse(lists, 2, r->o.fuse, rrf_k, k, fused);
+        if (n < 0) rc = reg__fail(msg, msg_size, n, "fusion failed: %s", reg_strerror(n));
+        /* Scale fused scores to [0, 1] so that min_score means the same in every mode. */
+        float top = r->o.dense_weight + r->o.bm25_weight;
+        if (r->o.fuse == REG_FUSE_RRF) top /= rrf_k + 1.0f;
+        for (int i = 0; i < n; i++)
+            fused[i].score /= top;
+        res = fused;
+    }
+    for (int i = 0; rc >= 0 && i < n && (size_t)rc < k; i++) {
+        if (res[i].score < min_score) continue;
+        const reg_tool_t *t = reg_catalog_find(r->cat, res[i].id);
+        if (t == NULL) continue;
+        out[rc].tool = t;
+        out[rc].score = res[i].score;
+        rc++;
+    }
+    free(a);
+    free(b);
+    free(fused);
+    return rc;
+}

@@ -1,0 +1,644 @@
+/*
+ * registry.h - the ptc-mcp tool registry: a catalog of downstream tools, embedders that turn
+ * text into vectors, a dense vector index with top-k search, a BM25 scorer, score fusion for a
+ * hybrid mode and an on-disk embedding cache.
+ *
+ * The library knows nothing of transports or JSON-RPC: the wiring feeds it tools (from
+ * downstream clients and --tools-file) and turns its hits into search_tools results.
+ *
+ * Conventions
+ * - Functions return 0 (REG_OK) or a negative reg_err_t; reg_strerror() names it. Functions
+ *   that can fail on user input also take an optional message buffer (msg, msg_size) that
+ *   receives a sentence saying what was wrong and what to do.
+ * - Every object has a *_new / *_free pair; nothing is global. Objects are not thread safe
+ *   unless a function says otherwise; an embedder's embed() may run on a worker thread.
+ * - "takes" means the callee owns the memory afterwards (even on error); "borrows" means it
+ *   does not; returned pointers say who frees them and how long they stay valid.
+ */
+#ifndef PTC_REGISTRY_H
+#define PTC_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+/* ---------------------------------------------------------------------------------------- */
+/* Errors                                                                                   */
+
+typedef enum reg_err {
+    REG_OK = 0,
+    REG_ENOMEM = -1,   /* allocation failed */
+    REG_EINVAL = -2,   /* bad argument or malformed input */
+    REG_ETOOBIG = -3,  /* a size cap was reached */
+    REG_EIO = -4,      /* a file could not be read or written */
+    REG_ENOENT = -5,   /* no such tool, server or cache entry */
+    REG_EEXIST = -6,   /* the id is already present */
+    REG_EDIM = -7,     /* vector dimension does not match */
+    REG_ECORRUPT = -8, /* a cache file failed its checks (it is removed) */
+    REG_EEMBED = -9,   /* the embedder failed (its own message says why) */
+    REG_EBUSY = -10,   /* another indexing batch is still in flight */
+    REG_ENOTSUP = -11, /* the provider is not built into this binary */
+} reg_err_t;
+
+/** Returns a static English description of a reg_err_t (never NULL). */
+const char *reg_strerror(int err);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Limits (named so that the wiring can quote them in messages)                             */
+
+#define REG_ID_MAX      128          /* MCP tool-name rule: [A-Za-z0-9_.-]{1,128} */
+#define REG_NAME_MAX    1024         /* server / tool name bytes accepted */
+#define REG_TEXT_MAX    65536        /* description bytes kept per tool */
+#define REG_CATALOG_MAX 1000000      /* tools in one catalog */
+#define REG_FILE_MAX    (256u << 20) /* largest --tools-file accepted */
+#define REG_TOPK_MAX    1000         /* largest k for a search */
+#define REG_DIM_MAX     8192         /* largest embedding dimension */
+#define REG_QUERY_MAX   8192         /* query bytes considered (the rest is ignored) */
+#define REG_SUFFIX_MAX  99999        /* collision suffixes tried before giving up */
+
+/* ---------------------------------------------------------------------------------------- */
+/* Names                                                                                    */
+
+/**
+ * Writes `in` with every character outside [A-Za-z0-9_.-] replaced by one '_' (a multi-byte
+ * UTF-8 character too) into out (NUL terminated, at most out_size - 1 bytes kept; longer input
+ * is cut). An empty input gives "_". Returns the length written. Borrows both.
+ */
+size_t reg_sanitize_name(const char *in, char *out, size_t out_size);
+
+/**
+ * Builds the id SERVER__TOOL from sanitised parts, cut to REG_ID_MAX bytes (the tool part is
+ * cut first, the server part is kept to at most half so both stay readable). out must hold
+ * REG_ID_MAX + 1 bytes. Collisions are the catalog's business (reg_catalog_add).
+ */
+void reg_make_id(const char *server, const char *tool, char out[REG_ID_MAX + 1]);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Text                                                                                     */
+
+/**
+ * Splits identifiers and prose into lowercase words separated by one space: snake_case,
+ * kebab-case, dotted.names, camelCase and HTTPServer-style acronyms are split; every byte that
+ * is not an ASCII letter or digit separates words (UTF-8 letters are kept whole inside a
+ * word). Writes a NUL-terminated string into out; returns its length, or REG_ETOOBIG when it
+ * did not fit (out then holds a cut but valid prefix). Borrows both.
+ */
+int reg_text_split(const char *text, char *out, size_t out_size);
+
+/** Light stemming of one lowercase word, in place: plural and -ing/-ed/-ly endings, so
+ *  "issues"/"issue", "listing"/"list", "created"/"create" meet. Returns the new length. */
+size_t reg_text_stem(char *word);
+
+/** True for a short list of English function words ("the", "of", "my") that carry no topic. */
+bool reg_text_is_stopword(const char *word);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Catalog                                                                                  */
+
+/** One tool. A view owned by the catalog: valid until the tool is removed or the catalog is
+ *  freed. Strings are never NULL ("" when absent); the JSON members may be NULL. */
+typedef struct reg_tool {
+    const char *id;            /* SERVER__TOOL, unique in the catalog */
+    const char *server;        /* original server name */
+    const char *name;          /* original tool name (what tools/call needs) */
+    const char *title;         /* "" when the tool has none */
+    const char *description;   /* cut to REG_TEXT_MAX */
+    const char *category;      /* the tool's "category" (or _meta.category), else its server */
+    const cJSON *input_schema; /* owned by the catalog; {"type":"object"} when absent */
+    const cJSON *annotations;  /* owned by the catalog; NULL when absent */
+    uint64_t seq;              /* unique per addition: a tool removed and added back differs */
+} reg_tool_t;
+
+typedef struct reg_catalog reg_catalog_t;
+
+int reg_catalog_new(reg_catalog_t **out);
+/** Frees the catalog and every tool view it handed out. NULL is allowed. */
+void reg_catalog_free(reg_catalog_t *cat);
+
+/**
+ * Adds one MCP Tool object (name required; title, description, inputSchema, annotations,
+ * category optional) for `server` (if NULL, the object's own "server" member is used; one of
+ * them is required). Borrows tool (copied). The id is SERVER__TOOL; if taken, "_2", "_3", ...
+ * is appended (the base is cut to fit 128 bytes), so the same sequence of additions always
+ * yields the same ids. *out_tool (may be NULL) receives the new tool's view.
+ */
+int reg_catalog_add(reg_catalog_t *cat, const char *server, const cJSON *tool, char *msg,
+                    size_t msg_size, const reg_tool_t **out_tool);
+
+/**
+ * Adds every tool of a catalog document: a JSON array of Tool objects, or {"tools": [...]};
+ * each may carry "server", else default_server is used (NULL: then each tool must have one).
+ * All or nothing: on error the catalog is unchanged and msg names the element and the fault.
+ * Borrows root. *added (may be NULL) receives the number of tools added.
+ */
+int reg_catalog_load_json(reg_catalog_t *cat, const cJSON *root, const char *default_server,
+                          size_t *added, char *msg, size_t msg_size);
+
+/** Reads and adds a --tools-file (see reg_catalog_load_json); msg names the file. */
+int reg_catalog_load_file(reg_catalog_t *cat, const char *path, const char *default_server,
+                          size_t *added, char *msg, size_t msg_size);
+
+/** Removes every tool of `server` (views of them become invalid). Returns the number removed
+ *  (0 when the server had none). */
+size_t reg_catalog_remove_server(reg_catalog_t *cat, const char *server);
+
+/** Number of tools. */
+size_t reg_catalog_count(const reg_catalog_t *cat);
+/** The i-th tool in insertion order (order shifts on removal); NULL if out of range. */
+const reg_tool_t *reg_catalog_at(const reg_catalog_t *cat, size_t i);
+/** The tool with this id, or NULL. */
+const reg_tool_t *reg_catalog_find(const reg_catalog_t *cat, const char *id);
+
+/**
+ * The text a tool is indexed by: name (identifier-split), title, description, then each
+ * parameter's name (split) and description, one sentence each. Returns a malloc'd string the
+ * caller frees, or NULL on ENOMEM. At most REG_TEXT_MAX * 2 bytes.
+ */
+char *reg_tool_index_text(const reg_tool_t *tool);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Embedders                                                                                */
+
+typedef enum reg_embed_kind {
+    REG_EMBED_DOCUMENT = 0, /* a tool's index text */
+    REG_EMBED_QUERY = 1,    /* a search query (some models prefix an instruction) */
+} reg_embed_kind_t;
+
+/**
+ * The provider interface. A provider (lexical, model, remote) mallocs one of these in its
+ * constructor and fills it in; reg_embedder_free() calls destroy() and then frees the struct.
+ * Users only call the reg_embedder_* functions below.
+ *
+ * - name: "lexical", "model:NAME" or "remote:NAME"; what search results report.
+ * - cache_provider / cache_model: the cache key parts ("model", "all-MiniLM-L6-v2@<sha>");
+ *   cache_model NULL means "do not cache" (e.g. an embedder whose vectors depend on state).
+ * - embed: writes n vectors of dim floats, each L2-normalised (an all-zero vector is allowed
+ *   for text with no features), row after row into out. Borrows texts and out. msg receives
+ *   the reason on failure. May run on any thread, but on one thread at a time unless
+ *   `concurrent` is set, and never while fit() runs.
+ * - concurrent: embed() may run on several threads at once (the lexical embedder: read-only
+ *   state after fit). The registry then embeds queries inline even while a batch is being
+ *   embedded elsewhere; otherwise it answers from BM25 meanwhile.
+ * - fit (may be NULL): learns corpus statistics (IDF) from the documents. Borrows docs.
+ * - destroy: frees impl.
+ */
+typedef struct reg_embedder reg_embedder_t;
+struct reg_embedder {
+    const char *name;
+    const char *cache_provider;
+    const char *cache_model;
+    size_t dim;
+    bool concurrent;
+    int (*embed)(reg_embedder_t *self, const char *const *texts, size_t n, reg_embed_kind_t kind,
+                 float *out, char *msg, size_t msg_size);
+    int (*fit)(reg_embedder_t *self, const char *const *docs, size_t n);
+    void (*destroy)(reg_embedder_t *self);
+    void *impl;
+};
+
+/** Embeds n texts into out (n * reg_embedder_dim floats). See the embed member. */
+int reg_embedder_embed(reg_embedder_t *e, const char *const *texts, size_t n, reg_embed_kind_t kind,
+                       float *out, char *msg, size_t msg_size);
+/** Learns corpus statistics when the provider has any (a no-op returning 0 otherwise). */
+int reg_embedder_fit(reg_embedder_t *e, const char *const *docs, size_t n);
+const char *reg_embedder_name(const reg_embedder_t *e);
+size_t reg_embedder_dim(const reg_embedder_t *e);
+/** Destroys the provider and frees e (which must come from a provider constructor). NULL ok. */
+void reg_embedder_free(reg_embedder_t *e);
+
+/**
+ * What --embedder and its companion flags ask for. kind: "auto" (the model when it can be
+ * loaded, else lexical, saying so in note), "model", "lexical" or "remote". Strings may be
+ * NULL when unused.
+ *
+ * The remote provider speaks HTTP, which this library does not: the wiring supplies it as
+ * open_remote (a constructor of a reg_embedder_t whose embed() may block on a worker thread
+ * while the loop performs the request); without it "remote" fails with REG_ENOTSUP.
+ */
+typedef struct reg_embedder_spec reg_embedder_spec_t;
+struct reg_embedder_spec {
+    const char *kind;
+    const char *model_dir;    /* --embed-model-dir */
+    const char *url;          /* --embed-url */
+    const char *remote_model; /* --embed-remote-model */
+    const char *key_env;      /* --embed-key-env */
+    int (*open_remote)(const reg_embedder_spec_t *spec, void *data, reg_embedder_t **out, char *msg,
+                       size_t msg_size);
+    void *open_remote_data; /* borrowed; passed to open_remote */
+};
+
+/**
+ * Opens the embedder a spec names; the one place where providers are chosen, so a provider
+ * added to the library becomes available to the binary and the benchmarks at once. On
+ * success *out is set and note (if not NULL) receives a line for the log when "auto" fell
+ * back ("" otherwise). On failure msg says what is missing and what to do. A fallback is never
+ * silent: callers that need a given provider check reg_embedder_name().
+ */
+int reg_embedder_open(const reg_embedder_spec_t *spec, reg_embedder_t **out, char *note,
+                      size_t note_size, char *msg, size_t msg_size);
+
+/** Settings of the built-in lexical embedder; reg_lexical_opts_default() fills them. */
+typedef struct reg_lexical_opts {
+    size_t dim;          /* hashed feature space (power of two not required), <= REG_DIM_MAX */
+    unsigned ngram_min;  /* character n-grams of each word, with word-boundary marks */
+    unsigned ngram_max;  /* 0 disables n-grams */
+    float word_weight;   /* share of the vector's mass for whole words ... */
+    float ngram_weight;  /* ... and for n-grams (relative; both >= 0) */
+    float bigram_weight; /* adjacent word pairs (0 disables) */
+    bool stem;           /* apply reg_text_stem to words */
+    bool stopwords;      /* drop reg_text_is_stopword words */
+} reg_lexical_opts_t;
+
+void reg_lexical_opts_default(reg_lexical_opts_t *opts);
+
+/**
+ * Creates the lexical embedder: words and character n-grams (identifier-split, lowercased,
+ * stemmed), weighted by sublinear term frequency times IDF learned by fit() (before fit every
+ * feature has the same IDF), hashed with a sign bit into dim floats, L2-normalised. Pure
+ * function of (opts, fitted corpus, text): deterministic across runs (feature positions are the
+ * same on every machine; float values may differ in the last bits between math libraries).
+ * opts NULL means the defaults. *out is freed with reg_embedder_free.
+ */
+int reg_lexical_new(const reg_lexical_opts_t *opts, reg_embedder_t **out);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Search results and filters                                                               */
+
+/** One search hit. id, server and category are borrowed from the index (or scorer) that
+ *  produced it and stay valid until that object is next modified or freed. */
+typedef struct reg_hit {
+    const char *id;
+    const char *server;
+    const char *category;
+    float score;
+} reg_hit_t;
+
+/** Restricts a search. NULL members mean "any"; min_score drops hits scoring below it (use
+ *  -INFINITY or a very low value for none; reg_filter_default sets -1e30). */
+typedef struct reg_filter {
+    const char *server;
+    const char *category;
+    float min_score;
+} reg_filter_t;
+
+void reg_filter_default(reg_filter_t *f);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Dense index                                                                              */
+
+typedef struct reg_index reg_index_t;
+
+typedef enum reg_index_storage {
+    REG_INDEX_F32 = 0, /* 4 bytes per dimension: exact */
+    REG_INDEX_Q8 = 1,  /* 1 byte per dimension + a scale per row: 4x less memory and memory
+                          traffic, dot products within about 1e-3 of exact for unit vectors */
+} reg_index_storage_t;
+
+/** Creates an empty index of dim-float vectors stored as `storage`. */
+int reg_index_new(size_t dim, reg_index_storage_t storage, reg_index_t **out);
+void reg_index_free(reg_index_t *ix);
+
+/**
+ * Adds a row. Borrows all arguments (copied); vec is L2-normalised on the way in (a zero
+ * vector stays zero and scores 0). category NULL means the server. REG_EEXIST if the id is
+ * present (remove it first to replace it); REG_EINVAL for NaN or infinite components.
+ */
+int reg_index_add(reg_index_t *ix, const char *id, const char *server, const char *category,
+                  const float *vec);
+/** Removes one row; REG_ENOENT if absent. Row order is not preserved. */
+int reg_index_remove(reg_index_t *ix, const char *id);
+/** Removes every row of a server; returns how many. */
+size_t reg_index_remove_server(reg_index_t *ix, const char *server);
+size_t reg_index_count(const reg_index_t *ix);
+size_t reg_index_dim(const reg_index_t *ix);
+/** Bytes held by the index (matrix, strings, tables): for the benchmarks. */
+size_t reg_index_memory(const reg_index_t *ix);
+/** True if the index holds id. */
+bool reg_index_contains(const reg_index_t *ix, const char *id);
+/** Copies the stored (normalised; for Q8, dequantised) vector of id into out (dim floats).
+ *  REG_ENOENT if absent. */
+int reg_index_get_vector(const reg_index_t *ix, const char *id, float *out);
+
+/**
+ * Scores every row passing the filter by dot product with query (dim floats, normalised by
+ * the caller or not: scores are then scaled) and writes the best min(k, matches) hits, best
+ * first (ties broken by id, so results are deterministic), into hits. Returns the number
+ * written (>= 0) or a negative error (k > REG_TOPK_MAX, NULL arguments). filter may be NULL.
+ */
+int reg_index_search(const reg_index_t *ix, const float *query, size_t k,
+                     const reg_filter_t *filter, reg_hit_t *hits);
+
+/* ---------------------------------------------------------------------------------------- */
+/* BM25 scorer (a lexical baseline and the second signal of the hybrid mode)                 */
+
+typedef struct reg_bm25 reg_bm25_t;
+
+/** k1 and b: the usual Okapi parameters (1.2 and 0.75 are good defaults). */
+int reg_bm25_new(float k1, float b, reg_bm25_t **out);
+void reg_bm25_free(reg_bm25_t *bm);
+/** Adds a document (tokenised like the lexical embedder: split, lowercased, stemmed, stop
+ *  words dropped). Borrows all arguments. REG_EEXIST if the id is present. */
+int reg_bm25_add(reg_bm25_t *bm, const char *id, const char *server, const char *category,
+                 const char *text);
+int reg_bm25_remove(reg_bm25_t *bm, const char *id);
+size_t reg_bm25_remove_server(reg_bm25_t *bm, const char *server);
+size_t reg_bm25_count(const reg_bm25_t *bm);
+/** Bytes held (postings, documents, vocabulary, ids): for the benchmarks. */
+size_t reg_bm25_memory(const reg_bm25_t *bm);
+/** Like reg_index_search, with a text query. Documents sharing no term with the query are
+ *  not returned. Not const: statistics removed documents left behind are rebuilt lazily. */
+int reg_bm25_search(reg_bm25_t *bm, const char *query, size_t k, const reg_filter_t *filter,
+                    reg_hit_t *hits);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Fusion of ranked lists (hybrid mode)                                                      */
+
+typedef enum reg_fuse_method {
+    /* sum over lists of weight / (rrf_k + rank), rank from 1: robust to score scales */
+    REG_FUSE_RRF = 0,
+    /* sum over lists of weight * (score - min) / (max - min) within each list */
+    REG_FUSE_MINMAX = 1,
+} reg_fuse_method_t;
+
+/** One input of a fusion: a ranked list (best first), as a search returns it. */
+typedef struct reg_ranked {
+    const reg_hit_t *hits;
+    size_t n;
+    float weight; /* >= 0 */
+} reg_ranked_t;
+
+/**
+ * Fuses ranked lists of hits (matched by id) into out: the best min(k, distinct ids) hits,
+ * best first, with fused scores. A hit missing from a list contributes nothing for it. out
+ * borrows the input hits' strings. rrf_k is used by REG_FUSE_RRF only (60 is customary).
+ * Returns the number written or a negative error.
+ */
+int reg_fuse(const reg_ranked_t *lists, size_t nlists, reg_fuse_method_t method, float rrf_k,
+             size_t k, reg_hit_t *out);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Embedding cache on disk                                                                   */
+
+#define REG_CACHE_DEFAULT_MAX_BYTES (256u << 20)
+
+/* One cache handle may be shared by threads (its bookkeeping is locked) and processes (entries
+ * are written to a temporary file and renamed into place). */
+typedef struct reg_cache reg_cache_t;
+
+/**
+ * Opens (creating as needed) a cache directory. dir NULL means $XDG_CACHE_HOME/ptc-mcp/embeddings
+ * or, without XDG_CACHE_HOME, $HOME/.cache/ptc-mcp/embeddings. max_bytes bounds the total size
+ * of entries (0 means REG_CACHE_DEFAULT_MAX_BYTES); the oldest entries are evicted past it.
+ */
+int reg_cache_open(const char *dir, size_t max_bytes, reg_cache_t **out, char *msg,
+                   size_t msg_size);
+void reg_cache_close(reg_cache_t *c);
+/** The directory in use (borrowed, valid until close). */
+const char *reg_cache_dir(const reg_cache_t *c);
+
+/**
+ * Looks up the vector of (provider, model, text). On a hit copies dim floats into out and
+ * returns 0; REG_ENOENT on a miss; REG_ECORRUPT when the file failed its checks (it is
+ * deleted: treat as a miss); REG_EDIM when the entry has another dimension.
+ */
+int reg_cache_get(reg_cache_t *c, const char *provider, const char *model, const char *text,
+                  size_t dim, float *out);
+/** Stores a vector (written to a temporary file and renamed, so readers never see half a
+ *  file). Borrows all arguments. */
+int reg_cache_put(reg_cache_t *c, const char *provider, const char *model, const char *text,
+                  size_t dim, const float *vec);
+/** Total bytes of entries as counted by this handle. */
+size_t reg_cache_bytes(reg_cache_t *c);
+
+/**
+ * Wraps an embedder so that each text is looked up in the cache first and only misses are
+ * embedded (then stored). Takes inner (freed with the wrapper); borrows cache, which must
+ * outlive the wrapper. An inner embedder with cache_model NULL is returned unwrapped.
+ */
+int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embedder_t **out);
+
+/* ---------------------------------------------------------------------------------------- */
+/* The registry: catalog + embedder + index + BM25, what search_tools calls                 */
+
+/*
+ * Threading: every reg_registry_* call belongs to one owner thread (the event loop). Only
+ * reg_batch_embed may run elsewhere (a worker thread), for one batch at a time: the owner
+ * takes a batch with reg_registry_next_batch, a worker embeds it, the owner applies it. Tools
+ * added or removed meanwhile are handled at apply time (stale vectors are dropped). While a
+ * batch is in flight, a search without a query vector embeds its query inline only if the
+ * embedder is `concurrent` and the batch does not refit it; otherwise it answers from BM25
+ * alone, so the owner never races the worker on an embedder. With a model, compute query
+ * vectors on the worker (serialised with batches) and pass them in.
+ */
+
+#define REG_BATCH_DEFAULT 256 /* tools per indexing batch: ~35 ms with the lexical embedder */
+#define REG_CANDIDATES    50  /* hits each signal contributes to a hybrid fusion */
+#define REG_REFIT_RATIO                                                                            \
+    0.25 /* refit corpus statistics when the catalog grew or shrank this much                      \
+          */
+
+typedef struct reg_registry_opts {
+    bool hybrid;            /* fuse the embedder's cosine with BM25 (else the embedder alone) */
+    reg_fuse_method_t fuse; /* REG_FUSE_MINMAX by default */
+    float dense_weight;     /* weights of the two signals (defaults 1 and 1) */
+    float bm25_weight;
+    reg_index_storage_t storage; /* REG_INDEX_Q8 by default */
+} reg_registry_opts_t;
+
+void reg_registry_opts_default(reg_registry_opts_t *o);
+
+typedef struct reg_registry reg_registry_t;
+typedef struct reg_batch reg_batch_t;
+
+/** Creates a registry. Takes emb (freed with the registry; NULL means BM25 only). opts NULL
+ *  means the defaults. On error emb is freed too. */
+int reg_registry_new(reg_embedder_t *emb, const reg_registry_opts_t *opts, reg_registry_t **out);
+void reg_registry_free(reg_registry_t *reg);
+
+/** The catalog (borrowed; read it, but change it only through the registry). */
+const reg_catalog_t *reg_registry_catalog(const reg_registry_t *reg);
+/** The embedder's name ("lexical", "model:NAME", "remote:NAME"), or "bm25" without one. */
+const char *reg_registry_embedder_name(const reg_registry_t *reg);
+
+/** Loads a --tools-file (see reg_catalog_load_file); the new tools are searchable by BM25 at
+ *  once and by the embedder once indexed. */
+int reg_registry_load_file(reg_registry_t *reg, const char *path, char *msg, size_t msg_size);
+/**
+ * Replaces every tool of `server` with `tools` (a JSON array of MCP Tool objects, as
+ * tools/list returns them; their own "server" members are ignored). All or nothing. Borrows
+ * tools. Use an empty array (or reg_registry_remove_server) when a server goes away.
+ */
+int reg_registry_set_server_tools(reg_registry_t *reg, const char *server, const cJSON *tools,
+                                  char *msg, size_t msg_size);
+/** Removes every tool of server; returns how many. */
+size_t reg_registry_remove_server(reg_registry_t *reg, const char *server);
+
+/** Tools not yet in the vector index (search covers them through BM25 only). */
+size_t reg_registry_pending(const reg_registry_t *reg);
+
+/** What --check and the logs report about the registry. */
+typedef struct reg_registry_stats {
+    const char *embedder; /* reg_registry_embedder_name() */
+    size_t dim;           /* 0 without an embedder */
+    size_t tools;         /* in the catalog */
+    size_t indexed;       /* with a vector */
+    size_t pending;       /* waiting for one */
+    size_t memory_bytes;  /* vector index + BM25 */
+    bool hybrid;
+} reg_registry_stats_t;
+
+void reg_registry_stats(const reg_registry_t *reg, reg_registry_stats_t *st);
+
+/**
+ * Takes the next batch of at most max tools to embed (0 means REG_BATCH_DEFAULT); *out is NULL
+ * when nothing is pending. A batch that refits the embedder (first run, or the catalog changed
+ * by REG_REFIT_RATIO) holds every tool. REG_EBUSY if a batch is in flight.
+ */
+int reg_registry_next_batch(reg_registry_t *reg, size_t max, reg_batch_t **out);
+/** Embeds a batch; may run on a worker thread (see Threading). */
+int reg_batch_embed(reg_batch_t *b, char *msg, size_t msg_size);
+/** Number of tools in a batch (for progress reports). */
+size_t reg_batch_count(const reg_batch_t *b);
+/** Puts an embedded batch into the index (owner thread) and frees it; a batch that failed or
+ *  was not embedded is dropped and its tools go back to pending. Takes b. */
+int reg_registry_apply_batch(reg_registry_t *reg, reg_batch_t *b);
+/** Convenience for start-up and tests: runs batches on the calling thread until none is left. */
+int reg_registry_index_all(reg_registry_t *reg, char *msg, size_t msg_size);
+
+typedef struct reg_result {
+    const reg_tool_t *tool; /* borrowed from the catalog: valid until it changes */
+    float score;            /* cosine, BM25 score, or fused score in [0, 1] (hybrid) */
+} reg_result_t;
+
+/**
+ * Finds the k best tools for query. qvec (may be NULL) is the query's embedding computed by
+ * the caller (e.g. on a worker thread for a model); without it the query is embedded here.
+ * filter's server/category restrict both signals; min_score applies to the reported score.
+ * Writes min(k, matches) results, best first, into out; returns their number or an error.
+ */
+int reg_registry_search(reg_registry_t *reg, const char *query, const float *qvec, size_t k,
+                        const reg_filter_t *filter, reg_result_t *out, char *msg, size_t msg_size);
+
+/**
+ * Builds search_tools' structuredContent: {"embedder": NAME, "tools": [{"id", "server",
+ * "name", "description", "inputSchema", "score"}]}, scores rounded to 4 decimals. Borrows
+ * res; the caller owns (and cJSON_Deletes) the result. NULL on ENOMEM.
+ */
+cJSON *reg_results_json(const reg_registry_t *reg, const reg_result_t *res, size_t n);
+
+/**
+ * Renders results as the compact text the model reads: one line per tool with its id, score,
+ * description (cut to desc_max bytes on a UTF-8 boundary; 0 means 200) and parameters
+ * (required ones marked *). Returns a malloc'd string the caller frees, or NULL on ENOMEM.
+ */
+char *reg_results_text(const reg_result_t *res, size_t n, size_t desc_max);
+
+/* ---- sentence-embedding model (model_*.c) ---- */
+/*
+ * An in-process BERT-family sentence encoder (all-MiniLM-L6-v2, bge-small-en-v1.5 and the like)
+ * loaded from a sentence-transformers model folder:
+ *   config.json            architecture (hidden size, layers, heads, LayerNorm epsilon, ...)
+ *   vocab.txt              WordPiece vocabulary (or the "model.vocab" of tokenizer.json)
+ *   tokenizer.json / tokenizer_config.json   lower-casing and accent stripping (optional)
+ *   model.safetensors      weights, F32, F16 or BF16 (F16/BF16 are widened to F32 at load)
+ *   modules.json, 1_Pooling/config.json      mean or CLS pooling (optional; default mean)
+ *   sentence_bert_config.json                max_seq_length (optional; default 512 capped
+ *                                            by the position table)
+ * Output vectors are always L2-normalised, so a dot product is the cosine similarity.
+ *
+ * Threads: a loaded model is read-only; reg_model_embed and reg_model_tokenize may run on any
+ * number of threads at once (each call allocates its own scratch memory). Matrix products go
+ * through cblas_sgemm; the number of OpenBLAS threads is the process's business
+ * (OPENBLAS_NUM_THREADS or openblas_set_num_threads), not the model's.
+ */
+
+typedef enum reg_model_err {
+    REG_MODEL_OK = 0,
+    REG_MODEL_ENOMEM = -1,  /* allocation failed */
+    REG_MODEL_EINVAL = -2,  /* bad argument */
+    REG_MODEL_ENOENT = -3,  /* a required model file is missing */
+    REG_MODEL_EFORMAT = -4, /* a model file is malformed or describes an unsupported model */
+    REG_MODEL_EIO = -5,     /* a model file could not be read or mapped */
+    REG_MODEL_ETOOBIG = -6, /* a model file passes a size cap */
+} reg_model_err_t;
+
+/* Caps on what a model folder may hold; a file past its cap is refused with REG_MODEL_ETOOBIG. */
+#define REG_MODEL_MAX_JSON_BYTES         (64u * 1024u * 1024u)            /* tokenizer.json etc. */
+#define REG_MODEL_MAX_VOCAB              500000u                          /* tokens */
+#define REG_MODEL_MAX_WEIGHTS_BYTES      ((size_t)4 * 1024 * 1024 * 1024) /* model.safetensors */
+#define REG_MODEL_MAX_SAFETENSORS_HEADER (100u * 1024u * 1024u)
+/* Only the first this many bytes of a text are tokenized (the model sees at most
+ * reg_model_max_tokens() tokens anyway). */
+#define REG_MODEL_MAX_TEXT_BYTES (1024u * 1024u)
+
+typedef struct reg_model reg_model_t;
+
+/** Returns a static English description of a reg_model_err_t (never NULL). */
+const char *reg_model_strerror(int err);
+
+/**
+ * Loads the model in folder `dir` (borrowed). On success *out is a new model that the caller
+ * frees with reg_model_free(). On failure returns a negative reg_model_err_t, leaves *out NULL
+ * and, when errmsg is not NULL, writes a NUL-terminated message of at most errmsg_size bytes
+ * that names the file at fault and says what to do. Reads and maps files (tens of ms for F32
+ * weights, more for F16): call it at start-up or on a worker thread, not on the event loop.
+ */
+int reg_model_load(const char *dir, reg_model_t **out, char *errmsg, size_t errmsg_size);
+
+/** Frees a model from reg_model_load (NULL is ignored). No call may be running on it. */
+void reg_model_free(reg_model_t *model);
+
+/** Length of every embedding vector (the hidden size, 384 for all-MiniLM-L6-v2). */
+size_t reg_model_dim(const reg_model_t *model);
+
+/**
+ * The model's name (borrowed, lives as long as the model): the title of the folder's README.md
+ * when it has one ("all-MiniLM-L6-v2"), else the folder's base name.
+ */
+const char *reg_model_name(const reg_model_t *model);
+
+/** Longest token sequence the model sees, [CLS] and [SEP] included (256 for MiniLM). */
+size_t reg_model_max_tokens(const reg_model_t *model);
+
+/**
+ * Embeds n NUL-terminated UTF-8 texts (borrowed; invalid UTF-8 bytes are dropped). Writes n
+ * rows of reg_model_dim() floats, unit length, into out_vectors (borrowed, n * dim floats).
+ * Texts longer than the model's window are truncated like sentence-transformers does. Runs on
+ * the calling thread and may take tens of milliseconds per text: never call it on an event loop.
+ */
+int reg_model_embed(const reg_model_t *model, const char *const *texts, size_t n,
+                    float *out_vectors);
+
+/**
+ * Tokenizes one NUL-terminated text the way the model sees it: [CLS], WordPiece ids, [SEP],
+ * truncated to min(ids_cap, reg_model_max_tokens()) ids. ids (borrowed) must hold ids_cap >= 2
+ * entries; *n_ids receives the count written.
+ */
+int reg_model_tokenize(const reg_model_t *model, const char *text, int32_t *ids, size_t ids_cap,
+                       size_t *n_ids);
+
+/**
+ * Sets how many threads OpenBLAS uses for each matrix product, for the whole process. Call it
+ * once at start-up, before any embedding runs. One is right when embeddings run on a thread
+ * pool (each worker then uses one core); the OpenBLAS default is one thread per core.
+ */
+void reg_model_set_blas_threads(int threads);
+
+/* Where reg_model_find_installed() looks, after the folder the build found (see
+ * registry/CMakeLists.txt, PTC_MODEL_DIR): $XDG_DATA_HOME (or ~/.local/share), then
+ * /usr/local/share and /usr/share, each followed by this relative path. */
+#define REG_MODEL_INSTALLED_SUBDIR "ptc-mcp/models/all-MiniLM-L6-v2"
+
+/**
+ * Finds an installed model folder (one holding config.json): first the one the build was
+ * configured with, then the REG_MODEL_INSTALLED_SUBDIR places. Writes its path into dir
+ * (borrowed, size bytes). Returns REG_MODEL_ENOENT when none exists, REG_MODEL_EINVAL when a
+ * path does not fit. Reads the environment: call it before starting threads that change it.
+ */
+int reg_model_find_installed(char *dir, size_t size);
+
+/* ---- end model ---- */
+
+#endif /* PTC_REGISTRY_H */

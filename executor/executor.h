@@ -199,7 +199,8 @@ typedef enum {
 const char *exec_status_name(exec_status_t status);
 
 typedef struct exec_output {
-    const unsigned char *data; /* the first len bytes the stream produced, binary-safe */
+    const unsigned char *data; /* the first len bytes the stream produced, binary-safe; never
+                                  NULL */
     size_t len;
     uint64_t total; /* bytes the stream produced in all */
     bool truncated; /* total > len */

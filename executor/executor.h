@@ -242,6 +242,16 @@ int exec_run_start(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
  */
 void exec_run_cancel(exec_run_t *run);
 
+/* ---- text ------------------------------------------------------------------------------- */
+/**
+ * Turns output bytes into valid UTF-8 for JSON: every byte that does not start a valid sequence
+ * (RFC 3629: no overlongs, surrogates or code points past U+10FFFF; a sequence cut by the
+ * retention cap counts as invalid) becomes U+FFFD. NUL bytes are kept as they are. Returns a
+ * malloc'd NUL-terminated string the caller frees, its length (without the NUL) in *out_len
+ * (may be NULL), or NULL when out of memory.
+ */
+char *exec_utf8_text(const unsigned char *data, size_t len, size_t *out_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -561,14 +561,14 @@ int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out
 void exec_pool_free(exec_pool_t *pool)
 {
     if (!pool || pool->closing) return;
-    pool->closing = true;
+    /* drop the queue first: run_free frees the pool only once closing is set */
     while (pool->q_head) {
         exec_run_t *run = pool->q_head;
         list_remove(&pool->q_head, &pool->q_tail, run);
         pool->n_queued--;
-        run_free(run); /* may not free the pool: n_alive counts the active ones too */
-        if (!pool->n_alive) return;
+        run_free(run);
     }
+    pool->closing = true;
     for (exec_run_t *run = pool->active; run; run = run->next) {
         run->detached = true;
         kill_tree(run);

@@ -199,7 +199,8 @@ typedef enum {
 const char *exec_status_name(exec_status_t status);
 
 typedef struct exec_output {
-    const unsigned char *data; /* the first len bytes the stream produced, binary-safe */
+    const unsigned char *data; /* the first len bytes the stream produced, binary-safe; never
+                                  NULL */
     size_t len;
     uint64_t total; /* bytes the stream produced in all */
     bool truncated; /* total > len */
@@ -240,6 +241,16 @@ int exec_run_start(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
  * fires for it afterwards. Must not be called after on_done began. run may be NULL.
  */
 void exec_run_cancel(exec_run_t *run);
+
+/* ---- text ------------------------------------------------------------------------------- */
+/**
+ * Turns output bytes into valid UTF-8 for JSON: every byte that does not start a valid sequence
+ * (RFC 3629: no overlongs, surrogates or code points past U+10FFFF; a sequence cut by the
+ * retention cap counts as invalid) becomes U+FFFD. NUL bytes are kept as they are. Returns a
+ * malloc'd NUL-terminated string the caller frees, its length (without the NUL) in *out_len
+ * (may be NULL), or NULL when out of memory.
+ */
+char *exec_utf8_text(const unsigned char *data, size_t len, size_t *out_len);
 
 #ifdef __cplusplus
 }

@@ -246,10 +246,12 @@ static void build_result(exec_run_t *run, exec_result_t *res)
 {
     memset(res, 0, sizeof *res);
     res->exit_code = -1;
-    res->out =
-        (exec_output_t){run->out.data, run->out.len, run->out.total, run->out.total > run->out.len};
-    res->err =
-        (exec_output_t){run->err.data, run->err.len, run->err.total, run->err.total > run->err.len};
+    /* never NULL, so that callers may memcpy/fwrite without a special case */
+    static const unsigned char empty[1] = {0};
+    res->out = (exec_output_t){run->out.data ? run->out.data : empty, run->out.len, run->out.total,
+                               run->out.total > run->out.len};
+    res->err = (exec_output_t){run->err.data ? run->err.data : empty, run->err.len, run->err.total,
+                               run->err.total > run->err.len};
     uint64_t end = run->end_ns ? run->end_ns : uv_hrtime();
     res->duration_ms = run->start_ns ? (end - run->start_ns) / 1000000u : 0;
     res->sandbox = run->pool->unsafe ? EXEC_SANDBOX_NONE : exec__level(run->layers);
@@ -559,14 +561,14 @@ int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out
 void exec_pool_free(exec_pool_t *pool)
 {
     if (!pool || pool->closing) return;
-    pool->closing = true;
+    /* drop the queue first: run_free frees the pool only once closing is set */
     while (pool->q_head) {
         exec_run_t *run = pool->q_head;
         list_remove(&pool->q_head, &pool->q_tail, run);
         pool->n_queued--;
-        run_free(run); /* may not free the pool: n_alive counts the active ones too */
-        if (!pool->n_alive) return;
+        run_free(run);
     }
+    pool->closing = true;
     for (exec_run_t *run = pool->active; run; run = run->next) {
         run->detached = true;
         kill_tree(run);

@@ -389,7 +389,6 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
         n = read(sync_fd, &go, 1);
     } while (n < 0 && errno == EINTR);
     if (n != 1) _exit(125); /* the launcher died or refused: nothing to report to */
-    close(sync_fd);
     if (setsid() < 0) die_errno("setsid", "setsid");
     if (plan->ns_flags & CLONE_NEWUTS) sethostname("sandbox", 7);
 
@@ -437,6 +436,13 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
         launch_layer(EXEC_LAYER_SECCOMP, EXEC_LAYER_ACTIVE, "%s%s", err,
                      memfd_ok ? "" : ", memfd_create denied");
     }
+
+    /* the launcher has put us in the cgroup (or given up and killed us) */
+    do {
+        n = read(sync_fd, &go, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1 || go != 'c') _exit(125);
+    close(sync_fd);
 
     pid_t py = fork();
     if (py < 0) die_errno("fork", "fork interpreter");

@@ -308,14 +308,17 @@ int main(int argc, char **argv)
         launch_cgroup_destroy(cg);
         launch_fatal("namespaces", "writing the id maps: %s", strerror(-map_err));
     }
+    /* go: the child builds its view while we move it into the cgroup (a v1 migration waits for
+       an RCU grace period, ~15 ms here); it forks the interpreter only after the second byte */
+    ssize_t w = write(sync_p[1], "g", 1);
     if (cg && launch_cgroup_attach(cg, pid) < 0) {
+        int e = errno;
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         launch_cgroup_destroy(cg);
-        launch_fatal("cgroup", "cannot move the sandbox into its cgroup: %s", strerror(errno));
+        launch_fatal("cgroup", "cannot move the sandbox into its cgroup: %s", strerror(e));
     }
-    /* go: the child may start its part now */
-    ssize_t w = write(sync_p[1], "g", 1);
+    w = write(sync_p[1], "c", 1);
     (void)w;
     close(sync_p[1]);
 

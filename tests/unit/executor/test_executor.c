@@ -680,6 +680,88 @@ static void test_names_round_trip(void **state)
     assert_string_equal(exec_strerror(EXEC_EQUEUEFULL), "run queue full");
 }
 
+static void test_utf8_text_replaces_invalid_bytes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        size_t len;
+        const char *want;
+    } cases[] = {
+        {"plain", 5, "plain"},
+        {"h\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80", 12, "h\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80"},
+        {"\xff", 1, "\xef\xbf\xbd"},
+        {"a\xc3\x28", 3, "a\xef\xbf\xbd("},                          /* bad continuation */
+        {"\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd"},                 /* overlong '/' */
+        {"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* surrogate */
+        {"\xf4\x90\x80\x80", 4,
+         "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* past U+10FFFF */
+        {"ok\xe2\x9c", 4, "ok\xef\xbf\xbd\xef\xbf\xbd"},      /* cut by the cap */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = 99;
+        char *t = exec_utf8_text((const unsigned char *)cases[i].in, cases[i].len, &n);
+        assert_non_null(t);
+        assert_string_equal(t, cases[i].want);
+        assert_int_equal(n, strlen(cases[i].want));
+        free(t);
+    }
+    size_t n = 99;
+    char *t = exec_utf8_text((const unsigned char *)"a\0b", 3, &n);
+    assert_int_equal(n, 3);
+    assert_memory_equal(t, "a\0b", 4);
+    free(t);
+    t = exec_utf8_text(NULL, 0, &n);
+    assert_string_equal(t, "");
+    free(t);
+}
+
+static void free_pool_cb(exec_run_t *run, const exec_result_t *r, void *user)
+{
+    on_done(run, r, ((void **)user)[0]);
+    exec_pool_free(((void **)user)[1]);
+}
+
+static void test_pool_free_inside_on_done(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.max_concurrent = 1;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t a = {0}, b = {0};
+    void *ctx[2] = {&a, pool};
+    exec_callbacks_t cb = {.on_done = free_pool_cb, .user = ctx};
+    assert_int_equal(exec_run_start(pool, "print('a')", T_TIMEOUT_MS, &cb, NULL), 0);
+    start(pool, "print('b')", T_TIMEOUT_MS, &b, NULL); /* queued, dropped by the free */
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_string_equal((char *)a.out, "a\n");
+    assert_false(b.done);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    capture_free(&a);
+}
+
+static void test_largest_code_runs(void **state)
+{
+    (void)state;
+    char *code = malloc(EXEC_MAX_CODE_BYTES + 1);
+    assert_non_null(code);
+    const char *tail = "\nprint('big ok')";
+    size_t fill = EXEC_MAX_CODE_BYTES - strlen(tail);
+    code[0] = '#';
+    memset(code + 1, 'x', fill - 1);
+    strcpy(code + fill, tail);
+    assert_int_equal(strlen(code), EXEC_MAX_CODE_BYTES);
+    capture_t c = {0};
+    run1(code, T_TIMEOUT_MS, &c);
+    free(code);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)c.out, "big ok\n");
+    capture_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -706,6 +788,9 @@ int main(void)
         cmocka_unit_test(test_mounts_are_read_only_unless_rw),
         cmocka_unit_test(test_only_passed_variables_reach_the_run),
         cmocka_unit_test(test_bad_options_are_rejected),
+        cmocka_unit_test(test_utf8_text_replaces_invalid_bytes),
+        cmocka_unit_test(test_pool_free_inside_on_done),
+        cmocka_unit_test(test_largest_code_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

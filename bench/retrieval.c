@@ -19,7 +19,7 @@
 #include <time.h>
 
 #define MAX_KINDS   8
-#define MAX_METHODS 8
+#define MAX_METHODS 10
 #define TOP         10 /* ranks looked at by the metrics */
 #define CANDIDATES  50 /* hits each list contributes to a fusion */
 #define LINE_MAX_B  (1 << 20)
@@ -292,6 +292,7 @@ static size_t baseline_rank(baseline_t *b, const char *query, size_t k, const ch
 typedef struct ranker {
     const char *name;
     reg_embedder_t *emb; /* dense: embedder + index */
+    bool raw_query;      /* embed the query as given, even for a sentence model */
     reg_index_t *ix;
     reg_bm25_t *bm;                 /* or BM25 */
     struct ranker *fuse_a, *fuse_b; /* or a fusion of two rankers */
@@ -309,8 +310,13 @@ static int rank_hits(ranker_t *r, const char *query, size_t k, reg_hit_t *hits)
         size_t dim = reg_embedder_dim(r->emb);
         float *v = malloc(dim * sizeof *v);
         if (v == NULL) die("out of memory");
-        const char *t[1] = {query};
+        /* A sentence model sees the query as the registry gives it (quoted values dropped). */
+        char *q =
+            r->emb->sentence_model && !r->raw_query ? reg_query_embed_text(query) : strdup(query);
+        if (q == NULL) die("out of memory");
+        const char *t[1] = {q};
         int rc = reg_embedder_embed(r->emb, t, 1, REG_EMBED_QUERY, v, msg, sizeof msg);
+        free(q);
         if (rc < 0) die("embedding a query failed: %s", msg);
         rc = reg_index_search(r->ix, v, k, NULL, hits);
         free(v);
@@ -321,7 +327,8 @@ static int rank_hits(ranker_t *r, const char *query, size_t k, reg_hit_t *hits)
     int na = rank_hits(r->fuse_a, query, CANDIDATES, a);
     int nb = rank_hits(r->fuse_b, query, CANDIDATES, b);
     if (na < 0 || nb < 0) return na < 0 ? na : nb;
-    reg_ranked_t lists[2] = {{a, (size_t)na, 1.0f}, {b, (size_t)nb, r->bm25_weight}};
+    reg_ranked_t lists[2] = {{a, (size_t)na, 1.0f, 0},
+                             {b, (size_t)nb, r->bm25_weight, REG_BM25_HALF}};
     return reg_fuse(lists, 2, r->method, 60.0f, k, hits);
 }
 
@@ -335,7 +342,19 @@ static size_t rank(ranker_t *r, const char *query, size_t k, const char **ids)
     } else if (r->reg != NULL) {
         reg_result_t res[TOP];
         char msg[256];
-        int rc = reg_registry_search(r->reg, query, NULL, k, NULL, res, msg, sizeof msg);
+        /* As search_tools: a blocking embedder's query vector comes first (a worker's job in
+         * the server), then the search. */
+        float *qv = NULL;
+        if (reg_registry_query_blocking(r->reg)) {
+            reg_registry_stats_t st;
+            reg_registry_stats(r->reg, &st);
+            qv = malloc(st.dim * sizeof *qv);
+            if (qv == NULL) die("out of memory");
+            if (reg_registry_embed_query(r->reg, query, qv, msg, sizeof msg) < 0)
+                die("query embedding failed: %s", msg);
+        }
+        int rc = reg_registry_search(r->reg, query, qv, k, NULL, res, msg, sizeof msg);
+        free(qv);
         if (rc < 0) die("registry search failed: %s", msg);
         n = (size_t)rc;
         for (size_t i = 0; i < n; i++)
@@ -428,7 +447,11 @@ static void usage(void)
             "  --embed-model-dir DIR       model files for --embedder model/auto\n"
             "  --expect-embedder PREFIX    exit 1 unless the first embedder's name starts so\n"
             "                              (e.g. model: catches a silent fall-back)\n"
-            "  --bm25-weight W             weight of BM25 against the embedder's 1 (default 1)\n"
+            "  --bm25-weight W             weight of BM25 against the embedder's 1 (default:\n"
+            "                              the registry's: 0.4 with a model, 1 with lexical);\n"
+            "                              applies to every hybrid row\n"
+            "  --ablation                  also a sentence model on the full index text with\n"
+            "                              raw queries (what the text choices bring)\n"
             "  --misses NAME               list the queries NAME misses in its top 5\n");
     exit(2);
 }
@@ -452,7 +475,10 @@ int main(int argc, char **argv)
     reg_lexical_opts_t lo;
     reg_lexical_opts_default(&lo);
     reg_index_storage_t storage = REG_INDEX_Q8;
-    float bm25_w = 1.0f;
+    reg_registry_opts_t ropts;
+    reg_registry_opts_default(&ropts);
+    float bm25_w = -1; /* the registry's choice for the embedder */
+    bool ablation = false;
     for (int i = 3; i < argc; i++) {
         if (strcmp(argv[i], "--min-recall5") == 0)
             min_r5 = num_arg(argc, argv, &i);
@@ -470,6 +496,8 @@ int main(int argc, char **argv)
             expect = argv[++i];
         else if (strcmp(argv[i], "--bm25-weight") == 0)
             bm25_w = (float)num_arg(argc, argv, &i);
+        else if (strcmp(argv[i], "--ablation") == 0)
+            ablation = true;
         else if (strcmp(argv[i], "--misses") == 0 && i + 1 < argc)
             misses = argv[++i];
         else if (strcmp(argv[i], "--lexical-dim") == 0)
@@ -520,7 +548,7 @@ int main(int argc, char **argv)
 
     /* Dense rankers: the embedder the spec opens (as the binary would), then the lexical one
      * with the bench's options if the first is something else. */
-    reg_embedder_t *embs[2] = {NULL, NULL};
+    reg_embedder_t *embs[3] = {NULL, NULL, NULL};
     size_t nembs = 0;
     char note[512];
     if (strcmp(spec.kind, "lexical") != 0) {
@@ -533,25 +561,36 @@ int main(int argc, char **argv)
             nembs++;
     }
     if (reg_lexical_new(&lo, &embs[nembs++]) < 0) die("bad lexical options");
-    if (expect != NULL && strncmp(reg_embedder_name(embs[0]), expect, strlen(expect)) != 0) {
-        fprintf(stderr, "FAIL: the embedder is %s, expected %s*\n", reg_embedder_name(embs[0]),
-                expect);
-        return 1;
-    }
+    /* The ablation row shares the model (read-only) under another name. */
     ranker_t *dense = NULL;
-    for (size_t e = 0; e < nembs; e++) {
-        reg_embedder_t *em = embs[e];
+    for (size_t e = 0; e < nembs + (ablation && embs[0]->sentence_model); e++) {
+        const bool abl = e == nembs;
+        reg_embedder_t *em = embs[abl ? 0 : e];
+        char **texts = B.texts;
+        if (em->sentence_model && !abl) {
+            /* What the registry indexes for a sentence model. */
+            texts = calloc(nt, sizeof *texts);
+            if (texts == NULL) die("out of memory");
+            for (size_t i = 0; i < nt; i++)
+                if ((texts[i] = reg_tool_embed_text(reg_catalog_at(B.cat, i))) == NULL)
+                    die("out of memory");
+        }
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        if (reg_embedder_fit(em, (const char *const *)B.texts, nt) < 0)
+        if (reg_embedder_fit(em, (const char *const *)texts, nt) < 0)
             die("fit failed for %s", reg_embedder_name(em));
         size_t dim = reg_embedder_dim(em);
         float *m = malloc(nt * dim * sizeof *m);
         reg_index_t *ix;
         if (m == NULL || reg_index_new(dim, storage, &ix) < 0) die("out of memory");
-        if (reg_embedder_embed(em, (const char *const *)B.texts, nt, REG_EMBED_DOCUMENT, m, msg,
+        if (reg_embedder_embed(em, (const char *const *)texts, nt, REG_EMBED_DOCUMENT, m, msg,
                                sizeof msg) < 0)
             die("%s", msg);
+        if (texts != B.texts) {
+            for (size_t i = 0; i < nt; i++)
+                free(texts[i]);
+            free(texts);
+        }
         for (size_t i = 0; i < nt; i++) {
             const reg_tool_t *t = reg_catalog_at(B.cat, i);
             if (reg_index_add(ix, t->id, t->server, t->category, m + i * dim) < 0)
@@ -563,14 +602,27 @@ int main(int argc, char **argv)
                 reg_embedder_name(em), dim,
                 (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
         ranker_t *r = &rk[nr++];
-        *r = (ranker_t){.name = reg_embedder_name(em), .emb = em, .ix = ix};
+        *r = (ranker_t){.name = abl ? "model-fulltext-rawq" : reg_embedder_name(em),
+                        .emb = em,
+                        .ix = ix,
+                        .raw_query = abl};
         if (dense == NULL) dense = r;
     }
+    ropts.bm25_weight = bm25_w;
+    if (bm25_w < 0) bm25_w = dense->emb->sentence_model ? REG_BM25_WEIGHT_SENTENCE : 1.0f;
+    /* The registry's fusion for this embedder, then the other methods for comparison. */
+    const bool sentence = dense->emb->sentence_model;
     rk[nr++] = (ranker_t){.name = "hybrid",
                           .fuse_a = dense,
                           .fuse_b = bm_r,
-                          .method = REG_FUSE_MINMAX,
+                          .method = sentence ? REG_FUSE_SCORE : REG_FUSE_MINMAX,
                           .bm25_weight = bm25_w};
+    if (sentence)
+        rk[nr++] = (ranker_t){.name = "hybrid-minmax",
+                              .fuse_a = dense,
+                              .fuse_b = bm_r,
+                              .method = REG_FUSE_MINMAX,
+                              .bm25_weight = bm25_w};
     rk[nr++] = (ranker_t){.name = "hybrid-rrf",
                           .fuse_a = dense,
                           .fuse_b = bm_r,
@@ -582,15 +634,25 @@ int main(int argc, char **argv)
     {
         reg_embedder_t *re;
         if (reg_embedder_open(&spec, &re, note, sizeof note, msg, sizeof msg) < 0) die("%s", msg);
-        if (reg_registry_new(re, NULL, &reg) < 0) die("out of memory");
+        if (note[0]) fprintf(stderr, "bench_retrieval: registry: %s\n", note);
+        if (reg_registry_new(re, &ropts, &reg) < 0) die("out of memory");
         if (reg_registry_load_file(reg, argv[1], msg, sizeof msg) < 0) die("%s", msg);
         if (reg_registry_index_all(reg, msg, sizeof msg) < 0) die("%s", msg);
         rk[nr++] = (ranker_t){.name = "registry", .reg = reg};
     }
 
-    printf("catalog: %zu tools; queries: %zu; hybrid = %s + bm25 (min-max normalised score sum; "
-           "hybrid-rrf: reciprocal rank); registry = the library's search_tools path (%s)\n",
-           nt, B.nq, dense->name, reg_registry_embedder_name(reg));
+    printf("embedder: %s\n", reg_registry_embedder_name(reg));
+    printf("catalog: %zu tools; queries: %zu; hybrid = %s + %.2f x bm25 (%s; hybrid-minmax: "
+           "min-max normalised; hybrid-rrf: reciprocal rank); registry = the library's "
+           "search_tools path (%s)\n",
+           nt, B.nq, dense->name, (double)bm25_w,
+           sentence ? "cosine + squashed bm25" : "min-max normalised",
+           reg_registry_embedder_name(reg));
+    if (expect != NULL && strncmp(reg_registry_embedder_name(reg), expect, strlen(expect)) != 0) {
+        fprintf(stderr, "FAIL: the embedder is %s, expected %s* (fell back; see the note above)\n",
+                reg_registry_embedder_name(reg), expect);
+        return 1;
+    }
     printf("%-22s %-11s %5s  %6s  %6s  %6s\n", "method", "kind", "n", "R@1", "R@5", "MRR@10");
     int para = -1;
     for (int k = 0; k < B.nkinds; k++)

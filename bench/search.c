@@ -9,8 +9,14 @@
  * other tools, so that rows are distinct but read like real tools. For each size it prints
  * index build time (fit + embedding + adding) and memory, then per-query latency p50/p99 for:
  * the lexical embedder (query embedding + top-5 search), the library's BM25, the hybrid of
- * both, and a dense search alone on synthetic unit vectors of --dense-dim (the model's case,
- * whose query embedding is measured by the model's own benchmark).
+ * both, and a dense search alone on synthetic unit vectors of --dense-dim.
+ *
+ * The model (--embedder auto|model, as the binary's flag; skipped when it is not installed or
+ * with --embedder lexical): its query embedding on one thread, as on one libuv worker (the
+ * dev queries, or tool descriptions), and per size the registry's search_tools path for a
+ * sentence model (hybrid: cosine + squashed BM25) with the query vector given, over
+ * synthetic 384-d document vectors: embedding 10k or 100k tool texts with the model would
+ * take minutes here, and the scan costs the same whatever the vectors hold.
  */
 #include "registry.h"
 
@@ -21,9 +27,10 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_SIZES 8
-#define TOPK      5
-#define CAND      50
+#define MAX_SIZES     8
+#define MODEL_QUERIES 200 /* query embeddings timed (about 2 s with MiniLM) */
+#define TOPK          5
+#define CAND          50
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
@@ -158,13 +165,17 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void report(const char *what, size_t size, double *lat, size_t n)
+/* Prints p50/p99/max of n latencies (sorting lat) and returns the p50. size 0: no size. */
+static double report(const char *what, size_t size, double *lat, size_t n)
 {
     qsort(lat, n, sizeof *lat, cmp_double);
     double p50 = lat[n / 2],
            p99 = lat[(size_t)((double)n * 0.99) < n ? (size_t)((double)n * 0.99) : n - 1];
-    printf("%-8zu %-34s p50 %8.3f ms   p99 %8.3f ms   max %8.3f ms\n", size, what, p50, p99,
+    char sz[32] = "-";
+    if (size > 0) snprintf(sz, sizeof sz, "%zu", size);
+    printf("%-8s %-34s p50 %8.3f ms   p99 %8.3f ms   max %8.3f ms\n", sz, what, p50, p99,
            lat[n - 1]);
+    return p50;
 }
 
 static const synth_t *sort_base;
@@ -230,6 +241,127 @@ static void registry_section(const synth_t *s, const reg_lexical_opts_t *lo,
     reg_registry_free(reg);
 }
 
+/* A stand-in for a sentence model at index time: a deterministic pseudo-random unit vector per
+ * text (the model's own vectors cost ~10 ms a text). The registry treats it as a sentence model
+ * (brief texts, absolute-score fusion), so searches take the model's path. */
+static int synth_embed(reg_embedder_t *self, const char *const *texts, size_t n,
+                       reg_embed_kind_t kind, float *out, char *msg, size_t msg_size)
+{
+    (void)kind;
+    (void)msg;
+    (void)msg_size;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = 1469598103934665603ULL;
+        for (const char *p = texts[i]; *p; p++)
+            h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+        uint64_t rng = h | 1;
+        float *v = out + i * self->dim;
+        double norm = 0;
+        for (size_t d = 0; d < self->dim; d++) {
+            v[d] = (float)((double)(rng_next(&rng) >> 11) / 9007199254740992.0 - 0.5);
+            norm += (double)v[d] * (double)v[d];
+        }
+        for (size_t d = 0; d < self->dim; d++)
+            v[d] = (float)((double)v[d] / sqrt(norm));
+    }
+    return REG_OK;
+}
+
+static reg_embedder_t *synth_sentence_embedder(size_t dim)
+{
+    reg_embedder_t *e = calloc(1, sizeof *e);
+    if (e == NULL) die("out of memory");
+    *e = (reg_embedder_t){.name = "model:synthetic",
+                          .cache_provider = "synthetic",
+                          .dim = dim,
+                          .concurrent = true,
+                          .sentence_model = true,
+                          .embed = synth_embed};
+    return e;
+}
+
+/* Query embedding latency of the model, one text per call on this thread. */
+static double model_query_section(reg_embedder_t *model, char **qsrc, size_t nq_src, double *lat)
+{
+    size_t dim = reg_embedder_dim(model);
+    float *v = malloc(dim * sizeof *v);
+    char msg[512];
+    if (v == NULL) die("out of memory");
+    for (size_t q = 0; q < MODEL_QUERIES + 10; q++) {
+        double q0 = now_ms();
+        /* What reg_registry_embed_query does for a sentence model. */
+        char *text = reg_query_embed_text(qsrc[q % nq_src]);
+        const char *t[1] = {text};
+        if (text == NULL ||
+            reg_embedder_embed(model, t, 1, REG_EMBED_QUERY, v, msg, sizeof msg) < 0)
+            die("model query embedding failed: %s", msg);
+        free(text);
+        if (q >= 10) lat[q - 10] = now_ms() - q0; /* the first calls warm caches up */
+    }
+    char what[128];
+    snprintf(what, sizeof what, "%s query embedding (1 thread)", reg_embedder_name(model));
+    double p50 = report(what, 0, lat, MODEL_QUERIES);
+    free(v);
+    return p50;
+}
+
+/* The registry's search_tools path for a sentence model at size s->n: tools fed server by
+ * server, indexed with synthetic vectors, searched with a given query vector. */
+static void model_registry_section(const synth_t *s, size_t dim, double embed_p50, char **qsrc,
+                                   size_t nq_src, size_t nqueries, double *lat)
+{
+    reg_registry_t *reg;
+    if (reg_registry_new(synth_sentence_embedder(dim), NULL, &reg) < 0) die("setup failed");
+    size_t *order = malloc(s->n * sizeof *order);
+    if (order == NULL) die("out of memory");
+    for (size_t i = 0; i < s->n; i++)
+        order[i] = i;
+    sort_base = s;
+    qsort(order, s->n, sizeof *order, cmp_by_server);
+    char msg[512];
+    for (size_t i = 0; i < s->n;) {
+        size_t j = i;
+        cJSON *arr = cJSON_CreateArray();
+        if (arr == NULL) die("out of memory");
+        for (; j < s->n && strcmp(s->server[order[j]], s->server[order[i]]) == 0; j++) {
+            cJSON *t = cJSON_CreateObject();
+            if (t == NULL || !cJSON_AddItemToArray(arr, t) ||
+                !cJSON_AddStringToObject(t, "name", s->name[order[j]]) ||
+                !cJSON_AddStringToObject(t, "description", s->text[order[j]]))
+                die("out of memory");
+        }
+        if (reg_registry_set_server_tools(reg, s->server[order[i]], arr, msg, sizeof msg) < 0)
+            die("%s", msg);
+        cJSON_Delete(arr);
+        i = j;
+    }
+    if (reg_registry_index_all(reg, msg, sizeof msg) < 0) die("%s", msg);
+    reg_registry_stats_t st;
+    reg_registry_stats(reg, &st);
+    printf("%-8zu registry, sentence model (synthetic %zu-d vectors): memory (vectors + bm25) "
+           "%.1f MiB\n",
+           s->n, dim, (double)st.memory_bytes / 1048576.0);
+    float *qv = malloc(dim * sizeof *qv);
+    if (qv == NULL) die("out of memory");
+    reg_result_t res[TOPK];
+    uint64_t rng = 7;
+    for (size_t q = 0; q < nqueries; q++) {
+        for (size_t d = 0; d < dim; d++)
+            qv[d] = (float)((double)(rng_next(&rng) >> 11) / 9007199254740992.0 - 0.5);
+        double q0 = now_ms();
+        if (reg_registry_search(reg, qsrc[q % nq_src], qv, TOPK, NULL, res, msg, sizeof msg) < 0)
+            die("%s", msg);
+        lat[q] = now_ms() - q0;
+    }
+    double p50 = report("registry hybrid search, model qvec", s->n, lat, nqueries);
+    printf("%-8zu search_tools with the model: query embedding %.2f + search %.3f = %.2f ms "
+           "(p50s; the search is %.1f%% of it)\n",
+           s->n, embed_p50, p50, embed_p50 + p50, 100.0 * p50 / (embed_p50 + p50));
+    free(qv);
+    free(order);
+    reg_registry_free(reg);
+}
+
 static char **load_queries(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "r");
@@ -267,6 +399,7 @@ int main(int argc, char **argv)
     reg_lexical_opts_t lo;
     reg_lexical_opts_default(&lo);
     reg_index_storage_t lstore = REG_INDEX_Q8;
+    reg_embedder_spec_t spec = {.kind = "auto"};
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
             nsizes = 0;
@@ -282,6 +415,10 @@ int main(int argc, char **argv)
             lo.dim = strtoul(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--lexical-storage") == 0 && i + 1 < argc) {
             lstore = strcmp(argv[++i], "f32") == 0 ? REG_INDEX_F32 : REG_INDEX_Q8;
+        } else if (strcmp(argv[i], "--embedder") == 0 && i + 1 < argc) {
+            spec.kind = argv[++i];
+        } else if (strcmp(argv[i], "--embed-model-dir") == 0 && i + 1 < argc) {
+            spec.model_dir = argv[++i];
         } else if (strcmp(argv[i], "--dense-dim") == 0 && i + 1 < argc) {
             dense_dim = strtoul(argv[++i], NULL, 10);
         } else if (argv[i][0] != '-' && qpath == NULL) {
@@ -325,8 +462,28 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < n0; i++)
             qsrc[i] = strdup(reg_catalog_at(cat, i)->description);
     }
-    double *lat = malloc(nqueries * sizeof *lat);
+    double *lat = malloc((nqueries > MODEL_QUERIES ? nqueries : MODEL_QUERIES) * sizeof *lat);
     if (lat == NULL) die("out of memory");
+
+    /* The model, as the binary's --embedder opens it. */
+    reg_embedder_t *model = NULL;
+    if (strcmp(spec.kind, "lexical") != 0) {
+        char note[1024];
+        if (reg_embedder_open(&spec, &model, note, sizeof note, msg, sizeof msg) < 0)
+            die("%s", msg);
+        if (note[0]) printf("%s\n", note);
+        if (!model->sentence_model) {
+            reg_embedder_free(model);
+            model = NULL;
+        }
+    }
+    printf("embedder: %s\n", model ? reg_embedder_name(model) : "lexical (no model sections)");
+    double embed_p50 = 0;
+    if (model != NULL) {
+        embed_p50 = model_query_section(model, qsrc, nq_src, lat);
+        /* The vectors' size for the search sections is the model's. */
+        dense_dim = reg_embedder_dim(model);
+    }
 
     printf("lexical dim %zu (%s); dense dim %zu; %zu queries per measurement; top-%d\n", lo.dim,
            lstore == REG_INDEX_Q8 ? "q8" : "f32", dense_dim, nqueries, TOPK);
@@ -388,7 +545,7 @@ int main(int argc, char **argv)
             int na = reg_index_search(ix, v, CAND, NULL, a);
             int nb = reg_bm25_search(bm, t[0], CAND, NULL, b);
             if (na < 0 || nb < 0) die("search failed");
-            reg_ranked_t l[2] = {{a, (size_t)na, 1.0f}, {b, (size_t)nb, 1.0f}};
+            reg_ranked_t l[2] = {{a, (size_t)na, 1.0f, 0}, {b, (size_t)nb, 1.0f, 0}};
             if (reg_fuse(l, 2, REG_FUSE_MINMAX, 60.0f, TOPK, out) < 0) die("fuse failed");
             lat[q] = now_ms() - q0;
         }
@@ -412,6 +569,9 @@ int main(int argc, char **argv)
 
         /* The facade, fed server by server as downstream tools/list answers arrive. */
         registry_section(&s, &lo, lstore, qsrc, nq_src, nqueries, lat);
+
+        if (model != NULL)
+            model_registry_section(&s, dense_dim, embed_p50, qsrc, nq_src, nqueries, lat);
 
         /* Dense vectors of the model's size: random unit rows, random queries. */
         for (int st = 0; st < 2; st++) {
@@ -456,6 +616,7 @@ int main(int argc, char **argv)
         free(vocab.w[i]);
     free(vocab.w);
     free(lat);
+    reg_embedder_free(model);
     reg_catalog_free(cat);
     return 0;
 }

@@ -175,16 +175,18 @@ static int make_key(const char *provider, const char *model, const char *text,
     return rc == 0 ? REG_OK : REG_EINVAL;
 }
 
-static void entry_path(const reg_cache_t *c, const unsigned char key[32], char *sub,
-                       size_t sub_size, char *path, size_t path_size)
+/* Returns -1 when the paths do not fit (reg_cache_open bounds the directory's length, so
+ * only a broken invariant gets there). */
+static int entry_path(const reg_cache_t *c, const unsigned char key[32], char *sub, size_t sub_size,
+                      char *path, size_t path_size)
 {
     char hex[65];
     for (int i = 0; i < 32; i++)
         snprintf(hex + 2 * i, 3, "%02x", key[i]);
-    /* A cache folder too long for PATH_MAX gives empty paths, which every file call refuses. */
-    if (snprintf(sub, sub_size, "%s/%.2s", c->dir, hex) >= (int)sub_size) sub[0] = '\0';
-    if (sub[0] == '\0' || snprintf(path, path_size, "%s/%s.vec", sub, hex) >= (int)path_size)
-        path[0] = '\0';
+    int n = snprintf(sub, sub_size, "%s/%.2s", c->dir, hex);
+    if (n < 0 || (size_t)n >= sub_size) return -1;
+    n = snprintf(path, path_size, "%s/%s.vec", sub, hex);
+    return n < 0 || (size_t)n >= path_size ? -1 : 0;
 }
 
 /* Caller holds c->lock. */
@@ -202,7 +204,7 @@ int reg_cache_get(reg_cache_t *c, const char *provider, const char *model, const
     unsigned char key[32];
     if (make_key(provider, model, text, key) < 0) return REG_EINVAL;
     char sub[PATH_MAX], path[PATH_MAX];
-    entry_path(c, key, sub, sizeof sub, path, sizeof path);
+    if (entry_path(c, key, sub, sizeof sub, path, sizeof path) < 0) return REG_EIO;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return errno == ENOENT ? REG_ENOENT : REG_EIO;
     struct stat st;
@@ -341,8 +343,8 @@ int reg_cache_put(reg_cache_t *c, const char *provider, const char *model, const
         return REG_EINVAL;
     }
     char sub[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX];
-    entry_path(c, key, sub, sizeof sub, path, sizeof path);
-    if (mkdir(sub, 0700) != 0 && errno != EEXIST) {
+    if (entry_path(c, key, sub, sizeof sub, path, sizeof path) < 0 ||
+        (mkdir(sub, 0700) != 0 && errno != EEXIST)) {
         free(buf);
         return REG_EIO;
     }
@@ -478,6 +480,8 @@ int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embed
                           .cache_model = inner->cache_model,
                           .dim = inner->dim,
                           .concurrent = inner->concurrent,
+                          .blocking = inner->blocking,
+                          .sentence_model = inner->sentence_model,
                           .embed = cached_embed,
                           .fit = cached_fit,
                           .destroy = cached_destroy,

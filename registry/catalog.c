@@ -568,3 +568,75 @@ char *reg_tool_index_text(const reg_tool_t *tool)
     if (b.p == NULL) return reg__strdup("");
     return b.p;
 }
+
+char *reg_tool_embed_text(const reg_tool_t *tool)
+{
+    if (tool == NULL) return NULL;
+    sbuf_t b = {.max = REG_EMBED_TEXT_MAX};
+    sb_split(&b, tool->name);
+    sb_sentence(&b, tool->title);
+    sb_sentence(&b, tool->description);
+    /* Parameter names say what a tool acts on ("channel id", "due on"); their descriptions
+     * are mostly formats and defaults, which pull a mean-pooled vector away from the topic. */
+    const cJSON *props = tool->input_schema
+                             ? cJSON_GetObjectItemCaseSensitive(tool->input_schema, "properties")
+                             : NULL;
+    const cJSON *p;
+    bool first = true;
+    if (cJSON_IsObject(props)) {
+        cJSON_ArrayForEach(p, props)
+        {
+            char tmp[2 * REG_NAME_MAX + 2];
+            if (p->string == NULL) continue;
+            int n = reg_text_split(p->string, tmp, sizeof tmp);
+            if (n <= 0 && n != REG_ETOOBIG) continue;
+            sb_put(&b, first ? (b.n > 0 ? " Parameters: " : "Parameters: ") : ", ",
+                   first ? (b.n > 0 ? 13 : 12) : 2);
+            sb_put(&b, tmp, strlen(tmp));
+            first = false;
+        }
+        if (!first) sb_put(&b, ".", 1);
+    }
+    if (b.err) {
+        free(b.p);
+        return NULL;
+    }
+    if (b.p == NULL) return reg__strdup("");
+    return b.p;
+}
+
+/* True when c can end a word (so a quote right after it is an apostrophe: "user's"). */
+static bool word_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c >= 0x80;
+}
+
+char *reg_query_embed_text(const char *query)
+{
+    if (query == NULL) return NULL;
+    size_t len = strnlen(query, REG_QUERY_MAX);
+    char *out = malloc(len + 1);
+    if (out == NULL) return NULL;
+    size_t o = 0;
+    bool kept_word = false;
+    for (size_t i = 0; i < len;) {
+        char c = query[i];
+        if ((c == '\'' || c == '"') && (i == 0 || !word_char((unsigned char)query[i - 1]))) {
+            const char *end = memchr(query + i + 1, c, len - i - 1);
+            if (end != NULL) {
+                i = (size_t)(end - query) + 1;
+                continue;
+            }
+        }
+        if (word_char((unsigned char)c)) kept_word = true;
+        out[o++] = c;
+        i++;
+    }
+    out[o] = 0;
+    if (!kept_word) {
+        /* Nothing but quoted text: the quotes are the request. */
+        memcpy(out, query, len);
+        out[len] = 0;
+    }
+    return out;
+}

@@ -40,16 +40,12 @@ void reg_embedder_free(reg_embedder_t *e)
 }
 
 /* Providers other than the lexical one plug in here: each case constructs its embedder from
- * the spec. Until a provider is built in, asking for it by name fails with a message, and
- * "auto" falls back to the lexical embedder with a note for the log. */
+ * the spec. A provider that cannot be opened fails with a message saying what to install;
+ * "auto" then falls back to the lexical embedder with a note for the log. */
 static int open_model(const reg_embedder_spec_t *spec, reg_embedder_t **out, char *msg,
                       size_t msg_size)
 {
-    (void)spec;
-    *out = NULL;
-    return reg__fail(msg, msg_size, REG_ENOTSUP,
-                     "the sentence-embedding model provider is not built into this binary; "
-                     "use --embedder lexical");
+    return reg__model_embedder_open(spec ? spec->model_dir : NULL, out, msg, msg_size);
 }
 
 static int open_remote(const reg_embedder_spec_t *spec, reg_embedder_t **out, char *msg,

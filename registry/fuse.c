@@ -23,12 +23,13 @@ int reg_fuse(const reg_ranked_t *lists, size_t nlists, reg_fuse_method_t method,
 {
     if ((nlists > 0 && lists == NULL) || nlists > FUSE_MAX_LISTS || (k > 0 && out == NULL))
         return REG_EINVAL;
-    if (method != REG_FUSE_RRF && method != REG_FUSE_MINMAX) return REG_EINVAL;
+    if (method != REG_FUSE_RRF && method != REG_FUSE_MINMAX && method != REG_FUSE_SCORE)
+        return REG_EINVAL;
     if (method == REG_FUSE_RRF && !(rrf_k >= 0)) return REG_EINVAL;
     size_t total = 0;
     for (size_t l = 0; l < nlists; l++) {
         if ((lists[l].n > 0 && lists[l].hits == NULL) || !(lists[l].weight >= 0) ||
-            lists[l].n > REG_TOPK_MAX)
+            !(lists[l].half >= 0) || lists[l].n > REG_TOPK_MAX)
             return REG_EINVAL;
         total += lists[l].n;
     }
@@ -54,10 +55,15 @@ int reg_fuse(const reg_ranked_t *lists, size_t nlists, reg_fuse_method_t method,
         for (size_t i = 0; i < L->n; i++) {
             const reg_hit_t *h = &L->hits[i];
             float c;
-            if (method == REG_FUSE_RRF) c = L->weight / (rrf_k + (float)(i + 1));
-            /* A list whose scores are all equal says nothing about order: each gets 1. */
-            else
+            if (method == REG_FUSE_RRF) {
+                c = L->weight / (rrf_k + (float)(i + 1));
+            } else if (method == REG_FUSE_SCORE) {
+                float s = h->score > 0 ? h->score : 0;
+                c = L->weight * (L->half > 0 ? s / (s + L->half) : s);
+            } else {
+                /* A list whose scores are all equal says nothing about order: each gets 1. */
                 c = L->weight * (hi > lo ? (h->score - lo) / (hi - lo) : 1.0f);
+            }
             size_t j = (size_t)reg__hash(h->id, strlen(h->id), 0) & (cap - 1);
             while (slot[j] != 0 && strcmp(f[slot[j] - 1].hit.id, h->id) != 0)
                 j = (j + 1) & (cap - 1);

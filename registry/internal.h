@@ -104,4 +104,9 @@ typedef struct reg__tokens {
 int reg__tokenize(const char *text, bool stem, bool drop_stopwords, reg__tokens_t *out);
 void reg__tokens_free(reg__tokens_t *t);
 
+/* Opens the sentence-embedding model in model_dir (NULL or "": the installed one) as an
+ * embedder (embedder_model.c). */
+int reg__model_embedder_open(const char *model_dir, reg_embedder_t **out, char *msg,
+                             size_t msg_size);
+
 #endif /* PTC_REGISTRY_INTERNAL_H */

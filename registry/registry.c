@@ -2,6 +2,7 @@
 #include "internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +20,16 @@ struct reg_registry {
     bool fitted;
     size_t fitted_count;
     bool busy, busy_fit;
+    /* Serialises embedder calls that may not overlap: a refit, and every call of an embedder
+     * that is not `concurrent`, take it for writing; concurrent calls take it for reading.
+     * Owner thread (inline queries), batch workers and query workers all go through it. */
+    pthread_rwlock_t emb_lock;
+    bool lock_ok;
 };
 
 struct reg_batch {
     reg_embedder_t *emb;
+    pthread_rwlock_t *lock;
     bool fit, embedded;
     size_t n, dim;
     char **ids;
@@ -34,9 +41,9 @@ struct reg_batch {
 void reg_registry_opts_default(reg_registry_opts_t *o)
 {
     o->hybrid = true;
-    o->fuse = REG_FUSE_MINMAX;
+    o->fuse = REG_FUSE_AUTO; /* chosen by the embedder at reg_registry_new */
     o->dense_weight = 1.0f;
-    o->bm25_weight = 1.0f;
+    o->bm25_weight = -1.0f; /* chosen by the embedder at reg_registry_new */
     o->storage = REG_INDEX_Q8;
 }
 
@@ -57,8 +64,27 @@ int reg_registry_new(reg_embedder_t *emb, const reg_registry_opts_t *opts, reg_r
     else
         reg_registry_opts_default(&r->o);
     r->emb = emb;
+    /* Tuned on the dev set (docs/registry.md). A sentence model ranks paraphrases well and
+     * exact names less so: BM25 at 0.2-0.5 of its weight puts name matches on top without
+     * drowning the paraphrases. The lexical embedder and BM25 see the same words; an equal
+     * share does best there. */
+    const bool sentence = emb != NULL && emb->sentence_model;
+    if (r->o.bm25_weight < 0) r->o.bm25_weight = sentence ? REG_BM25_WEIGHT_SENTENCE : 1.0f;
+    /* A model's cosine means the same in every catalog, so it is fused as it is: min-max
+     * would give the best of a poor list (a filter, a half-built index) full marks, and
+     * stretches the narrow spread of the top 50 of a large catalog. The lexical embedder's
+     * scores have no such meaning and were tuned with min-max. */
+    if (r->o.fuse == REG_FUSE_AUTO) r->o.fuse = sentence ? REG_FUSE_SCORE : REG_FUSE_MINMAX;
     int rc = REG_OK;
+    if (pthread_rwlock_init(&r->emb_lock, NULL) != 0) {
+        free(r);
+        reg_embedder_free(emb);
+        return REG_ENOMEM;
+    }
+    r->lock_ok = true;
     if (!(r->o.dense_weight >= 0) || !(r->o.bm25_weight >= 0) ||
+        (r->o.fuse != REG_FUSE_RRF && r->o.fuse != REG_FUSE_MINMAX &&
+         r->o.fuse != REG_FUSE_SCORE) ||
         r->o.dense_weight + r->o.bm25_weight <= 0 ||
         (emb != NULL && (emb->embed == NULL || emb->dim == 0)))
         rc = REG_EINVAL;
@@ -83,6 +109,7 @@ void reg_registry_free(reg_registry_t *r)
     reg_bm25_free(r->bm);
     reg_catalog_free(r->cat);
     reg_embedder_free(r->emb);
+    if (r->lock_ok) pthread_rwlock_destroy(&r->emb_lock);
     free(r);
 }
 
@@ -234,7 +261,8 @@ static void batch_free(reg_batch_t *b)
 
 static int batch_put(reg_batch_t *b, const reg_tool_t *t)
 {
-    char *id = reg__strdup(t->id), *text = reg_tool_index_text(t);
+    char *id = reg__strdup(t->id);
+    char *text = b->emb->sentence_model ? reg_tool_embed_text(t) : reg_tool_index_text(t);
     if (id == NULL || text == NULL) {
         free(id);
         free(text);
@@ -262,7 +290,7 @@ int reg_registry_next_batch(reg_registry_t *r, size_t max, reg_batch_t **out)
     *out = NULL;
     if (r->busy) return REG_EBUSY;
     if (r->emb == NULL) return REG_OK;
-    if (max == 0) max = REG_BATCH_DEFAULT;
+    if (max == 0) max = r->emb->blocking ? REG_BATCH_BLOCKING : REG_BATCH_DEFAULT;
     bool fit = needs_fit(r);
     size_t count = reg_catalog_count(r->cat);
     size_t cap = fit ? count : (max < count ? max : count);
@@ -270,6 +298,7 @@ int reg_registry_next_batch(reg_registry_t *r, size_t max, reg_batch_t **out)
     reg_batch_t *b = calloc(1, sizeof *b);
     if (b == NULL) return REG_ENOMEM;
     b->emb = r->emb;
+    b->lock = &r->emb_lock;
     b->fit = fit;
     b->dim = r->emb->dim;
     b->ids = calloc(cap, sizeof *b->ids);
@@ -318,9 +347,25 @@ size_t reg_batch_count(const reg_batch_t *b)
     return b ? b->n : 0;
 }
 
+static void emb_lock(pthread_rwlock_t *lock, bool exclusive)
+{
+    int rc = exclusive ? pthread_rwlock_wrlock(lock) : pthread_rwlock_rdlock(lock);
+    if (rc != 0) abort(); /* only EDEADLK / EAGAIN: a broken invariant, not bad input */
+}
+
+static int batch_embed_locked(reg_batch_t *b, char *msg, size_t msg_size);
+
 int reg_batch_embed(reg_batch_t *b, char *msg, size_t msg_size)
 {
     if (b == NULL) return reg__fail(msg, msg_size, REG_EINVAL, "no batch given");
+    emb_lock(b->lock, b->fit || !b->emb->concurrent);
+    int rc = batch_embed_locked(b, msg, msg_size);
+    pthread_rwlock_unlock(b->lock);
+    return rc;
+}
+
+static int batch_embed_locked(reg_batch_t *b, char *msg, size_t msg_size)
+{
     if (b->fit) {
         int rc = reg_embedder_fit(b->emb, (const char *const *)b->texts, b->n);
         if (rc < 0)
@@ -392,6 +437,31 @@ int reg_registry_index_all(reg_registry_t *r, char *msg, size_t msg_size)
     }
 }
 
+bool reg_registry_query_blocking(const reg_registry_t *r)
+{
+    return r != NULL && r->emb != NULL && r->emb->blocking;
+}
+
+int reg_registry_embed_query(reg_registry_t *r, const char *query, float *out, char *msg,
+                             size_t msg_size)
+{
+    if (r == NULL || query == NULL || out == NULL)
+        return reg__fail(msg, msg_size, REG_EINVAL, "no registry, query or output given");
+    if (r->emb == NULL)
+        return reg__fail(msg, msg_size, REG_EINVAL, "the registry has no embedder (BM25 only)");
+    /* A sentence model reads the query without its quoted values; the lexical embedder wants
+     * every word. Long queries are cut: a pasted document's tail rarely helps ranking. */
+    char *q = r->emb->sentence_model ? reg_query_embed_text(query) : malloc(REG_QUERY_MAX + 1);
+    if (q == NULL) return reg__fail(msg, msg_size, REG_ENOMEM, "out of memory embedding a query");
+    if (!r->emb->sentence_model) snprintf(q, REG_QUERY_MAX + 1, "%s", query);
+    const char *t[1] = {q};
+    emb_lock(&r->emb_lock, !r->emb->concurrent);
+    int rc = reg_embedder_embed(r->emb, t, 1, REG_EMBED_QUERY, out, msg, msg_size);
+    pthread_rwlock_unlock(&r->emb_lock);
+    free(q);
+    return rc;
+}
+
 /* Runs the signals of one search into a (dense) and b (BM25). */
 static int gather(reg_registry_t *r, const char *query, const float *qvec, bool dense, bool bm25,
                   size_t want, const reg_filter_t *f, reg_hit_t *a, int *na, reg_hit_t *b, int *nb,
@@ -401,18 +471,9 @@ static int gather(reg_registry_t *r, const char *query, const float *qvec, bool 
     if (dense) {
         float *qv = NULL;
         if (qvec == NULL) {
-            /* Long queries are cut: the tail of a pasted document rarely helps ranking. */
-            char *q = malloc(REG_QUERY_MAX + 1);
             qv = malloc(r->emb->dim * sizeof *qv);
-            if (q == NULL || qv == NULL) {
-                free(q);
-                free(qv);
-                return reg__fail(msg, msg_size, REG_ENOMEM, "out of memory searching");
-            }
-            snprintf(q, REG_QUERY_MAX + 1, "%s", query);
-            const char *t[1] = {q};
-            int rc = reg_embedder_embed(r->emb, t, 1, REG_EMBED_QUERY, qv, msg, msg_size);
-            free(q);
+            if (qv == NULL) return reg__fail(msg, msg_size, REG_ENOMEM, "out of memory searching");
+            int rc = reg_registry_embed_query(r, query, qv, msg, msg_size);
             if (rc < 0) {
                 free(qv);
                 return rc;
@@ -447,9 +508,13 @@ int reg_registry_search(reg_registry_t *r, const char *query, const float *qvec,
         f.category = filter->category;
     }
     const float min_score = filter ? filter->min_score : -1e30f;
-    const bool can_embed = !r->busy || (r->emb != NULL && r->emb->concurrent && !r->busy_fit);
+    /* Never a blocking embedder here: this is the event loop's thread. */
+    const bool can_embed =
+        r->emb != NULL && !r->emb->blocking && (!r->busy || (r->emb->concurrent && !r->busy_fit));
     const bool dense = r->emb != NULL && reg_index_count(r->ix) > 0 && (qvec || can_embed);
-    const bool hybrid = dense && r->o.hybrid;
+    /* A hybrid registry fuses even while the vector index is empty or busy (BM25 alone then),
+     * so that scores keep one scale and min_score one meaning during indexing. */
+    const bool hybrid = r->emb != NULL && r->o.hybrid;
     const size_t want = hybrid ? (k > REG_CANDIDATES ? k : REG_CANDIDATES) : k;
     reg_hit_t *a = calloc(want, sizeof *a), *b = calloc(want, sizeof *b);
     reg_hit_t *fused = calloc(k, sizeof *fused);
@@ -458,11 +523,11 @@ int reg_registry_search(reg_registry_t *r, const char *query, const float *qvec,
     if (rc == 0)
         rc = gather(r, query, qvec, dense, !dense || hybrid, want, &f, a, &na, b, &nb, msg,
                     msg_size);
-    const reg_hit_t *res = dense ? a : b;
+    const reg_hit_t *res = dense ? a : b; /* one signal alone */
     if (rc == 0) n = dense ? na : nb;
     if (rc == 0 && hybrid) {
-        reg_ranked_t lists[2] = {{a, (size_t)na, r->o.dense_weight},
-                                 {b, (size_t)nb, r->o.bm25_weight}};
+        reg_ranked_t lists[2] = {{a, (size_t)na, r->o.dense_weight, 0},
+                                 {b, (size_t)nb, r->o.bm25_weight, REG_BM25_HALF}};
         const float rrf_k = 60.0f;
         n = reg_fuse(lists, 2, r->o.fuse, rrf_k, k, fused);
         if (n < 0) rc = reg__fail(msg, msg_size, n, "fusion failed: %s", reg_strerror(n));

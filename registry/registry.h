@@ -158,6 +158,29 @@ const reg_tool_t *reg_catalog_find(const reg_catalog_t *cat, const char *id);
  */
 char *reg_tool_index_text(const reg_tool_t *tool);
 
+/** Bytes of reg_tool_embed_text at most: a sentence model sees 256 tokens (~1 KiB) anyway. */
+#define REG_EMBED_TEXT_MAX 4096
+
+/**
+ * The text a sentence-embedding model indexes a tool by (reg_embedder_t.sentence_model):
+ * name (identifier-split), title, description, then "Parameters: a, b, c." with the parameter
+ * names split but without their descriptions. Short and topic-first because a model reads
+ * only its first 256 tokens and mean pooling dilutes the topic with every format note.
+ * Returns a malloc'd string the caller frees, or NULL on ENOMEM. At most REG_EMBED_TEXT_MAX
+ * bytes (cut, possibly inside a UTF-8 character, which the model's tokenizer drops).
+ */
+char *reg_tool_embed_text(const reg_tool_t *tool);
+
+/**
+ * The text a sentence-embedding model embeds for a search query: the query (first
+ * REG_QUERY_MAX bytes) without quoted literals ('prepare Q3 deck', "invoice"), which are
+ * argument values rather than the intent and pull the vector towards unrelated tools; BM25
+ * still sees them. A quote right after a letter is an apostrophe and stays; an unclosed quote
+ * stays; a query that is nothing but quoted text is kept whole. Returns a malloc'd string
+ * the caller frees, or NULL on ENOMEM.
+ */
+char *reg_query_embed_text(const char *query);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Embedders                                                                                */
 
@@ -179,8 +202,14 @@ typedef enum reg_embed_kind {
  *   the reason on failure. May run on any thread, but on one thread at a time unless
  *   `concurrent` is set, and never while fit() runs.
  * - concurrent: embed() may run on several threads at once (the lexical embedder: read-only
- *   state after fit). The registry then embeds queries inline even while a batch is being
- *   embedded elsewhere; otherwise it answers from BM25 meanwhile.
+ *   state after fit; the model: read-only weights). The registry then embeds queries inline
+ *   even while a batch is being embedded elsewhere; otherwise it answers from BM25 meanwhile.
+ * - blocking: embed() takes milliseconds per text (a model) or waits on the network (a remote
+ *   provider): the wiring must call it on a worker thread, never on the event loop
+ *   (reg_registry_query_blocking, reg_registry_embed_query).
+ * - sentence_model: a sentence encoder (the model, most remote ones): the registry embeds
+ *   tools by reg_tool_embed_text and queries by reg_query_embed_text; otherwise by
+ *   reg_tool_index_text and the raw query (the lexical embedder wants every word).
  * - fit (may be NULL): learns corpus statistics (IDF) from the documents. Borrows docs.
  * - destroy: frees impl.
  */
@@ -191,6 +220,8 @@ struct reg_embedder {
     const char *cache_model;
     size_t dim;
     bool concurrent;
+    bool blocking;
+    bool sentence_model;
     int (*embed)(reg_embedder_t *self, const char *const *texts, size_t n, reg_embed_kind_t kind,
                  float *out, char *msg, size_t msg_size);
     int (*fit)(reg_embedder_t *self, const char *const *docs, size_t n);
@@ -235,6 +266,18 @@ struct reg_embedder_spec {
  * success *out is set and note (if not NULL) receives a line for the log when "auto" fell
  * back ("" otherwise). On failure msg says what is missing and what to do. A fallback is never
  * silent: callers that need a given provider check reg_embedder_name().
+ *
+ * "model" loads the in-process sentence encoder (model_*.c) from spec->model_dir, or from
+ * reg_model_find_installed() when that is NULL: name "model:NAME" (model:all-MiniLM-L6-v2),
+ * cache_model "NAME@FINGERPRINT/vN" (config.json and the edges of the weights, so a swapped
+ * model never reuses cached vectors), concurrent, blocking and sentence_model set; query and
+ * document prompts from config_sentence_transformers.json when the model names any. Loading
+ * reads ~90 MB (tens of ms; call it at start-up) and sets OpenBLAS to one thread per call for
+ * the process (reg_model_set_blas_threads(1)): embeddings run one per libuv worker. Errors:
+ * REG_ENOENT (nothing installed), REG_EEMBED (a folder that does not load), with msg naming
+ * the folder and what to do.
+ *
+ * Wrap the result with reg_cached_embedder_new() to keep vectors across restarts.
  */
 int reg_embedder_open(const reg_embedder_spec_t *spec, reg_embedder_t **out, char *note,
                       size_t note_size, char *msg, size_t msg_size);
@@ -356,10 +399,18 @@ int reg_bm25_search(reg_bm25_t *bm, const char *query, size_t k, const reg_filte
 /* Fusion of ranked lists (hybrid mode)                                                      */
 
 typedef enum reg_fuse_method {
+    /* registry options only: REG_FUSE_SCORE for a sentence model, else REG_FUSE_MINMAX */
+    REG_FUSE_AUTO = -1,
     /* sum over lists of weight / (rrf_k + rank), rank from 1: robust to score scales */
     REG_FUSE_RRF = 0,
     /* sum over lists of weight * (score - min) / (max - min) within each list */
     REG_FUSE_MINMAX = 1,
+    /* sum over lists of weight * g(score), g(s) = max(s, 0), or max(s, 0) / (max(s, 0) + half)
+     * when the list's `half` is > 0: absolute scores, so a list's best hit counts only as much
+     * as it scores (a cosine of 0.2 stays 0.2 however poor the rest of the list is, and a
+     * filter or a half-built index does not inflate it); `half` squashes unbounded scores
+     * (BM25) into [0, 1) */
+    REG_FUSE_SCORE = 2,
 } reg_fuse_method_t;
 
 /** One input of a fusion: a ranked list (best first), as a search returns it. */
@@ -367,6 +418,7 @@ typedef struct reg_ranked {
     const reg_hit_t *hits;
     size_t n;
     float weight; /* >= 0 */
+    float half;   /* REG_FUSE_SCORE: the score that maps to 0.5 (0: scores used as they are) */
 } reg_ranked_t;
 
 /**
@@ -424,26 +476,42 @@ int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embed
 
 /*
  * Threading: every reg_registry_* call belongs to one owner thread (the event loop). Only
- * reg_batch_embed may run elsewhere (a worker thread), for one batch at a time: the owner
- * takes a batch with reg_registry_next_batch, a worker embeds it, the owner applies it. Tools
- * added or removed meanwhile are handled at apply time (stale vectors are dropped). While a
- * batch is in flight, a search without a query vector embeds its query inline only if the
- * embedder is `concurrent` and the batch does not refit it; otherwise it answers from BM25
- * alone, so the owner never races the worker on an embedder. With a model, compute query
- * vectors on the worker (serialised with batches) and pass them in.
+ * reg_batch_embed and reg_registry_embed_query may run elsewhere (worker threads):
+ * - Indexing, one batch at a time: the owner takes a batch with reg_registry_next_batch, a
+ *   worker embeds it (reg_batch_embed), the owner applies it (reg_registry_apply_batch). Tools
+ *   added or removed meanwhile are handled at apply time (stale vectors are dropped).
+ * - Queries: when reg_registry_query_blocking() is true (the model, a remote provider), the
+ *   owner hands the query to a worker that calls reg_registry_embed_query, then passes the
+ *   vector to reg_registry_search on the owner thread. Any number of those may run at once,
+ *   also while a batch is embedded: the registry serialises embedder calls that may not
+ *   overlap (an embedder that is not `concurrent`, a refit) with a lock, so a worker may wait
+ *   for another but the owner thread never waits for a batch.
+ * - A search without a query vector embeds the query inline (fine for the lexical embedder:
+ *   tens of microseconds), unless the embedder is `blocking`, or a batch is in flight and the
+ *   embedder is not `concurrent` or the batch refits it; then it answers from BM25 alone. So
+ *   a search never blocks its thread, and a wiring whose query embedding failed (a remote
+ *   provider down) still answers by passing qvec NULL.
+ * The registry must outlive every batch and query call in flight.
  */
 
 #define REG_BATCH_DEFAULT 256 /* tools per indexing batch: ~35 ms with the lexical embedder */
-#define REG_CANDIDATES    50  /* hits each signal contributes to a hybrid fusion */
+#define REG_BATCH_BLOCKING                                                                         \
+    32                              /* ... with a blocking embedder: ~1 s of the model's time, so  \
+                                       progress shows and a worker is not held for minutes */
+#define REG_CANDIDATES           50 /* hits each signal contributes to a hybrid fusion */
+#define REG_BM25_WEIGHT_SENTENCE 0.4f /* BM25's weight against a sentence model's 1 */
+#define REG_BM25_HALF            8.0f /* REG_FUSE_SCORE: the BM25 score that counts 0.5 */
 #define REG_REFIT_RATIO                                                                            \
     0.25 /* refit corpus statistics when the catalog grew or shrank this much                      \
           */
 
 typedef struct reg_registry_opts {
     bool hybrid;            /* fuse the embedder's cosine with BM25 (else the embedder alone) */
-    reg_fuse_method_t fuse; /* REG_FUSE_MINMAX by default */
-    float dense_weight;     /* weights of the two signals (defaults 1 and 1) */
-    float bm25_weight;
+    reg_fuse_method_t fuse; /* REG_FUSE_AUTO by default: REG_FUSE_SCORE (cosine + BM25
+                               squashed by REG_BM25_HALF) for a sentence model, else MINMAX */
+    float dense_weight;     /* weight of the embedder's cosine (default 1) */
+    float bm25_weight;      /* weight of BM25; negative (the default): REG_BM25_WEIGHT_SENTENCE
+                               for a sentence model, 1 for the lexical embedder */
     reg_index_storage_t storage; /* REG_INDEX_Q8 by default */
 } reg_registry_opts_t;
 
@@ -475,6 +543,19 @@ int reg_registry_set_server_tools(reg_registry_t *reg, const char *server, const
 /** Removes every tool of server; returns how many. */
 size_t reg_registry_remove_server(reg_registry_t *reg, const char *server);
 
+/** True when queries must be embedded on a worker thread (reg_registry_embed_query) because
+ *  the embedder is `blocking` (the model: ~10 ms; a remote provider: a network round trip). */
+bool reg_registry_query_blocking(const reg_registry_t *reg);
+
+/**
+ * Embeds a search query into out (reg_registry_stats().dim floats, borrowed) the way
+ * reg_registry_search would (for a sentence model: reg_query_embed_text). Safe on any thread,
+ * concurrently with the owner's calls and with reg_batch_embed (see Threading). Borrows query.
+ * REG_EINVAL when the registry has no embedder.
+ */
+int reg_registry_embed_query(reg_registry_t *reg, const char *query, float *out, char *msg,
+                             size_t msg_size);
+
 /** Tools not yet in the vector index (search covers them through BM25 only). */
 size_t reg_registry_pending(const reg_registry_t *reg);
 
@@ -492,7 +573,8 @@ typedef struct reg_registry_stats {
 void reg_registry_stats(const reg_registry_t *reg, reg_registry_stats_t *st);
 
 /**
- * Takes the next batch of at most max tools to embed (0 means REG_BATCH_DEFAULT); *out is NULL
+ * Takes the next batch of at most max tools to embed (0 means REG_BATCH_DEFAULT, or
+ * REG_BATCH_BLOCKING for a blocking embedder); *out is NULL
  * when nothing is pending. A batch that refits the embedder (first run, or the catalog changed
  * by REG_REFIT_RATIO) holds every tool. REG_EBUSY if a batch is in flight.
  */
@@ -514,7 +596,9 @@ typedef struct reg_result {
 
 /**
  * Finds the k best tools for query. qvec (may be NULL) is the query's embedding computed by
- * the caller (e.g. on a worker thread for a model); without it the query is embedded here.
+ * the caller with reg_registry_embed_query (on a worker thread for a blocking embedder);
+ * without it the query is embedded here when that cannot block (see Threading), else BM25
+ * answers alone.
  * filter's server/category restrict both signals; min_score applies to the reported score.
  * Writes min(k, matches) results, best first, into out; returns their number or an error.
  */

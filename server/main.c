@@ -16,18 +16,22 @@ typedef struct app {
     mcp_server_t *srv;
     mcp_stdio_t *io;
     ptc_execute_t *exec;
+    ptc_search_t *search;
 } app_t;
 
 static const char instructions[] =
     "execute_code runs Python 3 in a sandbox (no network, fresh state each call) and returns "
     "stdout/stderr; prefer one script that does the whole computation and prints only what "
-    "matters. Long output is paged: call execute_code again with only the cursor it gave.";
+    "matters. Long output is paged: call execute_code again with only the cursor it gave. "
+    "search_tools finds tools of the configured servers by meaning: describe what you want to "
+    "do and it returns their ids, descriptions and input schemas.";
 
 static void on_stdio_done(mcp_stdio_t *io, void *data)
 {
     app_t *app = data;
     mcp_stdio_free(io);
     app->io = NULL;
+    ptc_search_stop(app->search);
 }
 
 /* Prints the sandbox layers and the rest of the set-up; exits 1 when execute_code would refuse
@@ -63,8 +67,16 @@ static int check_report(const ptc_options_t *o)
             printf("execute_code: available (sandbox %s)\n", exec_sandbox_level_name(probe.level));
         }
     }
-    printf("embedder: unavailable: the tool registry is not in this version yet; search_tools "
-           "is not offered\n");
+    reg_embedder_t *emb = NULL;
+    char note[512] = "", msg[512] = "";
+    if (ptc_search_open_embedder(o, &emb, note, sizeof note, msg, sizeof msg) < 0) {
+        printf("embedder: UNAVAILABLE: %s\n", msg);
+        status = 1;
+    } else {
+        printf("embedder: %s (dimension %zu)%s%s\n", reg_embedder_name(emb), reg_embedder_dim(emb),
+               note[0] ? "; " : "", note);
+        reg_embedder_free(emb);
+    }
     printf("downstream servers: none (not supported in this version)\n");
     return status;
 }
@@ -98,6 +110,11 @@ static int run(const ptc_options_t *o)
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up execute_code: %s", mcp_strerror(rc));
         goto out;
     }
+    if ((rc = ptc_search_new(&app.loop, o, &app.log, &app.search)) < 0 ||
+        (rc = ptc_search_register(app.search, app.srv)) < 0) {
+        mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up search_tools: %s", mcp_strerror(rc));
+        goto out;
+    }
     if ((rc = mcp_stdio_start(app.srv, STDIN_FILENO, STDOUT_FILENO, o->max_message_bytes,
                               on_stdio_done, &app, &app.io)) < 0) {
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot serve on stdio: %s", mcp_strerror(rc));
@@ -108,9 +125,12 @@ static int run(const ptc_options_t *o)
     status = 0;
 out:
     if (app.io != NULL) mcp_stdio_free(app.io);
-    /* Runs still alive are killed; the loop then reaps them and runs every close callback. */
+    /* Runs still alive are killed and indexing stops; the loop then reaps the children, lets
+     * work in flight finish and runs every close callback. */
     ptc_execute_free(app.exec);
+    ptc_search_stop(app.search);
     uv_run(&app.loop, UV_RUN_DEFAULT);
+    ptc_search_free(app.search);
     mcp_server_free(app.srv);
     if (uv_loop_close(&app.loop) != 0)
         mcp_log(&app.log, MCP_LOG_WARNING, "event loop closed with handles still open");

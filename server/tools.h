@@ -4,6 +4,43 @@
 
 #include "mcp.h"
 #include "options.h"
+#include "registry.h"
+
+/**
+ * The registry's remote embedding provider (embed_remote.c): OpenAI-compatible /v1/embeddings or
+ * Ollama /api/embed (chosen by the URL's path), with the key from spec->key_env, batches of 64,
+ * retries with backoff, L2-normalised vectors. data is the --ca-file path (borrowed, may be NULL).
+ * Probes the endpoint once (blocking) to learn the dimension. Fits reg_embedder_spec_t's
+ * open_remote.
+ */
+int ptc_remote_embedder_open(const reg_embedder_spec_t *spec, void *data, reg_embedder_t **out,
+                             char *msg, size_t msg_size);
+
+/* search_tools: the registry ranks the tools of downstream servers and --tools-file
+ * (tool_search.c). */
+typedef struct ptc_search ptc_search_t;
+
+/** Opens the embedder the flags ask for (--embedder, --embed-*); note gets the line to log
+ *  when "auto" fell back. Used by ptc_search_new and --check. */
+int ptc_search_open_embedder(const ptc_options_t *o, reg_embedder_t **out, char *note,
+                             size_t note_size, char *msg, size_t msg_size);
+/**
+ * Creates the registry with the chosen embedder (loading a model: call before the loop runs),
+ * the on-disk embedding cache, and loads --tools-file; indexing starts on the thread pool.
+ * MCP_EINVAL with a logged reason when the embedder or the tools file cannot be used.
+ */
+int ptc_search_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
+                   ptc_search_t **out);
+/** Adds search_tools to srv. */
+int ptc_search_register(ptc_search_t *s, mcp_server_t *srv);
+/** The registry, for feeding it downstream servers' tools (borrowed). */
+reg_registry_t *ptc_search_registry(ptc_search_t *s);
+/** Call after changing the registry's tools: indexes the new ones. */
+void ptc_search_changed(ptc_search_t *s);
+/** Stops starting new indexing batches, so the loop can end. */
+void ptc_search_stop(ptc_search_t *s);
+/** Frees; call when the loop has ended (no batch or query in flight). */
+void ptc_search_free(ptc_search_t *s);
 
 /* execute_code: Python runs in the executor's sandbox, output in pages (tool_execute.c). */
 typedef struct ptc_execute ptc_execute_t;

@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const repoRoot = path.resolve(here, '..', '..');
@@ -47,8 +47,9 @@ class VersionedTransport {
 }
 
 // Connects the official SDK client to a binary over stdio.
-export async function connect(bin, args = [], { version, capabilities = {}, setup } = {}) {
-  const inner = new StdioClientTransport({ command: bin, args, stderr: 'pipe' });
+export async function connect(bin, args = [], { version, capabilities = {}, setup, env } = {}) {
+  // env adds to the SDK's default environment (which passes only a few safe variables).
+  const inner = new StdioClientTransport({ command: bin, args, stderr: 'pipe', ...(env ? { env: { ...getDefaultEnvironment(), ...env } } : {}) });
   const transport = new VersionedTransport(inner, version);
   const client = new Client({ name: 'ptc-mcp-tests', version: '1.0.0' }, { capabilities });
   const stderr = [];

@@ -80,7 +80,7 @@ static void test_rrf_fusion(void **state)
     (void)state;
     const reg_hit_t a[] = {{"x", "s", "s", 0.9f}, {"y", "s", "s", 0.8f}, {"z", "s", "s", 0.1f}};
     const reg_hit_t b[] = {{"y", "s", "s", 12.0f}, {"w", "s", "s", 11.0f}};
-    reg_ranked_t lists[2] = {{a, 3, 1.0f}, {b, 2, 1.0f}};
+    reg_ranked_t lists[2] = {{a, 3, 1.0f, 0}, {b, 2, 1.0f, 0}};
     reg_hit_t out[4];
     assert_int_equal(reg_fuse(lists, 2, REG_FUSE_RRF, 60.0f, 4, out), 4);
     /* y: 1/62 + 1/61; x: 1/61; w: 1/62; z: 1/63. */
@@ -98,7 +98,7 @@ static void test_minmax_fusion_and_weights(void **state)
     const reg_hit_t a[] = {{"x", "s", "s", 1.0f}, {"y", "s", "s", 0.5f}, {"z", "s", "s", 0.0f}};
     const reg_hit_t b[] = {{"z", "s", "s", 30.0f}, {"y", "s", "s", 20.0f}, {"x", "s", "s", 10.0f}};
     reg_hit_t out[3];
-    reg_ranked_t lists[2] = {{a, 3, 1.0f}, {b, 3, 1.0f}};
+    reg_ranked_t lists[2] = {{a, 3, 1.0f, 0}, {b, 3, 1.0f, 0}};
     assert_int_equal(reg_fuse(lists, 2, REG_FUSE_MINMAX, 0, 3, out), 3);
     /* x: 1 + 0; y: 0.5 + 0.5; z: 0 + 1: a three-way tie, broken by id. */
     assert_string_equal(out[0].id, "x");

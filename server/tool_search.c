@@ -1,0 +1,338 @@
+/* tool_search.c - the search_tools tool: the registry ranks tools by meaning; embedding (of the
+ * catalog and of each query) runs on the libuv thread pool, never on the loop. */
+#include "tools.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEARCH_DEFAULT_TOP_K 5
+#define SEARCH_MAX_TOP_K     50
+
+struct ptc_search {
+    uv_loop_t *loop;
+    const mcp_logger_t *lg;
+    reg_registry_t *reg;
+    reg_cache_t *cache;
+    size_t dim;
+    /* Indexing: one batch on the thread pool at a time. */
+    uv_work_t index_work;
+    reg_batch_t *batch;
+    int batch_rc;
+    char batch_msg[256];
+    bool indexing;
+    bool stopping;
+    size_t indexed_logged;
+    unsigned queries_in_flight;
+};
+
+typedef struct query_job {
+    uv_work_t work;
+    ptc_search_t *s;
+    mcp_call_t *call; /* NULL once the call was cancelled and answered */
+    char *query;
+    char *server;
+    size_t top_k;
+    float *vec;
+    int rc;
+    char msg[256];
+} query_job_t;
+
+static const char input_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"query\":{\"type\":\"string\",\"minLength\":1,\"description\":\"What you want to do, in "
+    "plain words (e.g. 'create a ticket in the bug tracker').\"},"
+    "\"top_k\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":50,\"description\":\"How many "
+    "tools to return (default 5).\"},"
+    "\"server\":{\"type\":\"string\",\"description\":\"Only tools of this server.\"}},"
+    "\"required\":[\"query\"],\"additionalProperties\":false}";
+
+static const char output_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"embedder\":{\"type\":\"string\"},"
+    "\"tools\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+    "\"id\":{\"type\":\"string\"},\"server\":{\"type\":\"string\"},\"name\":{\"type\":\"string\"},"
+    "\"description\":{\"type\":\"string\"},\"inputSchema\":{\"type\":\"object\"},"
+    "\"score\":{\"type\":\"number\"}},"
+    "\"required\":[\"id\",\"server\",\"name\",\"description\",\"inputSchema\",\"score\"]}}},"
+    "\"required\":[\"embedder\",\"tools\"]}";
+
+static const char description[] =
+    "Find tools by describing what you want to do. Returns the best matching tools of the "
+    "configured MCP servers, ranked by meaning, with their ids, descriptions and input schemas.";
+
+/* --- indexing ------------------------------------------------------------------------------ */
+
+static void kick_indexing(ptc_search_t *s);
+
+static void index_work(uv_work_t *w)
+{
+    ptc_search_t *s = w->data;
+    s->batch_rc = reg_batch_embed(s->batch, s->batch_msg, sizeof s->batch_msg);
+}
+
+static void index_done(uv_work_t *w, int status)
+{
+    ptc_search_t *s = w->data;
+    s->indexing = false;
+    if (status != 0 || s->batch_rc < 0)
+        mcp_log(s->lg, MCP_LOG_WARNING, "search index: a batch failed (%s); retrying later",
+                status != 0 ? uv_strerror(status) : s->batch_msg);
+    reg_registry_apply_batch(s->reg, s->batch);
+    s->batch = NULL;
+    reg_registry_stats_t st;
+    reg_registry_stats(s->reg, &st);
+    if (st.pending == 0 && st.indexed != s->indexed_logged) {
+        s->indexed_logged = st.indexed;
+        mcp_log(s->lg, MCP_LOG_INFO, "search index: %zu tools indexed with %s", st.indexed,
+                st.embedder);
+    }
+    /* A failed batch is not retried at once, so a broken provider cannot spin. */
+    if (status == 0 && s->batch_rc == 0) kick_indexing(s);
+}
+
+static void kick_indexing(ptc_search_t *s)
+{
+    if (s->indexing || s->stopping) return;
+    reg_batch_t *b = NULL;
+    if (reg_registry_next_batch(s->reg, 0, &b) < 0 || b == NULL) return;
+    s->batch = b;
+    s->indexing = true;
+    s->index_work.data = s;
+    int rc = uv_queue_work(s->loop, &s->index_work, index_work, index_done);
+    if (rc < 0) {
+        s->indexing = false;
+        reg_registry_apply_batch(s->reg, b);
+        s->batch = NULL;
+        mcp_log(s->lg, MCP_LOG_ERROR, "search index: cannot queue work: %s", uv_strerror(rc));
+    }
+}
+
+/* --- queries ------------------------------------------------------------------------------- */
+
+static void job_free(query_job_t *j)
+{
+    free(j->query);
+    free(j->server);
+    free(j->vec);
+    free(j);
+}
+
+static void answer(ptc_search_t *s, mcp_call_t *call, const char *query, const float *vec,
+                   size_t top_k, const char *server)
+{
+    reg_result_t res[SEARCH_MAX_TOP_K];
+    reg_filter_t f;
+    reg_filter_default(&f);
+    f.server = server;
+    char msg[256] = "";
+    int n = reg_registry_search(s->reg, query, vec, top_k, &f, res, msg, sizeof msg);
+    if (n < 0) {
+        mcp_call_finish_text(call, true, "search failed: %s", msg[0] ? msg : reg_strerror(n));
+        return;
+    }
+    cJSON *sc = reg_results_json(s->reg, res, (size_t)n);
+    char *list = reg_results_text(res, (size_t)n, 0);
+    reg_registry_stats_t st;
+    reg_registry_stats(s->reg, &st);
+    if (sc == NULL || list == NULL) {
+        cJSON_Delete(sc);
+        free(list);
+        mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    size_t len = strlen(list) + 512;
+    char *text = malloc(len);
+    if (text == NULL) {
+        cJSON_Delete(sc);
+        free(list);
+        mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    if (n == 0)
+        snprintf(text, len, "No tools match%s%s (%zu tools known; embedder %s).",
+                 server ? " on server " : "", server ? server : "", st.tools, st.embedder);
+    else
+        snprintf(text, len, "%s\n[embedder %s; %zu tools known%s]", list, st.embedder, st.tools,
+                 st.pending ? ", some still being indexed" : "");
+    free(list);
+    cJSON *content = mcp_text_content(text);
+    free(text);
+    mcp_call_finish(call, content, sc, false);
+}
+
+static void query_work(uv_work_t *w)
+{
+    query_job_t *j = w->data;
+    j->rc = reg_registry_embed_query(j->s->reg, j->query, j->vec, j->msg, sizeof j->msg);
+}
+
+static void query_done(uv_work_t *w, int status)
+{
+    query_job_t *j = w->data;
+    ptc_search_t *s = j->s;
+    s->queries_in_flight--;
+    if (j->call != NULL) {
+        if (status != 0 || j->rc < 0)
+            mcp_log(s->lg, MCP_LOG_WARNING,
+                    "search: embedding the query failed (%s); ranking "
+                    "by keywords only",
+                    status != 0 ? uv_strerror(status) : j->msg);
+        bool ok = status == 0 && j->rc == 0;
+        answer(s, j->call, j->query, ok ? j->vec : NULL, j->top_k, j->server);
+    }
+    job_free(j);
+}
+
+static void query_cancelled(mcp_call_t *call, void *data)
+{
+    query_job_t *j = data;
+    j->call = NULL; /* the worker finishes; its answer is dropped */
+    uv_cancel((uv_req_t *)&j->work);
+    mcp_call_finish_text(call, true, "cancelled");
+}
+
+static void handle(mcp_call_t *call, const cJSON *args, void *data)
+{
+    ptc_search_t *s = data;
+    const char *query = cJSON_GetObjectItemCaseSensitive(args, "query")->valuestring;
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(args, "top_k");
+    const cJSON *server = cJSON_GetObjectItemCaseSensitive(args, "server");
+    size_t top_k = k ? (size_t)k->valuedouble : SEARCH_DEFAULT_TOP_K;
+    bool blank = true;
+    for (const char *p = query; *p; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') blank = false;
+    if (blank) {
+        mcp_call_finish_text(call, true,
+                             "Invalid arguments: query is empty; describe what you want to do");
+        return;
+    }
+    const char *srv = cJSON_IsString(server) ? server->valuestring : NULL;
+    if (!reg_registry_query_blocking(s->reg)) {
+        answer(s, call, query, NULL, top_k, srv);
+        return;
+    }
+    query_job_t *j = calloc(1, sizeof *j);
+    if (j == NULL || (j->query = strdup(query)) == NULL ||
+        (srv && (j->server = strdup(srv)) == NULL) ||
+        (j->vec = malloc(s->dim * sizeof *j->vec)) == NULL) {
+        if (j) job_free(j);
+        mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    j->s = s;
+    j->call = call;
+    j->top_k = top_k;
+    j->work.data = j;
+    if (uv_queue_work(s->loop, &j->work, query_work, query_done) < 0) {
+        job_free(j);
+        answer(s, call, query, NULL, top_k, srv);
+        return;
+    }
+    s->queries_in_flight++;
+    mcp_call_on_cancel(call, query_cancelled, j);
+}
+
+/* --- set-up -------------------------------------------------------------------------------- */
+
+int ptc_search_open_embedder(const ptc_options_t *o, reg_embedder_t **out, char *note,
+                             size_t note_size, char *msg, size_t msg_size)
+{
+    reg_embedder_spec_t spec = {
+        .kind = o->embedder,
+        .model_dir = o->embed_model_dir,
+        .url = o->embed_url,
+        .remote_model = o->embed_remote_model,
+        .key_env = o->embed_key_env,
+        .open_remote = ptc_remote_embedder_open,
+        .open_remote_data = (void *)(uintptr_t)o->ca_file,
+    };
+    return reg_embedder_open(&spec, out, note, note_size, msg, msg_size);
+}
+
+int ptc_search_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
+                   ptc_search_t **out)
+{
+    *out = NULL;
+    ptc_search_t *s = calloc(1, sizeof *s);
+    if (s == NULL) return MCP_ENOMEM;
+    s->loop = loop;
+    s->lg = lg;
+    char note[512] = "", msg[512] = "";
+    reg_embedder_t *emb = NULL;
+    int rc = ptc_search_open_embedder(o, &emb, note, sizeof note, msg, sizeof msg);
+    if (rc < 0) {
+        mcp_log(lg, MCP_LOG_ERROR, "--embedder %s: %s", o->embedder, msg);
+        free(s);
+        return MCP_EINVAL;
+    }
+    if (note[0]) mcp_log(lg, MCP_LOG_WARNING, "%s", note);
+    /* The cache is an optimisation: without one (no writable home), everything still works. */
+    if (reg_cache_open(NULL, 0, &s->cache, msg, sizeof msg) < 0) {
+        mcp_log(lg, MCP_LOG_WARNING, "embedding cache unavailable: %s", msg);
+        s->cache = NULL;
+    } else if (reg_cached_embedder_new(emb, s->cache, &emb) < 0) {
+        mcp_log(lg, MCP_LOG_ERROR, "out of memory wrapping the embedder");
+        reg_embedder_free(emb);
+        reg_cache_close(s->cache);
+        free(s);
+        return MCP_ENOMEM;
+    }
+    if ((rc = reg_registry_new(emb, NULL, &s->reg)) < 0) {
+        reg_cache_close(s->cache);
+        free(s);
+        return MCP_ENOMEM;
+    }
+    if (o->tools_file != NULL &&
+        reg_registry_load_file(s->reg, o->tools_file, msg, sizeof msg) < 0) {
+        mcp_log(lg, MCP_LOG_ERROR, "--tools-file %s: %s", o->tools_file, msg);
+        ptc_search_free(s);
+        return MCP_EINVAL;
+    }
+    reg_registry_stats_t st;
+    reg_registry_stats(s->reg, &st);
+    s->dim = st.dim;
+    mcp_log(lg, MCP_LOG_INFO, "search_tools: embedder %s, %zu tools from --tools-file", st.embedder,
+            st.tools);
+    kick_indexing(s);
+    *out = s;
+    return MCP_OK;
+}
+
+int ptc_search_register(ptc_search_t *s, mcp_server_t *srv)
+{
+    mcp_tool_def_t def = {
+        .name = "search_tools",
+        .title = "Find tools by meaning",
+        .description = description,
+        .input_schema = input_schema,
+        .output_schema = output_schema,
+        .annotations = "{\"readOnlyHint\":true,\"openWorldHint\":false}",
+        .handler = handle,
+        .data = s,
+    };
+    return mcp_server_add_tool(srv, &def);
+}
+
+reg_registry_t *ptc_search_registry(ptc_search_t *s)
+{
+    return s->reg;
+}
+
+void ptc_search_changed(ptc_search_t *s)
+{
+    kick_indexing(s);
+}
+
+void ptc_search_stop(ptc_search_t *s)
+{
+    if (s != NULL) s->stopping = true;
+}
+
+void ptc_search_free(ptc_search_t *s)
+{
+    if (s == NULL) return;
+    reg_registry_free(s->reg);
+    reg_cache_close(s->cache);
+    free(s);
+}

@@ -1,0 +1,168 @@
+// search_tools through the official SDK client: ranking by meaning with the in-process model,
+// filters, bounds, the lexical and remote (OpenAI-compatible, local) embedders.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import http from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { connect, ptcBin, repoRoot, sleep } from './helpers.mjs';
+
+const catalog = path.join(repoRoot, 'tests', 'fixtures', 'catalog_small.json');
+
+async function indexed(c, n = 8) {
+  // Indexing runs on the thread pool; the log says when it is complete.
+  for (let i = 0; i < 600; i++) {
+    if (c.stderr.join('').includes(`search index: ${n} tools indexed`)) return;
+    await sleep(50);
+  }
+  throw new Error(`index not complete: ${c.stderr.join('')}`);
+}
+
+const search = (c, args) => c.client.callTool({ name: 'search_tools', arguments: args });
+
+test('search_tools ranks tools by meaning with the model, not by shared words', async () => {
+  const c = await connect(ptcBin, ['--tools-file', catalog]);
+  try {
+    const { tools } = await c.client.listTools();
+    assert.ok(tools.some((t) => t.name === 'search_tools'));
+    await indexed(c);
+    const cases = [
+      ['will it rain in Paris tomorrow', 'weather__get_forecast'],
+      ['report a bug so the team can fix it', 'tracker__create_issue'],
+      ['write to my colleague about the meeting', 'mail__send_email'],
+      ['what is inside this document on my computer', 'files__read_file'],
+      ['is the air safe to breathe outside', 'weather__get_air_quality'],
+    ];
+    for (const [query, want] of cases) {
+      const r = await search(c, { query, top_k: 3 });
+      assert.ok(!r.isError, r.content[0].text);
+      assert.equal(r.structuredContent.embedder, 'model:all-MiniLM-L6-v2');
+      assert.equal(r.structuredContent.tools[0].id, want, `${query}: ${JSON.stringify(r.structuredContent.tools.map((t) => t.id))}`);
+      const top = r.structuredContent.tools[0];
+      assert.equal(top.server, want.split('__')[0]);
+      assert.equal(top.name, want.split('__')[1]);
+      assert.equal(top.inputSchema.type, 'object');
+      assert.ok(top.score > 0 && top.score <= 1);
+      assert.match(r.content[0].text, new RegExp(want));
+    }
+  } finally {
+    await c.close();
+  }
+});
+
+test('search_tools filters by server and checks its arguments', async () => {
+  const c = await connect(ptcBin, ['--tools-file', catalog]);
+  try {
+    await indexed(c);
+    const r = await search(c, { query: 'send a message', server: 'tracker', top_k: 10 });
+    assert.ok(r.structuredContent.tools.length > 0);
+    assert.ok(r.structuredContent.tools.every((t) => t.server === 'tracker'));
+    const all = await search(c, { query: 'anything', top_k: 50 });
+    assert.equal(all.structuredContent.tools.length, 8);
+    const none = await search(c, { query: 'weather', server: 'no-such-server' });
+    assert.equal(none.structuredContent.tools.length, 0);
+    assert.match(none.content[0].text, /No tools match/);
+    for (const [args, why] of [
+      [{ query: '' }, /query: needs at least 1 characters/],
+      [{ query: '   ' }, /query is empty/],
+      [{ query: 'x', top_k: 0 }, /top_k: must be >= 1/],
+      [{ query: 'x', top_k: 51 }, /top_k: must be <= 50/],
+      [{ top_k: 3 }, /query: is required/],
+    ]) {
+      const bad = await search(c, args);
+      assert.equal(bad.isError, true, JSON.stringify(args));
+      assert.match(bad.content[0].text, why);
+    }
+  } finally {
+    await c.close();
+  }
+});
+
+test('the lexical embedder works without a model and says so', async () => {
+  const c = await connect(ptcBin, ['--tools-file', catalog, '--embedder', 'lexical']);
+  try {
+    await indexed(c);
+    const r = await search(c, { query: 'close issue number 12', top_k: 2 });
+    assert.equal(r.structuredContent.embedder, 'lexical');
+    assert.equal(r.structuredContent.tools[0].id, 'tracker__close_issue');
+  } finally {
+    await c.close();
+  }
+});
+
+test('bad embedder settings and tool files stop the server with a reason', () => {
+  const noModel = spawnSync(ptcBin, ['--embedder', 'model', '--embed-model-dir', '/nonexistent-model-dir'], { input: '', encoding: 'utf8' });
+  assert.notEqual(noModel.status, 0);
+  assert.match(noModel.stderr, /nonexistent-model-dir/);
+  const noFile = spawnSync(ptcBin, ['--tools-file', '/nonexistent.json'], { input: '', encoding: 'utf8' });
+  assert.notEqual(noFile.status, 0);
+  assert.match(noFile.stderr, /--tools-file/);
+  const remote = spawnSync(ptcBin, ['--embedder', 'remote'], { input: '', encoding: 'utf8' });
+  assert.notEqual(remote.status, 0);
+  assert.match(remote.stderr, /--embed-url/);
+  const check = spawnSync(ptcBin, ['--check'], { encoding: 'utf8' });
+  assert.match(check.stdout, /embedder: model:all-MiniLM-L6-v2 \(dimension 384\)/);
+});
+
+// A local OpenAI-compatible embeddings endpoint: deterministic bag-of-words vectors, so the
+// ranking is checkable, and a record of what the server sent.
+function startEmbeddingServer() {
+  const seen = [];
+  const dim = 64;
+  const vec = (text) => {
+    const v = new Array(dim).fill(0);
+    for (const w of text.toLowerCase().match(/[a-z]+/g) ?? []) {
+      let h = 0;
+      for (const ch of w) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
+      v[h % dim] += 1;
+    }
+    return v;
+  };
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => { body += d; });
+    req.on('end', () => {
+      const j = JSON.parse(body);
+      seen.push({ url: req.url, auth: req.headers.authorization, model: j.model, n: j.input.length });
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ object: 'list', data: j.input.map((t, i) => ({ object: 'embedding', index: i, embedding: vec(t) })), model: j.model }));
+    });
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ server, seen, port: server.address().port })));
+}
+
+test('the remote embedder calls an OpenAI-compatible endpoint; a restart reuses the embedding cache', async () => {
+  const { server, seen, port } = await startEmbeddingServer();
+  const cacheHome = mkdtempSync(path.join(os.tmpdir(), 'ptc-cache-'));
+  const args = ['--tools-file', catalog, '--embedder', 'remote', '--embed-url', `http://127.0.0.1:${port}/v1/embeddings`,
+    '--embed-remote-model', 'test-embed', '--embed-key-env', 'PTC_TEST_EMBED_KEY'];
+  const env = { PTC_TEST_EMBED_KEY: 'sk-test-123', XDG_CACHE_HOME: cacheHome };
+  try {
+    const c = await connect(ptcBin, args, { env });
+    try {
+      await indexed(c);
+      const r = await search(c, { query: 'list directory entries', top_k: 1 });
+      assert.equal(r.structuredContent.embedder, 'remote:test-embed');
+      assert.equal(r.structuredContent.tools[0].id, 'files__list_directory');
+    } finally {
+      await c.close();
+    }
+    assert.ok(seen.every((s) => s.url === '/v1/embeddings' && s.auth === 'Bearer sk-test-123' && s.model === 'test-embed'));
+    assert.ok(seen.some((s) => s.n === 8), `the catalog is embedded in one batch: ${JSON.stringify(seen)}`);
+    seen.length = 0;
+    const again = await connect(ptcBin, args, { env });
+    try {
+      await indexed(again);
+      const r = await search(again, { query: 'list directory entries', top_k: 1 });
+      assert.equal(r.structuredContent.tools[0].id, 'files__list_directory');
+    } finally {
+      await again.close();
+    }
+    assert.ok(!seen.some((s) => s.n === 8), `a restart re-embedded the catalog: ${JSON.stringify(seen)}`);
+  } finally {
+    server.close();
+    rmSync(cacheHome, { recursive: true, force: true });
+  }
+});

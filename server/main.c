@@ -2,6 +2,7 @@
 #include "options.h"
 #include "tools.h"
 
+#include "executor.h"
 #include "mcp.h"
 
 #include <signal.h>
@@ -14,10 +15,14 @@ typedef struct app {
     mcp_logger_t log;
     mcp_server_t *srv;
     mcp_stdio_t *io;
+    ptc_execute_t *exec;
     ptc_search_t *search;
 } app_t;
 
 static const char instructions[] =
+    "execute_code runs Python 3 in a sandbox (no network, fresh state each call) and returns "
+    "stdout/stderr; prefer one script that does the whole computation and prints only what "
+    "matters. Long output is paged: call execute_code again with only the cursor it gave. "
     "search_tools finds tools of the configured servers by meaning: describe what you want to "
     "do and it returns their ids, descriptions and input schemas.";
 
@@ -29,13 +34,39 @@ static void on_stdio_done(mcp_stdio_t *io, void *data)
     ptc_search_stop(app->search);
 }
 
+/* Prints the sandbox layers and the rest of the set-up; exits 1 when execute_code would refuse
+ * to run, so that scripts can test a host with it. */
 static int check_report(const ptc_options_t *o)
 {
     printf("ptc-mcp %s\n", PTC_VERSION);
     printf("transport: %s\n", o->transport);
+    exec_options_t eo;
+    exec_options_init(&eo);
+    if (o->python) eo.python = o->python;
+    eo.mounts = o->mounts;
+    eo.n_mounts = o->n_mounts;
+    eo.unsafe_no_sandbox = o->unsafe_no_sandbox;
+    exec_probe_t probe;
+    int rc = exec_probe(&eo, &probe);
     int status = 0;
-    printf("sandbox: unavailable: the sandboxed executor is not in this version yet; "
-           "execute_code is not offered\n");
+    if (rc < 0) {
+        printf("sandbox: the probe could not run: %s. %s\n", exec_strerror(rc),
+               exec_error_hint(rc));
+        status = 1;
+    } else {
+        char report[8192];
+        exec_probe_report(&probe, report, sizeof report);
+        printf("%s", report);
+        if (report[0] != '\0' && report[strlen(report) - 1] != '\n') putchar('\n');
+        if (o->unsafe_no_sandbox) {
+            printf("execute_code: runs WITHOUT a sandbox (--unsafe-no-sandbox)\n");
+        } else if (!probe.mandatory_ok) {
+            printf("execute_code: REFUSES to run: %s\n", probe.message);
+            status = 1;
+        } else {
+            printf("execute_code: available (sandbox %s)\n", exec_sandbox_level_name(probe.level));
+        }
+    }
     reg_embedder_t *emb = NULL;
     char note[512] = "", msg[512] = "";
     if (ptc_search_open_embedder(o, &emb, note, sizeof note, msg, sizeof msg) < 0) {
@@ -74,6 +105,11 @@ static int run(const ptc_options_t *o)
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot create the server: %s", mcp_strerror(rc));
         goto out;
     }
+    if ((rc = ptc_execute_new(&app.loop, o, &app.log, &app.exec)) < 0 ||
+        (rc = ptc_execute_register(app.exec, app.srv)) < 0) {
+        mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up execute_code: %s", mcp_strerror(rc));
+        goto out;
+    }
     if ((rc = ptc_search_new(&app.loop, o, &app.log, &app.search)) < 0 ||
         (rc = ptc_search_register(app.search, app.srv)) < 0) {
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up search_tools: %s", mcp_strerror(rc));
@@ -89,7 +125,9 @@ static int run(const ptc_options_t *o)
     status = 0;
 out:
     if (app.io != NULL) mcp_stdio_free(app.io);
-    /* Let the close callbacks of every handle run before the loop goes away. */
+    /* Runs still alive are killed and indexing stops; the loop then reaps the children, lets
+     * work in flight finish and runs every close callback. */
+    ptc_execute_free(app.exec);
     ptc_search_stop(app.search);
     uv_run(&app.loop, UV_RUN_DEFAULT);
     ptc_search_free(app.search);

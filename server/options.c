@@ -22,8 +22,7 @@ typedef struct flag {
     const char *missing;
 } flag_t;
 
-#define OFF(f)       offsetof(ptc_options_t, f)
-#define NOT_YET_EXEC "the sandboxed executor (execute_code) is not in this version yet"
+#define OFF(f) offsetof(ptc_options_t, f)
 #define NOT_YET_REG                                                                                \
     "the tool registry (search_tools, downstream servers) is not in this version yet"
 #define NOT_YET_HTTP "the HTTP transports are not in this version yet"
@@ -48,21 +47,20 @@ static const flag_t flags[] = {
      "largest JSON-RPC message accepted", "16 MiB", NULL},
     {"list-page-size", ARG_SIZE, OFF(list_page_size), 0, "N", "tools/list page size", "50", NULL},
     {"output-page-chars", ARG_SIZE, OFF(output_page_chars), 0, "N", "execute_code output page size",
-     "20000", NOT_YET_EXEC},
+     "20000", NULL},
     {"python", ARG_STR, OFF(python), 0, "PATH", "interpreter inside the sandbox", "system python3",
-     NOT_YET_EXEC},
-    {"max-concurrent", ARG_SIZE, OFF(max_concurrent), 0, "N", "parallel runs", "cores",
-     NOT_YET_EXEC},
+     NULL},
+    {"max-concurrent", ARG_SIZE, OFF(max_concurrent), 0, "N", "parallel runs", "cores", NULL},
     {"max-queue", ARG_SIZE, OFF(max_queue), 0, "N",
-     "waiting runs (queue time does not count against a run's timeout)", "64", NOT_YET_EXEC},
+     "waiting runs (queue time does not count against a run's timeout)", "64", NULL},
     {"max-timeout", ARG_NUM, OFF(max_timeout), 0, "S", "largest timeout_seconds a caller may ask",
-     "300", NOT_YET_EXEC},
+     "300", NULL},
     {"mount", ARG_LIST, OFF(mounts), OFF(n_mounts), "HOST:PATH[:ro|rw]",
-     "expose a host folder inside the sandbox (repeatable)", "none", NOT_YET_EXEC},
+     "expose a host folder inside the sandbox (repeatable)", "none", NULL},
     {"pass-env", ARG_LIST, OFF(pass_env), OFF(n_pass_env), "NAME",
-     "pass one variable of the server's environment into runs (repeatable)", "none", NOT_YET_EXEC},
+     "pass one variable of the server's environment into runs (repeatable)", "none", NULL},
     {"unsafe-no-sandbox", ARG_NONE, OFF(unsafe_no_sandbox), 0, NULL,
-     "run code without isolation (loud warnings)", "off", NOT_YET_EXEC},
+     "run code without isolation (loud warnings)", "off", NULL},
     {"embedder", ARG_STR, OFF(embedder), 0, "auto|model|lexical|remote",
      "search back end; auto = model if installed, else lexical, and says so", "auto", NULL},
     {"embed-model-dir", ARG_STR, OFF(embed_model_dir), 0, "DIR", "sentence-embedding model files",

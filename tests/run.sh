@@ -46,7 +46,8 @@ configure_build() { # DIR ARGS...
 }
 
 configure_fuzz() {
-    CC=clang configure_build build/fuzz -DCMAKE_BUILD_TYPE=Debug -DPTC_FUZZ=ON -DPTC_TESTS=OFF
+    CC=clang cmake -S . -B build/fuzz -G "$gen" -DCMAKE_BUILD_TYPE=Debug -DPTC_FUZZ=ON \
+        -DPTC_TESTS=OFF && cmake --build build/fuzz -j "$jobs" --target fuzz_session
 }
 
 count_ctest() { # counts from ctest's "N% tests passed, F tests failed out of T"

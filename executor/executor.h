@@ -1,0 +1,258 @@
+/*
+ * executor: runs Python code strings in a sandbox, driven by a libuv loop.
+ *
+ * The library knows nothing of JSON-RPC or MCP. A pool (exec_pool_t) owns the settings, a queue
+ * and the running children; each run (exec_run_t) ends in exactly one on_done callback unless it
+ * is cancelled. The sandbox itself is applied by a small helper program, ptc-sandbox-launch
+ * (docs/sandbox.md says why a helper and not clone() inside the server), which the pool spawns
+ * with uv_spawn and which reports the layers it applied on a status pipe.
+ *
+ * Errors: functions return 0 or a negative EXEC_E* code; exec_strerror() names it and
+ * exec_error_hint() says what to do about it.
+ *
+ * Threads: every function must be called on the loop's thread, except exec_probe() and the
+ * exec_options_* helpers, which touch no loop.
+ */
+#ifndef PTC_EXECUTOR_H
+#define PTC_EXECUTOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- limits and defaults (named so that flags can override them) ------------------------ */
+#define EXEC_DEFAULT_PYTHON       "/usr/bin/python3"
+#define EXEC_LAUNCHER_NAME        "ptc-sandbox-launch"
+#define EXEC_DEFAULT_MAX_QUEUE    64u
+#define EXEC_DEFAULT_MEMORY_BYTES (256ull << 20)
+#define EXEC_DEFAULT_TMP_BYTES    (32ull << 20)
+#define EXEC_DEFAULT_PIDS         32u
+#define EXEC_DEFAULT_KEEP_BYTES   (4u << 20) /* retained per stream; the rest is counted */
+#define EXEC_DEFAULT_PROGRESS_MS  1000u
+#define EXEC_DEFAULT_FSIZE_BYTES  (64ull << 20)
+#define EXEC_DEFAULT_NOFILE       256u
+#define EXEC_MAX_CODE_BYTES       (120u << 10) /* code travels as one argv string */
+#define EXEC_MAX_MOUNTS           16u
+#define EXEC_MAX_PASS_ENV         32u
+#define EXEC_MAX_KEEP_BYTES       (256u << 20)
+#define EXEC_MAX_CONCURRENT       256u
+#define EXEC_MAX_TIMEOUT_MS       (24ull * 3600 * 1000)
+#define EXEC_KILL_GRACE_MS        2000u /* launcher gets this long to tear down, then SIGKILL */
+
+/* ---- errors ------------------------------------------------------------------------------- */
+enum {
+    EXEC_OK = 0,
+    EXEC_EINVAL = -1,     /* a bad argument or option */
+    EXEC_ENOMEM = -2,     /* allocation failed */
+    EXEC_EQUEUEFULL = -3, /* max_concurrent runs are busy and max_queue runs wait already */
+    EXEC_ESPAWN = -4,     /* the launcher could not be started */
+    EXEC_ENOLAUNCHER = -5,
+    EXEC_ETOOBIG = -6,  /* code longer than EXEC_MAX_CODE_BYTES */
+    EXEC_ECLOSING = -7, /* the pool is being freed */
+    EXEC_EPYTHON = -8,  /* the interpreter is missing or is a script (a pyenv shim) */
+    EXEC_EPROBE = -9,   /* the probe run could not be completed */
+};
+
+/** Short name of an EXEC_E* code ("queue full"); never NULL, static storage. */
+const char *exec_strerror(int err);
+/** A sentence telling the user what to do about err; never NULL, static storage. */
+const char *exec_error_hint(int err);
+
+/* ---- sandbox layers ----------------------------------------------------------------------- */
+typedef enum {
+    EXEC_LAYER_USER_NS,
+    EXEC_LAYER_PID_NS,
+    EXEC_LAYER_NET_NS,
+    EXEC_LAYER_MOUNT_NS,
+    EXEC_LAYER_IPC_NS,
+    EXEC_LAYER_UTS_NS,
+    EXEC_LAYER_ROOTFS,      /* read-only tmpfs root with binds, pivot_root */
+    EXEC_LAYER_PRIVATE_TMP, /* per-run tmpfs /tmp, nosuid,nodev,noexec */
+    EXEC_LAYER_UID_DROP,
+    EXEC_LAYER_CAPS_DROP,
+    EXEC_LAYER_NO_NEW_PRIVS,
+    EXEC_LAYER_SECCOMP,
+    EXEC_LAYER_LANDLOCK,
+    EXEC_LAYER_CGROUP_MEMORY,
+    EXEC_LAYER_CGROUP_PIDS,
+    EXEC_LAYER_CGROUP_CPU,
+    EXEC_LAYER_RLIMITS,
+    EXEC_LAYER_MEMFD_NOEXEC,
+    EXEC_LAYER_COUNT
+} exec_layer_id_t;
+
+typedef enum {
+    EXEC_LAYER_UNKNOWN = 0, /* the launcher never said (it failed before) */
+    EXEC_LAYER_ACTIVE,
+    EXEC_LAYER_UNAVAILABLE,
+    EXEC_LAYER_DISABLED, /* turned off by the test-only switch */
+} exec_layer_state_t;
+
+typedef enum {
+    EXEC_SANDBOX_FULL,     /* every layer active */
+    EXEC_SANDBOX_DEGRADED, /* the mandatory layers active, some others unavailable */
+    EXEC_SANDBOX_NONE,     /* unsafe_no_sandbox */
+} exec_sandbox_level_t;
+
+/** Stable lower-case name ("seccomp", "pid-ns"); NULL for an id out of range. */
+const char *exec_layer_name(exec_layer_id_t id);
+/** Layer id for a name, or -1. */
+int exec_layer_from_name(const char *name);
+/** "full", "degraded" or "none". */
+const char *exec_sandbox_level_name(exec_sandbox_level_t level);
+
+#define EXEC_REASON_MAX 160
+typedef struct exec_probe {
+    exec_layer_state_t state[EXEC_LAYER_COUNT];
+    char reason[EXEC_LAYER_COUNT][EXEC_REASON_MAX]; /* why unavailable, or what is active */
+    bool mandatory_ok; /* process tree, rlimits, no_new_privs, seccomp, fs confinement */
+    exec_sandbox_level_t level;
+    bool python_ok;    /* the interpreter ran `pass` inside the sandbox */
+    char message[512]; /* empty when mandatory_ok; else what is missing and how to fix it */
+} exec_probe_t;
+
+/* ---- options ------------------------------------------------------------------------------ */
+typedef struct exec_options {
+    const char *python;      /* interpreter path (the real binary, not a shim) */
+    const char *launcher;    /* ptc-sandbox-launch; NULL: next to the running program, then the
+                                build tree */
+    unsigned max_concurrent; /* 0: number of cores */
+    unsigned max_queue;      /* runs waiting beyond max_concurrent; 0 means none may wait */
+    uint64_t memory_bytes;
+    uint64_t tmp_bytes;
+    unsigned pids_max;
+    size_t stdout_keep; /* bytes retained per stream; more is counted and dropped */
+    size_t stderr_keep;
+    unsigned progress_ms;      /* on_progress period */
+    const char *const *mounts; /* "HOST:PATH[:ro|rw]" each; read-only by default */
+    size_t n_mounts;
+    const char *const *pass_env; /* names of the server's variables copied into runs */
+    size_t n_pass_env;
+    bool unsafe_no_sandbox;
+    /* TEST ONLY: a layer name to turn off while the others stay on, so that a wall's test can be
+       seen to fail. Runs are never refused while it is set. NULL in production. */
+    const char *test_disable_layer;
+} exec_options_t;
+
+/** Fills *opts with the defaults above (python, queue, limits). Pointers inside stay borrowed. */
+void exec_options_init(exec_options_t *opts);
+
+/* ---- probe -------------------------------------------------------------------------------- */
+/**
+ * Runs the launcher once with `pass` and records which layers it could apply. BLOCKS for one
+ * sandboxed interpreter start (tens of milliseconds; at most a few seconds): call it before the
+ * loop runs or from `--check`. opts is borrowed. Returns 0 (even when layers are missing: read
+ * out->mandatory_ok) or a negative EXEC_E* code when the probe could not run at all.
+ */
+int exec_probe(const exec_options_t *opts, exec_probe_t *out);
+
+/**
+ * Writes a human report of *probe (one line per layer, then the verdict) into buf, always
+ * NUL-terminated. Returns the length it needed, like snprintf.
+ */
+size_t exec_probe_report(const exec_probe_t *probe, char *buf, size_t len);
+
+/* ---- pool --------------------------------------------------------------------------------- */
+typedef struct exec_pool exec_pool_t;
+typedef struct exec_run exec_run_t;
+
+/**
+ * Creates a pool on loop. opts and every string in it are copied; the values of the pass_env
+ * variables are read now. Runs exec_probe() (blocking, see there) unless unsafe_no_sandbox is
+ * set; when a mandatory layer is missing the pool is still created but every run ends with
+ * status EXEC_STATUS_REFUSED and a message saying how to fix the host. On success *out owns the
+ * pool; free it with exec_pool_free().
+ */
+int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out);
+
+/**
+ * Cancels every queued and running run (no callbacks fire) and frees the pool once its children
+ * are reaped; keep running the loop until uv_run returns. pool may be NULL.
+ */
+void exec_pool_free(exec_pool_t *pool);
+
+/** The probe taken by exec_pool_new; borrowed, valid until exec_pool_free. */
+const exec_probe_t *exec_pool_probe(const exec_pool_t *pool);
+/** True when runs are refused (a mandatory layer missing, unsafe mode off). */
+bool exec_pool_refusing(const exec_pool_t *pool);
+/** Runs started but not finished / waiting for a slot. */
+unsigned exec_pool_running(const exec_pool_t *pool);
+unsigned exec_pool_queued(const exec_pool_t *pool);
+
+/* ---- runs --------------------------------------------------------------------------------- */
+typedef enum {
+    EXEC_STATUS_OK,      /* exit code 0 */
+    EXEC_STATUS_ERROR,   /* non-zero exit (an uncaught exception exits 1) */
+    EXEC_STATUS_TIMEOUT, /* the wall-clock timeout killed the tree */
+    EXEC_STATUS_KILLED,  /* a signal ended the interpreter (see signal/signal_name) */
+    EXEC_STATUS_OOM,     /* the memory limit was hit */
+    EXEC_STATUS_REFUSED, /* the sandbox could not be set up; message says why */
+} exec_status_t;
+
+/** "ok", "error", "timeout", "killed", "oom", "refused". */
+const char *exec_status_name(exec_status_t status);
+
+typedef struct exec_output {
+    const unsigned char *data; /* the first len bytes the stream produced, binary-safe; never
+                                  NULL */
+    size_t len;
+    uint64_t total; /* bytes the stream produced in all */
+    bool truncated; /* total > len */
+} exec_output_t;
+
+typedef struct exec_result {
+    exec_status_t status;
+    int exit_code;           /* -1 when a signal ended it or it never ran */
+    int signal;              /* 0 when none */
+    const char *signal_name; /* "SIGKILL", or NULL */
+    exec_output_t out;
+    exec_output_t err;
+    uint64_t duration_ms; /* from start (not queueing) to the end of the tree */
+    exec_sandbox_level_t sandbox;
+    const char *message; /* human text for refused or internal failures; NULL otherwise */
+} exec_result_t;
+
+typedef struct exec_callbacks {
+    /* Called once when the run ends. result and all its pointers are owned by the pool and valid
+       only during the call: copy what you keep. The run handle is freed after it returns. */
+    void (*on_done)(exec_run_t *run, const exec_result_t *result, void *user);
+    /* Optional; about every progress_ms while running: elapsed time, stdout+stderr bytes. */
+    void (*on_progress)(exec_run_t *run, uint64_t elapsed_ms, uint64_t output_bytes, void *user);
+    void *user;
+} exec_callbacks_t;
+
+/**
+ * Queues or starts a run of code (copied; at most EXEC_MAX_CODE_BYTES, any bytes but NUL) with a
+ * wall-clock timeout that starts when the run starts, not when it is queued. cb is copied. On
+ * success *out (may be NULL) is a handle valid until on_done returns or exec_run_cancel is called.
+ * Returns EXEC_EQUEUEFULL when max_concurrent runs are busy and max_queue wait already.
+ */
+int exec_run_start(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
+                   const exec_callbacks_t *cb, exec_run_t **out);
+
+/**
+ * Kills the run's whole process tree now (or drops it from the queue) and frees it: no callback
+ * fires for it afterwards. Must not be called after on_done began. run may be NULL.
+ */
+void exec_run_cancel(exec_run_t *run);
+
+/* ---- text ------------------------------------------------------------------------------- */
+/**
+ * Turns output bytes into valid UTF-8 for JSON: every byte that does not start a valid sequence
+ * (RFC 3629: no overlongs, surrogates or code points past U+10FFFF; a sequence cut by the
+ * retention cap counts as invalid) becomes U+FFFD. NUL bytes are kept as they are. Returns a
+ * malloc'd NUL-terminated string the caller frees, its length (without the NUL) in *out_len
+ * (may be NULL), or NULL when out of memory.
+ */
+char *exec_utf8_text(const unsigned char *data, size_t len, size_t *out_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

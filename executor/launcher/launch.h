@@ -1,0 +1,77 @@
+/* Internal header of ptc-sandbox-launch (not part of the executor's public API). */
+#ifndef PTC_LAUNCH_H
+#define PTC_LAUNCH_H
+
+#include "../executor.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define LAUNCH_REPORT_FD    3 /* status lines to the pool */
+#define LAUNCH_MAX_PREFIXES 4
+#define LAUNCH_MAX_MOUNTS   EXEC_MAX_MOUNTS
+#define LAUNCH_INNER_UID    1000  /* the sandbox user inside a user namespace */
+#define LAUNCH_NOBODY       65534 /* the outer uid runs get when root starts them */
+#define LAUNCH_ROOT_TMPFS   "mode=0755,size=2m"
+#define LAUNCH_DEV_TMPFS    "mode=0755,size=64k"
+#define LAUNCH_PATH_MAX     4096
+
+struct launch_mount {
+    const char *src;
+    const char *dst;
+    bool rw;
+};
+
+struct launch_cfg {
+    char *python; /* argv strings */
+    const char *prefixes[LAUNCH_MAX_PREFIXES];
+    size_t n_prefixes;
+    struct launch_mount mounts[LAUNCH_MAX_MOUNTS];
+    size_t n_mounts;
+    uint64_t memory_bytes;
+    uint64_t tmp_bytes;
+    uint64_t fsize_bytes;
+    unsigned pids;
+    unsigned cpu_seconds;
+    unsigned nofile;
+    int disabled; /* a layer id turned off by the test switch, or -1 */
+    char *code;
+};
+
+/* What the parent decided before the child runs its part. */
+struct launch_plan {
+    bool userns;      /* the child lives in a new user namespace */
+    bool root_mapped; /* inside 0 maps to outer 0 (root started us), 1000 to nobody */
+    int ns_flags;     /* CLONE_NEW* the child got (without CLONE_NEWUSER) */
+    bool memory_cgroup;
+};
+
+/* Report one line of text (newlines flattened) on the report fd. */
+void launch_report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Report one line "layer NAME STATE REASON" on the report fd. */
+void launch_layer(exec_layer_id_t id, exec_layer_state_t state, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Report "error STAGE: MESSAGE" and exit the calling process (the run is refused). */
+_Noreturn void launch_fatal(const char *stage, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+bool launch_disabled(const struct launch_cfg *cfg, exec_layer_id_t id);
+
+/* The child: sandbox setup, then the interpreter. Never returns. */
+_Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_plan *plan,
+                            int sync_fd, int life_fd);
+
+/* seccomp: both filters; err gets a reason on failure. */
+int launch_seccomp_apply(char *err, size_t errlen);
+/* Landlock: 1 applied, 0 unavailable (reason in err), -1 failed. */
+int launch_landlock_apply(const struct launch_cfg *cfg, char *err, size_t errlen);
+
+/* cgroups, driven by the parent. */
+struct launch_cgroup;
+struct launch_cgroup *launch_cgroup_create(const struct launch_cfg *cfg);
+int launch_cgroup_attach(struct launch_cgroup *cg, pid_t pid);
+bool launch_cgroup_oom(struct launch_cgroup *cg);
+bool launch_cgroup_has_memory(const struct launch_cgroup *cg);
+void launch_cgroup_destroy(struct launch_cgroup *cg);
+
+#endif

@@ -1,0 +1,489 @@
+/*
+ * The sandbox's init: runs as PID 1 of the new PID namespace, builds the filesystem view, drops
+ * credentials, applies rlimits, no_new_privs, Landlock and seccomp, forks the interpreter and
+ * reports its end. Order matters (SANDBOX-NOTES.md): binds need the capabilities of the new user
+ * namespace, so mounts come first; the bounding set is dropped before setuid; PDEATHSIG is set
+ * after the uid change (which clears it); Landlock needs no_new_privs; seccomp comes last because
+ * it forbids mount and friends.
+ */
+#include "launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NEWROOT "/newroot"
+#define OLDROOT "/oldroot"
+
+/* /etc entries the interpreter and libc read; copied as binds when the host has them */
+static const char *const etc_binds[] = {
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "localtime",
+    "ssl",         "mime.types", "protocols",    "services",      "alternatives",
+};
+static const char *const top_dirs[] = {"bin", "sbin", "lib", "lib64", "lib32", "libx32"};
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom"};
+
+static void die_errno(const char *stage, const char *what)
+{
+    launch_fatal(stage, "%s: %s", what, strerror(errno));
+}
+
+static void fmt_path(char *buf, size_t len, const char *a, const char *b)
+{
+    int n = snprintf(buf, len, "%s%s", a, b);
+    if (n < 0 || (size_t)n >= len) launch_fatal("rootfs", "path too long: %s%s", a, b);
+}
+
+/* mkdir -p inside the new root (the tmpfs is ours, modes stay 0755) */
+static void mkdirs(const char *path)
+{
+    char buf[LAUNCH_PATH_MAX];
+    if (strlen(path) >= sizeof buf) launch_fatal("rootfs", "path too long: %s", path);
+    strcpy(buf, path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST) die_errno("rootfs", buf);
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) < 0 && errno != EEXIST) die_errno("rootfs", buf);
+}
+
+static void touch(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) die_errno("rootfs", path);
+    close(fd);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) die_errno("rootfs", path);
+    size_t len = strlen(text);
+    if (write(fd, text, len) != (ssize_t)len) die_errno("rootfs", path);
+    close(fd);
+}
+
+/* Flags a read-only remount of a bind must keep: in a user namespace the kernel refuses to
+   clear flags that were locked on the source mount. */
+static unsigned long locked_flags(const char *path)
+{
+    struct statvfs sv;
+    unsigned long f = 0;
+    if (statvfs(path, &sv) < 0) return 0;
+    if (sv.f_flag & ST_NOSUID) f |= MS_NOSUID;
+    if (sv.f_flag & ST_NODEV) f |= MS_NODEV;
+    if (sv.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
+    if (sv.f_flag & ST_NOATIME) f |= MS_NOATIME;
+    if (sv.f_flag & ST_NODIRATIME) f |= MS_NODIRATIME;
+    if (sv.f_flag & ST_RELATIME) f |= MS_RELATIME;
+    return f;
+}
+
+/* Binds host path src (seen under OLDROOT) at dst in the new root; read-only unless rw. Not
+   recursive: submounts of the source stay invisible. Returns -errno when src is missing. */
+static int bind_path_dev(const char *src, const char *dst, bool rw, bool required, bool dev)
+{
+    char from[LAUNCH_PATH_MAX], to[LAUNCH_PATH_MAX];
+    fmt_path(from, sizeof from, OLDROOT, src);
+    fmt_path(to, sizeof to, NEWROOT, dst);
+    struct stat st;
+    if (stat(from, &st) < 0) {
+        if (!required) return -errno;
+        launch_fatal("rootfs", "cannot bind %s: %s", src, strerror(errno));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        mkdirs(to);
+    } else {
+        char parent[LAUNCH_PATH_MAX];
+        strcpy(parent, to);
+        char *slash = strrchr(parent, '/');
+        if (slash && slash != parent) {
+            *slash = '\0';
+            mkdirs(parent);
+        }
+        touch(to);
+    }
+    if (mount(from, to, NULL, MS_BIND, NULL) < 0) {
+        if (!required) return -errno;
+        launch_fatal("rootfs", "cannot bind %s: %s", src, strerror(errno));
+    }
+    unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | locked_flags(to);
+    if (!dev) flags |= MS_NODEV;
+    if (!rw) flags |= MS_RDONLY;
+    if (mount(NULL, to, NULL, flags, NULL) < 0)
+        launch_fatal("rootfs", "cannot remount %s: %s", dst, strerror(errno));
+    return 0;
+}
+
+static int bind_path(const char *src, const char *dst, bool rw, bool required)
+{
+    return bind_path_dev(src, dst, rw, required, false);
+}
+
+/* /bin, /lib64 ...: merged-/usr hosts have symlinks, older ones directories */
+static void mirror_top(const char *name)
+{
+    char host[LAUNCH_PATH_MAX], mine[LAUNCH_PATH_MAX], target[LAUNCH_PATH_MAX];
+    snprintf(host, sizeof host, OLDROOT "/%s", name);
+    snprintf(mine, sizeof mine, NEWROOT "/%s", name);
+    ssize_t n = readlink(host, target, sizeof target - 1);
+    if (n >= 0) {
+        target[n] = '\0';
+        if (symlink(target, mine) < 0) die_errno("rootfs", mine);
+        return;
+    }
+    struct stat st;
+    if (stat(host, &st) == 0 && S_ISDIR(st.st_mode)) {
+        char abs[LAUNCH_PATH_MAX];
+        snprintf(abs, sizeof abs, "/%s", name);
+        bind_path(abs, abs, false, true);
+    }
+}
+
+static void setup_etc(void)
+{
+    mkdirs(NEWROOT "/etc");
+    for (size_t i = 0; i < sizeof etc_binds / sizeof etc_binds[0]; i++) {
+        char host[LAUNCH_PATH_MAX], mine[LAUNCH_PATH_MAX], target[LAUNCH_PATH_MAX];
+        snprintf(host, sizeof host, OLDROOT "/etc/%s", etc_binds[i]);
+        snprintf(mine, sizeof mine, NEWROOT "/etc/%s", etc_binds[i]);
+        ssize_t n = readlink(host, target, sizeof target - 1);
+        if (n >= 0) { /* /etc/localtime -> /usr/share/zoneinfo/...: keep the link */
+            target[n] = '\0';
+            if (symlink(target, mine) < 0) die_errno("rootfs", mine);
+            continue;
+        }
+        char abs[LAUNCH_PATH_MAX];
+        snprintf(abs, sizeof abs, "/etc/%s", etc_binds[i]);
+        bind_path(abs, abs, false, false);
+    }
+    /* our own account files: no host users leak in, and getpass/pwd still work */
+    char passwd[256], group[256];
+    snprintf(passwd, sizeof passwd,
+             "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
+             "sandbox:x:%d:%d:sandbox:/tmp:/usr/sbin/nologin\n"
+             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+             LAUNCH_INNER_UID, LAUNCH_INNER_UID);
+    snprintf(group, sizeof group, "root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", LAUNCH_INNER_UID);
+    write_text(NEWROOT "/etc/passwd", passwd);
+    write_text(NEWROOT "/etc/group", group);
+    write_text(NEWROOT "/etc/hostname", "sandbox\n");
+    write_text(NEWROOT "/etc/hosts", "127.0.0.1 localhost sandbox\n::1 localhost\n");
+}
+
+static void setup_dev(void)
+{
+    mkdirs(NEWROOT "/dev");
+    if (mount("tmpfs", NEWROOT "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, LAUNCH_DEV_TMPFS) < 0)
+        die_errno("rootfs", "tmpfs /dev");
+    for (size_t i = 0; i < sizeof dev_nodes / sizeof dev_nodes[0]; i++) {
+        char abs[64];
+        snprintf(abs, sizeof abs, "/dev/%s", dev_nodes[i]);
+        /* mknod is EPERM in a user namespace: bind the host's nodes (rw, they are devices) */
+        bind_path_dev(abs, abs, true, true, true);
+    }
+    static const char *const links[][2] = {{"/proc/self/fd", "fd"},
+                                           {"/proc/self/fd/0", "stdin"},
+                                           {"/proc/self/fd/1", "stdout"},
+                                           {"/proc/self/fd/2", "stderr"},
+                                           {"/tmp", "shm"}};
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+        char p[64];
+        snprintf(p, sizeof p, NEWROOT "/dev/%s", links[i][1]);
+        if (symlink(links[i][0], p) < 0) die_errno("rootfs", p);
+    }
+    if (mount(NULL, NEWROOT "/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+              LAUNCH_DEV_TMPFS) < 0)
+        die_errno("rootfs", "remount /dev read-only");
+}
+
+static bool memfd_noexec(const struct launch_cfg *cfg)
+{
+    if (launch_disabled(cfg, EXEC_LAYER_MEMFD_NOEXEC)) {
+        launch_layer(EXEC_LAYER_MEMFD_NOEXEC, EXEC_LAYER_DISABLED, "test switch");
+        return false;
+    }
+    /* per PID namespace since Linux 6.3: 2 = memfds can never be executable, which closes the
+       memfd_create + execveat way round a noexec /tmp */
+    int fd = open(NEWROOT "/proc/sys/vm/memfd_noexec", O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, "2", 1) != 1) {
+        launch_layer(EXEC_LAYER_MEMFD_NOEXEC, EXEC_LAYER_UNAVAILABLE,
+                     "vm.memfd_noexec: %s; seccomp denies memfd_create instead", strerror(errno));
+        if (fd >= 0) close(fd);
+        return false;
+    }
+    close(fd);
+    launch_layer(EXEC_LAYER_MEMFD_NOEXEC, EXEC_LAYER_ACTIVE, "vm.memfd_noexec=2");
+    return true;
+}
+
+static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan *plan,
+                         bool *memfd_ok)
+{
+    *memfd_ok = false;
+    if (launch_disabled(cfg, EXEC_LAYER_MOUNT_NS)) {
+        launch_layer(EXEC_LAYER_ROOTFS, EXEC_LAYER_UNAVAILABLE, "no mount namespace");
+        launch_layer(EXEC_LAYER_PRIVATE_TMP, EXEC_LAYER_UNAVAILABLE, "no mount namespace");
+        return false;
+    }
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        die_errno("rootfs", "make / private");
+    /* a scratch tmpfs over /tmp (only in our mount namespace) to pivot into; after that the
+       host's / is at OLDROOT with its own /tmp uncovered again, so binds from the host's /tmp
+       work */
+    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
+        die_errno("rootfs", "scratch tmpfs");
+    if (chdir("/tmp") < 0) die_errno("rootfs", "chdir scratch");
+    if (mkdir("newroot", 0755) < 0 || mkdir("oldroot", 0755) < 0)
+        die_errno("rootfs", "scratch dirs");
+    if (syscall(SYS_pivot_root, ".", "oldroot") < 0) die_errno("rootfs", "pivot_root scratch");
+    if (chdir("/") < 0) die_errno("rootfs", "chdir /");
+    if (mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, LAUNCH_ROOT_TMPFS) < 0)
+        die_errno("rootfs", "root tmpfs");
+
+    bind_path("/usr", "/usr", false, true);
+    for (size_t i = 0; i < sizeof top_dirs / sizeof top_dirs[0]; i++)
+        mirror_top(top_dirs[i]);
+    for (size_t i = 0; i < cfg->n_prefixes; i++)
+        bind_path(cfg->prefixes[i], cfg->prefixes[i], false, true);
+    setup_etc();
+
+    mkdirs(NEWROOT "/proc");
+    if (!(plan->ns_flags & CLONE_NEWPID)) {
+        /* test switch only: without a PID namespace a new proc cannot be mounted from a user
+           namespace; show the host's (which is what the negative-control test wants to see),
+           and leave its sysctls alone */
+        if (mount(OLDROOT "/proc", NEWROOT "/proc", NULL, MS_BIND | MS_REC, NULL) < 0)
+            die_errno("rootfs", "bind /proc");
+        launch_layer(EXEC_LAYER_MEMFD_NOEXEC, EXEC_LAYER_UNAVAILABLE, "no PID namespace");
+    } else {
+        if (mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+            die_errno("rootfs", "mount /proc");
+        *memfd_ok = memfd_noexec(cfg);
+    }
+    setup_dev();
+
+    mkdirs(NEWROOT "/tmp");
+    if (launch_disabled(cfg, EXEC_LAYER_PRIVATE_TMP)) {
+        launch_layer(EXEC_LAYER_PRIVATE_TMP, EXEC_LAYER_DISABLED, "test switch");
+    } else {
+        char opts[64];
+        snprintf(opts, sizeof opts, "mode=1777,size=%llu", (unsigned long long)cfg->tmp_bytes);
+        if (mount("tmpfs", NEWROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
+            die_errno("rootfs", "tmpfs /tmp");
+        launch_layer(EXEC_LAYER_PRIVATE_TMP, EXEC_LAYER_ACTIVE,
+                     "tmpfs %llu MiB nosuid,nodev,noexec",
+                     (unsigned long long)(cfg->tmp_bytes >> 20));
+    }
+    for (size_t i = 0; i < cfg->n_mounts; i++)
+        bind_path(cfg->mounts[i].src, cfg->mounts[i].dst, cfg->mounts[i].rw, true);
+
+    if (chdir(NEWROOT) < 0) die_errno("rootfs", "chdir new root");
+    if (syscall(SYS_pivot_root, ".", ".") < 0) die_errno("rootfs", "pivot_root");
+    if (umount2(".", MNT_DETACH) < 0) die_errno("rootfs", "detach old root");
+    if (chdir("/") < 0) die_errno("rootfs", "chdir /");
+    if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+        die_errno("rootfs", "remount / read-only");
+    launch_layer(EXEC_LAYER_ROOTFS, EXEC_LAYER_ACTIVE,
+                 "read-only tmpfs root, /usr%s and %zu mount(s), pivot_root",
+                 cfg->n_prefixes ? " + python prefix" : "", cfg->n_mounts);
+    return true;
+}
+
+static int last_cap(void)
+{
+    int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+    char buf[16] = {0};
+    if (fd >= 0) {
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n > 0) return atoi(buf);
+    }
+    return 63; /* PR_CAPBSET_DROP fails with EINVAL past the last one: harmless */
+}
+
+static void drop_credentials(const struct launch_cfg *cfg, const struct launch_plan *plan)
+{
+    uid_t uid = plan->userns ? LAUNCH_INNER_UID : LAUNCH_NOBODY;
+    bool caps = !launch_disabled(cfg, EXEC_LAYER_CAPS_DROP);
+    bool drop_uid = !launch_disabled(cfg, EXEC_LAYER_UID_DROP);
+    int top = last_cap();
+    if (caps) {
+        /* the bounding set needs CAP_SETPCAP, which the uid change below takes away */
+        for (int c = 0; c <= top; c++)
+            if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+                die_errno("caps", "PR_CAPBSET_DROP");
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+            die_errno("caps", "clear ambient capabilities");
+    }
+    if (drop_uid) {
+        if (!plan->userns || plan->root_mapped) {
+            if (setgroups(0, NULL) < 0) die_errno("uid", "setgroups");
+        }
+        if (setresgid(uid, uid, uid) < 0) die_errno("uid", "setresgid");
+        if (setresuid(uid, uid, uid) < 0) die_errno("uid", "setresuid");
+        if (getuid() == 0 || geteuid() == 0) launch_fatal("uid", "still uid 0 after setresuid");
+        launch_layer(EXEC_LAYER_UID_DROP, EXEC_LAYER_ACTIVE, "uid/gid %d%s", (int)uid,
+                     plan->root_mapped ? " (outer nobody)" : "");
+    } else {
+        launch_layer(EXEC_LAYER_UID_DROP, EXEC_LAYER_DISABLED, "test switch");
+    }
+    if (caps) {
+        /* inside a user namespace a non-zero uid keeps the capabilities it was born with */
+        struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+        struct __user_cap_data_struct data[2];
+        memset(data, 0, sizeof data);
+        if (syscall(SYS_capset, &hdr, data) < 0) die_errno("caps", "capset");
+        launch_layer(EXEC_LAYER_CAPS_DROP, EXEC_LAYER_ACTIVE,
+                     "effective, permitted, inheritable, ambient and bounding sets empty");
+    } else {
+        launch_layer(EXEC_LAYER_CAPS_DROP, EXEC_LAYER_DISABLED, "test switch");
+    }
+}
+
+static void set_limit(int res, rlim_t v, const char *name)
+{
+    struct rlimit rl = {v, v};
+    if (setrlimit(res, &rl) < 0) launch_fatal("rlimits", "%s: %s", name, strerror(errno));
+}
+
+static void apply_rlimits(const struct launch_cfg *cfg, const struct launch_plan *plan)
+{
+    set_limit(RLIMIT_CPU, cfg->cpu_seconds, "RLIMIT_CPU");
+    set_limit(RLIMIT_FSIZE, cfg->fsize_bytes, "RLIMIT_FSIZE");
+    set_limit(RLIMIT_NOFILE, cfg->nofile, "RLIMIT_NOFILE");
+    set_limit(RLIMIT_NPROC, cfg->pids, "RLIMIT_NPROC");
+    set_limit(RLIMIT_CORE, 0, "RLIMIT_CORE");
+    if (!plan->memory_cgroup) {
+        /* no cgroup: address space is the only memory cap; it counts reservations (thread
+           arenas, BLAS buffers), so it gets headroom over the memory limit */
+        uint64_t as = cfg->memory_bytes * 4;
+        if (as < (1ull << 30)) as = 1ull << 30;
+        set_limit(RLIMIT_AS, as, "RLIMIT_AS");
+    }
+}
+
+_Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_plan *plan,
+                            int sync_fd, int life_fd)
+{
+    char go = 0;
+    ssize_t n;
+    do {
+        n = read(sync_fd, &go, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) _exit(125); /* the launcher died or refused: nothing to report to */
+    if (setsid() < 0) die_errno("setsid", "setsid");
+    if (plan->ns_flags & CLONE_NEWUTS) sethostname("sandbox", 7);
+
+    bool memfd_ok = false;
+    bool rootfs = setup_rootfs(cfg, plan, &memfd_ok);
+
+    drop_credentials(cfg, plan);
+    /* PDEATHSIG is cleared by the uid change: set it now, then make sure the launcher did not die
+       in between (its end of the life pipe would be closed) */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    struct pollfd pf = {.fd = life_fd, .events = POLLIN};
+    if (poll(&pf, 1, 0) > 0 && (pf.revents & (POLLHUP | POLLIN))) _exit(125);
+    prctl(PR_SET_DUMPABLE, 0);
+
+    if (launch_disabled(cfg, EXEC_LAYER_NO_NEW_PRIVS)) {
+        launch_layer(EXEC_LAYER_NO_NEW_PRIVS, EXEC_LAYER_DISABLED, "test switch");
+    } else {
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) die_errno("no-new-privs", "prctl");
+        launch_layer(EXEC_LAYER_NO_NEW_PRIVS, EXEC_LAYER_ACTIVE, "PR_SET_NO_NEW_PRIVS");
+    }
+
+    char err[EXEC_REASON_MAX];
+    if (launch_disabled(cfg, EXEC_LAYER_LANDLOCK)) {
+        launch_layer(EXEC_LAYER_LANDLOCK, EXEC_LAYER_DISABLED, "test switch");
+    } else {
+        int r = launch_landlock_apply(cfg, err, sizeof err);
+        if (r < 0) launch_fatal("landlock", "%s", err);
+        launch_layer(EXEC_LAYER_LANDLOCK, r ? EXEC_LAYER_ACTIVE : EXEC_LAYER_UNAVAILABLE, "%s",
+                     err);
+    }
+    (void)rootfs;
+
+    if (launch_disabled(cfg, EXEC_LAYER_RLIMITS))
+        launch_layer(EXEC_LAYER_RLIMITS, EXEC_LAYER_DISABLED, "test switch");
+    else
+        launch_layer(EXEC_LAYER_RLIMITS, EXEC_LAYER_ACTIVE,
+                     "cpu %us, fsize %llu MiB, nofile %u, nproc %u, core 0%s", cfg->cpu_seconds,
+                     (unsigned long long)(cfg->fsize_bytes >> 20), cfg->nofile, cfg->pids,
+                     plan->memory_cgroup ? "" : ", address space (no memory cgroup)");
+
+    if (launch_disabled(cfg, EXEC_LAYER_SECCOMP)) {
+        launch_layer(EXEC_LAYER_SECCOMP, EXEC_LAYER_DISABLED, "test switch");
+    } else {
+        if (launch_seccomp_apply(err, sizeof err) < 0) launch_fatal("seccomp", "%s", err);
+        launch_layer(EXEC_LAYER_SECCOMP, EXEC_LAYER_ACTIVE, "%s%s", err,
+                     memfd_ok ? "" : ", memfd_create denied");
+    }
+
+    /* the launcher has put us in the cgroup (or given up and killed us) */
+    do {
+        n = read(sync_fd, &go, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1 || go != 'c') _exit(125);
+    close(sync_fd);
+
+    pid_t py = fork();
+    if (py < 0) die_errno("fork", "fork interpreter");
+    if (py == 0) {
+        /* only 0, 1, 2 reach the interpreter; the report fd is close-on-exec so that an exec
+           failure can still be reported */
+        if (syscall(SYS_close_range, 4u, ~0u, 0u) < 0)
+            for (int fd = 4; fd < 1024; fd++)
+                close(fd);
+        if (life_fd != LAUNCH_REPORT_FD) close(life_fd);
+        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (devnull < 0 || dup2(devnull, 0) < 0) die_errno("exec", "stdin /dev/null");
+        close(devnull);
+        if (!launch_disabled(cfg, EXEC_LAYER_RLIMITS)) apply_rlimits(cfg, plan);
+        if (chdir("/tmp") < 0) die_errno("exec", "chdir /tmp");
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        /* -I: no user site, no PYTHON* variables, no script dir on sys.path; -B: the view is
+           read-only anyway; -u: output reaches the pipes before a timeout kill */
+        char o_i[] = "-I", o_b[] = "-B", o_u[] = "-u", o_c[] = "-c";
+        char *args[] = {cfg->python, o_i, o_b, o_u, o_c, cfg->code, NULL};
+        execve(cfg->python, args, environ);
+        launch_fatal("exec", "cannot run %s inside the sandbox: %s", cfg->python, strerror(errno));
+    }
+    close(life_fd);
+
+    /* init: reap everything; when the interpreter ends, say how, and leave (taking the PID
+       namespace with us) */
+    for (;;) {
+        int st;
+        pid_t r = waitpid(-1, &st, 0);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            launch_fatal("wait", "%s", strerror(errno));
+        }
+        if (r != py) continue;
+        if (WIFSIGNALED(st))
+            launch_report("signal %d", WTERMSIG(st));
+        else
+            launch_report("exit %d", WEXITSTATUS(st));
+        _exit(0);
+    }
+}

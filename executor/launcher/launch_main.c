@@ -1,0 +1,350 @@
+/*
+ * ptc-sandbox-launch: the helper between the server and the interpreter.
+ *
+ * Why a helper program: uv_spawn has no hook between fork and exec, and the server's process
+ * may have threads (libuv's pool), after which a forked child may only call async-signal-safe
+ * functions - libseccomp, mount setup and error reporting are not. This program is
+ * single-threaded, so it can clone with namespaces, build the filesystem view, drop credentials
+ * and load seccomp with ordinary code, and the server keeps plain uv_spawn, pipes and exit
+ * callbacks. The price is one extra exec (about a millisecond).
+ *
+ * Process tree: server -> launcher (this, host namespaces, writes the id maps, owns the cgroup)
+ * -> init (PID 1 of a new PID namespace, applies every layer) -> python (PID 2). When init
+ * exits, the kernel kills everything else in the namespace, so no descendant outlives the run.
+ * SIGTERM to the launcher kills init at once; the launcher dying kills init (PDEATHSIG).
+ *
+ * Usage: ptc-sandbox-launch [options] -- CODE; status lines go to fd 3 (see docs/sandbox.md).
+ */
+#include "launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define USAGE                                                                                      \
+    "usage: ptc-sandbox-launch --python PATH [--prefix DIR]... [--mount SRC:DST:ro|rw]...\n"       \
+    "       [--memory BYTES] [--tmp-size BYTES] [--pids N] [--cpu-seconds N] [--fsize BYTES]\n"    \
+    "       [--nofile N] [--disable LAYER] -- CODE\n"                                              \
+    "Status lines go to fd 3. Started by ptc-mcp; see docs/sandbox.md.\n"
+
+void launch_report(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n > sizeof line - 2) n = (int)sizeof line - 2;
+    /* one line, one write: lines from the launcher and init never interleave mid-line */
+    for (int i = 0; i < n; i++)
+        if (line[i] == '\n') line[i] = ' ';
+    line[n++] = '\n';
+    ssize_t w;
+    do {
+        w = write(LAUNCH_REPORT_FD, line, (size_t)n);
+    } while (w < 0 && errno == EINTR);
+}
+
+void launch_layer(exec_layer_id_t id, exec_layer_state_t state, const char *fmt, ...)
+{
+    char reason[EXEC_REASON_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    const char *st = state == EXEC_LAYER_ACTIVE        ? "active"
+                     : state == EXEC_LAYER_DISABLED    ? "disabled"
+                     : state == EXEC_LAYER_UNAVAILABLE ? "unavailable"
+                                                       : "unknown";
+    launch_report("layer %s %s %s", exec_layer_name(id), st, reason);
+}
+
+void launch_fatal(const char *stage, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    launch_report("error %s: %s", stage, msg);
+    _exit(126);
+}
+
+bool launch_disabled(const struct launch_cfg *cfg, exec_layer_id_t id)
+{
+    return cfg->disabled == (int)id;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-') return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_mount(char *spec, struct launch_mount *m)
+{
+    /* SRC:DST:ro|rw, both absolute; the pool has validated and canonicalised them already */
+    char *a = strchr(spec, ':');
+    if (!a) return -1;
+    char *b = strchr(a + 1, ':');
+    if (!b) return -1;
+    *a = '\0';
+    *b = '\0';
+    m->src = spec;
+    m->dst = a + 1;
+    if (strcmp(b + 1, "rw") == 0)
+        m->rw = true;
+    else if (strcmp(b + 1, "ro") == 0)
+        m->rw = false;
+    else
+        return -1;
+    return (m->src[0] == '/' && m->dst[0] == '/' && strcmp(m->dst, "/") != 0) ? 0 : -1;
+}
+
+static int parse_args(int argc, char **argv, struct launch_cfg *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->memory_bytes = EXEC_DEFAULT_MEMORY_BYTES;
+    cfg->tmp_bytes = EXEC_DEFAULT_TMP_BYTES;
+    cfg->fsize_bytes = EXEC_DEFAULT_FSIZE_BYTES;
+    cfg->pids = EXEC_DEFAULT_PIDS;
+    cfg->cpu_seconds = 60;
+    cfg->nofile = EXEC_DEFAULT_NOFILE;
+    cfg->disabled = -1;
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *o = argv[i];
+        if (strcmp(o, "--") == 0) {
+            i++;
+            break;
+        }
+        if (i + 1 >= argc) return -1;
+        char *v = argv[++i];
+        uint64_t n = 0;
+        if (strcmp(o, "--python") == 0) {
+            cfg->python = v;
+        } else if (strcmp(o, "--prefix") == 0) {
+            if (cfg->n_prefixes >= LAUNCH_MAX_PREFIXES || v[0] != '/') return -1;
+            cfg->prefixes[cfg->n_prefixes++] = v;
+        } else if (strcmp(o, "--mount") == 0) {
+            if (cfg->n_mounts >= LAUNCH_MAX_MOUNTS) return -1;
+            if (parse_mount(v, &cfg->mounts[cfg->n_mounts++]) < 0) return -1;
+        } else if (strcmp(o, "--disable") == 0) {
+            cfg->disabled = exec_layer_from_name(v);
+            if (cfg->disabled < 0) return -1;
+        } else if (parse_u64(v, &n) < 0) {
+            return -1;
+        } else if (strcmp(o, "--memory") == 0) {
+            cfg->memory_bytes = n;
+        } else if (strcmp(o, "--tmp-size") == 0) {
+            cfg->tmp_bytes = n;
+        } else if (strcmp(o, "--fsize") == 0) {
+            cfg->fsize_bytes = n;
+        } else if (strcmp(o, "--pids") == 0 && n > 0 && n < 100000) {
+            cfg->pids = (unsigned)n;
+        } else if (strcmp(o, "--cpu-seconds") == 0 && n > 0 && n < 1000000) {
+            cfg->cpu_seconds = (unsigned)n;
+        } else if (strcmp(o, "--nofile") == 0 && n >= 16 && n < 1000000) {
+            cfg->nofile = (unsigned)n;
+        } else {
+            return -1;
+        }
+    }
+    if (i != argc - 1 || !cfg->python || cfg->python[0] != '/') return -1;
+    cfg->code = argv[i];
+    return 0;
+}
+
+static int write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    size_t len = strlen(text);
+    ssize_t w = write(fd, text, len);
+    int err = (w == (ssize_t)len) ? 0 : (w < 0 ? -errno : -EIO);
+    close(fd);
+    return err;
+}
+
+static int write_id_maps(pid_t pid, bool root)
+{
+    char path[64], map[128];
+    int r;
+    if (root) {
+        /* inside 0 = outer 0 so that init can still bind root-owned paths (a Python prefix under
+           /root) before it drops to 1000, which is the outer nobody */
+        snprintf(map, sizeof map, "0 0 1\n%d %d 1\n", LAUNCH_INNER_UID, LAUNCH_NOBODY);
+        snprintf(path, sizeof path, "/proc/%d/uid_map", (int)pid);
+        if ((r = write_file(path, map)) < 0) return r;
+        snprintf(path, sizeof path, "/proc/%d/gid_map", (int)pid);
+        return write_file(path, map);
+    }
+    snprintf(path, sizeof path, "/proc/%d/setgroups", (int)pid);
+    if ((r = write_file(path, "deny")) < 0) return r;
+    snprintf(map, sizeof map, "%d %d 1\n", LAUNCH_INNER_UID, (int)geteuid());
+    snprintf(path, sizeof path, "/proc/%d/uid_map", (int)pid);
+    if ((r = write_file(path, map)) < 0) return r;
+    snprintf(map, sizeof map, "%d %d 1\n", LAUNCH_INNER_UID, (int)getegid());
+    snprintf(path, sizeof path, "/proc/%d/gid_map", (int)pid);
+    return write_file(path, map);
+}
+
+static pid_t raw_clone(int flags)
+{
+    /* fork semantics with namespace flags; fine here because this program has one thread */
+    return (pid_t)syscall(SYS_clone, (unsigned long)flags | SIGCHLD, NULL, NULL, NULL, NULL);
+}
+
+static const struct {
+    int flag;
+    exec_layer_id_t id;
+} ns_layers[] = {
+    {CLONE_NEWPID, EXEC_LAYER_PID_NS},  {CLONE_NEWNET, EXEC_LAYER_NET_NS},
+    {CLONE_NEWNS, EXEC_LAYER_MOUNT_NS}, {CLONE_NEWIPC, EXEC_LAYER_IPC_NS},
+    {CLONE_NEWUTS, EXEC_LAYER_UTS_NS},
+};
+#define N_NS_LAYERS (sizeof ns_layers / sizeof ns_layers[0])
+
+int main(int argc, char **argv)
+{
+    /* run by hand without fd 3: report on stderr, and keep fd 3 from being reused */
+    if (fcntl(LAUNCH_REPORT_FD, F_GETFD) < 0 && dup2(STDERR_FILENO, LAUNCH_REPORT_FD) < 0) return 2;
+    struct launch_cfg cfg;
+    if (parse_args(argc, argv, &cfg) < 0) {
+        fputs(USAGE, stderr);
+        launch_report("error arguments: the launcher was started with invalid arguments");
+        return 2;
+    }
+    /* anything the server leaked past fd 3 must not reach the sandbox */
+    if (syscall(SYS_close_range, 4u, ~0u, 0u) < 0) {
+        for (int fd = 4; fd < 1024; fd++)
+            close(fd);
+    }
+    fcntl(LAUNCH_REPORT_FD, F_SETFD, FD_CLOEXEC);
+    /* server gone -> SIGTERM -> the normal tear-down path below */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(SIG_BLOCK, &set, &old);
+
+    bool root = geteuid() == 0;
+    struct launch_plan plan = {0};
+    for (size_t i = 0; i < N_NS_LAYERS; i++)
+        if (!launch_disabled(&cfg, ns_layers[i].id)) plan.ns_flags |= ns_layers[i].flag;
+
+    struct launch_cgroup *cg = NULL;
+    cg = launch_cgroup_create(&cfg); /* reports the cgroup layers either way */
+    plan.memory_cgroup = launch_cgroup_has_memory(cg);
+
+    int sync_p[2], life_p[2];
+    if (pipe2(sync_p, O_CLOEXEC) < 0 || pipe2(life_p, O_CLOEXEC) < 0)
+        launch_fatal("pipe", "%s", strerror(errno));
+
+    pid_t pid = -1;
+    int userns_err = 0;
+    if (!launch_disabled(&cfg, EXEC_LAYER_USER_NS)) {
+        pid = raw_clone(plan.ns_flags | CLONE_NEWUSER);
+        if (pid < 0) userns_err = errno;
+    }
+    if (pid < 0 && root)
+        pid = raw_clone(plan.ns_flags);
+    else if (pid >= 0 && !launch_disabled(&cfg, EXEC_LAYER_USER_NS))
+        plan.userns = true;
+    if (pid < 0) {
+        int e = errno;
+        if (userns_err == ENOSPC || userns_err == EPERM)
+            launch_fatal("namespaces",
+                         "cannot create a user namespace (%s); enable unprivileged user "
+                         "namespaces (docs/sandbox.md) or run ptc-mcp as root",
+                         strerror(userns_err));
+        launch_fatal("namespaces", "clone: %s", strerror(e));
+    }
+    plan.root_mapped = plan.userns && root;
+    if (pid == 0) {
+        close(sync_p[1]);
+        close(life_p[1]);
+        launch_child(&cfg, &plan, sync_p[0], life_p[0]);
+    }
+    close(sync_p[0]);
+    close(life_p[0]);
+
+    if (launch_disabled(&cfg, EXEC_LAYER_USER_NS))
+        launch_layer(EXEC_LAYER_USER_NS, EXEC_LAYER_DISABLED, "test switch");
+    else if (plan.userns)
+        launch_layer(EXEC_LAYER_USER_NS, EXEC_LAYER_ACTIVE, "sandbox uid %d", LAUNCH_INNER_UID);
+    else
+        launch_layer(EXEC_LAYER_USER_NS, EXEC_LAYER_UNAVAILABLE,
+                     "clone(CLONE_NEWUSER): %s; running as root without one", strerror(userns_err));
+    for (size_t i = 0; i < N_NS_LAYERS; i++) {
+        if (plan.ns_flags & ns_layers[i].flag)
+            launch_layer(ns_layers[i].id, EXEC_LAYER_ACTIVE, "new namespace");
+        else
+            launch_layer(ns_layers[i].id, EXEC_LAYER_DISABLED, "test switch");
+    }
+
+    int map_err = plan.userns ? write_id_maps(pid, root) : 0;
+    if (map_err < 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        launch_cgroup_destroy(cg);
+        launch_fatal("namespaces", "writing the id maps: %s", strerror(-map_err));
+    }
+    /* go: the child builds its view while we move it into the cgroup (a v1 migration waits for
+       an RCU grace period, ~15 ms here); it forks the interpreter only after the second byte */
+    ssize_t w = write(sync_p[1], "g", 1);
+    if (cg && launch_cgroup_attach(cg, pid) < 0) {
+        int e = errno;
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        launch_cgroup_destroy(cg);
+        launch_fatal("cgroup", "cannot move the sandbox into its cgroup: %s", strerror(e));
+    }
+    w = write(sync_p[1], "c", 1);
+    (void)w;
+    close(sync_p[1]);
+
+    /* wait for init; a stop request kills it (and with it its namespace) at once */
+    int status = 0;
+    for (;;) {
+        siginfo_t si;
+        int sig = sigwaitinfo(&set, &si);
+        if (sig < 0) continue;
+        if (sig == SIGCHLD) {
+            pid_t r = waitpid(pid, &status, WNOHANG);
+            if (r == pid) break;
+        } else {
+            kill(pid, SIGKILL);
+        }
+    }
+    if (!(plan.ns_flags & CLONE_NEWPID)) {
+        /* only with the test switch: no PID namespace, so kill the process group init led */
+        kill(-pid, SIGKILL);
+    }
+    if (cg) {
+        if (launch_cgroup_oom(cg)) launch_report("oom");
+        launch_cgroup_destroy(cg);
+    }
+    launch_report("done");
+    close(life_p[1]);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return 0;
+}

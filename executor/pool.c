@@ -1,0 +1,655 @@
+/*
+ * The pool: a FIFO queue, at most max_concurrent children, and per run three pipes (stdout,
+ * stderr, the launcher's status lines on fd 3), a timer (timeout, then kill grace, then the
+ * wait for pipe EOF) and a progress timer. A run finishes when the launcher has exited and all
+ * pipes reached EOF; then on_done fires and the handles close; the run's memory goes with the
+ * last close callback.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXEC_READ_CHUNK  (64u << 10)
+#define EXEC_EOF_WAIT_MS 2000u /* after exit, how long pipes may stay open before we stop */
+#define N_PIPES          3
+
+enum { P_OUT, P_ERR, P_REP };
+enum run_state { RUN_QUEUED, RUN_RUNNING, RUN_FINISHED };
+enum timer_phase { T_IDLE, T_TIMEOUT, T_GRACE, T_EOF, T_DEFERRED };
+
+typedef struct {
+    unsigned char *data;
+    size_t len, cap, keep;
+    uint64_t total;
+} outbuf_t;
+
+struct exec_run {
+    exec_pool_t *pool;
+    exec_run_t *prev, *next; /* queue or active list */
+    enum run_state state;
+    char *code;
+    uint64_t timeout_ms;
+    exec_callbacks_t cb;
+    bool detached; /* cancelled or pool freed: no more callbacks */
+
+    uv_process_t proc;
+    uv_pipe_t pipes[N_PIPES];
+    uv_timer_t timer;
+    uv_timer_t tick;
+    enum timer_phase phase;
+    int open_handles;
+    bool proc_init; /* uv_spawn was called: the handle must be closed */
+    bool spawned, exited;
+    bool eof[N_PIPES];
+    int64_t exit_status;
+    int term_signal;
+    uint64_t start_ns, end_ns;
+    bool timed_out;
+
+    outbuf_t out, err;
+    char rep[EXEC_REPORT_LINE];
+    size_t rep_len;
+    exec_layer_state_t layers[EXEC_LAYER_COUNT];
+    bool rep_exit, rep_sig, rep_oom;
+    int rep_code;
+    char rep_error[400];
+    char message[700];
+    char signame[16];
+    char readbuf[EXEC_READ_CHUNK];
+};
+
+struct exec_pool {
+    uv_loop_t *loop;
+    struct exec__cmd cmd;
+    unsigned max_concurrent, max_queue;
+    size_t keep_out, keep_err;
+    unsigned progress_ms;
+    bool unsafe;
+    bool test_switch;
+    exec_probe_t probe;
+    bool refusing;
+    char refusal[700];
+    exec_run_t *q_head, *q_tail;
+    unsigned n_queued;
+    exec_run_t *active; /* spawned, not yet freed */
+    unsigned n_running; /* holding a slot */
+    unsigned n_alive;   /* allocated runs */
+    bool closing;
+};
+
+static void start_run(exec_run_t *run);
+static void maybe_finish(exec_run_t *run);
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+static const char *signal_name(int sig, char *buf, size_t len)
+{
+    static const char *const names[] = {
+        [SIGHUP] = "SIGHUP",   [SIGINT] = "SIGINT",   [SIGQUIT] = "SIGQUIT", [SIGILL] = "SIGILL",
+        [SIGTRAP] = "SIGTRAP", [SIGABRT] = "SIGABRT", [SIGBUS] = "SIGBUS",   [SIGFPE] = "SIGFPE",
+        [SIGKILL] = "SIGKILL", [SIGUSR1] = "SIGUSR1", [SIGSEGV] = "SIGSEGV", [SIGUSR2] = "SIGUSR2",
+        [SIGPIPE] = "SIGPIPE", [SIGALRM] = "SIGALRM", [SIGTERM] = "SIGTERM", [SIGXCPU] = "SIGXCPU",
+        [SIGXFSZ] = "SIGXFSZ", [SIGSYS] = "SIGSYS",
+    };
+    if (sig > 0 && (size_t)sig < sizeof names / sizeof names[0] && names[sig]) return names[sig];
+    snprintf(buf, len, "SIG%d", sig);
+    return buf;
+}
+
+static void buf_append(outbuf_t *b, const char *data, size_t n)
+{
+    b->total += n;
+    if (b->len >= b->keep) return;
+    size_t take = b->keep - b->len < n ? b->keep - b->len : n;
+    if (b->len + take > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + take)
+            cap *= 2;
+        if (cap > b->keep) cap = b->keep;
+        unsigned char *p = realloc(b->data, cap);
+        if (!p) { /* keep what we have; the rest only counts */
+            b->keep = b->len;
+            return;
+        }
+        b->data = p;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, data, take);
+    b->len += take;
+}
+
+static void list_remove(exec_run_t **head, exec_run_t **tail, exec_run_t *run)
+{
+    if (run->prev)
+        run->prev->next = run->next;
+    else
+        *head = run->next;
+    if (run->next)
+        run->next->prev = run->prev;
+    else if (tail)
+        *tail = run->prev;
+    run->prev = run->next = NULL;
+}
+
+static void pool_maybe_free(exec_pool_t *pool)
+{
+    if (!pool->closing || pool->n_alive) return;
+    exec__cmd_free(&pool->cmd);
+    free(pool);
+}
+
+static void run_free(exec_run_t *run)
+{
+    exec_pool_t *pool = run->pool;
+    free(run->code);
+    free(run->out.data);
+    free(run->err.data);
+    free(run);
+    pool->n_alive--;
+    pool_maybe_free(pool);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    exec_run_t *run = h->data;
+    if (--run->open_handles == 0) {
+        list_remove(&run->pool->active, NULL, run);
+        run_free(run);
+    }
+}
+
+static void close_handle(exec_run_t *run, uv_handle_t *h)
+{
+    if (!uv_is_closing(h)) {
+        run->open_handles++;
+        uv_close(h, on_handle_closed);
+    }
+}
+
+/* free a slot and start the next queued run */
+static void pump(exec_pool_t *pool)
+{
+    while (!pool->closing && pool->q_head && pool->n_running < pool->max_concurrent) {
+        exec_run_t *next = pool->q_head;
+        list_remove(&pool->q_head, &pool->q_tail, next);
+        pool->n_queued--;
+        start_run(next);
+    }
+}
+
+/* ---- killing ------------------------------------------------------------------------------ */
+
+static void on_timer(uv_timer_t *t);
+
+static void kill_tree(exec_run_t *run)
+{
+    if (!run->spawned || run->exited) return;
+    if (run->pool->unsafe) {
+        /* no PID namespace: the process group libuv made (detached) is the best we have */
+        kill(-run->proc.pid, SIGKILL);
+        return;
+    }
+    /* the launcher SIGKILLs init (and so the namespace) and removes the cgroup; if it cannot,
+       SIGKILL it after the grace time and PDEATHSIG takes init down */
+    uv_process_kill(&run->proc, SIGTERM);
+    run->phase = T_GRACE;
+    uv_timer_start(&run->timer, on_timer, EXEC_KILL_GRACE_MS, 0);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    exec_run_t *run = t->data;
+    switch (run->phase) {
+    case T_TIMEOUT:
+        run->timed_out = true;
+        kill_tree(run);
+        break;
+    case T_GRACE:
+        if (!run->exited) uv_process_kill(&run->proc, SIGKILL);
+        run->phase = T_IDLE;
+        break;
+    case T_EOF: /* something kept a pipe open after the end: stop waiting for it */
+        for (int i = 0; i < N_PIPES; i++) {
+            if (!run->eof[i]) {
+                uv_read_stop((uv_stream_t *)&run->pipes[i]);
+                run->eof[i] = true;
+            }
+        }
+        run->phase = T_IDLE;
+        maybe_finish(run);
+        break;
+    case T_DEFERRED:
+        run->phase = T_IDLE;
+        maybe_finish(run);
+        break;
+    case T_IDLE:
+        break;
+    }
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    exec_run_t *run = t->data;
+    if (run->detached || !run->cb.on_progress || run->state != RUN_RUNNING) return;
+    uint64_t elapsed = (uv_hrtime() - run->start_ns) / 1000000u;
+    run->cb.on_progress(run, elapsed, run->out.total + run->err.total, run->cb.user);
+}
+
+/* ---- the end of a run ------------------------------------------------------------------- */
+
+static void build_result(exec_run_t *run, exec_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    res->exit_code = -1;
+    /* never NULL, so that callers may memcpy/fwrite without a special case */
+    static const unsigned char empty[1] = {0};
+    res->out = (exec_output_t){run->out.data ? run->out.data : empty, run->out.len, run->out.total,
+                               run->out.total > run->out.len};
+    res->err = (exec_output_t){run->err.data ? run->err.data : empty, run->err.len, run->err.total,
+                               run->err.total > run->err.len};
+    uint64_t end = run->end_ns ? run->end_ns : uv_hrtime();
+    res->duration_ms = run->start_ns ? (end - run->start_ns) / 1000000u : 0;
+    res->sandbox = run->pool->unsafe ? EXEC_SANDBOX_NONE : exec__level(run->layers);
+
+    if (run->message[0]) { /* refused before or at spawn */
+        res->status = EXEC_STATUS_REFUSED;
+        res->message = run->message;
+        return;
+    }
+    if (run->rep_error[0]) {
+        snprintf(run->message, sizeof run->message,
+                 "sandbox setup failed: %s. Run `ptc-mcp --check`; docs/sandbox.md explains each "
+                 "layer.",
+                 run->rep_error);
+        res->status = EXEC_STATUS_REFUSED;
+        res->message = run->message;
+        return;
+    }
+    int sig = 0, code = -1;
+    bool known = true;
+    if (run->pool->unsafe) {
+        sig = run->term_signal;
+        code = sig ? -1 : (int)run->exit_status;
+    } else if (run->rep_sig) {
+        sig = run->rep_code;
+    } else if (run->rep_exit) {
+        code = run->rep_code;
+    } else {
+        known = false;
+    }
+    if (run->timed_out) {
+        res->status = EXEC_STATUS_TIMEOUT;
+        res->signal = SIGKILL; /* that is how the tree ended */
+    } else if (run->rep_oom) {
+        res->status = EXEC_STATUS_OOM;
+        res->signal = sig;
+        res->exit_code = code;
+    } else if (!known) {
+        res->status = EXEC_STATUS_ERROR;
+        snprintf(run->message, sizeof run->message,
+                 "the sandbox launcher ended without a report (exit %lld, signal %d)",
+                 (long long)run->exit_status, run->term_signal);
+        res->message = run->message;
+        res->signal = run->term_signal;
+    } else if (sig) {
+        res->status = EXEC_STATUS_KILLED;
+        res->signal = sig;
+    } else {
+        res->exit_code = code;
+        res->status = code == 0 ? EXEC_STATUS_OK : EXEC_STATUS_ERROR;
+    }
+    if (res->signal) res->signal_name = signal_name(res->signal, run->signame, sizeof run->signame);
+}
+
+static void finish(exec_run_t *run)
+{
+    exec_pool_t *pool = run->pool;
+    bool had_slot = run->state == RUN_RUNNING;
+    run->state = RUN_FINISHED;
+    uv_timer_stop(&run->timer);
+    uv_timer_stop(&run->tick);
+    if (had_slot) pool->n_running--;
+    if (!run->detached && run->cb.on_done) {
+        exec_result_t res;
+        build_result(run, &res);
+        run->cb.on_done(run, &res, run->cb.user);
+    }
+    for (int i = 0; i < N_PIPES; i++)
+        close_handle(run, (uv_handle_t *)&run->pipes[i]);
+    if (run->proc_init) close_handle(run, (uv_handle_t *)&run->proc);
+    close_handle(run, (uv_handle_t *)&run->timer);
+    close_handle(run, (uv_handle_t *)&run->tick);
+    pump(pool);
+}
+
+static void maybe_finish(exec_run_t *run)
+{
+    if (run->state != RUN_RUNNING) return;
+    if (!run->exited || !run->eof[P_OUT] || !run->eof[P_ERR] || !run->eof[P_REP]) return;
+    finish(run);
+}
+
+static void on_proc_exit(uv_process_t *p, int64_t status, int sig)
+{
+    exec_run_t *run = p->data;
+    run->exited = true;
+    run->end_ns = uv_hrtime();
+    run->exit_status = status;
+    run->term_signal = sig;
+    if (run->pool->unsafe) kill(-p->pid, SIGKILL); /* grandchildren of an unsandboxed run */
+    uv_timer_stop(&run->timer);
+    bool all_eof = run->eof[P_OUT] && run->eof[P_ERR] && run->eof[P_REP];
+    if (!all_eof) {
+        run->phase = T_EOF;
+        uv_timer_start(&run->timer, on_timer, EXEC_EOF_WAIT_MS, 0);
+    }
+    maybe_finish(run);
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    exec_run_t *run = h->data;
+    /* one buffer per run is enough: libuv hands each read to on_read before the next alloc */
+    *buf = uv_buf_init(run->readbuf, sizeof run->readbuf);
+}
+
+static void report_line(exec_run_t *run, char *line)
+{
+    if (strncmp(line, "layer ", 6) == 0) {
+        exec__parse_layer(line + 6, run->layers, NULL);
+    } else if (strncmp(line, "exit ", 5) == 0) {
+        run->rep_exit = true;
+        run->rep_code = atoi(line + 5);
+    } else if (strncmp(line, "signal ", 7) == 0) {
+        run->rep_sig = true;
+        run->rep_code = atoi(line + 7);
+    } else if (strcmp(line, "oom") == 0) {
+        run->rep_oom = true;
+    } else if (strncmp(line, "error ", 6) == 0 && !run->rep_error[0]) {
+        snprintf(run->rep_error, sizeof run->rep_error, "%s", line + 6);
+    }
+}
+
+static int pipe_index(exec_run_t *run, uv_stream_t *s)
+{
+    for (int i = 0; i < N_PIPES; i++)
+        if ((uv_stream_t *)&run->pipes[i] == s) return i;
+    return -1;
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    exec_run_t *run = s->data;
+    int i = pipe_index(run, s);
+    if (i < 0) return;
+    if (n < 0) {
+        uv_read_stop(s);
+        run->eof[i] = true;
+        maybe_finish(run);
+        return;
+    }
+    if (i == P_OUT) {
+        buf_append(&run->out, buf->base, (size_t)n);
+    } else if (i == P_ERR) {
+        buf_append(&run->err, buf->base, (size_t)n);
+    } else {
+        for (ssize_t k = 0; k < n; k++) {
+            char c = buf->base[k];
+            if (c == '\n') {
+                run->rep[run->rep_len] = '\0';
+                report_line(run, run->rep);
+                run->rep_len = 0;
+            } else if (run->rep_len < sizeof run->rep - 1) {
+                run->rep[run->rep_len++] = c;
+            }
+        }
+    }
+}
+
+/* ---- starting ----------------------------------------------------------------------------- */
+
+/* ends a run that never spawned, from the loop (never inside exec_run_start) */
+static void defer_refusal(exec_run_t *run, const char *msg)
+{
+    snprintf(run->message, sizeof run->message, "%s", msg);
+    run->exited = true;
+    for (int i = 0; i < N_PIPES; i++)
+        run->eof[i] = true;
+    run->phase = T_DEFERRED;
+    uv_timer_start(&run->timer, on_timer, 0, 0);
+}
+
+static void start_run(exec_run_t *run)
+{
+    exec_pool_t *pool = run->pool;
+    run->state = RUN_RUNNING;
+    pool->n_running++;
+    run->next = pool->active;
+    if (pool->active) pool->active->prev = run;
+    pool->active = run;
+    uv_timer_init(pool->loop, &run->timer);
+    uv_timer_init(pool->loop, &run->tick);
+    run->timer.data = run->tick.data = run;
+    for (int i = 0; i < N_PIPES; i++) {
+        uv_pipe_init(pool->loop, &run->pipes[i], 0);
+        run->pipes[i].data = run;
+    }
+    run->proc.data = run;
+    run->start_ns = uv_hrtime();
+    if (pool->refusing) {
+        defer_refusal(run, pool->refusal);
+        return;
+    }
+
+    char *argv[EXEC_MAX_ARGS + 8];
+    size_t n = 0;
+    char cpu_o[] = "--cpu-seconds", cpu_v[24], dash[] = "--", i_[] = "-I", b_[] = "-B", u_[] = "-u",
+         c_[] = "-c";
+    uv_stdio_container_t stdio[4];
+    uv_process_options_t o;
+    memset(&o, 0, sizeof o);
+    if (pool->unsafe) {
+        argv[n++] = pool->cmd.python;
+        argv[n++] = i_;
+        argv[n++] = b_;
+        argv[n++] = u_;
+        argv[n++] = c_;
+        o.file = pool->cmd.python;
+        o.cwd = "/tmp";
+        o.flags = UV_PROCESS_DETACHED; /* its own process group, killed as one */
+        o.stdio_count = 3;
+        run->eof[P_REP] = true;
+    } else {
+        for (size_t i = 0; i < pool->cmd.n_args; i++)
+            argv[n++] = pool->cmd.args[i];
+        /* CPU seconds follow the wall clock: a spinning run is stopped by either */
+        snprintf(cpu_v, sizeof cpu_v, "%llu", (unsigned long long)(run->timeout_ms / 1000 + 2));
+        argv[n++] = cpu_o;
+        argv[n++] = cpu_v;
+        argv[n++] = dash;
+        o.file = pool->cmd.launcher;
+        o.stdio_count = 4;
+    }
+    argv[n++] = run->code;
+    argv[n] = NULL;
+    o.args = argv;
+    o.env = pool->cmd.env;
+    o.exit_cb = on_proc_exit;
+    stdio[0].flags = UV_IGNORE;
+    for (int i = 0; i < N_PIPES; i++) {
+        stdio[i + 1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+        stdio[i + 1].data.stream = (uv_stream_t *)&run->pipes[i];
+    }
+    o.stdio = stdio;
+    int r = uv_spawn(pool->loop, &run->proc, &o);
+    run->proc_init = true; /* initialised even when spawning failed */
+    if (r < 0) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "cannot start %s: %s. %s", o.file, uv_strerror(r),
+                 exec_error_hint(EXEC_ESPAWN));
+        defer_refusal(run, msg);
+        return;
+    }
+    run->spawned = true;
+    for (int i = 0; i < (pool->unsafe ? 2 : N_PIPES); i++)
+        uv_read_start((uv_stream_t *)&run->pipes[i], on_alloc, on_read);
+    run->phase = T_TIMEOUT;
+    uv_update_time(pool->loop); /* the cached loop time predates the spawn */
+    uv_timer_start(&run->timer, on_timer, run->timeout_ms, 0);
+    if (run->cb.on_progress && pool->progress_ms)
+        uv_timer_start(&run->tick, on_tick, pool->progress_ms, pool->progress_ms);
+}
+
+/* ---- public ------------------------------------------------------------------------------- */
+
+int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out)
+{
+    if (!loop || !opts || !out) return EXEC_EINVAL;
+    *out = NULL;
+    if (opts->max_concurrent > EXEC_MAX_CONCURRENT || opts->stdout_keep > EXEC_MAX_KEEP_BYTES ||
+        opts->stderr_keep > EXEC_MAX_KEEP_BYTES)
+        return EXEC_EINVAL;
+    exec_pool_t *pool = calloc(1, sizeof *pool);
+    if (!pool) return EXEC_ENOMEM;
+    pool->loop = loop;
+    int r = exec__cmd_build(opts, &pool->cmd);
+    if (r < 0 && r != EXEC_ENOLAUNCHER) {
+        exec__cmd_free(&pool->cmd);
+        free(pool);
+        return r;
+    }
+    unsigned cores = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+    pool->max_concurrent = opts->max_concurrent ? opts->max_concurrent : (cores ? cores : 1);
+    pool->max_queue = opts->max_queue;
+    pool->keep_out = opts->stdout_keep;
+    pool->keep_err = opts->stderr_keep;
+    pool->progress_ms = opts->progress_ms;
+    pool->unsafe = opts->unsafe_no_sandbox;
+    pool->test_switch = opts->test_disable_layer != NULL;
+    if (pool->unsafe) {
+        pool->probe.level = EXEC_SANDBOX_NONE;
+        pool->probe.python_ok = true;
+        snprintf(pool->probe.message, sizeof pool->probe.message,
+                 "UNSAFE: --unsafe-no-sandbox is set; code runs without any isolation");
+        return *out = pool, 0;
+    }
+    if (r == EXEC_ENOLAUNCHER) {
+        pool->refusing = true;
+        snprintf(pool->refusal, sizeof pool->refusal, "%s. %s", pool->cmd.error,
+                 exec_error_hint(r));
+        exec__copy(pool->probe.message, sizeof pool->probe.message, pool->refusal);
+        return *out = pool, 0;
+    }
+    r = exec_probe(opts, &pool->probe);
+    if (r < 0 || ((!pool->probe.mandatory_ok || !pool->probe.python_ok) && !pool->test_switch)) {
+        pool->refusing = true;
+        exec__copy(pool->refusal, sizeof pool->refusal,
+                   pool->probe.message[0] ? pool->probe.message : exec_error_hint(EXEC_EPROBE));
+    }
+    *out = pool;
+    return 0;
+}
+
+void exec_pool_free(exec_pool_t *pool)
+{
+    if (!pool || pool->closing) return;
+    /* drop the queue first: run_free frees the pool only once closing is set */
+    while (pool->q_head) {
+        exec_run_t *run = pool->q_head;
+        list_remove(&pool->q_head, &pool->q_tail, run);
+        pool->n_queued--;
+        run_free(run);
+    }
+    pool->closing = true;
+    for (exec_run_t *run = pool->active; run; run = run->next) {
+        run->detached = true;
+        kill_tree(run);
+    }
+    pool_maybe_free(pool);
+}
+
+const exec_probe_t *exec_pool_probe(const exec_pool_t *pool)
+{
+    return pool ? &pool->probe : NULL;
+}
+
+bool exec_pool_refusing(const exec_pool_t *pool)
+{
+    return pool && pool->refusing;
+}
+
+unsigned exec_pool_running(const exec_pool_t *pool)
+{
+    return pool ? pool->n_running : 0;
+}
+
+unsigned exec_pool_queued(const exec_pool_t *pool)
+{
+    return pool ? pool->n_queued : 0;
+}
+
+int exec_run_start(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
+                   const exec_callbacks_t *cb, exec_run_t **out)
+{
+    if (out) *out = NULL;
+    if (!pool || !code || !cb || !cb->on_done || timeout_ms == 0 ||
+        timeout_ms > EXEC_MAX_TIMEOUT_MS)
+        return EXEC_EINVAL;
+    if (pool->closing) return EXEC_ECLOSING;
+    size_t len = strlen(code);
+    if (len > EXEC_MAX_CODE_BYTES) return EXEC_ETOOBIG;
+    bool now = pool->n_running < pool->max_concurrent && !pool->q_head;
+    if (!now && pool->n_queued >= pool->max_queue) return EXEC_EQUEUEFULL;
+    exec_run_t *run = calloc(1, sizeof *run);
+    if (!run) return EXEC_ENOMEM;
+    run->code = malloc(len + 1);
+    if (!run->code) {
+        free(run);
+        return EXEC_ENOMEM;
+    }
+    memcpy(run->code, code, len + 1);
+    run->pool = pool;
+    run->timeout_ms = timeout_ms;
+    run->cb = *cb;
+    run->out.keep = pool->keep_out;
+    run->err.keep = pool->keep_err;
+    pool->n_alive++;
+    if (now) {
+        start_run(run);
+    } else {
+        run->state = RUN_QUEUED;
+        run->prev = pool->q_tail;
+        if (pool->q_tail)
+            pool->q_tail->next = run;
+        else
+            pool->q_head = run;
+        pool->q_tail = run;
+        pool->n_queued++;
+    }
+    if (out) *out = run;
+    return 0;
+}
+
+void exec_run_cancel(exec_run_t *run)
+{
+    if (!run || run->detached) return;
+    run->detached = true;
+    if (run->state == RUN_QUEUED) {
+        exec_pool_t *pool = run->pool;
+        list_remove(&pool->q_head, &pool->q_tail, run);
+        pool->n_queued--;
+        run_free(run);
+        return;
+    }
+    /* running: the tree dies now; the handles close through the normal end of the run, which
+       no longer calls back */
+    kill_tree(run);
+}

@@ -1,0 +1,223 @@
+/*
+ * The probe is a real run of `pass` through the launcher: the layers it reports are the ones a
+ * run gets, not a guess from kernel version numbers.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* process tree, rlimits, no_new_privs, seccomp; the filesystem pair is checked apart */
+static const exec_layer_id_t mandatory[] = {EXEC_LAYER_PID_NS, EXEC_LAYER_RLIMITS,
+                                            EXEC_LAYER_NO_NEW_PRIVS, EXEC_LAYER_SECCOMP};
+
+void exec__parse_layer(const char *rest, exec_layer_state_t *state, char (*reason)[EXEC_REASON_MAX])
+{
+    char name[32], st[16];
+    int used = 0;
+    if (sscanf(rest, "%31s %15s %n", name, st, &used) < 2) return;
+    int id = exec_layer_from_name(name);
+    if (id < 0) return;
+    state[id] = strcmp(st, "active") == 0        ? EXEC_LAYER_ACTIVE
+                : strcmp(st, "disabled") == 0    ? EXEC_LAYER_DISABLED
+                : strcmp(st, "unavailable") == 0 ? EXEC_LAYER_UNAVAILABLE
+                                                 : EXEC_LAYER_UNKNOWN;
+    if (reason) snprintf(reason[id], EXEC_REASON_MAX, "%s", used > 0 ? rest + used : "");
+}
+
+exec_sandbox_level_t exec__level(const exec_layer_state_t *state)
+{
+    for (int i = 0; i < EXEC_LAYER_COUNT; i++)
+        if (state[i] != EXEC_LAYER_ACTIVE) return EXEC_SANDBOX_DEGRADED;
+    return EXEC_SANDBOX_FULL;
+}
+
+static bool ok(const exec_probe_t *p, exec_layer_id_t id)
+{
+    /* a layer the test switch turned off counts as present: tests must run without it */
+    return p->state[id] == EXEC_LAYER_ACTIVE || p->state[id] == EXEC_LAYER_DISABLED;
+}
+
+static void judge(exec_probe_t *p, const char *error_line)
+{
+    char missing[400] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof mandatory / sizeof mandatory[0]; i++) {
+        if (ok(p, mandatory[i])) continue;
+        int n = snprintf(missing + used, sizeof missing - used, "%s%s", used ? ", " : "",
+                         exec_layer_name(mandatory[i]));
+        if (n > 0 && (size_t)n < sizeof missing - used) used += (size_t)n;
+    }
+    bool fs =
+        (ok(p, EXEC_LAYER_MOUNT_NS) && ok(p, EXEC_LAYER_ROOTFS)) || ok(p, EXEC_LAYER_LANDLOCK);
+    if (!fs) {
+        int n = snprintf(missing + used, sizeof missing - used, "%s%s", used ? ", " : "",
+                         "filesystem confinement (mount-ns + rootfs, or landlock)");
+        if (n > 0 && (size_t)n < sizeof missing - used) used += (size_t)n;
+    }
+    p->mandatory_ok = used == 0 && !error_line[0];
+    p->level = exec__level(p->state);
+    if (error_line[0])
+        snprintf(p->message, sizeof p->message,
+                 "the sandbox could not be set up (%.*s). Fix the host as docs/sandbox.md says "
+                 "(user namespaces, seccomp), or pass --unsafe-no-sandbox to run without it.",
+                 (int)(sizeof p->message / 2), error_line);
+    else if (!p->mandatory_ok)
+        snprintf(p->message, sizeof p->message,
+                 "mandatory sandbox layers missing: %.*s. Fix the host as docs/sandbox.md says, or "
+                 "pass --unsafe-no-sandbox to run without them.",
+                 (int)(sizeof p->message / 2), missing);
+    else if (!p->python_ok)
+        snprintf(p->message, sizeof p->message,
+                 "the sandbox works but the interpreter did not run inside it; check --python "
+                 "(the real binary, readable by the server's user).");
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void handle_line(exec_probe_t *out, char *line, char *error_line, size_t error_len)
+{
+    if (strncmp(line, "layer ", 6) == 0)
+        exec__parse_layer(line + 6, out->state, out->reason);
+    else if (strcmp(line, "exit 0") == 0)
+        out->python_ok = true;
+    else if (strncmp(line, "error ", 6) == 0 && !error_line[0])
+        exec__copy(error_line, error_len, line + 6);
+}
+
+int exec_probe(const exec_options_t *opts, exec_probe_t *out)
+{
+    if (!opts || !out) return EXEC_EINVAL;
+    memset(out, 0, sizeof *out);
+    struct exec__cmd cmd;
+    memset(&cmd, 0, sizeof cmd);
+    int r = exec__cmd_build(opts, &cmd);
+    if (r < 0) {
+        exec__copy(out->message, sizeof out->message, cmd.error);
+        size_t used = strlen(out->message);
+        exec__copy(out->message + used, sizeof out->message - used, ". ");
+        used = strlen(out->message);
+        exec__copy(out->message + used, sizeof out->message - used, exec_error_hint(r));
+        for (int i = 0; i < EXEC_LAYER_COUNT; i++)
+            snprintf(out->reason[i], EXEC_REASON_MAX, "not probed");
+        exec__cmd_free(&cmd);
+        out->level = EXEC_SANDBOX_DEGRADED;
+        return r;
+    }
+    char *argv[EXEC_MAX_ARGS + 6];
+    size_t n = 0;
+    for (size_t i = 0; i < cmd.n_args; i++)
+        argv[n++] = cmd.args[i];
+    char cpu_o[] = "--cpu-seconds", cpu_v[] = "5", dash[] = "--", code[] = "pass";
+    argv[n++] = cpu_o;
+    argv[n++] = cpu_v;
+    argv[n++] = dash;
+    argv[n++] = code;
+    argv[n] = NULL;
+
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        exec__cmd_free(&cmd);
+        return EXEC_EPROBE;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, p[1], 3);
+    pid_t pid;
+    r = posix_spawn(&pid, cmd.launcher, &fa, NULL, argv, cmd.env);
+    posix_spawn_file_actions_destroy(&fa);
+    close(p[1]);
+    exec__cmd_free(&cmd);
+    if (r != 0) {
+        close(p[0]);
+        snprintf(out->message, sizeof out->message, "cannot start the launcher: %s. %s",
+                 strerror(r), exec_error_hint(EXEC_ESPAWN));
+        return EXEC_ESPAWN;
+    }
+    char buf[EXEC_REPORT_LINE], error_line[400] = "";
+    size_t len = 0;
+    uint64_t deadline = now_ms() + EXEC_PROBE_WAIT_MS;
+    bool timed_out = false;
+    for (;;) {
+        uint64_t t = now_ms();
+        if (t >= deadline) {
+            timed_out = true;
+            break;
+        }
+        struct pollfd pf = {.fd = p[0], .events = POLLIN};
+        int pr = poll(&pf, 1, (int)(deadline - t));
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) continue;
+        ssize_t got = read(p[0], buf + len, sizeof buf - 1 - len);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        len += (size_t)got;
+        char *nl;
+        while ((nl = memchr(buf, '\n', len))) {
+            *nl = '\0';
+            handle_line(out, buf, error_line, sizeof error_line);
+            len -= (size_t)(nl + 1 - buf);
+            memmove(buf, nl + 1, len);
+        }
+        if (len == sizeof buf - 1) len = 0; /* an absurd line: drop it */
+    }
+    close(p[0]);
+    if (timed_out) kill(pid, SIGKILL);
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (timed_out) snprintf(error_line, sizeof error_line, "the probe run did not finish");
+    for (int i = 0; i < EXEC_LAYER_COUNT; i++)
+        if (out->state[i] == EXEC_LAYER_UNKNOWN && !out->reason[i][0])
+            snprintf(out->reason[i], EXEC_REASON_MAX, "not reached (setup stopped earlier)");
+    judge(out, error_line);
+    return 0;
+}
+
+size_t exec_probe_report(const exec_probe_t *p, char *buf, size_t len)
+{
+    size_t need = 0;
+    char line[EXEC_REASON_MAX + 64];
+#define EMIT(...)                                                                                  \
+    do {                                                                                           \
+        int n_ = snprintf(line, sizeof line, __VA_ARGS__);                                         \
+        if (n_ > 0) {                                                                              \
+            if (buf && need < len) snprintf(buf + need, len - need, "%s", line);                   \
+            need += (size_t)n_;                                                                    \
+        }                                                                                          \
+    } while (0)
+    if (buf && len) buf[0] = '\0';
+    if (!p) return 0;
+    EMIT("sandbox layers:\n");
+    for (int i = 0; i < EXEC_LAYER_COUNT; i++) {
+        const char *st = p->state[i] == EXEC_LAYER_ACTIVE        ? "active"
+                         : p->state[i] == EXEC_LAYER_UNAVAILABLE ? "unavailable"
+                         : p->state[i] == EXEC_LAYER_DISABLED    ? "disabled(test)"
+                                                                 : "unknown";
+        EMIT("  %-14s %-12s %s\n", exec_layer_name((exec_layer_id_t)i), st, p->reason[i]);
+    }
+    EMIT("mandatory layers (process tree, rlimits, no_new_privs, seccomp, filesystem): %s\n",
+         p->mandatory_ok ? "present" : "MISSING");
+    EMIT("interpreter inside the sandbox: %s\n", p->python_ok ? "runs" : "FAILED");
+    EMIT("sandbox level: %s\n", exec_sandbox_level_name(p->level));
+    if (p->message[0]) EMIT("%s\n", p->message);
+#undef EMIT
+    return need;
+}

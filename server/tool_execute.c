@@ -1,0 +1,478 @@
+/* tool_execute.c - the execute_code tool: an MCP call becomes an executor run, and the run's
+ * output becomes a result shaped for a model, paged behind cursors. */
+#include "tools.h"
+
+#include "executor.h"
+#include "pages.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define EXECUTE_DEFAULT_TIMEOUT_S 30.0
+#define EXECUTE_TRACEBACK_LINES   6
+/* Past this much stdout on a failed run's page, the traceback's end is repeated up front. */
+#define EXECUTE_INLINE_OUTPUT 1000
+/* The page store: at most this much output is kept for cursors, for this long when idle. */
+#define EXECUTE_PAGES_MAX_BYTES (64u << 20)
+#define EXECUTE_PAGES_MAX_RUNS  256u
+#define EXECUTE_PAGES_TTL_MS    (30u * 60 * 1000)
+
+struct ptc_execute {
+    uv_loop_t *loop;
+    const mcp_logger_t *lg;
+    exec_pool_t *pool;
+    ptc_pages_t *pages;
+    size_t page_chars;
+    double max_timeout_s;
+    bool unsafe;
+};
+
+typedef struct job {
+    ptc_execute_t *ex;
+    mcp_call_t *call;
+    exec_run_t *run;
+    uint64_t timeout_ms;
+} job_t;
+
+static const char input_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"code\":{\"type\":\"string\",\"minLength\":1,\"description\":\"Python 3 source to run. "
+    "Print what you want to see; only stdout and stderr come back.\"},"
+    "\"timeout_seconds\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"description\":\"Wall-clock "
+    "limit for this run (default 30).\"},"
+    "\"cursor\":{\"type\":\"string\",\"description\":\"The next_cursor of an earlier result: pass "
+    "it alone to get the next page of that run's output.\"}},"
+    "\"additionalProperties\":false}";
+
+/* Every result, a run's or a page's, success or failure, validates against this. */
+static const char output_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"status\":{\"type\":\"string\",\"enum\":[\"ok\",\"error\",\"timeout\",\"killed\",\"oom\","
+    "\"refused\"]},"
+    "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"
+    "\"signal\":{\"type\":[\"string\",\"null\"]},"
+    "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"
+    "\"stdout_bytes\":{\"type\":\"integer\"},\"stderr_bytes\":{\"type\":\"integer\"},"
+    "\"truncated\":{\"type\":\"boolean\"},"
+    "\"duration_ms\":{\"type\":\"integer\"},"
+    "\"next_cursor\":{\"type\":[\"string\",\"null\"]},"
+    "\"tool_calls\":{\"type\":\"integer\"},"
+    "\"outputs\":{\"type\":\"array\"},"
+    "\"attempts\":{\"type\":\"array\"},"
+    "\"sandbox\":{\"type\":\"string\",\"enum\":[\"full\",\"degraded\",\"none\"]}},"
+    "\"required\":[\"status\",\"exit_code\",\"signal\",\"stdout\",\"stderr\",\"stdout_bytes\","
+    "\"stderr_bytes\",\"truncated\",\"duration_ms\",\"next_cursor\",\"tool_calls\",\"outputs\","
+    "\"attempts\",\"sandbox\"]}";
+
+static const char description[] =
+    "Run Python 3 code in a sandbox and return its output. Each call starts fresh (no state is "
+    "kept between calls); there is no network; /tmp is a small private scratch space; the "
+    "standard library is available. Print results to stdout. Long output comes in pages: call "
+    "again with only the returned cursor for the next page. A failed run returns isError with "
+    "the end of the traceback first.";
+
+/* --- the model-facing text ----------------------------------------------------------------- */
+
+typedef struct sbuf {
+    char *s;
+    size_t len, cap;
+    bool failed;
+} sbuf_t;
+
+static void sb_put(sbuf_t *b, const char *s, size_t n)
+{
+    if (b->failed) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *ns = realloc(b->s, cap);
+        if (ns == NULL) {
+            b->failed = true;
+            return;
+        }
+        b->s = ns;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+static void sb_str(sbuf_t *b, const char *s)
+{
+    sb_put(b, s, strlen(s));
+}
+
+static void sb_fmt(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sb_fmt(sbuf_t *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+/* Start of the last `lines` lines of s (ignoring a trailing newline). */
+static const char *last_lines(const char *s, int lines)
+{
+    size_t n = strlen(s);
+    while (n > 0 && s[n - 1] == '\n')
+        n--;
+    const char *p = s + n;
+    while (p > s) {
+        if (p[-1] == '\n' && --lines == 0) break;
+        p--;
+    }
+    return p;
+}
+
+static cJSON *meta_of(const cJSON *sc)
+{
+    /* What a page repeats of its run: everything but the page's own text and cursor. */
+    cJSON *m = cJSON_Duplicate(sc, true);
+    if (m == NULL) return NULL;
+    cJSON_DeleteItemFromObjectCaseSensitive(m, "stdout");
+    cJSON_DeleteItemFromObjectCaseSensitive(m, "stderr");
+    cJSON_DeleteItemFromObjectCaseSensitive(m, "next_cursor");
+    return m;
+}
+
+/*
+ * Builds the result of one page: sc holds the run's fields (status, codes, byte counts...) and
+ * gets the page's stdout, stderr and next_cursor added; the text puts failures' last traceback
+ * lines first and always ends with the cursor line when there is more.
+ */
+static void finish_page(mcp_call_t *call, cJSON *sc, const ptc_page_t *page, bool first,
+                        const char *note, const char *err_tail)
+{
+    const char *status = cJSON_GetObjectItemCaseSensitive(sc, "status")->valuestring;
+    bool failed = strcmp(status, "ok") != 0;
+    cJSON_AddStringToObject(sc, "stdout", page->out);
+    cJSON_AddStringToObject(sc, "stderr", page->err);
+    if (page->cursor)
+        cJSON_AddStringToObject(sc, "next_cursor", page->cursor);
+    else
+        cJSON_AddNullToObject(sc, "next_cursor");
+
+    sbuf_t t = {0};
+    const cJSON *sandbox = cJSON_GetObjectItemCaseSensitive(sc, "sandbox");
+    if (cJSON_IsString(sandbox) && strcmp(sandbox->valuestring, "none") == 0)
+        sb_str(&t, "WARNING: this code ran WITHOUT a sandbox (--unsafe-no-sandbox).\n");
+    if (note) {
+        sb_str(&t, note);
+        sb_str(&t, "\n");
+    }
+    if (failed && first) {
+        const cJSON *code = cJSON_GetObjectItemCaseSensitive(sc, "exit_code");
+        const cJSON *sig = cJSON_GetObjectItemCaseSensitive(sc, "signal");
+        sb_fmt(&t, "Status: %s", status);
+        if (cJSON_IsNumber(code)) sb_fmt(&t, " (exit code %d)", code->valueint);
+        if (cJSON_IsString(sig)) sb_fmt(&t, " (signal %s)", sig->valuestring);
+        sb_str(&t, "\n");
+        /* The end of the traceback goes first unless the page shows all of it anyway. */
+        bool tail_first = err_tail != NULL && err_tail[0] != '\0' &&
+                          (page->cursor != NULL || strlen(page->err) < strlen(err_tail) ||
+                           strlen(page->out) > EXECUTE_INLINE_OUTPUT);
+        if (tail_first) {
+            sb_str(&t, "Last lines of stderr:\n");
+            sb_str(&t, last_lines(err_tail, EXECUTE_TRACEBACK_LINES));
+            sb_str(&t, "\n");
+        }
+    }
+    if (page->out[0] != '\0') {
+        if (failed || page->err[0] != '\0') sb_str(&t, "--- stdout ---\n");
+        sb_str(&t, page->out);
+        if (page->out[strlen(page->out) - 1] != '\n') sb_str(&t, "\n");
+    }
+    if (page->err[0] != '\0') {
+        sb_str(&t, "--- stderr ---\n");
+        sb_str(&t, page->err);
+        if (page->err[strlen(page->err) - 1] != '\n') sb_str(&t, "\n");
+    }
+    if (first && page->out[0] == '\0' && page->err[0] == '\0' && !failed)
+        sb_str(&t, "(no output)\n");
+    const cJSON *trunc = cJSON_GetObjectItemCaseSensitive(sc, "truncated");
+    if (cJSON_IsTrue(trunc) && page->cursor == NULL) {
+        sb_fmt(&t,
+               "[output truncated: %.0f bytes of stdout and %.0f of stderr were produced; "
+               "only the first part was kept]\n",
+               cJSON_GetObjectItemCaseSensitive(sc, "stdout_bytes")->valuedouble,
+               cJSON_GetObjectItemCaseSensitive(sc, "stderr_bytes")->valuedouble);
+    }
+    if (page->cursor)
+        sb_fmt(&t, "[more output: call execute_code with cursor \"%s\"]", page->cursor);
+    if (t.failed || t.s == NULL) {
+        free(t.s);
+        cJSON_Delete(sc);
+        mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    /* Trailing newline off, so the text ends with the cursor line or the output itself. */
+    while (t.len > 0 && t.s[t.len - 1] == '\n')
+        t.s[--t.len] = '\0';
+    cJSON *content = mcp_text_content(t.s);
+    free(t.s);
+    mcp_call_finish(call, content, sc, failed);
+}
+
+/* The fields every result carries, before the page's own. Takes nothing. */
+static cJSON *base_fields(const char *status, int exit_code, const char *signal, uint64_t out_b,
+                          uint64_t err_b, bool truncated, uint64_t duration_ms, const char *sandbox)
+{
+    cJSON *sc = cJSON_CreateObject();
+    if (sc == NULL) return NULL;
+    cJSON_AddStringToObject(sc, "status", status);
+    if (exit_code >= 0)
+        cJSON_AddNumberToObject(sc, "exit_code", exit_code);
+    else
+        cJSON_AddNullToObject(sc, "exit_code");
+    if (signal)
+        cJSON_AddStringToObject(sc, "signal", signal);
+    else
+        cJSON_AddNullToObject(sc, "signal");
+    cJSON_AddNumberToObject(sc, "stdout_bytes", (double)out_b);
+    cJSON_AddNumberToObject(sc, "stderr_bytes", (double)err_b);
+    cJSON_AddBoolToObject(sc, "truncated", truncated);
+    cJSON_AddNumberToObject(sc, "duration_ms", (double)duration_ms);
+    cJSON_AddNumberToObject(sc, "tool_calls", 0);
+    cJSON_AddArrayToObject(sc, "outputs");
+    cJSON_AddArrayToObject(sc, "attempts");
+    cJSON_AddStringToObject(sc, "sandbox", sandbox);
+    return sc;
+}
+
+static void finish_refused(ptc_execute_t *ex, mcp_call_t *call, const char *message)
+{
+    cJSON *sc = base_fields("refused", -1, NULL, 0, 0, false, 0, ex->unsafe ? "none" : "full");
+    char empty_out[1] = "", empty_err[1] = "";
+    ptc_page_t page = {.out = empty_out, .err = empty_err, .cursor = NULL};
+    if (sc == NULL) {
+        mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    finish_page(call, sc, &page, true, message, NULL);
+}
+
+/* --- runs ---------------------------------------------------------------------------------- */
+
+static void job_cancelled(mcp_call_t *call, void *data)
+{
+    job_t *j = data;
+    exec_run_cancel(j->run); /* kills the whole tree now; no on_done follows */
+    mcp_log(j->ex->lg, MCP_LOG_INFO, "execute_code: run cancelled");
+    free(j);
+    mcp_call_finish_text(call, true, "cancelled: the run was killed");
+}
+
+static void job_progress(exec_run_t *run, uint64_t elapsed_ms, uint64_t output_bytes, void *user)
+{
+    job_t *j = user;
+    (void)run;
+    char msg[96];
+    snprintf(msg, sizeof msg, "running %.1f s, %llu bytes of output", (double)elapsed_ms / 1000.0,
+             (unsigned long long)output_bytes);
+    mcp_call_progress(j->call, (double)elapsed_ms, (double)j->timeout_ms, msg);
+}
+
+static void job_done(exec_run_t *run, const exec_result_t *r, void *user)
+{
+    job_t *j = user;
+    ptc_execute_t *ex = j->ex;
+    mcp_call_t *call = j->call;
+    (void)run;
+    free(j);
+    if (r->status == EXEC_STATUS_REFUSED) {
+        finish_refused(ex, call, r->message ? r->message : "the sandbox could not be set up");
+        return;
+    }
+    size_t out_len = 0, err_len = 0;
+    char *out = ptc_utf8_sanitize((const char *)r->out.data, r->out.len, &out_len);
+    char *err = ptc_utf8_sanitize((const char *)r->err.data, r->err.len, &err_len);
+    cJSON *sc = base_fields(exec_status_name(r->status), r->exit_code, r->signal_name, r->out.total,
+                            r->err.total, r->out.truncated || r->err.truncated, r->duration_ms,
+                            exec_sandbox_level_name(r->sandbox));
+    cJSON *meta = sc ? meta_of(sc) : NULL;
+    char *meta_text = meta ? cJSON_PrintUnformatted(meta) : NULL;
+    cJSON_Delete(meta);
+    ptc_page_t page;
+    int rc = (out && err && meta_text)
+                 ? ptc_pages_first(ex->pages, meta_text, out, out_len, err, err_len, ex->page_chars,
+                                   uv_now(ex->loop), &page)
+                 : PTC_PAGES_ENOMEM;
+    cJSON_free(meta_text);
+    free(out);
+    if (rc < 0 || sc == NULL) {
+        free(err);
+        cJSON_Delete(sc);
+        mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR,
+                                  "out of memory building the result");
+        return;
+    }
+    const char *note = NULL;
+    char buf[160];
+    if (r->status == EXEC_STATUS_TIMEOUT) {
+        snprintf(buf, sizeof buf, "The run hit its %.1f s timeout and was killed.",
+                 (double)r->duration_ms / 1000.0);
+        note = buf;
+    } else if (r->status == EXEC_STATUS_OOM) {
+        note = "The run hit its memory limit and was killed.";
+    }
+    finish_page(call, sc, &page, true, note, err);
+    free(err);
+    ptc_page_clear(&page);
+}
+
+static void fetch_page(ptc_execute_t *ex, mcp_call_t *call, const char *cursor)
+{
+    ptc_page_t page;
+    int rc = ptc_pages_next(ex->pages, cursor, uv_now(ex->loop), &page);
+    if (rc == PTC_PAGES_EXPIRED) {
+        mcp_call_finish_text(call, true,
+                             "Unknown or expired cursor: output is kept for 30 minutes after its "
+                             "last page was read. Run the code again.");
+        return;
+    }
+    cJSON *sc = rc == 0 && page.meta ? cJSON_Parse(page.meta) : NULL;
+    if (sc == NULL) {
+        ptc_page_clear(&page);
+        mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    finish_page(call, sc, &page, false, NULL, NULL);
+    ptc_page_clear(&page);
+}
+
+static void handle(mcp_call_t *call, const cJSON *args, void *data)
+{
+    ptc_execute_t *ex = data;
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(args, "code");
+    const cJSON *cursor = cJSON_GetObjectItemCaseSensitive(args, "cursor");
+    const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(args, "timeout_seconds");
+    if (cursor != NULL) {
+        if (code != NULL || timeout != NULL) {
+            mcp_call_finish_text(call, true,
+                                 "Invalid arguments: pass cursor alone (it fetches the next page "
+                                 "of an earlier run), or code without a cursor.");
+            return;
+        }
+        fetch_page(ex, call, cursor->valuestring);
+        return;
+    }
+    if (code == NULL) {
+        mcp_call_finish_text(call, true, "Invalid arguments: code is required (or a cursor).");
+        return;
+    }
+    double secs = timeout ? timeout->valuedouble : EXECUTE_DEFAULT_TIMEOUT_S;
+    if (secs > ex->max_timeout_s) {
+        mcp_call_finish_text(call, true,
+                             "Invalid arguments: timeout_seconds: at most %g (the server's "
+                             "--max-timeout)",
+                             ex->max_timeout_s);
+        return;
+    }
+    if (memchr(code->valuestring, '\0', strlen(code->valuestring) + 1) !=
+        code->valuestring + strlen(code->valuestring)) {
+        mcp_call_finish_text(call, true, "Invalid arguments: code contains a NUL character.");
+        return;
+    }
+    job_t *j = calloc(1, sizeof *j);
+    if (j == NULL) {
+        mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    j->ex = ex;
+    j->call = call;
+    j->timeout_ms = (uint64_t)(secs * 1000.0 + 0.5);
+    if (j->timeout_ms == 0) j->timeout_ms = 1;
+    exec_callbacks_t cb = {.on_done = job_done, .on_progress = job_progress, .user = j};
+    int rc = exec_run_start(ex->pool, code->valuestring, j->timeout_ms, &cb, &j->run);
+    if (rc < 0) {
+        free(j);
+        char msg[400];
+        snprintf(msg, sizeof msg, "The run was not started: %s. %s", exec_strerror(rc),
+                 exec_error_hint(rc));
+        finish_refused(ex, call, msg);
+        return;
+    }
+    mcp_call_on_cancel(call, job_cancelled, j);
+}
+
+/* --- set-up -------------------------------------------------------------------------------- */
+
+int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
+                    ptc_execute_t **out)
+{
+    *out = NULL;
+    ptc_execute_t *ex = calloc(1, sizeof *ex);
+    if (ex == NULL) return MCP_ENOMEM;
+    ex->loop = loop;
+    ex->lg = lg;
+    ex->page_chars = o->output_page_chars;
+    ex->max_timeout_s = o->max_timeout;
+    ex->unsafe = o->unsafe_no_sandbox;
+    exec_options_t eo;
+    exec_options_init(&eo);
+    if (o->python) eo.python = o->python;
+    if (o->max_concurrent) eo.max_concurrent = (unsigned)o->max_concurrent;
+    eo.max_queue = (unsigned)o->max_queue;
+    eo.mounts = o->mounts;
+    eo.n_mounts = o->n_mounts;
+    eo.pass_env = o->pass_env;
+    eo.n_pass_env = o->n_pass_env;
+    eo.unsafe_no_sandbox = o->unsafe_no_sandbox;
+    eo.test_disable_layer = getenv("PTC_TEST_DISABLE_LAYER");
+    int rc = ptc_pages_new(EXECUTE_PAGES_MAX_BYTES, EXECUTE_PAGES_MAX_RUNS, EXECUTE_PAGES_TTL_MS,
+                           &ex->pages);
+    if (rc < 0) {
+        free(ex);
+        return MCP_ENOMEM;
+    }
+    rc = exec_pool_new(loop, &eo, &ex->pool);
+    if (rc < 0) {
+        mcp_log(lg, MCP_LOG_ERROR, "executor: %s. %s", exec_strerror(rc), exec_error_hint(rc));
+        ptc_pages_free(ex->pages);
+        free(ex);
+        return MCP_EINVAL;
+    }
+    const exec_probe_t *probe = exec_pool_probe(ex->pool);
+    if (o->unsafe_no_sandbox) {
+        mcp_log(lg, MCP_LOG_WARNING,
+                "--unsafe-no-sandbox: execute_code runs code WITHOUT isolation, with this "
+                "server's rights");
+    } else if (exec_pool_refusing(ex->pool)) {
+        mcp_log(lg, MCP_LOG_ERROR, "execute_code will refuse to run: %s", probe->message);
+    } else {
+        mcp_log(lg, MCP_LOG_INFO, "sandbox: %s", exec_sandbox_level_name(probe->level));
+    }
+    *out = ex;
+    return MCP_OK;
+}
+
+int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv)
+{
+    mcp_tool_def_t def = {
+        .name = "execute_code",
+        .title = "Run Python in a sandbox",
+        .description = description,
+        .input_schema = input_schema,
+        .output_schema = output_schema,
+        .annotations = "{\"readOnlyHint\":false,\"destructiveHint\":false,\"idempotentHint\":false,"
+                       "\"openWorldHint\":false}",
+        .handler = handle,
+        .data = ex,
+    };
+    return mcp_server_add_tool(srv, &def);
+}
+
+void ptc_execute_free(ptc_execute_t *ex)
+{
+    if (ex == NULL) return;
+    exec_pool_free(ex->pool);
+    ptc_pages_free(ex->pages);
+    free(ex);
+}

@@ -1,0 +1,335 @@
+/*
+ * Escape suite driver: runs each attack script in attacks/ THROUGH the executor (the same pool the
+ * server uses) and checks the exact containment, plus what only the host can see: nothing of the
+ * run is left running, the server (this process) and a sentinel process survive, the loopback
+ * listener was never reached.
+ *
+ * `escape_driver DIR` runs every attack with all layers on; `escape_driver DIR --controls` runs
+ * the negative controls: one layer off (the test-only switch) and the matching attack must then
+ * report an escape, which proves that attack's check can fail. Attacks never run on the bare host.
+ * (no-new-privs has no control of its own: Landlock and seccomp cannot be applied without it.)
+ */
+#include "executor.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PYTHON         "/usr/bin/python3"
+#define SCRIPT_MAX     (64u << 10)
+#define LEFTOVER_WAIT  3000 /* ms for the kernel to reap a killed namespace */
+#define FLOOD_BYTES    (100ull << 20)
+#define KEEP_BYTES     (1u << 20)
+#define RUN_TIMEOUT_MS 30000u
+
+enum { WANT_CONTAINED, WANT_TIMEOUT, WANT_MEMORY, WANT_FLOOD, WANT_ESCAPE };
+
+typedef struct {
+    const char *script;
+    int want;
+    unsigned timeout_ms;
+    const char *disable; /* controls only */
+} esc_case_t;
+
+static const esc_case_t cases[] = {
+    {"net.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"vsock.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"read_secrets.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"write_fs.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"exec_tmp.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"identity.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"ptrace_kill.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"see_procs.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"leaked_fd.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"links.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"fork_bomb.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"memory_bomb.py", WANT_MEMORY, RUN_TIMEOUT_MS, NULL},
+    {"disk_fill.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"cpu_spin.py", WANT_TIMEOUT, 1500, NULL},
+    {"grandchild.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"output_flood.py", WANT_FLOOD, RUN_TIMEOUT_MS, NULL},
+    {"namespaces.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"kernel_surface.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"foreign_abi.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+};
+
+/* one layer off, the attack that only that layer stops must get through */
+static const esc_case_t controls[] = {
+    {"vsock.py", WANT_ESCAPE, RUN_TIMEOUT_MS, "seccomp"},
+    {"kernel_surface.py", WANT_ESCAPE, RUN_TIMEOUT_MS, "seccomp"},
+    {"see_procs.py", WANT_ESCAPE, RUN_TIMEOUT_MS, "pid-ns"},
+    {"identity.py", WANT_ESCAPE, RUN_TIMEOUT_MS, "caps-drop"},
+    /* read-only: the host's /tmp holds the secret and Landlock alone allows /tmp */
+    {"read_secrets.py", WANT_ESCAPE, RUN_TIMEOUT_MS, "mount-ns"},
+};
+
+typedef struct {
+    bool done;
+    exec_status_t status;
+    int exit_code;
+    char signame[16];
+    char *out, *err;
+    uint64_t out_total;
+    size_t out_len;
+    bool out_trunc;
+    char message[800];
+} result_t;
+
+static void on_done(exec_run_t *run, const exec_result_t *r, void *user)
+{
+    (void)run;
+    result_t *res = user;
+    res->done = true;
+    res->status = r->status;
+    res->exit_code = r->exit_code;
+    snprintf(res->signame, sizeof res->signame, "%s", r->signal_name ? r->signal_name : "");
+    res->out = strndup((const char *)r->out.data, r->out.len > 4096 ? 4096 : r->out.len);
+    res->err = strndup((const char *)r->err.data, r->err.len > 4096 ? 4096 : r->err.len);
+    res->out_total = r->out.total;
+    res->out_len = r->out.len;
+    res->out_trunc = r->out.truncated;
+    snprintf(res->message, sizeof res->message, "%s", r->message ? r->message : "");
+}
+
+static char *read_file(const char *dir, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "re");
+    if (!f) return NULL;
+    char *buf = malloc(SCRIPT_MAX);
+    size_t n = buf ? fread(buf, 1, SCRIPT_MAX - 1, f) : 0;
+    fclose(f);
+    if (buf) buf[n] = '\0';
+    return buf;
+}
+
+/* any process whose command line carries token (the code, so launcher and interpreter) */
+static int count_with_token(const char *token)
+{
+    DIR *d = opendir("/proc");
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    char path[300], buf[8192];
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        ssize_t len = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (len <= 0) continue;
+        for (ssize_t i = 0; i < len; i++)
+            if (buf[i] == '\0') buf[i] = ' ';
+        buf[len] = '\0';
+        if (strstr(buf, token)) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static bool leftovers_gone(const char *token)
+{
+    for (int waited = 0; waited < LEFTOVER_WAIT; waited += 50) {
+        if (count_with_token(token) == 0) return true;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+typedef struct {
+    int listen_fd, port;
+    int leaked_fd;
+    pid_t sentinel;
+    char secret[128];
+    char dir[64];
+} host_t;
+
+static int host_setup(host_t *h)
+{
+    memset(h, 0, sizeof *h);
+    snprintf(h->dir, sizeof h->dir, "/tmp/ptc-escape-XXXXXX");
+    if (!mkdtemp(h->dir)) return -1;
+    chmod(h->dir, 0755);
+    if (snprintf(h->secret, sizeof h->secret, "%s/config.json", h->dir) >= (int)sizeof h->secret)
+        return -1;
+    FILE *f = fopen(h->secret, "we");
+    if (!f) return -1;
+    fputs("{\"token\": \"TOPSECRET\"}\n", f);
+    fclose(f);
+    chmod(h->secret, 0644);
+    /* deliberately no O_CLOEXEC: a careless server leaking a descriptor */
+    h->leaked_fd = open(h->secret, O_RDONLY);
+    h->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (h->listen_fd < 0 || bind(h->listen_fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+        listen(h->listen_fd, 8) < 0 || getsockname(h->listen_fd, (struct sockaddr *)&a, &al) < 0)
+        return -1;
+    h->port = ntohs(a.sin_port);
+    h->sentinel = fork();
+    if (h->sentinel == 0) {
+        for (;;)
+            pause();
+    }
+    return h->sentinel > 0 && h->leaked_fd >= 0 ? 0 : -1;
+}
+
+static void host_teardown(host_t *h)
+{
+    if (h->sentinel > 0) {
+        kill(h->sentinel, SIGKILL);
+        waitpid(h->sentinel, NULL, 0);
+    }
+    close(h->leaked_fd);
+    close(h->listen_fd);
+    unlink(h->secret);
+    rmdir(h->dir);
+}
+
+static bool run_case(const char *dir, const esc_case_t *c, const host_t *h, const char *common)
+{
+    char *script = read_file(dir, c->script);
+    if (!script) {
+        printf("FAIL %s: cannot read the script\n", c->script);
+        return false;
+    }
+    char token[96];
+    snprintf(token, sizeof token, "ptc-escape-%d-%ld-%s", (int)getpid(), (long)time(NULL),
+             c->script);
+    size_t cap = strlen(script) + strlen(common) + 1024;
+    char *code = malloc(cap);
+    if (!code) return false;
+    snprintf(code, cap,
+             "TOKEN = %s%s%s\nSERVER_PID = %d\nSENTINEL_PID = %d\nLISTEN_PORT = %d\n"
+             "SECRET_FILE = '%s'\nLEAKED_FD = %d\n%s\n%s",
+             "'", token, "'", (int)getpid(), (int)h->sentinel, h->port, h->secret, h->leaked_fd,
+             common, script);
+    free(script);
+
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    exec_options_init(&o);
+    o.python = PYTHON;
+    o.launcher = TEST_LAUNCHER;
+    o.stdout_keep = KEEP_BYTES;
+    o.test_disable_layer = c->disable;
+    exec_pool_t *pool = NULL;
+    result_t res = {0};
+    bool ok = true;
+    char why[512] = "";
+    int r = exec_pool_new(&loop, &o, &pool);
+    if (r < 0) {
+        printf("FAIL %s: pool: %s\n", c->script, exec_strerror(r));
+        free(code);
+        return false;
+    }
+    bool memcg = exec_pool_probe(pool)->state[EXEC_LAYER_CGROUP_MEMORY] == EXEC_LAYER_ACTIVE;
+    exec_callbacks_t cb = {.on_done = on_done, .user = &res};
+    r = exec_run_start(pool, code, c->timeout_ms, &cb, NULL);
+    if (r == 0) uv_run(&loop, UV_RUN_DEFAULT);
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    free(code);
+    if (r < 0 || !res.done) {
+        printf("FAIL %s: run did not complete (%s)\n", c->script, exec_strerror(r));
+        return false;
+    }
+    bool contained_line = res.out && strstr(res.out, "CONTAINED\n") && !strstr(res.out, "ESCAPED");
+    switch (c->want) {
+    case WANT_CONTAINED:
+        if (res.status != EXEC_STATUS_OK || !contained_line)
+            snprintf(why, sizeof why, "status %s exit %d, expected ok + CONTAINED",
+                     exec_status_name(res.status), res.exit_code);
+        break;
+    case WANT_TIMEOUT:
+        if (res.status != EXEC_STATUS_TIMEOUT)
+            snprintf(why, sizeof why, "status %s, expected timeout", exec_status_name(res.status));
+        break;
+    case WANT_MEMORY:
+        /* a memory cgroup OOM-kills; RLIMIT_AS (ordinary user) makes the allocation fail */
+        if (memcg ? res.status != EXEC_STATUS_OOM
+                  : (res.status != EXEC_STATUS_OK || !contained_line))
+            snprintf(why, sizeof why, "status %s (memory cgroup %s)", exec_status_name(res.status),
+                     memcg ? "active" : "unavailable");
+        break;
+    case WANT_FLOOD:
+        if (res.status != EXEC_STATUS_OK || res.out_total != FLOOD_BYTES ||
+            res.out_len != KEEP_BYTES || !res.out_trunc || !strstr(res.err, "CONTAINED"))
+            snprintf(why, sizeof why, "status %s total %llu kept %zu", exec_status_name(res.status),
+                     (unsigned long long)res.out_total, res.out_len);
+        break;
+    case WANT_ESCAPE:
+        if (!res.out || !strstr(res.out, "ESCAPED"))
+            snprintf(why, sizeof why,
+                     "with %s off the attack was still contained: the test "
+                     "cannot tell the wall is there",
+                     c->disable);
+        break;
+    }
+    if (!why[0] && !leftovers_gone(token))
+        snprintf(why, sizeof why, "processes of the run are still alive");
+    if (!why[0] && (kill(h->sentinel, 0) < 0 || waitpid(h->sentinel, NULL, WNOHANG) != 0))
+        snprintf(why, sizeof why, "the sentinel process was killed");
+    int conn = accept(h->listen_fd, NULL, NULL);
+    if (!why[0] && conn >= 0) snprintf(why, sizeof why, "the loopback listener got a connection");
+    if (conn >= 0) close(conn);
+    if (why[0]) {
+        ok = false;
+        printf("FAIL %s%s%s: %s\n  message: %s\n  stdout: %.2000s\n  stderr: %.2000s\n", c->script,
+               c->disable ? " without " : "", c->disable ? c->disable : "", why, res.message,
+               res.out ? res.out : "", res.err ? res.err : "");
+    } else {
+        printf("ok   %s%s%s (%s)\n", c->script, c->disable ? " without " : "",
+               c->disable ? c->disable : "", exec_status_name(res.status));
+    }
+    fflush(stdout);
+    free(res.out);
+    free(res.err);
+    return ok;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: escape_driver ATTACKS_DIR [--controls]\n");
+        return 2;
+    }
+    bool ctl = argc > 2 && strcmp(argv[2], "--controls") == 0;
+    signal(SIGPIPE, SIG_IGN);
+    char *common = read_file(argv[1], "_common.py");
+    if (!common) {
+        fprintf(stderr, "cannot read %s/_common.py\n", argv[1]);
+        return 2;
+    }
+    host_t h;
+    if (host_setup(&h) < 0) {
+        fprintf(stderr, "host setup failed: %s\n", strerror(errno));
+        return 2;
+    }
+    printf("escape suite as uid %d (%s)\n", (int)geteuid(), ctl ? "negative controls" : "walls");
+    const esc_case_t *list = ctl ? controls : cases;
+    size_t n = ctl ? sizeof controls / sizeof controls[0] : sizeof cases / sizeof cases[0];
+    int failed = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!run_case(argv[1], &list[i], &h, common)) failed++;
+    host_teardown(&h);
+    free(common);
+    printf("%d of %zu failed\n", failed, n);
+    return failed ? 1 : 0;
+}

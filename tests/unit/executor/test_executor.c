@@ -1,0 +1,796 @@
+/* executor: runs through the real launcher and sandbox, as root and (via run_as_user.sh) as an
+   ordinary user. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "executor.h"
+
+#define PYTHON       "/usr/bin/python3"
+#define T_TIMEOUT_MS 20000u
+#define MAX_CAPTURE  (8u << 20)
+
+typedef struct {
+    bool done;
+    int calls;
+    exec_status_t status;
+    int exit_code, sig;
+    char signame[16];
+    unsigned char *out, *err;
+    size_t out_len, err_len;
+    uint64_t out_total, err_total;
+    bool out_trunc, err_trunc;
+    uint64_t duration_ms;
+    exec_sandbox_level_t sandbox;
+    char message[800];
+    int progress_calls;
+    uint64_t last_elapsed, last_bytes;
+} capture_t;
+
+static void capture_free(capture_t *c)
+{
+    free(c->out);
+    free(c->err);
+    memset(c, 0, sizeof *c);
+}
+
+static void on_done(exec_run_t *run, const exec_result_t *r, void *user)
+{
+    (void)run;
+    capture_t *c = user;
+    c->done = true;
+    c->calls++;
+    c->status = r->status;
+    c->exit_code = r->exit_code;
+    c->sig = r->signal;
+    snprintf(c->signame, sizeof c->signame, "%s", r->signal_name ? r->signal_name : "");
+    c->out = malloc(r->out.len + 1);
+    c->err = malloc(r->err.len + 1);
+    assert_non_null(c->out);
+    assert_non_null(c->err);
+    if (r->out.len) memcpy(c->out, r->out.data, r->out.len);
+    if (r->err.len) memcpy(c->err, r->err.data, r->err.len);
+    c->out[r->out.len] = 0;
+    c->err[r->err.len] = 0;
+    c->out_len = r->out.len;
+    c->err_len = r->err.len;
+    c->out_total = r->out.total;
+    c->err_total = r->err.total;
+    c->out_trunc = r->out.truncated;
+    c->err_trunc = r->err.truncated;
+    c->duration_ms = r->duration_ms;
+    c->sandbox = r->sandbox;
+    snprintf(c->message, sizeof c->message, "%s", r->message ? r->message : "");
+}
+
+static void on_progress(exec_run_t *run, uint64_t elapsed, uint64_t bytes, void *user)
+{
+    (void)run;
+    capture_t *c = user;
+    c->progress_calls++;
+    c->last_elapsed = elapsed;
+    c->last_bytes = bytes;
+}
+
+static bool as_root(void)
+{
+    return geteuid() == 0;
+}
+
+static void base_opts(exec_options_t *o)
+{
+    exec_options_init(o);
+    o->python = PYTHON;
+    o->launcher = TEST_LAUNCHER;
+    o->max_concurrent = 4;
+}
+
+static exec_pool_t *new_pool(uv_loop_t *loop, const exec_options_t *o)
+{
+    exec_pool_t *pool = NULL;
+    int r = exec_pool_new(loop, o, &pool);
+    assert_int_equal(r, 0);
+    assert_non_null(pool);
+    if (!o->unsafe_no_sandbox && !o->test_disable_layer) {
+        if (exec_pool_refusing(pool)) {
+            char rep[4096];
+            exec_probe_report(exec_pool_probe(pool), rep, sizeof rep);
+            fprintf(stderr, "%s", rep);
+        }
+        assert_false(exec_pool_refusing(pool));
+    }
+    return pool;
+}
+
+static void start(exec_pool_t *pool, const char *code, uint64_t timeout, capture_t *c,
+                  exec_run_t **run)
+{
+    exec_callbacks_t cb = {.on_done = on_done, .on_progress = on_progress, .user = c};
+    assert_int_equal(exec_run_start(pool, code, timeout, &cb, run), 0);
+}
+
+/* one run on a fresh default pool */
+static void run1(const char *code, uint64_t timeout, capture_t *c)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    exec_pool_t *pool = new_pool(&loop, &o);
+    start(pool, code, timeout, c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_true(c->done);
+    assert_int_equal(c->calls, 1);
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void test_hello_world_runs_in_the_sandbox(void **state)
+{
+    (void)state;
+    capture_t c = {0};
+    run1("print('hello world')", T_TIMEOUT_MS, &c);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_int_equal(c.exit_code, 0);
+    assert_int_equal(c.sig, 0);
+    assert_string_equal((char *)c.out, "hello world\n");
+    assert_int_equal(c.err_len, 0);
+    assert_false(c.out_trunc);
+    /* root gets every layer; an ordinary user has no cgroup here */
+    assert_int_equal(c.sandbox, as_root() ? EXEC_SANDBOX_FULL : EXEC_SANDBOX_DEGRADED);
+    capture_free(&c);
+}
+
+static void test_identity_inside_is_unprivileged(void **state)
+{
+    (void)state;
+    capture_t c = {0};
+    run1("import os\n"
+         "st = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines() "
+         "if ':\\t' in l)\n"
+         "print(os.getuid(), os.getgid(), os.getpid(), os.getcwd(), st['CapEff'], st['CapBnd'], "
+         "st['NoNewPrivs'], st['Seccomp'])",
+         T_TIMEOUT_MS, &c);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)c.out, "1000 1000 2 /tmp 0000000000000000 0000000000000000 1 2\n");
+    capture_free(&c);
+}
+
+static void test_exception_is_error_with_traceback(void **state)
+{
+    (void)state;
+    capture_t c = {0};
+    run1("print('before')\n1/0\n", T_TIMEOUT_MS, &c);
+    assert_int_equal(c.status, EXEC_STATUS_ERROR);
+    assert_int_equal(c.exit_code, 1);
+    assert_string_equal((char *)c.out, "before\n");
+    assert_non_null(strstr((char *)c.err, "Traceback (most recent call last)"));
+    assert_non_null(strstr((char *)c.err, "ZeroDivisionError: division by zero"));
+    capture_free(&c);
+}
+
+static void test_exit_code_is_reported(void **state)
+{
+    (void)state;
+    capture_t c = {0};
+    run1("import sys; sys.exit(7)", T_TIMEOUT_MS, &c);
+    assert_int_equal(c.status, EXEC_STATUS_ERROR);
+    assert_int_equal(c.exit_code, 7);
+    assert_int_equal(c.sig, 0);
+    capture_free(&c);
+}
+
+static void test_signal_death_is_killed_with_its_name(void **state)
+{
+    (void)state;
+    capture_t c = {0};
+    run1("import os; os.abort()", T_TIMEOUT_MS, &c);
+    assert_int_equal(c.status, EXEC_STATUS_KILLED);
+    assert_int_equal(c.exit_code, -1);
+    assert_string_equal(c.signame, "SIGABRT");
+    capture_free(&c);
+}
+
+static void test_stdin_is_empty(void **state)
+{
+    (void)state;
+    capture_t c = {0};
+    run1("import sys; print(repr(sys.stdin.read()))", T_TIMEOUT_MS, &c);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)c.out, "''\n");
+    capture_free(&c);
+}
+
+static void test_unicode_and_invalid_utf8_pass_through(void **state)
+{
+    (void)state;
+    capture_t c = {0};
+    run1("import sys\n"
+         "print('h\\u00e9llo \\u2713 \\U0001F600')\n"
+         "sys.stdout.flush()\n"
+         "sys.stdout.buffer.write(b'\\xff\\xfe\\x00end')\n"
+         "sys.stderr.buffer.write(b'\\xc3\\x28')\n",
+         T_TIMEOUT_MS, &c);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    static const unsigned char want[] = "h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9f\x98\x80\n\xff\xfe\0end";
+    assert_int_equal(c.out_len, sizeof want - 1);
+    assert_memory_equal(c.out, want, sizeof want - 1);
+    assert_int_equal(c.err_len, 2);
+    assert_memory_equal(c.err, "\xc3\x28", 2);
+    capture_free(&c);
+}
+
+static void test_output_beyond_the_cap_is_counted_not_kept(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.stdout_keep = 1000;
+    o.stderr_keep = 10;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t c = {0};
+    start(pool,
+          "import sys\nsys.stdout.write('a' * 300000)\nsys.stderr.write('e' * 50)\n"
+          "sys.stdout.write('z')\n",
+          T_TIMEOUT_MS, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_int_equal(c.out_len, 1000);
+    assert_int_equal(c.out_total, 300001);
+    assert_true(c.out_trunc);
+    assert_int_equal(c.out[999], 'a');
+    assert_int_equal(c.err_len, 10);
+    assert_int_equal(c.err_total, 50);
+    assert_true(c.err_trunc);
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    capture_free(&c);
+}
+
+static void test_timeout_kills_a_spinning_run(void **state)
+{
+    (void)state;
+    capture_t c = {0};
+    run1("print('spinning', flush=True)\nwhile True: pass", 700, &c);
+    assert_int_equal(c.status, EXEC_STATUS_TIMEOUT);
+    assert_string_equal(c.signame, "SIGKILL");
+    assert_string_equal((char *)c.out, "spinning\n"); /* output before the kill survives */
+    assert_true(c.duration_ms >= 700);
+    capture_free(&c);
+}
+
+static void test_queue_time_does_not_count_against_timeout(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.max_concurrent = 1;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t a = {0}, b = {0};
+    start(pool, "import time; time.sleep(2.5)", T_TIMEOUT_MS, &a, NULL);
+    /* b waits ~2.5 s in the queue; it would time out if the queue counted */
+    start(pool, "print('b ran')", 2000, &b, NULL);
+    assert_int_equal(exec_pool_running(pool), 1);
+    assert_int_equal(exec_pool_queued(pool), 1);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(a.status, EXEC_STATUS_OK);
+    assert_int_equal(b.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)b.out, "b ran\n");
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    capture_free(&a);
+    capture_free(&b);
+}
+
+#define N_CONC 20
+static void test_twenty_concurrent_runs_all_correct(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t c[N_CONC];
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < N_CONC; i++) {
+        char code[200];
+        snprintf(code, sizeof code,
+                 "import os\nopen('/tmp/me', 'w').write('%d')\nprint(%d * 3, "
+                 "open('/tmp/me').read(), os.listdir('/tmp'))",
+                 i, i);
+        start(pool, code, T_TIMEOUT_MS, &c[i], NULL);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    for (int i = 0; i < N_CONC; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "%d %d ['me']\n", i * 3, i);
+        assert_int_equal(c[i].status, EXEC_STATUS_OK);
+        assert_string_equal((char *)c[i].out, want);
+        capture_free(&c[i]);
+    }
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
+static void test_concurrent_runs_do_not_share_tmp(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t a = {0}, b = {0};
+    start(pool, "import time; open('/tmp/secret-a', 'w').write('x'); time.sleep(2)", T_TIMEOUT_MS,
+          &a, NULL);
+    start(pool, "import os, time; time.sleep(0.8); print(os.listdir('/tmp'))", T_TIMEOUT_MS, &b,
+          NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(a.status, EXEC_STATUS_OK);
+    assert_int_equal(b.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)b.out, "[]\n");
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    capture_free(&a);
+    capture_free(&b);
+}
+
+static void test_full_queue_is_an_error(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.max_concurrent = 1;
+    o.max_queue = 1;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t a = {0}, b = {0};
+    start(pool, "import time; time.sleep(0.5)", T_TIMEOUT_MS, &a, NULL);
+    start(pool, "print(2)", T_TIMEOUT_MS, &b, NULL);
+    exec_callbacks_t cb = {.on_done = on_done, .user = NULL};
+    exec_run_t *third = (exec_run_t *)&cb;
+    assert_int_equal(exec_run_start(pool, "print(3)", T_TIMEOUT_MS, &cb, &third), EXEC_EQUEUEFULL);
+    assert_null(third);
+    assert_non_null(strstr(exec_error_hint(EXEC_EQUEUEFULL), "--max-queue"));
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(a.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)b.out, "2\n");
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    capture_free(&a);
+    capture_free(&b);
+}
+
+typedef struct {
+    exec_run_t *run;
+    uv_timer_t timer;
+} cancel_ctx_t;
+
+static void cancel_cb(uv_timer_t *t)
+{
+    cancel_ctx_t *x = t->data;
+    exec_run_cancel(x->run);
+    uv_close((uv_handle_t *)t, NULL);
+}
+
+static void test_cancel_kills_a_running_run_without_callback(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.max_concurrent = 1;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t a = {0}, b = {0}, q = {0};
+    cancel_ctx_t x;
+    start(pool, "import time\nwhile True: time.sleep(1)", T_TIMEOUT_MS, &a, &x.run);
+    exec_run_t *queued = NULL;
+    start(pool, "print('queued')", T_TIMEOUT_MS, &q, &queued);
+    exec_run_cancel(queued); /* still in the queue: dropped at once */
+    assert_int_equal(exec_pool_queued(pool), 0);
+    uv_timer_init(&loop, &x.timer);
+    x.timer.data = &x;
+    uv_timer_start(&x.timer, cancel_cb, 500, 0);
+    uint64_t t0 = uv_hrtime();
+    uv_run(&loop, UV_RUN_DEFAULT);
+    /* the loop ended long before the 20 s timeout: the tree is gone, nothing called back */
+    assert_true((uv_hrtime() - t0) / 1000000u < T_TIMEOUT_MS);
+    assert_false(a.done);
+    assert_false(q.done);
+    assert_int_equal(exec_pool_running(pool), 0);
+    start(pool, "print('after')", T_TIMEOUT_MS, &b, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_string_equal((char *)b.out, "after\n");
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    capture_free(&b);
+}
+
+static void test_progress_reports_time_and_bytes(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.progress_ms = 100;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t c = {0};
+    start(pool, "import time\nprint('x' * 99)\ntime.sleep(1.2)", T_TIMEOUT_MS, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_true(c.progress_calls >= 2);
+    assert_true(c.last_elapsed >= 100);
+    assert_int_equal(c.last_bytes, 100);
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    capture_free(&c);
+}
+
+static void test_pool_free_with_live_runs_calls_nothing(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.max_concurrent = 1;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t a = {0}, b = {0};
+    start(pool, "while True: pass", T_TIMEOUT_MS, &a, NULL);
+    start(pool, "print(1)", T_TIMEOUT_MS, &b, NULL);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_false(a.done);
+    assert_false(b.done);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void test_probe_finds_the_mandatory_layers(void **state)
+{
+    (void)state;
+    exec_options_t o;
+    base_opts(&o);
+    exec_probe_t p;
+    assert_int_equal(exec_probe(&o, &p), 0);
+    assert_true(p.mandatory_ok);
+    assert_true(p.python_ok);
+    assert_int_equal(p.state[EXEC_LAYER_SECCOMP], EXEC_LAYER_ACTIVE);
+    assert_int_equal(p.state[EXEC_LAYER_PID_NS], EXEC_LAYER_ACTIVE);
+    assert_int_equal(p.state[EXEC_LAYER_ROOTFS], EXEC_LAYER_ACTIVE);
+    assert_int_equal(p.state[EXEC_LAYER_NO_NEW_PRIVS], EXEC_LAYER_ACTIVE);
+    assert_int_equal(p.state[EXEC_LAYER_CGROUP_MEMORY],
+                     as_root() ? EXEC_LAYER_ACTIVE : EXEC_LAYER_UNAVAILABLE);
+    char rep[4096];
+    size_t need = exec_probe_report(&p, rep, sizeof rep);
+    assert_true(need < sizeof rep);
+    assert_non_null(strstr(rep, "seccomp        active"));
+    assert_non_null(strstr(rep, "present"));
+    /* a too-small buffer is still terminated and the needed size is reported */
+    char small[16];
+    assert_int_equal(exec_probe_report(&p, small, sizeof small), need);
+    assert_int_equal(strlen(small), sizeof small - 1);
+}
+
+static void test_missing_launcher_refuses_runs(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.launcher = "/nonexistent/ptc-sandbox-launch";
+    exec_pool_t *pool = NULL;
+    assert_int_equal(exec_pool_new(&loop, &o, &pool), 0);
+    assert_true(exec_pool_refusing(pool));
+    capture_t c = {0};
+    start(pool, "print(1)", T_TIMEOUT_MS, &c, NULL);
+    assert_false(c.done); /* never called back from inside exec_run_start */
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_REFUSED);
+    assert_non_null(strstr(c.message, "ptc-sandbox-launch"));
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    capture_free(&c);
+}
+
+static void test_unsafe_mode_runs_without_a_sandbox(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.unsafe_no_sandbox = true;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t c = {0};
+    char code[128];
+    snprintf(code, sizeof code, "import os; print(os.getuid() == %d, os.getpid() != 2)",
+             (int)getuid());
+    start(pool, code, T_TIMEOUT_MS, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_int_equal(c.sandbox, EXEC_SANDBOX_NONE);
+    assert_string_equal((char *)c.out, "True True\n");
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    capture_free(&c);
+}
+
+static void test_mounts_are_read_only_unless_rw(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ptc-exec-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(chmod(dir, 0755), 0);
+    char file[128];
+    snprintf(file, sizeof file, "%s/data.txt", dir);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("42", f);
+    fclose(f);
+    chmod(file, 0644);
+    char spec[256];
+    snprintf(spec, sizeof spec, "%s:/data", dir);
+    const char *mounts[] = {spec};
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.mounts = mounts;
+    o.n_mounts = 1;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t c = {0};
+    start(pool,
+          "import errno\nprint(open('/data/data.txt').read())\n"
+          "try:\n    open('/data/new', 'w')\nexcept OSError as e:\n"
+          "    print(errno.errorcode[e.errno])\n",
+          T_TIMEOUT_MS, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)c.out, "42\nEROFS\n");
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    capture_free(&c);
+    unlink(file);
+    rmdir(dir);
+}
+
+static void test_only_passed_variables_reach_the_run(void **state)
+{
+    (void)state;
+    setenv("PTC_TEST_PASSED", "yes", 1);
+    setenv("PTC_TEST_SECRET", "hidden", 1);
+    const char *names[] = {"PTC_TEST_PASSED", "PTC_TEST_UNSET_VAR"};
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.pass_env = names;
+    o.n_pass_env = 2;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t c = {0};
+    start(pool,
+          "import os\nprint(sorted(k for k in os.environ if k not in ('LC_CTYPE',)))\n"
+          "print(os.environ['PTC_TEST_PASSED'], os.environ['HOME'], os.environ['LANG'])",
+          T_TIMEOUT_MS, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)c.out,
+                        "['HOME', 'LANG', 'LC_ALL', 'LOGNAME', 'PATH', 'PTC_TEST_PASSED', "
+                        "'PYTHONDONTWRITEBYTECODE', 'PYTHONUNBUFFERED', 'TMPDIR', 'USER']\n"
+                        "yes /tmp C.UTF-8\n");
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    capture_free(&c);
+}
+
+static void test_bad_options_are_rejected(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_pool_t *pool = NULL;
+    exec_options_t o;
+    static const char *const bad_mounts[] = {
+        "relative:/x",   "/tmp:/proc/x", "/tmp:/",           "/tmp",
+        "/tmp:/data:rx", "/tmp:/a/../b", "/nonexistent-x:/x"};
+    for (size_t i = 0; i < sizeof bad_mounts / sizeof bad_mounts[0]; i++) {
+        base_opts(&o);
+        o.mounts = &bad_mounts[i];
+        o.n_mounts = 1;
+        assert_int_equal(exec_pool_new(&loop, &o, &pool), EXEC_EINVAL);
+        assert_null(pool);
+    }
+    const char *ld[] = {"LD_PRELOAD"};
+    base_opts(&o);
+    o.pass_env = ld;
+    o.n_pass_env = 1;
+    assert_int_equal(exec_pool_new(&loop, &o, &pool), EXEC_EINVAL);
+    /* a pyenv-style shim is a shell script: refused with a hint to pass the real binary */
+    char shim[] = "/tmp/ptc-shim-XXXXXX";
+    int fd = mkstemp(shim);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "#!/bin/sh\n", 10), 10);
+    close(fd);
+    chmod(shim, 0755);
+    base_opts(&o);
+    o.python = shim;
+    assert_int_equal(exec_pool_new(&loop, &o, &pool), EXEC_EPYTHON);
+    unlink(shim);
+    base_opts(&o);
+    o.test_disable_layer = "no-such-layer";
+    assert_int_equal(exec_pool_new(&loop, &o, &pool), EXEC_EINVAL);
+
+    base_opts(&o);
+    pool = new_pool(&loop, &o);
+    exec_callbacks_t cb = {.on_done = on_done};
+    size_t big = EXEC_MAX_CODE_BYTES + 1;
+    char *code = malloc(big + 1);
+    assert_non_null(code);
+    memset(code, '#', big);
+    code[big] = 0;
+    assert_int_equal(exec_run_start(pool, code, 1000, &cb, NULL), EXEC_ETOOBIG);
+    free(code);
+    assert_int_equal(exec_run_start(pool, "pass", 0, &cb, NULL), EXEC_EINVAL);
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
+static void test_names_round_trip(void **state)
+{
+    (void)state;
+    for (int i = 0; i < EXEC_LAYER_COUNT; i++)
+        assert_int_equal(exec_layer_from_name(exec_layer_name((exec_layer_id_t)i)), i);
+    assert_null(exec_layer_name(EXEC_LAYER_COUNT));
+    assert_string_equal(exec_status_name(EXEC_STATUS_OOM), "oom");
+    assert_string_equal(exec_sandbox_level_name(EXEC_SANDBOX_DEGRADED), "degraded");
+    assert_string_equal(exec_strerror(EXEC_EQUEUEFULL), "run queue full");
+}
+
+static void test_utf8_text_replaces_invalid_bytes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        size_t len;
+        const char *want;
+    } cases[] = {
+        {"plain", 5, "plain"},
+        {"h\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80", 12, "h\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80"},
+        {"\xff", 1, "\xef\xbf\xbd"},
+        {"a\xc3\x28", 3, "a\xef\xbf\xbd("},                          /* bad continuation */
+        {"\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd"},                 /* overlong '/' */
+        {"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* surrogate */
+        {"\xf4\x90\x80\x80", 4,
+         "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* past U+10FFFF */
+        {"ok\xe2\x9c", 4, "ok\xef\xbf\xbd\xef\xbf\xbd"},      /* cut by the cap */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = 99;
+        char *t = exec_utf8_text((const unsigned char *)cases[i].in, cases[i].len, &n);
+        assert_non_null(t);
+        assert_string_equal(t, cases[i].want);
+        assert_int_equal(n, strlen(cases[i].want));
+        free(t);
+    }
+    size_t n = 99;
+    char *t = exec_utf8_text((const unsigned char *)"a\0b", 3, &n);
+    assert_int_equal(n, 3);
+    assert_memory_equal(t, "a\0b", 4);
+    free(t);
+    t = exec_utf8_text(NULL, 0, &n);
+    assert_string_equal(t, "");
+    free(t);
+}
+
+static void free_pool_cb(exec_run_t *run, const exec_result_t *r, void *user)
+{
+    on_done(run, r, ((void **)user)[0]);
+    exec_pool_free(((void **)user)[1]);
+}
+
+static void test_pool_free_inside_on_done(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.max_concurrent = 1;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t a = {0}, b = {0};
+    void *ctx[2] = {&a, pool};
+    exec_callbacks_t cb = {.on_done = free_pool_cb, .user = ctx};
+    assert_int_equal(exec_run_start(pool, "print('a')", T_TIMEOUT_MS, &cb, NULL), 0);
+    start(pool, "print('b')", T_TIMEOUT_MS, &b, NULL); /* queued, dropped by the free */
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_string_equal((char *)a.out, "a\n");
+    assert_false(b.done);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    capture_free(&a);
+}
+
+static void test_largest_code_runs(void **state)
+{
+    (void)state;
+    char *code = malloc(EXEC_MAX_CODE_BYTES + 1);
+    assert_non_null(code);
+    const char *tail = "\nprint('big ok')";
+    size_t fill = EXEC_MAX_CODE_BYTES - strlen(tail);
+    code[0] = '#';
+    memset(code + 1, 'x', fill - 1);
+    strcpy(code + fill, tail);
+    assert_int_equal(strlen(code), EXEC_MAX_CODE_BYTES);
+    capture_t c = {0};
+    run1(code, T_TIMEOUT_MS, &c);
+    free(code);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)c.out, "big ok\n");
+    capture_free(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_names_round_trip),
+        cmocka_unit_test(test_hello_world_runs_in_the_sandbox),
+        cmocka_unit_test(test_identity_inside_is_unprivileged),
+        cmocka_unit_test(test_exception_is_error_with_traceback),
+        cmocka_unit_test(test_exit_code_is_reported),
+        cmocka_unit_test(test_signal_death_is_killed_with_its_name),
+        cmocka_unit_test(test_stdin_is_empty),
+        cmocka_unit_test(test_unicode_and_invalid_utf8_pass_through),
+        cmocka_unit_test(test_output_beyond_the_cap_is_counted_not_kept),
+        cmocka_unit_test(test_timeout_kills_a_spinning_run),
+        cmocka_unit_test(test_queue_time_does_not_count_against_timeout),
+        cmocka_unit_test(test_twenty_concurrent_runs_all_correct),
+        cmocka_unit_test(test_concurrent_runs_do_not_share_tmp),
+        cmocka_unit_test(test_full_queue_is_an_error),
+        cmocka_unit_test(test_cancel_kills_a_running_run_without_callback),
+        cmocka_unit_test(test_progress_reports_time_and_bytes),
+        cmocka_unit_test(test_pool_free_with_live_runs_calls_nothing),
+        cmocka_unit_test(test_probe_finds_the_mandatory_layers),
+        cmocka_unit_test(test_missing_launcher_refuses_runs),
+        cmocka_unit_test(test_unsafe_mode_runs_without_a_sandbox),
+        cmocka_unit_test(test_mounts_are_read_only_unless_rw),
+        cmocka_unit_test(test_only_passed_variables_reach_the_run),
+        cmocka_unit_test(test_bad_options_are_rejected),
+        cmocka_unit_test(test_utf8_text_replaces_invalid_bytes),
+        cmocka_unit_test(test_pool_free_inside_on_done),
+        cmocka_unit_test(test_largest_code_runs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -21,6 +21,7 @@ struct mcp_server {
     mcp__tool_t **tools; /* sorted by name: the stable order of tools/list */
     size_t n_tools, cap_tools;
     mcp_session_t *sessions; /* every live session, for list_changed */
+    bool hold_notify, changed_while_held;
 };
 
 /* A JSON-RPC batch whose answers are collected until its last request is done. */

@@ -197,6 +197,9 @@ void mcp_server_free(mcp_server_t *srv);
  *  is not valid JSON or the name is not allowed; MCP_EINVAL also for a duplicate name). Sessions
  *  that support it get notifications/tools/list_changed. */
 int mcp_server_add_tool(mcp_server_t *srv, const mcp_tool_def_t *def);
+/** While held, tool changes send no notifications/tools/list_changed; releasing sends one if
+ *  anything changed meanwhile (so replacing a server's hundred tools is one notification). */
+void mcp_server_hold_notifications(mcp_server_t *srv, bool hold);
 /** Removes a tool by name; MCP_EINVAL if absent. Calls in flight keep running. */
 int mcp_server_remove_tool(mcp_server_t *srv, const char *name);
 /** Number of registered tools. */

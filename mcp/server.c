@@ -134,6 +134,10 @@ static int add_json(cJSON *obj, const char *key, const char *text, const char *t
 
 static void notify_list_changed(mcp_server_t *srv)
 {
+    if (srv->hold_notify) {
+        srv->changed_while_held = true;
+        return;
+    }
     for (mcp_session_t *s = srv->sessions; s != NULL; s = s->next)
         if (s->protocol[0] != '\0') mcp_session_notify(s, "notifications/tools/list_changed", NULL);
 }
@@ -192,6 +196,15 @@ int mcp_server_add_tool(mcp_server_t *srv, const mcp_tool_def_t *def)
 fail:
     tool_free(t);
     return rc;
+}
+
+void mcp_server_hold_notifications(mcp_server_t *srv, bool hold)
+{
+    srv->hold_notify = hold;
+    if (!hold && srv->changed_while_held) {
+        srv->changed_while_held = false;
+        notify_list_changed(srv);
+    }
 }
 
 int mcp_server_remove_tool(mcp_server_t *srv, const char *name)

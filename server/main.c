@@ -17,6 +17,7 @@ typedef struct app {
     mcp_stdio_t *io;
     ptc_execute_t *exec;
     ptc_search_t *search;
+    ptc_downstream_t *downstream;
 } app_t;
 
 static const char instructions[] =
@@ -32,6 +33,67 @@ static void on_stdio_done(mcp_stdio_t *io, void *data)
     mcp_stdio_free(io);
     app->io = NULL;
     ptc_search_stop(app->search);
+    ptc_downstream_stop(app->downstream);
+}
+
+static size_t downstream_status(const void *data, char *buf, size_t size)
+{
+    return ptc_downstream_status(data, buf, size);
+}
+
+#define CHECK_DOWNSTREAM_LIMIT_MS 65000 /* past the clients' 60 s start timeout */
+
+static void check_tick(uv_timer_t *t)
+{
+    if (ptc_downstream_settled(t->data)) uv_stop(t->loop);
+}
+
+static void check_limit(uv_timer_t *t)
+{
+    uv_stop(t->loop);
+}
+
+/* Starts the configured servers on a private loop and reports how each one ends up (ready or
+ * failed) within a bound; returns 1 when any failed. */
+static int check_downstream(const ptc_options_t *o)
+{
+    uv_loop_t loop;
+    if (uv_loop_init(&loop) != 0) return 1;
+    mcp_logger_t quiet = {stderr, MCP_LOG_CRITICAL};
+    ptc_options_t lexical = *o;
+    lexical.embedder = "lexical"; /* only the servers are checked here */
+    lexical.tools_file = NULL;
+    ptc_search_t *search = NULL;
+    ptc_downstream_t *d = NULL;
+    int status = 0;
+    if (ptc_search_new(&loop, &lexical, &quiet, &search) < 0 ||
+        ptc_downstream_new(&loop, o, &quiet, search, &d) < 0) {
+        printf("downstream servers: the config could not be used (see above)\n");
+        status = 1;
+    } else if (ptc_downstream_count(d) == 0) {
+        printf("downstream servers: none configured\n");
+    } else {
+        uv_timer_t tick, limit;
+        uv_timer_init(&loop, &tick);
+        uv_timer_init(&loop, &limit);
+        tick.data = d;
+        uv_timer_start(&tick, check_tick, 100, 100);
+        uv_timer_start(&limit, check_limit, CHECK_DOWNSTREAM_LIMIT_MS, 0);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_close((uv_handle_t *)&tick, NULL);
+        uv_close((uv_handle_t *)&limit, NULL);
+        char buf[8192];
+        ptc_downstream_status(d, buf, sizeof buf);
+        printf("downstream servers:\n%s", buf);
+        if (strstr(buf, ": failed") != NULL) status = 1;
+    }
+    ptc_search_stop(search);
+    ptc_downstream_stop(d);
+    ptc_downstream_free(d);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ptc_search_free(search);
+    uv_loop_close(&loop);
+    return status;
 }
 
 /* Prints the sandbox layers and the rest of the set-up; exits 1 when execute_code would refuse
@@ -77,7 +139,7 @@ static int check_report(const ptc_options_t *o)
                note[0] ? "; " : "", note);
         reg_embedder_free(emb);
     }
-    printf("downstream servers: none (not supported in this version)\n");
+    if (check_downstream(o) != 0) status = 1;
     return status;
 }
 
@@ -115,6 +177,13 @@ static int run(const ptc_options_t *o)
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up search_tools: %s", mcp_strerror(rc));
         goto out;
     }
+    if ((rc = ptc_downstream_new(&app.loop, o, &app.log, app.search, &app.downstream)) < 0) {
+        mcp_log(&app.log, MCP_LOG_ERROR, "cannot start the downstream servers: %s",
+                mcp_strerror(rc));
+        goto out;
+    }
+    ptc_search_set_status(app.search, downstream_status, app.downstream);
+    if (o->expose_tools) ptc_downstream_expose(app.downstream, app.srv);
     if ((rc = mcp_stdio_start(app.srv, STDIN_FILENO, STDOUT_FILENO, o->max_message_bytes,
                               on_stdio_done, &app, &app.io)) < 0) {
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot serve on stdio: %s", mcp_strerror(rc));
@@ -129,6 +198,7 @@ out:
      * work in flight finish and runs every close callback. */
     ptc_execute_free(app.exec);
     ptc_search_stop(app.search);
+    ptc_downstream_free(app.downstream);
     uv_run(&app.loop, UV_RUN_DEFAULT);
     ptc_search_free(app.search);
     mcp_server_free(app.srv);

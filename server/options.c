@@ -72,13 +72,13 @@ static const flag_t flags[] = {
     {"embed-key-env", ARG_STR, OFF(embed_key_env), 0, "NAME",
      "environment variable holding the remote embedding API key", "none", NULL},
     {"expose-tools", ARG_NONE, OFF(expose_tools), 0, NULL,
-     "also list every registry tool and proxy calls to it", "off", NOT_YET_REG},
+     "also list every registry tool and proxy calls to it", "off", NULL},
     {"allow-tools", ARG_STR, OFF(allow_tools), 0, "PATTERNS",
      "which registry tools code may call (glob on ids)", "all", NOT_YET_REG},
     {"deny-tools", ARG_STR, OFF(deny_tools), 0, "PATTERNS",
      "which registry tools code may not call (glob on ids)", "none", NOT_YET_REG},
     {"tool-timeout", ARG_NUM, OFF(tool_timeout), 0, "S", "one downstream call from code", "60",
-     NOT_YET_REG},
+     NULL},
     {"audit-log", ARG_STR, OFF(audit_log), 0, "FILE",
      "JSONL record of every tool call made from code", "stderr at info", NOT_YET_REG},
     {"confirm-writes", ARG_NONE, OFF(confirm_writes), 0, NULL,
@@ -275,13 +275,6 @@ static int load_config(ptc_options_t *o, FILE *err)
     const cJSON *servers = cJSON_GetObjectItemCaseSensitive(root, "mcpServers");
     if (servers != NULL && !cJSON_IsObject(servers)) {
         fprintf(err, "ptc-mcp: --config %s: \"mcpServers\" must be an object\n", o->config_file);
-        return -1;
-    }
-    if (cJSON_GetArraySize(servers) > 0) {
-        fprintf(err,
-                "ptc-mcp: --config %s: downstream servers (\"mcpServers\") are not available in "
-                "this version: %s\n",
-                o->config_file, NOT_YET_REG);
         return -1;
     }
     const cJSON *ptc = cJSON_GetObjectItemCaseSensitive(root, "ptc");

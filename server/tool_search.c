@@ -24,6 +24,8 @@ struct ptc_search {
     bool stopping;
     size_t indexed_logged;
     unsigned queries_in_flight;
+    size_t (*status)(const void *data, char *buf, size_t size);
+    const void *status_data;
 };
 
 typedef struct query_job {
@@ -141,7 +143,9 @@ static void answer(ptc_search_t *s, mcp_call_t *call, const char *query, const f
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
     }
-    size_t len = strlen(list) + 512;
+    char servers[2048] = "";
+    if (s->status != NULL) s->status(s->status_data, servers, sizeof servers);
+    size_t len = strlen(list) + strlen(servers) + 600;
     char *text = malloc(len);
     if (text == NULL) {
         cJSON_Delete(sc);
@@ -150,11 +154,13 @@ static void answer(ptc_search_t *s, mcp_call_t *call, const char *query, const f
         return;
     }
     if (n == 0)
-        snprintf(text, len, "No tools match%s%s (%zu tools known; embedder %s).",
-                 server ? " on server " : "", server ? server : "", st.tools, st.embedder);
+        snprintf(text, len, "No tools match%s%s (%zu tools known; embedder %s).%s%s",
+                 server ? " on server " : "", server ? server : "", st.tools, st.embedder,
+                 servers[0] ? "\nServers:\n" : "", servers);
     else
-        snprintf(text, len, "%s\n[embedder %s; %zu tools known%s]", list, st.embedder, st.tools,
-                 st.pending ? ", some still being indexed" : "");
+        snprintf(text, len, "%s\n[embedder %s; %zu tools known%s]%s%s", list, st.embedder, st.tools,
+                 st.pending ? ", some still being indexed" : "", servers[0] ? "\nServers:\n" : "",
+                 servers);
     free(list);
     cJSON *content = mcp_text_content(text);
     free(text);
@@ -322,6 +328,13 @@ reg_registry_t *ptc_search_registry(ptc_search_t *s)
 void ptc_search_changed(ptc_search_t *s)
 {
     kick_indexing(s);
+}
+
+void ptc_search_set_status(ptc_search_t *s, size_t (*status)(const void *, char *, size_t),
+                           const void *data)
+{
+    s->status = status;
+    s->status_data = data;
 }
 
 void ptc_search_stop(ptc_search_t *s)

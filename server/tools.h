@@ -16,9 +16,33 @@
 int ptc_remote_embedder_open(const reg_embedder_spec_t *spec, void *data, reg_embedder_t **out,
                              char *msg, size_t msg_size);
 
+typedef struct ptc_search ptc_search_t;
+
+/* Downstream MCP servers from --config (downstream.c). */
+typedef struct ptc_downstream ptc_downstream_t;
+
+/**
+ * Starts one client per mcpServers entry of the parsed --config (none without one); their tools
+ * go into search's registry as they arrive. A broken entry is logged and skipped: it never
+ * blocks the others. MCP_EINVAL when the config's mcpServers is malformed.
+ */
+int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
+                       ptc_search_t *search, ptc_downstream_t **out);
+/** --expose-tools: list every downstream tool on srv under its registry id and proxy calls. */
+void ptc_downstream_expose(ptc_downstream_t *d, mcp_server_t *srv);
+/** One line per server ("NAME: ready, 12 tools" / "NAME: failed, 0 tools; why") into buf, like
+ *  snprintf; returns the length needed. */
+size_t ptc_downstream_status(const ptc_downstream_t *d, char *buf, size_t size);
+size_t ptc_downstream_count(const ptc_downstream_t *d);
+/** True when every server is ready or failed (for --check). */
+bool ptc_downstream_settled(const ptc_downstream_t *d);
+/** Stops every server (asynchronously; the loop ends once they are gone). */
+void ptc_downstream_stop(ptc_downstream_t *d);
+/** Frees; live children are stopped in the background: run the loop afterwards. */
+void ptc_downstream_free(ptc_downstream_t *d);
+
 /* search_tools: the registry ranks the tools of downstream servers and --tools-file
  * (tool_search.c). */
-typedef struct ptc_search ptc_search_t;
 
 /** Opens the embedder the flags ask for (--embedder, --embed-*); note gets the line to log
  *  when "auto" fell back. Used by ptc_search_new and --check. */
@@ -37,6 +61,10 @@ int ptc_search_register(ptc_search_t *s, mcp_server_t *srv);
 reg_registry_t *ptc_search_registry(ptc_search_t *s);
 /** Call after changing the registry's tools: indexes the new ones. */
 void ptc_search_changed(ptc_search_t *s);
+/** Servers' states for search results (status(data, buf, size) like ptc_downstream_status). */
+void ptc_search_set_status(ptc_search_t *s,
+                           size_t (*status)(const void *data, char *buf, size_t size),
+                           const void *data);
 /** Stops starting new indexing batches, so the loop can end. */
 void ptc_search_stop(ptc_search_t *s);
 /** Frees; call when the loop has ended (no batch or query in flight). */

@@ -1,0 +1,303 @@
+/* downstream.c - the downstream MCP servers of --config: one client each, their tools fed to
+ * the registry (search_tools) and, with --expose-tools, listed as our own tools and proxied. */
+#include "tools.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* One tool listed under its registry id and proxied to its server (--expose-tools). */
+typedef struct exposed {
+    struct ptc_downstream *d;
+    char *id, *server, *tool;
+} exposed_t;
+
+/* One --expose-tools call in flight. */
+typedef struct proxy_call {
+    mcp_call_t *call;
+    mcp_client_call_t *downstream;
+} proxy_call_t;
+
+struct ptc_downstream {
+    uv_loop_t *loop;
+    const mcp_logger_t *lg;
+    ptc_search_t *search;
+    mcp_server_t *srv; /* set by ptc_downstream_expose */
+    mcp_downstream_config_t cfg;
+    mcp_http_client_t *http;
+    mcp_client_t **clients;
+    size_t n_clients;
+    mcp_client_hooks_t hooks;
+    unsigned tool_timeout_ms;
+    exposed_t **exposed;
+    size_t n_exposed, cap_exposed;
+};
+
+static mcp_client_t *find_client(const ptc_downstream_t *d, const char *server)
+{
+    for (size_t i = 0; i < d->n_clients; i++)
+        if (strcmp(mcp_client_name(d->clients[i]), server) == 0) return d->clients[i];
+    return NULL;
+}
+
+/* --- --expose-tools ------------------------------------------------------------------------ */
+
+static void proxy_done(void *data, int err, const cJSON *result, const cJSON *error,
+                       const char *message)
+{
+    proxy_call_t *p = data;
+    mcp_call_t *call = p->call;
+    free(p);
+    (void)error;
+    if (err < 0) {
+        mcp_call_finish_text(call, true, "%s", message ? message : mcp_strerror(err));
+        return;
+    }
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(result, "content");
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(result, "structuredContent");
+    bool is_error = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(result, "isError"));
+    cJSON *c = cJSON_IsArray(content) ? cJSON_Duplicate(content, true) : cJSON_CreateArray();
+    cJSON *s = cJSON_IsObject(sc) ? cJSON_Duplicate(sc, true) : NULL;
+    mcp_call_finish(call, c, s, is_error);
+}
+
+static void proxy_progress(void *data, double progress, double total, const char *message)
+{
+    proxy_call_t *p = data;
+    mcp_call_progress(p->call, progress, total, message);
+}
+
+static void proxy_cancel(mcp_call_t *call, void *data)
+{
+    proxy_call_t *p = data;
+    (void)call;
+    /* Tells the downstream server and runs proxy_done with ECANCELED, which answers. */
+    mcp_client_call_cancel(p->downstream, "the client cancelled the call");
+}
+
+static void proxy_handle(mcp_call_t *call, const cJSON *args, void *data)
+{
+    exposed_t *e = data;
+    mcp_client_t *c = find_client(e->d, e->server);
+    proxy_call_t *p = calloc(1, sizeof *p);
+    if (c == NULL || p == NULL) {
+        free(p);
+        mcp_call_finish_text(call, true, "server %s is not configured", e->server);
+        return;
+    }
+    p->call = call;
+    int rc = mcp_client_call_tool(c, e->tool, args, e->d->tool_timeout_ms,
+                                  mcp_call_wants_progress(call) ? proxy_progress : NULL, proxy_done,
+                                  p, &p->downstream);
+    if (rc < 0) {
+        free(p);
+        const char *reason = NULL;
+        mcp_client_state_t st = mcp_client_state(c, &reason);
+        mcp_call_finish_text(call, true, "server %s cannot take the call (%s%s%s): %s", e->server,
+                             mcp_client_state_name(st), reason ? ": " : "", reason ? reason : "",
+                             mcp_strerror(rc));
+        return;
+    }
+    mcp_call_on_cancel(call, proxy_cancel, p);
+}
+
+static void exposed_free(exposed_t *e)
+{
+    free(e->id);
+    free(e->server);
+    free(e->tool);
+    free(e);
+}
+
+/* Replaces the exposed tools of `server` with what the registry now holds for it. */
+static void expose_server(ptc_downstream_t *d, const char *server)
+{
+    if (d->srv == NULL) return;
+    mcp_server_hold_notifications(d->srv, true);
+    size_t kept = 0;
+    for (size_t i = 0; i < d->n_exposed; i++) {
+        exposed_t *e = d->exposed[i];
+        if (strcmp(e->server, server) == 0) {
+            mcp_server_remove_tool(d->srv, e->id);
+            exposed_free(e);
+        } else {
+            d->exposed[kept++] = e;
+        }
+    }
+    d->n_exposed = kept;
+    const reg_catalog_t *cat = reg_registry_catalog(ptc_search_registry(d->search));
+    for (size_t i = 0; i < reg_catalog_count(cat); i++) {
+        const reg_tool_t *t = reg_catalog_at(cat, i);
+        if (strcmp(t->server, server) != 0) continue;
+        if (d->n_exposed == d->cap_exposed) {
+            size_t cap = d->cap_exposed ? d->cap_exposed * 2 : 64;
+            exposed_t **ne = realloc(d->exposed, cap * sizeof *ne);
+            if (ne == NULL) break;
+            d->exposed = ne;
+            d->cap_exposed = cap;
+        }
+        exposed_t *e = calloc(1, sizeof *e);
+        char *schema = cJSON_PrintUnformatted(t->input_schema);
+        char *annotations = t->annotations ? cJSON_PrintUnformatted(t->annotations) : NULL;
+        if (e == NULL || schema == NULL || !(e->id = strdup(t->id)) ||
+            !(e->server = strdup(t->server)) || !(e->tool = strdup(t->name))) {
+            if (e) exposed_free(e);
+            cJSON_free(schema);
+            cJSON_free(annotations);
+            break;
+        }
+        e->d = d;
+        mcp_tool_def_t def = {
+            .name = t->id,
+            .title = t->title[0] ? t->title : NULL,
+            .description = t->description,
+            .input_schema = schema,
+            .annotations = annotations,
+            .handler = proxy_handle,
+            .data = e,
+        };
+        if (mcp_server_add_tool(d->srv, &def) == 0)
+            d->exposed[d->n_exposed++] = e;
+        else
+            exposed_free(e);
+        cJSON_free(schema);
+        cJSON_free(annotations);
+    }
+    mcp_server_hold_notifications(d->srv, false);
+}
+
+/* --- clients ------------------------------------------------------------------------------- */
+
+static void on_tools(mcp_client_t *c, const cJSON *tools, void *data)
+{
+    ptc_downstream_t *d = data;
+    char msg[256];
+    const char *name = mcp_client_name(c);
+    if (reg_registry_set_server_tools(ptc_search_registry(d->search), name, tools, msg,
+                                      sizeof msg) < 0) {
+        mcp_log(d->lg, MCP_LOG_ERROR, "server %s: its tools were not indexed: %s", name, msg);
+        return;
+    }
+    mcp_log(d->lg, MCP_LOG_INFO, "server %s: %d tools", name, cJSON_GetArraySize(tools));
+    ptc_search_changed(d->search);
+    expose_server(d, name);
+}
+
+static void on_state(mcp_client_t *c, mcp_client_state_t state, const char *reason, void *data)
+{
+    ptc_downstream_t *d = data;
+    mcp_level_t level = state == MCP_CLIENT_FAILED ? MCP_LOG_ERROR : MCP_LOG_INFO;
+    mcp_log(d->lg, level, "server %s: %s%s%s", mcp_client_name(c), mcp_client_state_name(state),
+            reason ? ": " : "", reason ? reason : "");
+}
+
+int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
+                       ptc_search_t *search, ptc_downstream_t **out)
+{
+    *out = NULL;
+    ptc_downstream_t *d = calloc(1, sizeof *d);
+    if (d == NULL) return MCP_ENOMEM;
+    d->loop = loop;
+    d->lg = lg;
+    d->search = search;
+    d->tool_timeout_ms = (unsigned)(o->tool_timeout * 1000.0);
+    d->hooks =
+        (mcp_client_hooks_t){.state_changed = on_state, .tools_changed = on_tools, .data = d};
+    *out = d;
+    if (o->config_json == NULL) return MCP_OK;
+    char msg[512];
+    if (mcp_downstream_config_from_json(o->config_json, &d->cfg, msg, sizeof msg) < 0) {
+        mcp_log(lg, MCP_LOG_ERROR, "--config %s: %s", o->config_file, msg);
+        ptc_downstream_free(d);
+        *out = NULL;
+        return MCP_EINVAL;
+    }
+    if (d->cfg.n_servers == 0) return MCP_OK;
+    mcp_http_client_opts_t ho;
+    mcp_http_client_opts_default(&ho);
+    ho.ca_file = o->ca_file;
+    if (mcp_http_client_new(loop, &ho, lg, &d->http) < 0) {
+        mcp_log(lg, MCP_LOG_WARNING, "no HTTP client: http servers in --config will fail");
+        d->http = NULL;
+    }
+    d->clients = calloc(d->cfg.n_servers, sizeof *d->clients);
+    if (d->clients == NULL) {
+        ptc_downstream_free(d);
+        *out = NULL;
+        return MCP_ENOMEM;
+    }
+    mcp_client_opts_t co;
+    mcp_client_opts_default(&co);
+    co.http = d->http;
+    for (size_t i = 0; i < d->cfg.n_servers; i++) {
+        mcp_client_t *c = NULL;
+        /* One broken entry never keeps the others from starting. */
+        int rc = mcp_client_new(loop, &d->cfg.servers[i], &co, &d->hooks, lg, &c);
+        if (rc < 0) {
+            mcp_log(lg, MCP_LOG_ERROR, "server %s: %s", d->cfg.servers[i].name, mcp_strerror(rc));
+            continue;
+        }
+        d->clients[d->n_clients++] = c;
+        if ((rc = mcp_client_start(c)) < 0)
+            mcp_log(lg, MCP_LOG_ERROR, "server %s: cannot start: %s", d->cfg.servers[i].name,
+                    mcp_strerror(rc));
+    }
+    return MCP_OK;
+}
+
+void ptc_downstream_expose(ptc_downstream_t *d, mcp_server_t *srv)
+{
+    d->srv = srv;
+    for (size_t i = 0; i < d->n_clients; i++)
+        expose_server(d, mcp_client_name(d->clients[i]));
+}
+
+size_t ptc_downstream_status(const ptc_downstream_t *d, char *buf, size_t size)
+{
+    size_t used = 0;
+    if (size > 0) buf[0] = '\0';
+    for (size_t i = 0; d != NULL && i < d->n_clients; i++) {
+        const char *reason = NULL;
+        mcp_client_state_t st = mcp_client_state(d->clients[i], &reason);
+        const cJSON *tools = mcp_client_tools(d->clients[i]);
+        int n = snprintf(buf + used, used < size ? size - used : 0, "%s: %s, %d tools%s%s\n",
+                         mcp_client_name(d->clients[i]), mcp_client_state_name(st),
+                         tools ? cJSON_GetArraySize(tools) : 0, reason ? "; " : "",
+                         reason ? reason : "");
+        if (n > 0) used += (size_t)n;
+    }
+    return used;
+}
+
+size_t ptc_downstream_count(const ptc_downstream_t *d)
+{
+    return d ? d->n_clients : 0;
+}
+
+bool ptc_downstream_settled(const ptc_downstream_t *d)
+{
+    for (size_t i = 0; d != NULL && i < d->n_clients; i++) {
+        mcp_client_state_t st = mcp_client_state(d->clients[i], NULL);
+        if (st != MCP_CLIENT_READY && st != MCP_CLIENT_FAILED) return false;
+    }
+    return true;
+}
+
+void ptc_downstream_stop(ptc_downstream_t *d)
+{
+    for (size_t i = 0; d != NULL && i < d->n_clients; i++)
+        mcp_client_stop(d->clients[i], NULL, NULL);
+}
+
+void ptc_downstream_free(ptc_downstream_t *d)
+{
+    if (d == NULL) return;
+    for (size_t i = 0; i < d->n_clients; i++)
+        mcp_client_free(d->clients[i]);
+    free(d->clients);
+    for (size_t i = 0; i < d->n_exposed; i++)
+        exposed_free(d->exposed[i]);
+    free(d->exposed);
+    mcp_http_client_free(d->http);
+    mcp_downstream_config_close(&d->cfg);
+    free(d);
+}

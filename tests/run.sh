@@ -4,7 +4,7 @@
 # "tests: N passed, N failed" counting every unit and integration test. Exits non-zero when
 # anything failed.
 #
-# Environment: PTC_FUZZ_SECONDS (default 30) bounds the fuzzing stage.
+# Environment: PTC_FUZZ_SECONDS (default 20, per fuzz target) bounds the fuzzing stage.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -613,7 +613,7 @@ typedef struct gen {
 } gen_t;
 
 /* Writes the module of one server (tools i.. of that server, up to the tool cap). */
-static int gen_module(gen_t *g, names_t *mnames, const char *server, size_t *budget)
+static int gen_module(gen_t *g, names_t *mnames, const char *server, size_t ntools)
 {
     char mname[PTC_PYBUNDLE_IDENT_MAX + 1];
     int rc = unique_name(mnames, PACKAGE_RESERVED, NRES(PACKAGE_RESERVED), server, mname);
@@ -643,15 +643,14 @@ static int gen_module(gen_t *g, names_t *mnames, const char *server, size_t *bud
     buf_free(&doc);
     buf_puts(&mod, "\n");
     buf_puts(&mod, MODULE_HEAD);
-    size_t n = reg_catalog_count(g->cat);
-    for (size_t i = 0; i < n && !rc; i++) {
+    for (size_t i = 0; i < ntools && !rc; i++) {
         const reg_tool_t *t = reg_catalog_at(g->cat, i);
         if (strcmp(t->server, server) != 0) continue;
-        if (*budget == 0) {
+        /* One function is far below the soft cap, so the hard cap is never reached. */
+        if (mod.len > PTC_PYBUNDLE_MODULE_SOFT) {
             g->skipped++;
             continue;
         }
-        (*budget)--;
         rc = gen_function(&mod, fns, &fnames, t);
         if (!rc) g->functions++;
     }
@@ -681,15 +680,20 @@ static int generate(gen_t *g, const char *key)
     buf_puts(&g->init, INIT_PY_HEAD);
 
     names_t mnames = {0}, servers = {0};
-    size_t budget = PTC_PYBUNDLE_TOOLS_MAX;
+    /* Only the first TOOLS_MAX tools become functions: this also bounds the quadratic name
+     * checks below. The others stay reachable through tools.call(). */
     size_t n = reg_catalog_count(g->cat);
+    if (n > PTC_PYBUNDLE_TOOLS_MAX) {
+        g->skipped = n - PTC_PYBUNDLE_TOOLS_MAX;
+        n = PTC_PYBUNDLE_TOOLS_MAX;
+    }
     int rc = 0;
     /* Servers in order of first appearance, so module names (and suffixes) are stable. */
     for (size_t i = 0; i < n && !rc; i++) {
         const reg_tool_t *t = reg_catalog_at(g->cat, i);
         if (names_has(&servers, t->server)) continue;
         rc = names_add(&servers, t->server);
-        if (!rc) rc = gen_module(g, &mnames, t->server, &budget);
+        if (!rc) rc = gen_module(g, &mnames, t->server, n);
     }
     names_free(&mnames);
     names_free(&servers);

@@ -37,12 +37,13 @@
 /* Bumped whenever the generated text changes: it is part of the cache key. */
 #define PTC_PYBUNDLE_VERSION "ptc-pybundle-1"
 
-#define PTC_PYBUNDLE_IDENT_MAX  64    /* bytes of a module, function or parameter name */
-#define PTC_PYBUNDLE_TOOLS_MAX  10000 /* tools turned into functions; the rest only via call() */
-#define PTC_PYBUNDLE_PARAMS_MAX 128   /* keyword parameters per function */
-#define PTC_PYBUNDLE_DOC_MAX    8192  /* docstring bytes per function (cut on a character) */
-#define PTC_PYBUNDLE_FILE_MAX   (64u << 20) /* bytes of one generated file */
-#define PTC_PYBUNDLE_PATH_MAX   4096
+#define PTC_PYBUNDLE_IDENT_MAX   64    /* bytes of a module, function or parameter name */
+#define PTC_PYBUNDLE_TOOLS_MAX   10000 /* tools turned into functions; the rest only via call() */
+#define PTC_PYBUNDLE_PARAMS_MAX  128   /* keyword parameters per function */
+#define PTC_PYBUNDLE_DOC_MAX     8192  /* docstring bytes per function (cut on a character) */
+#define PTC_PYBUNDLE_FILE_MAX    (64u << 20) /* bytes of one generated file */
+#define PTC_PYBUNDLE_MODULE_SOFT (32u << 20) /* past this, a module's further tools are skipped */
+#define PTC_PYBUNDLE_PATH_MAX    4096
 
 enum {
     PTC_PYBUNDLE_OK = 0,
@@ -60,7 +61,7 @@ typedef struct ptc_pybundle_info {
     bool generated;                   /* true when this call wrote the folder, false on a hit */
     size_t modules;                   /* modules written (0 on a cache hit) */
     size_t functions;                 /* functions written (0 on a cache hit) */
-    size_t skipped;                   /* tools past PTC_PYBUNDLE_TOOLS_MAX (0 on a cache hit) */
+    size_t skipped; /* tools without a function: past TOOLS_MAX or MODULE_SOFT (0 on a hit) */
 } ptc_pybundle_info_t;
 
 /** Returns a static English description of a PTC_PYBUNDLE_* code (never NULL). */

@@ -49,9 +49,12 @@ static char *read_text(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    char *buf = malloc(1 << 20);
+    struct stat st;
+    assert_int_equal(fstat(fileno(f), &st), 0);
+    char *buf = malloc((size_t)st.st_size + 1);
     assert_non_null(buf);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
+    size_t n = fread(buf, 1, (size_t)st.st_size, f);
+    assert_int_equal(n, (size_t)st.st_size);
     buf[n] = '\0';
     fclose(f);
     return buf;
@@ -252,6 +255,39 @@ static void key_depends_on_schema_and_order(void **state)
     cJSON_Delete(t2);
     reg_catalog_free(x);
     reg_catalog_free(y);
+}
+
+static void tools_past_the_cap_get_no_function(void **state)
+{
+    (void)state;
+    reg_catalog_t *cat;
+    assert_int_equal(reg_catalog_new(&cat), 0);
+    /* One server with more tools than the cap: the worst case of the name checks. */
+    for (int i = 0; i < PTC_PYBUNDLE_TOOLS_MAX + 5; i++) {
+        char json[200];
+        snprintf(json, sizeof json,
+                 "{\"name\":\"tool-%d\",\"inputSchema\":{\"type\":\"object\","
+                 "\"properties\":{\"q\":{\"type\":\"string\"}},\"required\":[\"q\"]}}",
+                 i);
+        cJSON *tool = cJSON_Parse(json);
+        assert_int_equal(reg_catalog_add(cat, "big", tool, NULL, 0, NULL), 0);
+        cJSON_Delete(tool);
+    }
+    char cache[4096], msg[512] = "";
+    make_cache(cache, sizeof cache);
+    ptc_pybundle_info_t info;
+    int rc = ptc_pybundle_build(cat, cache, &info, msg, sizeof msg);
+    if (rc) fail_msg("%s", msg);
+    assert_int_equal(info.functions, PTC_PYBUNDLE_TOOLS_MAX);
+    assert_int_equal(info.skipped, 5);
+    assert_int_equal(info.modules, 1);
+    char *m = bundle_file(&info, "big.py");
+    assert_non_null(m);
+    assert_non_null(strstr(m, "\ndef tool_9999(q: _ptc_b.str) -> _ptc_Any:"));
+    assert_null(strstr(m, "def tool_10000("));
+    free(m);
+    reg_catalog_free(cat);
+    remove_tree(cache);
 }
 
 static void unwritable_cache_is_a_clear_error(void **state)
@@ -626,6 +662,7 @@ int main(void)
         cmocka_unit_test(bundle_has_modules_functions_and_escaped_text),
         cmocka_unit_test(unchanged_catalog_hits_the_cache_and_a_change_regenerates),
         cmocka_unit_test(key_depends_on_schema_and_order),
+        cmocka_unit_test(tools_past_the_cap_get_no_function),
         cmocka_unit_test(unwritable_cache_is_a_clear_error),
         cmocka_unit_test(bridge_parses_call_search_and_emit),
         cmocka_unit_test(bridge_rejects_malformed_lines_and_keeps_the_id),

@@ -655,6 +655,143 @@ static void python_calls_tools_through_the_bridge(void **state)
     remove_tree(cache);
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Random hostile names and texts: the package must import and round-trip every one.        */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static void random_text(uint64_t *rng, char *out, size_t size, size_t min_parts)
+{
+    static const char *const parts[] = {
+        "\"",
+        "'",
+        "\\",
+        "\"\"\"",
+        "'''",
+        "\n",
+        "\r",
+        "\t",
+        "\x01",
+        "\x7f",
+        "\xc3\xa9",
+        "\xe2\x82\xac",
+        "\xf0\x9f\x98\x80",
+        "\xe2\x80\xa8",
+        "#",
+        ")",
+        ":",
+        "def ",
+        "import os",
+        " ",
+        "-",
+        "7",
+        "a",
+        "class",
+        "None",
+        "__",
+        "_ptc_rt",
+        "{",
+        "}",
+        "%s",
+        "\\x41",
+        "\\n",
+    };
+    size_t n = min_parts + rng_next(rng) % 10, len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        const char *p = parts[rng_next(rng) % (sizeof parts / sizeof *parts)];
+        size_t k = strlen(p);
+        if (len + k + 1 > size) break;
+        memcpy(out + len, p, k + 1);
+        len += k;
+    }
+}
+
+static int run_python(const char *root, const char *script, const char *arg)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("PYTHONPATH", root, 1);
+        unsetenv("PTC_BRIDGE_FD");
+        execl(PYTHON, "python3", "-B", script, arg, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void random_hostile_catalog_round_trips_through_python(void **state)
+{
+    (void)state;
+    if (access(PYTHON, X_OK) != 0) fail_msg(PYTHON " is needed for this test");
+    reg_catalog_t *cat;
+    assert_int_equal(reg_catalog_new(&cat), 0);
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    char servers[6][128], text[512];
+    for (int i = 0; i < 6; i++)
+        random_text(&rng, servers[i], sizeof servers[i], 1);
+    for (int i = 0; i < 300; i++) {
+        cJSON *tool = cJSON_CreateObject();
+        random_text(&rng, text, sizeof text, 1);
+        cJSON_AddStringToObject(tool, "name", text);
+        random_text(&rng, text, sizeof text, 0);
+        cJSON_AddStringToObject(tool, "description", text);
+        cJSON *schema = cJSON_AddObjectToObject(tool, "inputSchema");
+        cJSON_AddStringToObject(schema, "type", "object");
+        cJSON *props = cJSON_AddObjectToObject(schema, "properties");
+        int np = (int)(rng_next(&rng) % 6);
+        for (int k = 0; k < np; k++) {
+            random_text(&rng, text, 64, 1);
+            if (cJSON_GetObjectItemCaseSensitive(props, text)) continue;
+            cJSON *prop = cJSON_AddObjectToObject(props, text);
+            cJSON_AddStringToObject(prop, "type", "string");
+        }
+        assert_int_equal(reg_catalog_add(cat, servers[rng_next(&rng) % 6], tool, NULL, 0, NULL), 0);
+        cJSON_Delete(tool);
+    }
+    char cache[4096], msg[512] = "", script[4096], source[4200];
+    make_cache(cache, sizeof cache);
+    fixture_path("pybundle_roundtrip.py", script, sizeof script);
+    ptc_pybundle_info_t info;
+    int rc = ptc_pybundle_build(cat, cache, &info, msg, sizeof msg);
+    if (rc) fail_msg("%s", msg);
+    assert_int_equal(info.functions, 300);
+
+    /* The source as the generator saw it: the catalog's own views. */
+    cJSON *doc = cJSON_CreateObject();
+    cJSON *list = cJSON_AddArrayToObject(doc, "tools");
+    for (size_t i = 0; i < reg_catalog_count(cat); i++) {
+        const reg_tool_t *t = reg_catalog_at(cat, i);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "id", t->id);
+        cJSON_AddStringToObject(o, "server", t->server);
+        cJSON_AddStringToObject(o, "name", t->name);
+        cJSON_AddStringToObject(o, "description", t->description);
+        cJSON_AddItemToObject(o, "inputSchema", cJSON_Duplicate(t->input_schema, true));
+        cJSON_AddItemToArray(list, o);
+    }
+    char *json = cJSON_PrintUnformatted(doc);
+    cJSON_Delete(doc);
+    snprintf(source, sizeof source, "%s/source.json", cache);
+    FILE *f = fopen(source, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(json, 1, strlen(json), f), strlen(json));
+    assert_int_equal(fclose(f), 0);
+    free(json);
+
+    assert_int_equal(run_python(info.root, script, source), 0);
+    reg_catalog_free(cat);
+    remove_tree(cache);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -668,6 +805,7 @@ int main(void)
         cmocka_unit_test(bridge_rejects_malformed_lines_and_keeps_the_id),
         cmocka_unit_test(bridge_answers_are_single_json_lines),
         cmocka_unit_test(python_calls_tools_through_the_bridge),
+        cmocka_unit_test(random_hostile_catalog_round_trips_through_python),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

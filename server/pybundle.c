@@ -503,6 +503,12 @@ int ptc_pybundle_key(const reg_catalog_t *cat, char key[65])
     mbedtls_sha256_init(&ctx);
     int rc = mbedtls_sha256_starts_ret(&ctx, 0) ? -1 : 0;
     if (!rc) rc = hash_field(&ctx, PTC_PYBUNDLE_VERSION);
+    /* The runtime is copied into every bundle: a binary with another runtime needs new ones. */
+    uint64_t rt_len = sizeof ptc_pybundle_runtime_py;
+    if (!rc &&
+        (mbedtls_sha256_update_ret(&ctx, (const unsigned char *)&rt_len, sizeof rt_len) ||
+         mbedtls_sha256_update_ret(&ctx, ptc_pybundle_runtime_py, sizeof ptc_pybundle_runtime_py)))
+        rc = -1;
     size_t n = reg_catalog_count(cat);
     for (size_t i = 0; i < n && !rc; i++) {
         const reg_tool_t *t = reg_catalog_at(cat, i);

@@ -13,7 +13,8 @@
  * the runtime finds the bridge through the inherited descriptor named by PTC_BRIDGE_FD.
  *
  * The key is the SHA-256 of a canonical description of the catalog (ids, servers, names,
- * titles, descriptions, schemas, annotations, in catalog order) and of PTC_PYBUNDLE_VERSION,
+ * titles, descriptions, schemas, annotations, in catalog order), of PTC_PYBUNDLE_VERSION and
+ * of the runtime's text,
  * so an unchanged catalog reuses the folder and a changed one gets a new folder. The folder is
  * written under a temporary name and renamed into place: a reader never sees half a bundle, and
  * two processes building the same key at once both end with the same complete folder.

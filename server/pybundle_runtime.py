@@ -37,6 +37,10 @@ class ToolError(Exception):
 class _Bridge:
     def __init__(self, fd):
         self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, fileno=fd)
+        # Blocking whatever flags the host left on the descriptor, and not passed on to
+        # programs the code starts: the bridge belongs to this interpreter only.
+        self._sock.setblocking(True)
+        self._sock.set_inheritable(False)
         self._wlock = _threading.Lock()
         self._plock = _threading.Lock()
         self._pending = {}
@@ -173,6 +177,7 @@ def _invoke(server, tool, required, optional):
     return _unwrap(result, server, tool)
 
 
+@_functools.lru_cache(maxsize=1)
 def _signatures():
     try:
         with open(_os.path.join(_os.path.dirname(__file__), '_catalog.json'), encoding='utf-8') as f:

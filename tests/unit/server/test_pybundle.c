@@ -621,6 +621,8 @@ static void python_calls_tools_through_the_bridge(void **state)
          * launcher will pass it. */
         int fd = fcntl(sv[1], F_DUPFD, 10);
         if (fd < 0) _exit(120);
+        /* A descriptor left non-blocking by the host must still work. */
+        if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0) _exit(121);
         char num[16];
         snprintf(num, sizeof num, "%d", fd);
         setenv("PTC_BRIDGE_FD", num, 1);

@@ -34,7 +34,8 @@ static void fuzz_request(const uint8_t *data, size_t size)
     case PTC_BRIDGE_EMIT:
         if (!req.record) abort();
         break;
-    default: abort();
+    default:
+        abort();
     }
     /* An answer to anything parsed is one line of valid JSON carrying the same id. */
     size_t len = 0;

@@ -1,0 +1,95 @@
+/*
+ * pybundle.h - the `tools` Python package that sandboxed code imports to call registry tools.
+ *
+ * ptc_pybundle_build() turns a registry catalog into a static package directory:
+ *
+ *   <cache>/pybundle-<sha256 hex>/tools/__init__.py    public names: call, acall, search,
+ *                                                       asearch, emit, aemit, help, ToolError
+ *                                      /_runtime.py    the bridge client (see bridge_proto.h)
+ *                                      /_catalog.json  modules, functions, signatures
+ *                                      /<module>.py    one per server, one function per tool
+ *
+ * Put <cache>/pybundle-<hex> on the interpreter's sys.path (PYTHONPATH) and mount it read-only;
+ * the runtime finds the bridge through the inherited descriptor named by PTC_BRIDGE_FD.
+ *
+ * The key is the SHA-256 of a canonical description of the catalog (ids, servers, names,
+ * titles, descriptions, schemas, annotations, in catalog order), of PTC_PYBUNDLE_VERSION and
+ * of the runtime's text,
+ * so an unchanged catalog reuses the folder and a changed one gets a new folder. The folder is
+ * written under a temporary name and renamed into place: a reader never sees half a bundle, and
+ * two processes building the same key at once both end with the same complete folder.
+ *
+ * Names: every server becomes a module and every tool a function whose names are Python
+ * identifiers made of [A-Za-z0-9_]: other bytes become '_', a leading digit gets a leading '_',
+ * keywords, dunder names and names the package or module needs itself get a trailing '_',
+ * identifiers are cut to PTC_PYBUNDLE_IDENT_MAX bytes, and collisions get "_2", "_3", ... in
+ * catalog order. Parameter names are sanitised the same way; the original server, tool and
+ * parameter names are what goes on the wire. Every text from the catalog is written as an
+ * ASCII Python string literal with escapes, so no description or name can inject code.
+ */
+#ifndef PTC_SERVER_PYBUNDLE_H
+#define PTC_SERVER_PYBUNDLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "registry.h"
+
+/* Bumped whenever the generated text changes: it is part of the cache key. */
+#define PTC_PYBUNDLE_VERSION "ptc-pybundle-1"
+
+#define PTC_PYBUNDLE_IDENT_MAX   64    /* bytes of a module, function or parameter name */
+#define PTC_PYBUNDLE_TOOLS_MAX   10000 /* tools turned into functions; the rest only via call() */
+#define PTC_PYBUNDLE_PARAMS_MAX  128   /* keyword parameters per function */
+#define PTC_PYBUNDLE_DOC_MAX     8192  /* docstring bytes per function (cut on a character) */
+#define PTC_PYBUNDLE_FILE_MAX    (64u << 20) /* bytes of one generated file */
+#define PTC_PYBUNDLE_MODULE_SOFT (32u << 20) /* past this, a module's further tools are skipped */
+#define PTC_PYBUNDLE_PATH_MAX    4096
+
+enum {
+    PTC_PYBUNDLE_OK = 0,
+    PTC_PYBUNDLE_ENOMEM = -1,
+    PTC_PYBUNDLE_EINVAL = -2,  /* bad argument (NULL catalog, empty or too long cache path) */
+    PTC_PYBUNDLE_EIO = -3,     /* the cache folder could not be created or written */
+    PTC_PYBUNDLE_ETOOBIG = -4, /* a generated file passed PTC_PYBUNDLE_FILE_MAX */
+    PTC_PYBUNDLE_ECRYPTO = -5, /* SHA-256 failed */
+};
+
+/** What a build produced (all by value; nothing to free). */
+typedef struct ptc_pybundle_info {
+    char root[PTC_PYBUNDLE_PATH_MAX]; /* <cache>/pybundle-<hex>: the sys.path entry to mount */
+    char key[65];                     /* the SHA-256 in lowercase hex */
+    bool generated;                   /* true when this call wrote the folder, false on a hit */
+    size_t modules;                   /* modules written (0 on a cache hit) */
+    size_t functions;                 /* functions written (0 on a cache hit) */
+    size_t skipped; /* tools without a function: past TOOLS_MAX or MODULE_SOFT (0 on a hit) */
+} ptc_pybundle_info_t;
+
+/** Returns a static English description of a PTC_PYBUNDLE_* code (never NULL). */
+const char *ptc_pybundle_strerror(int err);
+
+/**
+ * Computes the cache key of a catalog into key (65 bytes: 64 hex digits and a NUL).
+ * Borrows cat. Returns 0 or a negative PTC_PYBUNDLE_* code.
+ */
+int ptc_pybundle_key(const reg_catalog_t *cat, char key[65]);
+
+/**
+ * Makes sure <cache_dir>/pybundle-<key>/tools exists for this catalog, generating it when it
+ * does not (cache_dir itself is created with mode 0700 if missing; its parent must exist).
+ * Borrows cat and cache_dir; fills *info (required). msg (may be NULL) receives what went wrong
+ * and what to do. Blocking file I/O: call it off the event loop thread (or at start-up).
+ */
+int ptc_pybundle_build(const reg_catalog_t *cat, const char *cache_dir, ptc_pybundle_info_t *info,
+                       char *msg, size_t msg_size);
+
+/**
+ * Writes the Python identifier for `name` into out (out_size >= PTC_PYBUNDLE_IDENT_MAX + 1),
+ * before reserved-name and collision handling: bytes outside [A-Za-z0-9_] become '_' (a
+ * multi-byte UTF-8 character becomes one '_'), a leading digit gets a leading '_', an empty
+ * name becomes "_", keywords and dunder names get a trailing '_'. Returns the length.
+ * Exposed for tests.
+ */
+size_t ptc_pybundle_identifier(const char *name, char *out, size_t out_size);
+
+#endif

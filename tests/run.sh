@@ -4,7 +4,7 @@
 # "tests: N passed, N failed" counting every unit and integration test. Exits non-zero when
 # anything failed.
 #
-# Environment: PTC_FUZZ_SECONDS (default 20, per fuzz target) bounds the fuzzing stage.
+# Environment: PTC_FUZZ_SECONDS (default 15, per fuzz target) bounds the fuzzing stage.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -47,7 +47,7 @@ configure_build() { # DIR ARGS...
 
 configure_fuzz() {
     CC=clang cmake -S . -B build/fuzz -G "$gen" -DCMAKE_BUILD_TYPE=Debug -DPTC_FUZZ=ON \
-        -DPTC_TESTS=OFF && cmake --build build/fuzz -j "$jobs" --target fuzz_session fuzz_downstream
+        -DPTC_TESTS=OFF && cmake --build build/fuzz -j "$jobs" --target fuzz_session fuzz_downstream fuzz_bridge
 }
 
 count_ctest() { # counts from ctest's "N% tests passed, F tests failed out of T"
@@ -106,7 +106,7 @@ fi
 # 5. A short fuzzing run of the framing + JSON-RPC dispatch (longer: tests/fuzz/run.sh).
 if command -v clang >/dev/null 2>&1; then
     stage build-fuzz configure_fuzz
-    stage fuzz tests/fuzz/run.sh "${PTC_FUZZ_SECONDS:-20}"
+    stage fuzz tests/fuzz/run.sh "${PTC_FUZZ_SECONDS:-15}"
 fi
 # 6. Formatting, with the clang-format the sources were formatted with (others differ).
 if clang-format --version 2>/dev/null | grep -q 'version 14\.'; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/fuzz/run.sh [SECONDS] - runs each libFuzzer target for SECONDS (default 600) from its
 # committed seeds: fuzz_session (framing + JSON-RPC dispatch of our server) and fuzz_downstream
-# (config parsing and what a downstream server writes to our client). Needs the clang build in
+# (config parsing and what a downstream server writes to our client), fuzz_bridge (the
+# bridge protocol lines sandboxed code sends). Needs the clang build in
 # build/fuzz (tests/run.sh makes it). Crash inputs are left in build/fuzz/artifacts/. Exits
 # non-zero when a target found a crash.
 set -euo pipefail
@@ -20,3 +21,4 @@ run() { # TARGET SEEDS
 }
 run fuzz_session "$root/tests/fuzz/corpus"
 run fuzz_downstream "$root/tests/fuzz/corpus-downstream"
+run fuzz_bridge "$root/tests/fuzz/corpus-bridge"

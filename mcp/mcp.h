@@ -202,6 +202,9 @@ int mcp_server_add_tool(mcp_server_t *srv, const mcp_tool_def_t *def);
 void mcp_server_hold_notifications(mcp_server_t *srv, bool hold);
 /** Removes a tool by name; MCP_EINVAL if absent. Calls in flight keep running. */
 int mcp_server_remove_tool(mcp_server_t *srv, const char *name);
+/** An initialized session whose client declared `capability` (NULL: any), or NULL: where a
+ *  request must go that no particular session asked for (a downstream server's sampling). */
+mcp_session_t *mcp_server_pick_session(const mcp_server_t *srv, const char *capability);
 /** Number of registered tools. */
 size_t mcp_server_tool_count(const mcp_server_t *srv);
 uv_loop_t *mcp_server_loop(const mcp_server_t *srv);

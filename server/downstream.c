@@ -21,15 +21,17 @@ struct ptc_downstream {
     uv_loop_t *loop;
     const mcp_logger_t *lg;
     ptc_search_t *search;
-    mcp_server_t *srv; /* set by ptc_downstream_expose */
+    mcp_server_t *srv; /* for forwarded requests and --expose-tools */
     mcp_downstream_config_t cfg;
     mcp_http_client_t *http;
     mcp_client_t **clients;
     size_t n_clients;
     mcp_client_hooks_t hooks;
     unsigned tool_timeout_ms;
+    bool expose;
     exposed_t **exposed;
     size_t n_exposed, cap_exposed;
+    struct forwarded *forwarded; /* requests of downstream servers waiting on our client */
 };
 
 static mcp_client_t *find_client(const ptc_downstream_t *d, const char *server)
@@ -111,7 +113,7 @@ static void exposed_free(exposed_t *e)
 /* Replaces the exposed tools of `server` with what the registry now holds for it. */
 static void expose_server(ptc_downstream_t *d, const char *server)
 {
-    if (d->srv == NULL) return;
+    if (d->srv == NULL || !d->expose) return;
     mcp_server_hold_notifications(d->srv, true);
     size_t kept = 0;
     for (size_t i = 0; i < d->n_exposed; i++) {
@@ -165,6 +167,88 @@ static void expose_server(ptc_downstream_t *d, const char *server)
     mcp_server_hold_notifications(d->srv, false);
 }
 
+/* --- requests downstream servers send us ---------------------------------------------------- */
+
+/* A sampling or elicitation request of a downstream server, forwarded to our own client. */
+typedef struct forwarded {
+    struct ptc_downstream *d;
+    mcp_client_peer_req_t *req;
+    mcp_outreq_t *out;
+    struct forwarded *prev, *next;
+} forwarded_t;
+
+#define FORWARD_TIMEOUT_MS (10u * 60 * 1000) /* a person may be answering */
+
+static void forward_unlink(forwarded_t *f)
+{
+    if (f->prev)
+        f->prev->next = f->next;
+    else
+        f->d->forwarded = f->next;
+    if (f->next) f->next->prev = f->prev;
+}
+
+static void forward_done(void *data, int err, const cJSON *result, const cJSON *error,
+                         const char *message)
+{
+    forwarded_t *f = data;
+    mcp_client_peer_req_t *req = f->req;
+    forward_unlink(f);
+    free(f);
+    if (err == 0) {
+        cJSON *copy = cJSON_Duplicate(result, true);
+        if (copy != NULL) {
+            mcp_client_peer_reply(req, copy);
+            return;
+        }
+        err = MCP_ENOMEM;
+    }
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(error, "code");
+    mcp_client_peer_fail(req, cJSON_IsNumber(code) ? code->valueint : MCP_JSONRPC_INTERNAL_ERROR,
+                         message ? message : mcp_strerror(err));
+}
+
+static void on_peer_request(mcp_client_t *c, mcp_client_peer_req_t *req, void *data)
+{
+    ptc_downstream_t *d = data;
+    const char *method = mcp_client_peer_method(req);
+    const char *cap = strcmp(method, "sampling/createMessage") == 0 ? "sampling" : "elicitation";
+    mcp_session_t *s = d->srv ? mcp_server_pick_session(d->srv, cap) : NULL;
+    forwarded_t *f = s ? calloc(1, sizeof *f) : NULL;
+    cJSON *params = f ? cJSON_Duplicate(mcp_client_peer_params(req), true) : NULL;
+    if (params == NULL) {
+        free(f);
+        char m[200];
+        snprintf(m, sizeof m, "%s from server %s: no connected client supports %s", method,
+                 mcp_client_name(c), cap);
+        mcp_client_peer_fail(req, MCP_JSONRPC_METHOD_NOT_FOUND, m);
+        return;
+    }
+    f->d = d;
+    f->req = req;
+    f->next = d->forwarded;
+    if (d->forwarded) d->forwarded->prev = f;
+    d->forwarded = f;
+    int rc =
+        mcp_session_request(s, method, params, cap, FORWARD_TIMEOUT_MS, forward_done, f, &f->out);
+    if (rc < 0) {
+        forward_unlink(f);
+        free(f);
+        mcp_client_peer_fail(req, MCP_JSONRPC_INTERNAL_ERROR, mcp_strerror(rc));
+    }
+}
+
+static void on_peer_cancelled(mcp_client_t *c, mcp_client_peer_req_t *req, void *data)
+{
+    ptc_downstream_t *d = data;
+    (void)c;
+    for (forwarded_t *f = d->forwarded; f != NULL; f = f->next)
+        if (f->req == req) {
+            mcp_outreq_cancel(f->out, "the downstream server cancelled its request");
+            return; /* forward_done answered req, which freed it */
+        }
+}
+
 /* --- clients ------------------------------------------------------------------------------- */
 
 static void on_tools(mcp_client_t *c, const cJSON *tools, void *data)
@@ -200,8 +284,11 @@ int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger
     d->lg = lg;
     d->search = search;
     d->tool_timeout_ms = (unsigned)(o->tool_timeout * 1000.0);
-    d->hooks =
-        (mcp_client_hooks_t){.state_changed = on_state, .tools_changed = on_tools, .data = d};
+    d->hooks = (mcp_client_hooks_t){.state_changed = on_state,
+                                    .tools_changed = on_tools,
+                                    .peer_request = on_peer_request,
+                                    .peer_cancelled = on_peer_cancelled,
+                                    .data = d};
     *out = d;
     if (o->config_json == NULL) return MCP_OK;
     char msg[512];
@@ -228,6 +315,10 @@ int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger
     mcp_client_opts_t co;
     mcp_client_opts_default(&co);
     co.http = d->http;
+    /* Declared to every server: whether a connected client can take the request is decided
+     * when one comes (ours start before any client connects). */
+    co.can_sample = true;
+    co.can_elicit = true;
     for (size_t i = 0; i < d->cfg.n_servers; i++) {
         mcp_client_t *c = NULL;
         /* One broken entry never keeps the others from starting. */
@@ -244,9 +335,15 @@ int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger
     return MCP_OK;
 }
 
+void ptc_downstream_set_server(ptc_downstream_t *d, mcp_server_t *srv)
+{
+    d->srv = srv;
+}
+
 void ptc_downstream_expose(ptc_downstream_t *d, mcp_server_t *srv)
 {
     d->srv = srv;
+    d->expose = true;
     for (size_t i = 0; i < d->n_clients; i++)
         expose_server(d, mcp_client_name(d->clients[i]));
 }
@@ -291,6 +388,8 @@ void ptc_downstream_stop(ptc_downstream_t *d)
 void ptc_downstream_free(ptc_downstream_t *d)
 {
     if (d == NULL) return;
+    while (d->forwarded != NULL)
+        mcp_outreq_cancel(d->forwarded->out, "ptc-mcp is stopping");
     for (size_t i = 0; i < d->n_clients; i++)
         mcp_client_free(d->clients[i]);
     free(d->clients);

@@ -183,6 +183,7 @@ static int run(const ptc_options_t *o)
         goto out;
     }
     ptc_search_set_status(app.search, downstream_status, app.downstream);
+    ptc_downstream_set_server(app.downstream, app.srv);
     if (o->expose_tools) ptc_downstream_expose(app.downstream, app.srv);
     if ((rc = mcp_stdio_start(app.srv, STDIN_FILENO, STDOUT_FILENO, o->max_message_bytes,
                               on_stdio_done, &app, &app.io)) < 0) {

@@ -28,6 +28,9 @@ typedef struct ptc_downstream ptc_downstream_t;
  */
 int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
                        ptc_search_t *search, ptc_downstream_t **out);
+/** Where sampling and elicitation requests of downstream servers go (a session of srv whose
+ *  client supports them). */
+void ptc_downstream_set_server(ptc_downstream_t *d, mcp_server_t *srv);
 /** --expose-tools: list every downstream tool on srv under its registry id and proxy calls. */
 void ptc_downstream_expose(ptc_downstream_t *d, mcp_server_t *srv);
 /** One line per server ("NAME: ready, 12 tools" / "NAME: failed, 0 tools; why") into buf, like

@@ -7,7 +7,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CreateMessageRequestSchema, ElicitRequestSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { connect, ptcBin, repoRoot, sleep } from './helpers.mjs';
 
 const modules = path.join(repoRoot, 'tests', 'node_modules', '@modelcontextprotocol');
@@ -124,5 +124,32 @@ test('--check starts every configured server and reports each one', () => {
     assert.match(r.stdout, /broken: failed/);
   } finally {
     s.cleanup();
+  }
+});
+
+test('sampling and elicitation requests of a downstream server reach our client and come back', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-ds-'));
+  const config = path.join(dir, 'config.json');
+  writeFileSync(config, JSON.stringify({ mcpServers: { fake: { command: 'python3', args: [path.join(repoRoot, 'tests', 'fixtures', 'fake_downstream.py')] } } }));
+  const c = await connect(ptcBin, ['--config', config, '--expose-tools'], {
+    capabilities: { sampling: {}, elicitation: {} },
+    setup: (client) => {
+      client.setRequestHandler(CreateMessageRequestSchema, async () => ({ model: 'm', role: 'assistant', content: { type: 'text', text: 'sampled by the test client' } }));
+      client.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'accept', content: { ok: true } }));
+    },
+  });
+  try {
+    await until('fake server tools', async () => (await c.client.listTools()).tools.some((t) => t.name === 'fake__ask'));
+    const r = await c.client.callTool({ name: 'fake__ask', arguments: {} });
+    const answers = JSON.parse(r.content[0].text);
+    assert.equal(answers['sampling/createMessage'].content.text, 'sampled by the test client');
+    // The fake server's elicitation lacks requestedSchema.properties: the SDK client refuses
+    // it, and that refusal travels back to the server as a JSON-RPC error.
+    assert.match(answers['elicitation/create'].error.message, /Invalid input/);
+    assert.deepEqual(answers['roots/list'], { roots: [] });
+    assert.deepEqual(answers.ping, {});
+  } finally {
+    await c.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -23,6 +23,7 @@ struct ptc_search {
     bool indexing;
     bool stopping;
     size_t indexed_logged;
+    uint64_t progress_logged_ms;
     unsigned queries_in_flight;
     size_t (*status)(const void *data, char *buf, size_t size);
     const void *status_data;
@@ -84,6 +85,12 @@ static void index_done(uv_work_t *w, int status)
     s->batch = NULL;
     reg_registry_stats_t st;
     reg_registry_stats(s->reg, &st);
+    /* A large catalog takes a while: say how far it got, every few seconds. */
+    if (st.pending > 0 && uv_now(s->loop) - s->progress_logged_ms >= SEARCH_PROGRESS_LOG_MS) {
+        s->progress_logged_ms = uv_now(s->loop);
+        mcp_log(s->lg, MCP_LOG_INFO, "search index: %zu of %zu tools indexed with %s", st.indexed,
+                st.tools, st.embedder);
+    }
     if (st.pending == 0 && st.indexed != s->indexed_logged) {
         s->indexed_logged = st.indexed;
         mcp_log(s->lg, MCP_LOG_INFO, "search index: %zu tools indexed with %s", st.indexed,

@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SEARCH_DEFAULT_TOP_K 5
-#define SEARCH_MAX_TOP_K     50
+#define SEARCH_DEFAULT_TOP_K   5
+#define SEARCH_MAX_TOP_K       50
+#define SEARCH_PROGRESS_LOG_MS 3000
 
 struct ptc_search {
     uv_loop_t *loop;

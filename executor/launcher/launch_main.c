@@ -33,7 +33,8 @@
 #define USAGE                                                                                      \
     "usage: ptc-sandbox-launch --python PATH [--prefix DIR]... [--mount SRC:DST:ro|rw]...\n"       \
     "       [--memory BYTES] [--tmp-size BYTES] [--pids N] [--cpu-seconds N] [--fsize BYTES]\n"    \
-    "       [--nofile N] [--disable LAYER] -- CODE\n"                                              \
+    "       [--nofile N] [--disable LAYER] [-- CODE]\n"                                            \
+    "Without CODE, init reads \"CPU_SECONDS\\nCODE\" from stdin once it is set up.\n"              \
     "Status lines go to fd 3. Started by ptc-mcp; see docs/sandbox.md.\n"
 
 void launch_report(const char *fmt, ...)
@@ -164,7 +165,9 @@ static int parse_args(int argc, char **argv, struct launch_cfg *cfg)
             return -1;
         }
     }
-    if (i != argc - 1 || !cfg->python || cfg->python[0] != '/') return -1;
+    if (!cfg->python || cfg->python[0] != '/') return -1;
+    if (i == argc) return 0; /* no CODE: it comes on stdin (a warm sandbox) */
+    if (i != argc - 1) return -1;
     cfg->code = argv[i];
     return 0;
 }

@@ -762,6 +762,35 @@ static void test_largest_code_runs(void **state)
     capture_free(&c);
 }
 
+static void test_cold_and_warm_starts_give_the_same_result(void **state)
+{
+    (void)state;
+    for (int warm = 0; warm < 2; warm++) {
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        exec_options_t o;
+        base_opts(&o);
+        o.keep_warm = warm;
+        exec_pool_t *pool = new_pool(&loop, &o);
+        /* sequential runs: with keep_warm each one takes the sandbox the previous end made */
+        for (int i = 0; i < 3; i++) {
+            capture_t c = {0};
+            char code[64];
+            snprintf(code, sizeof code, "import os; print(%d, os.getpid(), os.listdir('/tmp'))", i);
+            start(pool, code, T_TIMEOUT_MS, &c, NULL);
+            uv_run(&loop, UV_RUN_DEFAULT);
+            char want[64];
+            snprintf(want, sizeof want, "%d 2 []\n", i);
+            assert_int_equal(c.status, EXEC_STATUS_OK);
+            assert_string_equal((char *)c.out, want);
+            capture_free(&c);
+        }
+        exec_pool_free(pool);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_int_equal(uv_loop_close(&loop), 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -791,6 +820,7 @@ int main(void)
         cmocka_unit_test(test_utf8_text_replaces_invalid_bytes),
         cmocka_unit_test(test_pool_free_inside_on_done),
         cmocka_unit_test(test_largest_code_runs),
+        cmocka_unit_test(test_cold_and_warm_starts_give_the_same_result),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -40,7 +40,13 @@ static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urand
 
 static void die_errno(const char *stage, const char *what)
 {
-    launch_fatal(stage, "%s: %s", what, strerror(errno));
+    int e = errno;
+    /* Ubuntu 24.04 lets an ordinary user create the namespaces, then AppArmor denies mounts */
+    bool hint = (e == EACCES || e == EPERM) && geteuid() != 0 && strcmp(stage, "rootfs") == 0;
+    launch_fatal(stage, "%s: %s%s", what, strerror(e),
+                 hint ? " (user namespaces restricted, e.g. by AppArmor's "
+                        "restrict_unprivileged_userns: see docs/sandbox.md)"
+                      : "");
 }
 
 static void fmt_path(char *buf, size_t len, const char *a, const char *b)
@@ -261,8 +267,6 @@ static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan 
     bind_path("/usr", "/usr", false, true);
     for (size_t i = 0; i < sizeof top_dirs / sizeof top_dirs[0]; i++)
         mirror_top(top_dirs[i]);
-    for (size_t i = 0; i < cfg->n_prefixes; i++)
-        bind_path(cfg->prefixes[i], cfg->prefixes[i], false, true);
     setup_etc();
 
     mkdirs(NEWROOT "/proc");
@@ -292,6 +296,9 @@ static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan 
                      "tmpfs %llu MiB nosuid,nodev,noexec",
                      (unsigned long long)(cfg->tmp_bytes >> 20));
     }
+    /* after /tmp's tmpfs, so that a prefix or mount below /tmp is not hidden by it */
+    for (size_t i = 0; i < cfg->n_prefixes; i++)
+        bind_path(cfg->prefixes[i], cfg->prefixes[i], false, true);
     for (size_t i = 0; i < cfg->n_mounts; i++)
         bind_path(cfg->mounts[i].src, cfg->mounts[i].dst, cfg->mounts[i].rw, true);
 

@@ -791,6 +791,56 @@ static void test_cold_and_warm_starts_give_the_same_result(void **state)
     }
 }
 
+/* an interpreter outside /usr (pyenv, conda, a venv): its prefix is bound read-only */
+static void test_python_prefix_outside_usr_is_bound_read_only(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ptc-prefix-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(chmod(dir, 0755), 0);
+    char bin[64], py[80], real[4096];
+    snprintf(bin, sizeof bin, "%s/bin", dir);
+    snprintf(py, sizeof py, "%s/python3", bin);
+    assert_int_equal(mkdir(bin, 0755), 0);
+    assert_non_null(realpath(PYTHON, real));
+    /* a copy of the system binary: with no stdlib next to it, it falls back to its build
+       prefix, which is enough to start */
+    int in = open(real, O_RDONLY), outfd = open(py, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+    assert_true(in >= 0 && outfd >= 0);
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        assert_int_equal(write(outfd, buf, (size_t)n), n);
+    close(in);
+    close(outfd);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.python = py;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t c = {0};
+    char code[256];
+    snprintf(code, sizeof code,
+             "import sys, errno\nprint(sys.executable)\n"
+             "try:\n    open('%s/x', 'w')\nexcept OSError as e:\n"
+             "    print(errno.errorcode[e.errno])\n",
+             dir);
+    start(pool, code, T_TIMEOUT_MS, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    char want[160];
+    snprintf(want, sizeof want, "%s\nEROFS\n", py);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)c.out, want);
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    capture_free(&c);
+    unlink(py);
+    rmdir(bin);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -821,6 +871,7 @@ int main(void)
         cmocka_unit_test(test_pool_free_inside_on_done),
         cmocka_unit_test(test_largest_code_runs),
         cmocka_unit_test(test_cold_and_warm_starts_give_the_same_result),
+        cmocka_unit_test(test_python_prefix_outside_usr_is_bound_read_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

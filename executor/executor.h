@@ -84,6 +84,7 @@ typedef enum {
     EXEC_LAYER_CGROUP_CPU,
     EXEC_LAYER_RLIMITS,
     EXEC_LAYER_MEMFD_NOEXEC,
+    EXEC_LAYER_PROCESS_TREE, /* every descendant dies with the run (PID ns, or a subreaper) */
     EXEC_LAYER_COUNT
 } exec_layer_id_t;
 

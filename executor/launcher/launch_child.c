@@ -244,9 +244,16 @@ static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan 
                          bool *memfd_ok)
 {
     *memfd_ok = false;
-    if (launch_disabled(cfg, EXEC_LAYER_MOUNT_NS)) {
-        launch_layer(EXEC_LAYER_ROOTFS, EXEC_LAYER_UNAVAILABLE, "no mount namespace");
-        launch_layer(EXEC_LAYER_PRIVATE_TMP, EXEC_LAYER_UNAVAILABLE, "no mount namespace");
+    if (!(plan->ns_flags & CLONE_NEWNS)) {
+        launch_layer(EXEC_LAYER_ROOTFS, EXEC_LAYER_UNAVAILABLE, "no mount namespace%s",
+                     plan->landlock_only ? ": Landlock confines the files" : "");
+        if (plan->landlock_only)
+            launch_layer(EXEC_LAYER_PRIVATE_TMP, EXEC_LAYER_UNAVAILABLE,
+                         "a per-run directory %s instead, without a size cap", plan->run_dir);
+        else
+            launch_layer(EXEC_LAYER_PRIVATE_TMP, EXEC_LAYER_UNAVAILABLE, "no mount namespace");
+        launch_layer(EXEC_LAYER_MEMFD_NOEXEC, EXEC_LAYER_UNAVAILABLE,
+                     "no PID namespace of our own; seccomp denies memfd_create instead");
         return false;
     }
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -328,6 +335,20 @@ static int last_cap(void)
 
 static void drop_credentials(const struct launch_cfg *cfg, const struct launch_plan *plan)
 {
+    if (plan->landlock_only) {
+        /* an ordinary user with no namespace to map: the uid stays (it is not 0), and there are
+           no capabilities to drop (the bounding set needs CAP_SETPCAP; no_new_privs keeps file
+           capabilities from adding any) */
+        struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+        struct __user_cap_data_struct data[2];
+        memset(data, 0, sizeof data);
+        if (syscall(SYS_capset, &hdr, data) < 0) die_errno("caps", "capset");
+        if (getuid() == 0 || geteuid() == 0) launch_fatal("uid", "uid 0 without a namespace");
+        launch_layer(EXEC_LAYER_UID_DROP, EXEC_LAYER_ACTIVE, "the server's own uid %d (not 0)",
+                     (int)getuid());
+        launch_layer(EXEC_LAYER_CAPS_DROP, EXEC_LAYER_ACTIVE, "no capabilities (ordinary user)");
+        return;
+    }
     uid_t uid = plan->userns ? LAUNCH_INNER_UID : LAUNCH_NOBODY;
     bool caps = !launch_disabled(cfg, EXEC_LAYER_CAPS_DROP);
     bool drop_uid = !launch_disabled(cfg, EXEC_LAYER_UID_DROP);
@@ -376,7 +397,7 @@ static void apply_rlimits(const struct launch_cfg *cfg, const struct launch_plan
     set_limit(RLIMIT_CPU, cfg->cpu_seconds, "RLIMIT_CPU");
     set_limit(RLIMIT_FSIZE, cfg->fsize_bytes, "RLIMIT_FSIZE");
     set_limit(RLIMIT_NOFILE, cfg->nofile, "RLIMIT_NOFILE");
-    set_limit(RLIMIT_NPROC, cfg->pids, "RLIMIT_NPROC");
+    set_limit(RLIMIT_NPROC, plan->landlock_only ? plan->nproc : cfg->pids, "RLIMIT_NPROC");
     set_limit(RLIMIT_CORE, 0, "RLIMIT_CORE");
     if (!plan->memory_cgroup) {
         /* no cgroup: address space is the only memory cap; it counts reservations (thread
@@ -453,7 +474,7 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
     if (launch_disabled(cfg, EXEC_LAYER_LANDLOCK)) {
         launch_layer(EXEC_LAYER_LANDLOCK, EXEC_LAYER_DISABLED, "test switch");
     } else {
-        int r = launch_landlock_apply(cfg, err, sizeof err);
+        int r = launch_landlock_apply(cfg, plan, err, sizeof err);
         if (r < 0) launch_fatal("landlock", "%s", err);
         launch_layer(EXEC_LAYER_LANDLOCK, r ? EXEC_LAYER_ACTIVE : EXEC_LAYER_UNAVAILABLE, "%s",
                      err);
@@ -465,7 +486,8 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
     else
         launch_layer(EXEC_LAYER_RLIMITS, EXEC_LAYER_ACTIVE,
                      "cpu timeout+2s, fsize %llu MiB, nofile %u, nproc %u, core 0%s",
-                     (unsigned long long)(cfg->fsize_bytes >> 20), cfg->nofile, cfg->pids,
+                     (unsigned long long)(cfg->fsize_bytes >> 20), cfg->nofile,
+                     plan->landlock_only ? plan->nproc : cfg->pids,
                      plan->memory_cgroup ? "" : ", address space (no memory cgroup)");
 
     if (launch_disabled(cfg, EXEC_LAYER_SECCOMP)) {
@@ -506,7 +528,14 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
         if (devnull < 0 || dup2(devnull, 0) < 0) die_errno("exec", "stdin /dev/null");
         close(devnull);
         if (!launch_disabled(cfg, EXEC_LAYER_RLIMITS)) apply_rlimits(cfg, plan);
-        if (chdir("/tmp") < 0) die_errno("exec", "chdir /tmp");
+        const char *tmp = plan->landlock_only ? plan->run_dir : "/tmp";
+        if (chdir(tmp) < 0) die_errno("exec", "chdir to the run's directory");
+        if (plan->landlock_only) {
+            /* init is not PID 1 here: make sure the interpreter does not outlive it */
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (setenv("HOME", tmp, 1) < 0 || setenv("TMPDIR", tmp, 1) < 0)
+                die_errno("exec", "setenv");
+        }
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);

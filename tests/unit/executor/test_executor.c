@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -841,6 +842,81 @@ static void test_python_prefix_outside_usr_is_bound_read_only(void **state)
     rmdir(dir);
 }
 
+static int count_cmdline_with(const char *token)
+{
+    DIR *d = opendir("/proc");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[300], buf[4096];
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) continue;
+        ssize_t len = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (len <= 0) continue;
+        for (ssize_t i = 0; i < len; i++)
+            if (!buf[i]) buf[i] = ' ';
+        buf[len] = 0;
+        if (strstr(buf, token)) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* root: namespaces without a user namespace; an ordinary user: the Landlock-only mode */
+static void test_without_user_namespace_still_confines(void **state)
+{
+    (void)state;
+    char secret[] = "/tmp/ptc-secret-XXXXXX";
+    int fd = mkstemp(secret);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "s", 1), 1);
+    close(fd);
+    chmod(secret, 0644);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.test_disable_layer = "user-ns";
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t c = {0};
+    char token[64], code[1024];
+    snprintf(token, sizeof token, "ptc-nouserns-%d", (int)getpid());
+    snprintf(code, sizeof code,
+             "import os, time\n"
+             "tok = '%s'\n"
+             "print(os.getuid() != 0, os.geteuid() != 0)\n"
+             "open('mine', 'w').write('x'); print(open('mine').read())\n"
+             "try:\n    open('%s').read(); print('read secret')\n"
+             "except OSError as e: print('secret', e.errno in (2, 13))\n"
+             "if os.fork() == 0:\n"
+             "    os.setsid()\n"
+             "    if os.fork() == 0: time.sleep(60)\n"
+             "    os._exit(0)\n"
+             "os.wait()\n",
+             token, secret);
+    start(pool, code, T_TIMEOUT_MS, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)c.out, "True True\nx\nsecret True\n");
+    assert_int_equal(c.sandbox, EXEC_SANDBOX_DEGRADED);
+    /* the setsid grandchild did not survive the run */
+    int left = 1;
+    for (int i = 0; i < 60 && left; i++) {
+        left = count_cmdline_with(token);
+        if (left) usleep(50000);
+    }
+    assert_int_equal(left, 0);
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    capture_free(&c);
+    unlink(secret);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -872,6 +948,7 @@ int main(void)
         cmocka_unit_test(test_largest_code_runs),
         cmocka_unit_test(test_cold_and_warm_starts_give_the_same_result),
         cmocka_unit_test(test_python_prefix_outside_usr_is_bound_read_only),
+        cmocka_unit_test(test_without_user_namespace_still_confines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -457,7 +457,8 @@ static void on_code_written(uv_write_t *req, int status)
 {
     (void)status; /* a failure means init is gone: its exit ends the run */
     exec_run_t *run = req->data;
-    uv_close((uv_handle_t *)&run->in, on_in_closed);
+    /* the end of the run may have closed it already (the write is then cancelled) */
+    if (!uv_is_closing((uv_handle_t *)&run->in)) uv_close((uv_handle_t *)&run->in, on_in_closed);
 }
 
 /* handles of a run that is about to spawn; it joins the active list (killed by pool free) */

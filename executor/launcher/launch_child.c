@@ -453,7 +453,7 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
     if (plan->ns_flags & CLONE_NEWUTS) sethostname("sandbox", 7);
 
     bool memfd_ok = false;
-    bool rootfs = setup_rootfs(cfg, plan, &memfd_ok);
+    setup_rootfs(cfg, plan, &memfd_ok);
 
     drop_credentials(cfg, plan);
     /* PDEATHSIG is cleared by the uid change: set it now, then make sure the launcher did not die
@@ -479,7 +479,6 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
         launch_layer(EXEC_LAYER_LANDLOCK, r ? EXEC_LAYER_ACTIVE : EXEC_LAYER_UNAVAILABLE, "%s",
                      err);
     }
-    (void)rootfs;
 
     if (launch_disabled(cfg, EXEC_LAYER_RLIMITS))
         launch_layer(EXEC_LAYER_RLIMITS, EXEC_LAYER_DISABLED, "test switch");

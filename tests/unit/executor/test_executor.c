@@ -917,6 +917,34 @@ static void test_without_user_namespace_still_confines(void **state)
     unlink(secret);
 }
 
+/* the code (bigger than a pipe buffer) is still being written when the run is cancelled */
+static void test_cancel_while_the_code_is_in_flight(void **state)
+{
+    (void)state;
+    char *code = malloc(EXEC_MAX_CODE_BYTES + 1);
+    assert_non_null(code);
+    memset(code, '#', EXEC_MAX_CODE_BYTES);
+    code[EXEC_MAX_CODE_BYTES] = 0;
+    for (int warm = 0; warm < 2; warm++) {
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        exec_options_t o;
+        base_opts(&o);
+        o.keep_warm = warm;
+        exec_pool_t *pool = new_pool(&loop, &o);
+        capture_t c = {0};
+        exec_run_t *run = NULL;
+        start(pool, code, T_TIMEOUT_MS, &c, &run);
+        exec_run_cancel(run);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_false(c.done);
+        exec_pool_free(pool);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_int_equal(uv_loop_close(&loop), 0);
+    }
+    free(code);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -949,6 +977,7 @@ int main(void)
         cmocka_unit_test(test_cold_and_warm_starts_give_the_same_result),
         cmocka_unit_test(test_python_prefix_outside_usr_is_bound_read_only),
         cmocka_unit_test(test_without_user_namespace_still_confines),
+        cmocka_unit_test(test_cancel_while_the_code_is_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,6 +39,7 @@ void exec_options_init(exec_options_t *opts)
     opts->stdout_keep = EXEC_DEFAULT_KEEP_BYTES;
     opts->stderr_keep = EXEC_DEFAULT_KEEP_BYTES;
     opts->progress_ms = EXEC_DEFAULT_PROGRESS_MS;
+    opts->keep_warm = true;
 }
 
 static int fail(struct exec__cmd *cmd, int code, const char *fmt, ...)

@@ -84,6 +84,7 @@ typedef enum {
     EXEC_LAYER_CGROUP_CPU,
     EXEC_LAYER_RLIMITS,
     EXEC_LAYER_MEMFD_NOEXEC,
+    EXEC_LAYER_PROCESS_TREE, /* every descendant dies with the run (PID ns, or a subreaper) */
     EXEC_LAYER_COUNT
 } exec_layer_id_t;
 
@@ -135,6 +136,8 @@ typedef struct exec_options {
     const char *const *pass_env; /* names of the server's variables copied into runs */
     size_t n_pass_env;
     bool unsafe_no_sandbox;
+    bool keep_warm; /* keep one sandbox set up ahead of the next run (hides most of the set-up
+                       cost; costs an idle launcher + init + cgroup); on by exec_options_init */
     /* TEST ONLY: a layer name to turn off while the others stay on, so that a wall's test can be
        seen to fail. Runs are never refused while it is set. NULL in production. */
     const char *test_disable_layer;

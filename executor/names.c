@@ -22,6 +22,7 @@ static const char *const layer_names[EXEC_LAYER_COUNT] = {
     [EXEC_LAYER_CGROUP_CPU] = "cgroup-cpu",
     [EXEC_LAYER_RLIMITS] = "rlimits",
     [EXEC_LAYER_MEMFD_NOEXEC] = "memfd-noexec",
+    [EXEC_LAYER_PROCESS_TREE] = "process-tree",
 };
 
 const char *exec_layer_name(exec_layer_id_t id)

@@ -19,7 +19,7 @@
 #define N_PIPES          3
 
 enum { P_OUT, P_ERR, P_REP };
-enum run_state { RUN_QUEUED, RUN_RUNNING, RUN_FINISHED };
+enum run_state { RUN_QUEUED, RUN_WARM, RUN_RUNNING, RUN_FINISHED };
 enum timer_phase { T_IDLE, T_TIMEOUT, T_GRACE, T_EOF, T_DEFERRED };
 
 typedef struct {
@@ -39,6 +39,10 @@ struct exec_run {
 
     uv_process_t proc;
     uv_pipe_t pipes[N_PIPES];
+    uv_pipe_t in; /* the launcher's stdin: "CPU_SECONDS\nCODE", then closed */
+    uv_write_t wreq;
+    char header[24];
+    bool in_closed, in_counted;
     uv_timer_t timer;
     uv_timer_t tick;
     enum timer_phase phase;
@@ -74,6 +78,9 @@ struct exec_pool {
     exec_probe_t probe;
     bool refusing;
     char refusal[700];
+    bool keep_warm;
+    bool warm_failed; /* a warm sandbox died unused: stop making them (runs report why) */
+    exec_run_t *warm; /* set up and waiting for code; not a run yet */
     exec_run_t *q_head, *q_tail;
     unsigned n_queued;
     exec_run_t *active; /* spawned, not yet freed */
@@ -84,6 +91,7 @@ struct exec_pool {
 
 static void start_run(exec_run_t *run);
 static void maybe_finish(exec_run_t *run);
+static void warm_up(exec_pool_t *pool);
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
@@ -311,6 +319,10 @@ static void finish(exec_run_t *run)
     exec_pool_t *pool = run->pool;
     bool had_slot = run->state == RUN_RUNNING;
     run->state = RUN_FINISHED;
+    if (run == pool->warm) {
+        pool->warm = NULL;
+        if (!pool->closing) pool->warm_failed = true;
+    }
     uv_timer_stop(&run->timer);
     uv_timer_stop(&run->tick);
     if (had_slot) pool->n_running--;
@@ -321,15 +333,22 @@ static void finish(exec_run_t *run)
     }
     for (int i = 0; i < N_PIPES; i++)
         close_handle(run, (uv_handle_t *)&run->pipes[i]);
+    if (!uv_is_closing((uv_handle_t *)&run->in)) {
+        close_handle(run, (uv_handle_t *)&run->in);
+    } else if (!run->in_closed) { /* closed after the code was written, not called back yet */
+        run->open_handles++;
+        run->in_counted = true;
+    }
     if (run->proc_init) close_handle(run, (uv_handle_t *)&run->proc);
     close_handle(run, (uv_handle_t *)&run->timer);
     close_handle(run, (uv_handle_t *)&run->tick);
     pump(pool);
+    warm_up(pool);
 }
 
 static void maybe_finish(exec_run_t *run)
 {
-    if (run->state != RUN_RUNNING) return;
+    if (run->state != RUN_RUNNING && run->state != RUN_WARM) return;
     if (!run->exited || !run->eof[P_OUT] || !run->eof[P_ERR] || !run->eof[P_REP]) return;
     finish(run);
 }
@@ -427,11 +446,25 @@ static void defer_refusal(exec_run_t *run, const char *msg)
     uv_timer_start(&run->timer, on_timer, 0, 0);
 }
 
-static void start_run(exec_run_t *run)
+static void on_in_closed(uv_handle_t *h)
+{
+    exec_run_t *run = h->data;
+    run->in_closed = true;
+    if (run->in_counted) on_handle_closed(h);
+}
+
+static void on_code_written(uv_write_t *req, int status)
+{
+    (void)status; /* a failure means init is gone: its exit ends the run */
+    exec_run_t *run = req->data;
+    /* the end of the run may have closed it already (the write is then cancelled) */
+    if (!uv_is_closing((uv_handle_t *)&run->in)) uv_close((uv_handle_t *)&run->in, on_in_closed);
+}
+
+/* handles of a run that is about to spawn; it joins the active list (killed by pool free) */
+static void run_handles_init(exec_run_t *run)
 {
     exec_pool_t *pool = run->pool;
-    run->state = RUN_RUNNING;
-    pool->n_running++;
     run->next = pool->active;
     if (pool->active) pool->active->prev = run;
     pool->active = run;
@@ -442,17 +475,20 @@ static void start_run(exec_run_t *run)
         uv_pipe_init(pool->loop, &run->pipes[i], 0);
         run->pipes[i].data = run;
     }
+    uv_pipe_init(pool->loop, &run->in, 0);
+    run->in.data = run;
     run->proc.data = run;
-    run->start_ns = uv_hrtime();
-    if (pool->refusing) {
-        defer_refusal(run, pool->refusal);
-        return;
-    }
+    run->wreq.data = run;
+}
 
+/* Spawns the launcher (which sets the sandbox up and waits for the code on stdin) or, unsafe,
+   the interpreter itself with the code. */
+static int run_spawn(exec_run_t *run)
+{
+    exec_pool_t *pool = run->pool;
     char *argv[EXEC_MAX_ARGS + 8];
     size_t n = 0;
-    char cpu_o[] = "--cpu-seconds", cpu_v[24], dash[] = "--", i_[] = "-I", b_[] = "-B", u_[] = "-u",
-         c_[] = "-c";
+    char i_[] = "-I", b_[] = "-B", u_[] = "-u", c_[] = "-c";
     uv_stdio_container_t stdio[4];
     uv_process_options_t o;
     memset(&o, 0, sizeof o);
@@ -462,28 +498,25 @@ static void start_run(exec_run_t *run)
         argv[n++] = b_;
         argv[n++] = u_;
         argv[n++] = c_;
+        argv[n++] = run->code;
         o.file = pool->cmd.python;
         o.cwd = "/tmp";
         o.flags = UV_PROCESS_DETACHED; /* its own process group, killed as one */
         o.stdio_count = 3;
+        stdio[0].flags = UV_IGNORE;
         run->eof[P_REP] = true;
     } else {
         for (size_t i = 0; i < pool->cmd.n_args; i++)
             argv[n++] = pool->cmd.args[i];
-        /* CPU seconds follow the wall clock: a spinning run is stopped by either */
-        snprintf(cpu_v, sizeof cpu_v, "%llu", (unsigned long long)(run->timeout_ms / 1000 + 2));
-        argv[n++] = cpu_o;
-        argv[n++] = cpu_v;
-        argv[n++] = dash;
         o.file = pool->cmd.launcher;
         o.stdio_count = 4;
+        stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
+        stdio[0].data.stream = (uv_stream_t *)&run->in;
     }
-    argv[n++] = run->code;
     argv[n] = NULL;
     o.args = argv;
     o.env = pool->cmd.env;
     o.exit_cb = on_proc_exit;
-    stdio[0].flags = UV_IGNORE;
     for (int i = 0; i < N_PIPES; i++) {
         stdio[i + 1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
         stdio[i + 1].data.stream = (uv_stream_t *)&run->pipes[i];
@@ -496,16 +529,88 @@ static void start_run(exec_run_t *run)
         snprintf(msg, sizeof msg, "cannot start %s: %s. %s", o.file, uv_strerror(r),
                  exec_error_hint(EXEC_ESPAWN));
         defer_refusal(run, msg);
-        return;
+        return r;
     }
     run->spawned = true;
     for (int i = 0; i < (pool->unsafe ? 2 : N_PIPES); i++)
         uv_read_start((uv_stream_t *)&run->pipes[i], on_alloc, on_read);
+    return 0;
+}
+
+/* the run takes its slot: hand over the code, start the clocks */
+static void run_begin(exec_run_t *run)
+{
+    exec_pool_t *pool = run->pool;
+    run->state = RUN_RUNNING;
+    pool->n_running++;
+    run->start_ns = uv_hrtime();
+    if (!run->spawned) return; /* refused: the deferred end is on its way */
+    if (!pool->unsafe) {
+        /* CPU seconds follow the wall clock: a spinning run is stopped by either */
+        int hl = snprintf(run->header, sizeof run->header, "%llu\n",
+                          (unsigned long long)(run->timeout_ms / 1000 + 2));
+        uv_buf_t bufs[2] = {uv_buf_init(run->header, (unsigned)hl),
+                            uv_buf_init(run->code, (unsigned)strlen(run->code))};
+        if (uv_write(&run->wreq, (uv_stream_t *)&run->in, bufs, 2, on_code_written) < 0)
+            uv_close((uv_handle_t *)&run->in, on_in_closed);
+    }
     run->phase = T_TIMEOUT;
-    uv_update_time(pool->loop); /* the cached loop time predates the spawn */
+    uv_update_time(pool->loop); /* the cached loop time may predate the spawn */
     uv_timer_start(&run->timer, on_timer, run->timeout_ms, 0);
     if (run->cb.on_progress && pool->progress_ms)
         uv_timer_start(&run->tick, on_tick, pool->progress_ms, pool->progress_ms);
+}
+
+static void start_run(exec_run_t *run)
+{
+    exec_pool_t *pool = run->pool;
+    run_handles_init(run);
+    if (pool->refusing)
+        defer_refusal(run, pool->refusal);
+    else
+        run_spawn(run);
+    run_begin(run);
+}
+
+static exec_run_t *run_alloc(exec_pool_t *pool)
+{
+    exec_run_t *run = calloc(1, sizeof *run);
+    if (!run) return NULL;
+    run->pool = pool;
+    run->out.keep = pool->keep_out;
+    run->err.keep = pool->keep_err;
+    pool->n_alive++;
+    return run;
+}
+
+/* an idle warm sandbox must not keep uv_run alive; a run or pool free takes it back */
+static void warm_ref(exec_run_t *run, bool ref)
+{
+    uv_handle_t *hs[] = {(uv_handle_t *)&run->proc, (uv_handle_t *)&run->pipes[0],
+                         (uv_handle_t *)&run->pipes[1], (uv_handle_t *)&run->pipes[2],
+                         (uv_handle_t *)&run->in};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) {
+        if (hs[i] == (uv_handle_t *)&run->proc && !run->proc_init) continue;
+        if (ref)
+            uv_ref(hs[i]);
+        else
+            uv_unref(hs[i]);
+    }
+}
+
+/* keeps one sandbox set up ahead, so that a run pays only for the interpreter's start */
+static void warm_up(exec_pool_t *pool)
+{
+    if (!pool->keep_warm || pool->unsafe || pool->refusing || pool->closing || pool->warm ||
+        pool->warm_failed)
+        return;
+    exec_run_t *run = run_alloc(pool);
+    if (!run) return;
+    run->state = RUN_WARM;
+    run->detached = true; /* nobody to call back until a run takes it */
+    pool->warm = run;
+    run_handles_init(run);
+    if (run_spawn(run) == 0) warm_ref(run, false);
 }
 
 /* ---- public ------------------------------------------------------------------------------- */
@@ -534,6 +639,7 @@ int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out
     pool->progress_ms = opts->progress_ms;
     pool->unsafe = opts->unsafe_no_sandbox;
     pool->test_switch = opts->test_disable_layer != NULL;
+    pool->keep_warm = opts->keep_warm;
     if (pool->unsafe) {
         pool->probe.level = EXEC_SANDBOX_NONE;
         pool->probe.python_ok = true;
@@ -554,6 +660,7 @@ int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out
         exec__copy(pool->refusal, sizeof pool->refusal,
                    pool->probe.message[0] ? pool->probe.message : exec_error_hint(EXEC_EPROBE));
     }
+    warm_up(pool);
     *out = pool;
     return 0;
 }
@@ -569,6 +676,7 @@ void exec_pool_free(exec_pool_t *pool)
         run_free(run);
     }
     pool->closing = true;
+    if (pool->warm && pool->warm->spawned) warm_ref(pool->warm, true); /* wait for its end */
     for (exec_run_t *run = pool->active; run; run = run->next) {
         run->detached = true;
         kill_tree(run);
@@ -608,21 +716,26 @@ int exec_run_start(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
     if (len > EXEC_MAX_CODE_BYTES) return EXEC_ETOOBIG;
     bool now = pool->n_running < pool->max_concurrent && !pool->q_head;
     if (!now && pool->n_queued >= pool->max_queue) return EXEC_EQUEUEFULL;
-    exec_run_t *run = calloc(1, sizeof *run);
-    if (!run) return EXEC_ENOMEM;
-    run->code = malloc(len + 1);
-    if (!run->code) {
-        free(run);
+    char *copy = malloc(len + 1);
+    if (!copy) return EXEC_ENOMEM;
+    memcpy(copy, code, len + 1);
+    exec_run_t *run = NULL;
+    bool warm = now && pool->warm && !pool->warm->exited;
+    if (warm) {
+        run = pool->warm;
+        pool->warm = NULL;
+        run->detached = false;
+        warm_ref(run, true);
+    } else if (!(run = run_alloc(pool))) {
+        free(copy);
         return EXEC_ENOMEM;
     }
-    memcpy(run->code, code, len + 1);
-    run->pool = pool;
+    run->code = copy;
     run->timeout_ms = timeout_ms;
     run->cb = *cb;
-    run->out.keep = pool->keep_out;
-    run->err.keep = pool->keep_err;
-    pool->n_alive++;
-    if (now) {
+    if (warm) {
+        run_begin(run); /* the next warm sandbox is made when this run ends, not competing */
+    } else if (now) {
         start_run(run);
     } else {
         run->state = RUN_QUEUED;

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 /* process tree, rlimits, no_new_privs, seccomp; the filesystem pair is checked apart */
-static const exec_layer_id_t mandatory[] = {EXEC_LAYER_PID_NS, EXEC_LAYER_RLIMITS,
+static const exec_layer_id_t mandatory[] = {EXEC_LAYER_PROCESS_TREE, EXEC_LAYER_RLIMITS,
                                             EXEC_LAYER_NO_NEW_PRIVS, EXEC_LAYER_SECCOMP};
 
 void exec__parse_layer(const char *rest, exec_layer_state_t *state, char (*reason)[EXEC_REASON_MAX])

@@ -1,7 +1,8 @@
 /*
  * Start-up latency of a sandboxed `print(1)` through the executor pool (what execute_code pays
  * per run, minus JSON-RPC), side by side with the bare interpreter in the same process and run.
- * Runs one at a time. Usage: exec_bench [N] [PYTHON]
+ * Runs one at a time. Usage: exec_bench [N] [GAP_MS] [PYTHON]. GAP_MS (default 0) idles between
+ * runs as a client would between calls; it lets the pool's warm sandbox finish setting up.
  */
 #include "executor.h"
 
@@ -64,7 +65,8 @@ static void on_done(exec_run_t *run, const exec_result_t *r, void *user)
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 30;
-    const char *python = argc > 2 ? argv[2] : EXEC_DEFAULT_PYTHON;
+    int gap = argc > 2 ? atoi(argv[2]) : 0;
+    const char *python = argc > 3 ? argv[3] : EXEC_DEFAULT_PYTHON;
     if (n < 3 || n > MAX_N) n = 30;
     static double sb[MAX_N], b_is[MAX_N], b_i[MAX_N];
     uv_loop_t loop;
@@ -82,6 +84,7 @@ int main(int argc, char **argv)
     const char *is[] = {"-I", "-S", "-c", "print(1)"};
     const char *i_[] = {"-I", "-c", "print(1)"};
     for (int i = 0; i < n; i++) {
+        if (gap > 0) usleep((useconds_t)gap * 1000u);
         done_t d = {0};
         exec_callbacks_t cb = {.on_done = on_done, .user = &d};
         uint64_t t0 = uv_hrtime();
@@ -98,7 +101,7 @@ int main(int argc, char **argv)
     double s50 = pct(sb, n, 0.5), s99 = pct(sb, n, 0.99);
     double a50 = pct(b_is, n, 0.5), a99 = pct(b_is, n, 0.99);
     double c50 = pct(b_i, n, 0.5), c99 = pct(b_i, n, 0.99);
-    printf("python: %s, %d runs each, interleaved, ms\n", python, n);
+    printf("python: %s, %d runs each, interleaved, %d ms idle between runs; ms\n", python, n, gap);
     printf("%-44s p50 %7.2f  p99 %7.2f\n", "sandboxed print(1) via pool (-I -B -u)", s50, s99);
     printf("%-44s p50 %7.2f  p99 %7.2f\n", "bare python3 -I -c 'print(1)'", c50, c99);
     printf("%-44s p50 %7.2f  p99 %7.2f\n", "bare python3 -I -S -c 'print(1)'", a50, a99);

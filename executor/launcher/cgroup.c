@@ -16,7 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CG_RMDIR_TRIES 200 /* x 5 ms: tasks of a killed namespace take a moment to leave */
+#define CG_RMDIR_TRIES   40   /* x 5 ms: tasks of a killed namespace take a moment to leave */
+#define CG_CLEANER_TRIES 1200 /* x 50 ms, in a detached child, when they take longer */
 
 enum { CG_MEM, CG_PIDS, CG_CPU, CG_N };
 static const char *const cg_ctrl[CG_N] = {"memory", "pids", "cpu"};
@@ -283,17 +284,47 @@ bool launch_cgroup_oom(struct launch_cgroup *cg)
     return get_key(cg->dir[CG_MEM], "memory.oom_control", "oom_kill") > 0;
 }
 
+/* rmdir every directory still there; true when none is left */
+static bool remove_dirs(struct launch_cgroup *cg)
+{
+    bool left = false;
+    int n = cg->v2 ? 1 : CG_N;
+    for (int c = 0; c < n; c++) {
+        if (!cg->v2 && !cg->have[c]) continue;
+        if (!cg->dir[c][0]) continue;
+        if (rmdir(cg->dir[c]) == 0 || errno != EBUSY)
+            cg->dir[c][0] = '\0';
+        else
+            left = true;
+    }
+    return !left;
+}
+
 void launch_cgroup_destroy(struct launch_cgroup *cg)
 {
     if (!cg) return;
-    int n = cg->v2 ? 1 : CG_N;
     if (cg->v2) put(cg->dir[0], "cgroup.kill", "1");
-    for (int c = 0; c < n; c++) {
-        if (!cg->v2 && !cg->have[c]) continue;
-        for (int t = 0; t < CG_RMDIR_TRIES; t++) {
-            if (rmdir(cg->dir[c]) == 0 || errno != EBUSY) break;
-            struct timespec ts = {0, 5 * 1000 * 1000};
-            nanosleep(&ts, NULL);
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    for (int t = 0; t < CG_RMDIR_TRIES && !remove_dirs(cg); t++)
+        nanosleep(&ts, NULL);
+    if (!remove_dirs(cg)) {
+        /* tasks of a big or OOM-killed run can take long to leave on a busy host: a detached
+           child keeps trying, so that the run's result is not held back */
+        pid_t pid = fork();
+        if (pid == 0) {
+            setsid();
+            for (int fd = 0; fd < 3; fd++) {
+                int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+                if (nul >= 0 && nul != fd) {
+                    dup2(nul, fd);
+                    close(nul);
+                }
+            }
+            close(LAUNCH_REPORT_FD);
+            struct timespec slow = {0, 50 * 1000 * 1000};
+            for (int t = 0; t < CG_CLEANER_TRIES && !remove_dirs(cg); t++)
+                nanosleep(&slow, NULL);
+            _exit(0);
         }
     }
     free(cg);

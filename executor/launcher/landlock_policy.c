@@ -59,12 +59,31 @@ static int add_rule(int rfd, const char *path, uint64_t access, uint64_t handled
     return 0;
 }
 
-int launch_landlock_apply(const struct launch_cfg *cfg, char *err, size_t errlen)
+/* Landlock-only mode: the host's tree is visible, so the rules name exactly what the
+   interpreter needs; nothing else (no /proc, no /tmp, no listing of /) */
+static const char *const host_read_exec[] = {"/usr",   "/bin",   "/sbin",  "/lib",
+                                             "/lib64", "/lib32", "/libx32"};
+static const char *const host_read[] = {
+    "/etc/ld.so.cache", "/etc/ld.so.conf",   "/etc/ld.so.conf.d", "/etc/nsswitch.conf",
+    "/etc/localtime",   "/etc/ssl",          "/etc/mime.types",   "/etc/protocols",
+    "/etc/services",    "/etc/alternatives", "/dev/urandom",      "/dev/random"};
+
+int launch_landlock_apply(const struct launch_cfg *cfg, const struct launch_plan *plan, char *err,
+                          size_t errlen)
 {
     long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
     if (abi < 1) {
         snprintf(err, errlen, "kernel without Landlock (%s)", strerror(errno));
         return 0;
+    }
+    if (plan->landlock_only && abi < 6) {
+        /* without namespaces only Landlock's scoping keeps the run from signalling the
+           server, which has the same uid */
+        snprintf(err, errlen,
+                 "Landlock ABI %ld; ABI 6 (Linux 6.12) is needed without user "
+                 "namespaces",
+                 abi);
+        return -1;
     }
     uint64_t handled = (1ULL << 13) - 1; /* ABI 1: bits 0..12 */
     if (abi >= 2) handled |= LANDLOCK_ACCESS_FS_REFER;
@@ -85,6 +104,19 @@ int launch_landlock_apply(const struct launch_cfg *cfg, char *err, size_t errlen
         return -1;
     }
     int r = 0;
+    if (plan->landlock_only) {
+        for (size_t i = 0; i < sizeof host_read_exec / sizeof host_read_exec[0]; i++)
+            r |= add_rule(rfd, host_read_exec[i], R_DIR | X, handled, err, errlen);
+        for (size_t i = 0; i < cfg->n_prefixes; i++)
+            r |= add_rule(rfd, cfg->prefixes[i], R_DIR | X, handled, err, errlen);
+        for (size_t i = 0; i < sizeof host_read / sizeof host_read[0]; i++)
+            r |= add_rule(rfd, host_read[i], R_DIR, handled, err, errlen);
+        r |= add_rule(rfd, "/dev/null", R_FILE | W_FILE, handled, err, errlen);
+        r |= add_rule(rfd, "/dev/zero", R_FILE | W_FILE, handled, err, errlen);
+        r |= add_rule(rfd, "/dev/full", R_FILE | W_FILE, handled, err, errlen);
+        r |= add_rule(rfd, plan->run_dir, R_DIR | W_DIR, handled, err, errlen);
+        goto apply;
+    }
     r |= add_rule(rfd, "/", LANDLOCK_ACCESS_FS_READ_DIR, handled, err, errlen);
     r |= add_rule(rfd, "/usr", R_DIR | X, handled, err, errlen);
     for (size_t i = 0; i < cfg->n_prefixes; i++)
@@ -99,6 +131,7 @@ int launch_landlock_apply(const struct launch_cfg *cfg, char *err, size_t errlen
     for (size_t i = 0; i < cfg->n_mounts; i++)
         r |= add_rule(rfd, cfg->mounts[i].dst, R_DIR | (cfg->mounts[i].rw ? W_DIR : 0), handled,
                       err, errlen);
+apply:
     if (r == 0 && syscall(SYS_landlock_restrict_self, rfd, 0) < 0) {
         snprintf(err, errlen, "landlock_restrict_self: %s", strerror(errno));
         r = -1;

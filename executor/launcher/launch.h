@@ -45,6 +45,11 @@ struct launch_plan {
     bool root_mapped; /* inside 0 maps to outer 0 (root started us), 1000 to nobody */
     int ns_flags;     /* CLONE_NEW* the child got (without CLONE_NEWUSER) */
     bool memory_cgroup;
+    /* an ordinary user without user namespaces: no namespaces, Landlock confines the files,
+       a per-run directory replaces /tmp, the launcher (a subreaper) kills every descendant */
+    bool landlock_only;
+    char run_dir[64];
+    unsigned nproc; /* RLIMIT_NPROC: per uid, so without a user namespace it adds to the count */
 };
 
 /* Report one line of text (newlines flattened) on the report fd. */
@@ -64,7 +69,8 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
 /* seccomp: both filters; err gets a reason on failure. */
 int launch_seccomp_apply(char *err, size_t errlen);
 /* Landlock: 1 applied, 0 unavailable (reason in err), -1 failed. */
-int launch_landlock_apply(const struct launch_cfg *cfg, char *err, size_t errlen);
+int launch_landlock_apply(const struct launch_cfg *cfg, const struct launch_plan *plan, char *err,
+                          size_t errlen);
 
 /* cgroups, driven by the parent. */
 struct launch_cgroup;

@@ -40,7 +40,13 @@ static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urand
 
 static void die_errno(const char *stage, const char *what)
 {
-    launch_fatal(stage, "%s: %s", what, strerror(errno));
+    int e = errno;
+    /* Ubuntu 24.04 lets an ordinary user create the namespaces, then AppArmor denies mounts */
+    bool hint = (e == EACCES || e == EPERM) && geteuid() != 0 && strcmp(stage, "rootfs") == 0;
+    launch_fatal(stage, "%s: %s%s", what, strerror(e),
+                 hint ? " (user namespaces restricted, e.g. by AppArmor's "
+                        "restrict_unprivileged_userns: see docs/sandbox.md)"
+                      : "");
 }
 
 static void fmt_path(char *buf, size_t len, const char *a, const char *b)
@@ -238,9 +244,16 @@ static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan 
                          bool *memfd_ok)
 {
     *memfd_ok = false;
-    if (launch_disabled(cfg, EXEC_LAYER_MOUNT_NS)) {
-        launch_layer(EXEC_LAYER_ROOTFS, EXEC_LAYER_UNAVAILABLE, "no mount namespace");
-        launch_layer(EXEC_LAYER_PRIVATE_TMP, EXEC_LAYER_UNAVAILABLE, "no mount namespace");
+    if (!(plan->ns_flags & CLONE_NEWNS)) {
+        launch_layer(EXEC_LAYER_ROOTFS, EXEC_LAYER_UNAVAILABLE, "no mount namespace%s",
+                     plan->landlock_only ? ": Landlock confines the files" : "");
+        if (plan->landlock_only)
+            launch_layer(EXEC_LAYER_PRIVATE_TMP, EXEC_LAYER_UNAVAILABLE,
+                         "a per-run directory %s instead, without a size cap", plan->run_dir);
+        else
+            launch_layer(EXEC_LAYER_PRIVATE_TMP, EXEC_LAYER_UNAVAILABLE, "no mount namespace");
+        launch_layer(EXEC_LAYER_MEMFD_NOEXEC, EXEC_LAYER_UNAVAILABLE,
+                     "no PID namespace of our own; seccomp denies memfd_create instead");
         return false;
     }
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -261,8 +274,6 @@ static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan 
     bind_path("/usr", "/usr", false, true);
     for (size_t i = 0; i < sizeof top_dirs / sizeof top_dirs[0]; i++)
         mirror_top(top_dirs[i]);
-    for (size_t i = 0; i < cfg->n_prefixes; i++)
-        bind_path(cfg->prefixes[i], cfg->prefixes[i], false, true);
     setup_etc();
 
     mkdirs(NEWROOT "/proc");
@@ -292,6 +303,9 @@ static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan 
                      "tmpfs %llu MiB nosuid,nodev,noexec",
                      (unsigned long long)(cfg->tmp_bytes >> 20));
     }
+    /* after /tmp's tmpfs, so that a prefix or mount below /tmp is not hidden by it */
+    for (size_t i = 0; i < cfg->n_prefixes; i++)
+        bind_path(cfg->prefixes[i], cfg->prefixes[i], false, true);
     for (size_t i = 0; i < cfg->n_mounts; i++)
         bind_path(cfg->mounts[i].src, cfg->mounts[i].dst, cfg->mounts[i].rw, true);
 
@@ -321,6 +335,20 @@ static int last_cap(void)
 
 static void drop_credentials(const struct launch_cfg *cfg, const struct launch_plan *plan)
 {
+    if (plan->landlock_only) {
+        /* an ordinary user with no namespace to map: the uid stays (it is not 0), and there are
+           no capabilities to drop (the bounding set needs CAP_SETPCAP; no_new_privs keeps file
+           capabilities from adding any) */
+        struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+        struct __user_cap_data_struct data[2];
+        memset(data, 0, sizeof data);
+        if (syscall(SYS_capset, &hdr, data) < 0) die_errno("caps", "capset");
+        if (getuid() == 0 || geteuid() == 0) launch_fatal("uid", "uid 0 without a namespace");
+        launch_layer(EXEC_LAYER_UID_DROP, EXEC_LAYER_ACTIVE, "the server's own uid %d (not 0)",
+                     (int)getuid());
+        launch_layer(EXEC_LAYER_CAPS_DROP, EXEC_LAYER_ACTIVE, "no capabilities (ordinary user)");
+        return;
+    }
     uid_t uid = plan->userns ? LAUNCH_INNER_UID : LAUNCH_NOBODY;
     bool caps = !launch_disabled(cfg, EXEC_LAYER_CAPS_DROP);
     bool drop_uid = !launch_disabled(cfg, EXEC_LAYER_UID_DROP);
@@ -369,7 +397,7 @@ static void apply_rlimits(const struct launch_cfg *cfg, const struct launch_plan
     set_limit(RLIMIT_CPU, cfg->cpu_seconds, "RLIMIT_CPU");
     set_limit(RLIMIT_FSIZE, cfg->fsize_bytes, "RLIMIT_FSIZE");
     set_limit(RLIMIT_NOFILE, cfg->nofile, "RLIMIT_NOFILE");
-    set_limit(RLIMIT_NPROC, cfg->pids, "RLIMIT_NPROC");
+    set_limit(RLIMIT_NPROC, plan->landlock_only ? plan->nproc : cfg->pids, "RLIMIT_NPROC");
     set_limit(RLIMIT_CORE, 0, "RLIMIT_CORE");
     if (!plan->memory_cgroup) {
         /* no cgroup: address space is the only memory cap; it counts reservations (thread
@@ -378,6 +406,38 @@ static void apply_rlimits(const struct launch_cfg *cfg, const struct launch_plan
         if (as < (1ull << 30)) as = 1ull << 30;
         set_limit(RLIMIT_AS, as, "RLIMIT_AS");
     }
+}
+
+/* "CPU_SECONDS\nCODE" from stdin, bounded; NULL on EOF before any byte */
+static char *read_code(struct launch_cfg *run)
+{
+    size_t cap = EXEC_MAX_CODE_BYTES + 32, len = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) launch_fatal("code", "out of memory");
+    for (;;) {
+        ssize_t n = read(STDIN_FILENO, buf + len, cap - len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) launch_fatal("code", "reading the code: %s", strerror(errno));
+        if (n == 0) break;
+        len += (size_t)n;
+        if (len == cap) launch_fatal("code", "more than %u bytes of code", EXEC_MAX_CODE_BYTES);
+    }
+    if (len == 0) {
+        free(buf);
+        return NULL;
+    }
+    buf[len] = '\0';
+    char *nl = memchr(buf, '\n', len);
+    if (!nl) launch_fatal("code", "no CPU seconds line before the code");
+    *nl = '\0';
+    char *end;
+    unsigned long cpu = strtoul(buf, &end, 10);
+    if (*end || cpu == 0 || cpu > 1000000) launch_fatal("code", "bad CPU seconds '%s'", buf);
+    run->cpu_seconds = (unsigned)cpu;
+    run->code = nl + 1;
+    if (strlen(run->code) != len - (size_t)(nl + 1 - buf))
+        launch_fatal("code", "the code contains a NUL byte");
+    return buf;
 }
 
 _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_plan *plan,
@@ -393,7 +453,7 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
     if (plan->ns_flags & CLONE_NEWUTS) sethostname("sandbox", 7);
 
     bool memfd_ok = false;
-    bool rootfs = setup_rootfs(cfg, plan, &memfd_ok);
+    setup_rootfs(cfg, plan, &memfd_ok);
 
     drop_credentials(cfg, plan);
     /* PDEATHSIG is cleared by the uid change: set it now, then make sure the launcher did not die
@@ -414,19 +474,19 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
     if (launch_disabled(cfg, EXEC_LAYER_LANDLOCK)) {
         launch_layer(EXEC_LAYER_LANDLOCK, EXEC_LAYER_DISABLED, "test switch");
     } else {
-        int r = launch_landlock_apply(cfg, err, sizeof err);
+        int r = launch_landlock_apply(cfg, plan, err, sizeof err);
         if (r < 0) launch_fatal("landlock", "%s", err);
         launch_layer(EXEC_LAYER_LANDLOCK, r ? EXEC_LAYER_ACTIVE : EXEC_LAYER_UNAVAILABLE, "%s",
                      err);
     }
-    (void)rootfs;
 
     if (launch_disabled(cfg, EXEC_LAYER_RLIMITS))
         launch_layer(EXEC_LAYER_RLIMITS, EXEC_LAYER_DISABLED, "test switch");
     else
         launch_layer(EXEC_LAYER_RLIMITS, EXEC_LAYER_ACTIVE,
-                     "cpu %us, fsize %llu MiB, nofile %u, nproc %u, core 0%s", cfg->cpu_seconds,
-                     (unsigned long long)(cfg->fsize_bytes >> 20), cfg->nofile, cfg->pids,
+                     "cpu timeout+2s, fsize %llu MiB, nofile %u, nproc %u, core 0%s",
+                     (unsigned long long)(cfg->fsize_bytes >> 20), cfg->nofile,
+                     plan->landlock_only ? plan->nproc : cfg->pids,
                      plan->memory_cgroup ? "" : ", address space (no memory cgroup)");
 
     if (launch_disabled(cfg, EXEC_LAYER_SECCOMP)) {
@@ -444,6 +504,16 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
     if (n != 1 || go != 'c') _exit(125);
     close(sync_fd);
 
+    struct launch_cfg run = *cfg;
+    char *code_buf = NULL;
+    if (!run.code) {
+        /* a warm sandbox: the pool sends "CPU_SECONDS\nCODE" on stdin when a run takes it; EOF
+           without a byte means it was discarded */
+        code_buf = read_code(&run);
+        if (!code_buf) _exit(0);
+    }
+    cfg = &run;
+
     pid_t py = fork();
     if (py < 0) die_errno("fork", "fork interpreter");
     if (py == 0) {
@@ -457,7 +527,14 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
         if (devnull < 0 || dup2(devnull, 0) < 0) die_errno("exec", "stdin /dev/null");
         close(devnull);
         if (!launch_disabled(cfg, EXEC_LAYER_RLIMITS)) apply_rlimits(cfg, plan);
-        if (chdir("/tmp") < 0) die_errno("exec", "chdir /tmp");
+        const char *tmp = plan->landlock_only ? plan->run_dir : "/tmp";
+        if (chdir(tmp) < 0) die_errno("exec", "chdir to the run's directory");
+        if (plan->landlock_only) {
+            /* init is not PID 1 here: make sure the interpreter does not outlive it */
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (setenv("HOME", tmp, 1) < 0 || setenv("TMPDIR", tmp, 1) < 0)
+                die_errno("exec", "setenv");
+        }
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);

@@ -17,7 +17,9 @@
  */
 #include "launch.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -26,14 +28,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define KILL_ROUNDS 10000 /* x 1 ms at most, for a tree that keeps forking */
+
 #define USAGE                                                                                      \
     "usage: ptc-sandbox-launch --python PATH [--prefix DIR]... [--mount SRC:DST:ro|rw]...\n"       \
     "       [--memory BYTES] [--tmp-size BYTES] [--pids N] [--cpu-seconds N] [--fsize BYTES]\n"    \
-    "       [--nofile N] [--disable LAYER] -- CODE\n"                                              \
+    "       [--nofile N] [--disable LAYER] [-- CODE]\n"                                            \
+    "Without CODE, init reads \"CPU_SECONDS\\nCODE\" from stdin once it is set up.\n"              \
     "Status lines go to fd 3. Started by ptc-mcp; see docs/sandbox.md.\n"
 
 void launch_report(const char *fmt, ...)
@@ -164,7 +170,9 @@ static int parse_args(int argc, char **argv, struct launch_cfg *cfg)
             return -1;
         }
     }
-    if (i != argc - 1 || !cfg->python || cfg->python[0] != '/') return -1;
+    if (!cfg->python || cfg->python[0] != '/') return -1;
+    if (i == argc) return 0; /* no CODE: it comes on stdin (a warm sandbox) */
+    if (i != argc - 1) return -1;
     cfg->code = argv[i];
     return 0;
 }
@@ -209,6 +217,60 @@ static pid_t raw_clone(int flags)
     return (pid_t)syscall(SYS_clone, (unsigned long)flags | SIGCHLD, NULL, NULL, NULL, NULL);
 }
 
+/* processes of our uid now: RLIMIT_NPROC counts them too when there is no user namespace */
+static unsigned count_own_processes(void)
+{
+    DIR *d = opendir("/proc");
+    unsigned n = 0;
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && st.st_uid == getuid()) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Without a PID namespace this program is a subreaper: orphans of the run become our children.
+   Kill children until none is left (a killed child's own children are reparented to us). */
+static void kill_descendants(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+    for (int round = 0; round < KILL_ROUNDS; round++) {
+        bool any = false;
+        FILE *f = fopen(path, "re");
+        int p;
+        while (f && fscanf(f, "%d", &p) == 1) {
+            kill(p, SIGKILL);
+            any = true;
+        }
+        if (f) fclose(f);
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            any = true;
+        if (!any) return;
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* the per-run directory of the Landlock-only mode; FTW_PHYS: never follow the run's links */
+static void remove_tree(const char *dir)
+{
+    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static const struct {
     int flag;
     exec_layer_id_t id;
@@ -248,6 +310,8 @@ int main(int argc, char **argv)
 
     bool root = geteuid() == 0;
     struct launch_plan plan = {0};
+    /* orphans of the run come to us when there is no PID namespace to hold them */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     for (size_t i = 0; i < N_NS_LAYERS; i++)
         if (!launch_disabled(&cfg, ns_layers[i].id)) plan.ns_flags |= ns_layers[i].flag;
 
@@ -265,10 +329,23 @@ int main(int argc, char **argv)
         pid = raw_clone(plan.ns_flags | CLONE_NEWUSER);
         if (pid < 0) userns_err = errno;
     }
-    if (pid < 0 && root)
+    if (pid < 0 && root) {
         pid = raw_clone(plan.ns_flags);
-    else if (pid >= 0 && !launch_disabled(&cfg, EXEC_LAYER_USER_NS))
+    } else if (pid >= 0 && !launch_disabled(&cfg, EXEC_LAYER_USER_NS)) {
         plan.userns = true;
+    } else if (pid < 0 && (userns_err == 0 || userns_err == EPERM || userns_err == ENOSPC ||
+                           userns_err == EINVAL || userns_err == EACCES)) {
+        /* an ordinary user without user namespaces (Ubuntu's AppArmor rule, Docker, a sysctl) */
+        if (cfg.n_mounts)
+            launch_fatal("namespaces", "--mount needs a user namespace, which this host refuses "
+                                       "(docs/sandbox.md)");
+        plan.landlock_only = true;
+        plan.ns_flags = 0;
+        snprintf(plan.run_dir, sizeof plan.run_dir, "/tmp/ptc-run-XXXXXX");
+        if (!mkdtemp(plan.run_dir)) launch_fatal("tmp", "mkdtemp: %s", strerror(errno));
+        plan.nproc = count_own_processes() + cfg.pids;
+        pid = raw_clone(0);
+    }
     if (pid < 0) {
         int e = errno;
         if (userns_err == ENOSPC || userns_err == EPERM)
@@ -292,14 +369,23 @@ int main(int argc, char **argv)
     else if (plan.userns)
         launch_layer(EXEC_LAYER_USER_NS, EXEC_LAYER_ACTIVE, "sandbox uid %d", LAUNCH_INNER_UID);
     else
-        launch_layer(EXEC_LAYER_USER_NS, EXEC_LAYER_UNAVAILABLE,
-                     "clone(CLONE_NEWUSER): %s; running as root without one", strerror(userns_err));
+        launch_layer(EXEC_LAYER_USER_NS, EXEC_LAYER_UNAVAILABLE, "clone(CLONE_NEWUSER): %s; %s",
+                     strerror(userns_err),
+                     root ? "running as root without one" : "Landlock-only mode");
     for (size_t i = 0; i < N_NS_LAYERS; i++) {
         if (plan.ns_flags & ns_layers[i].flag)
             launch_layer(ns_layers[i].id, EXEC_LAYER_ACTIVE, "new namespace");
-        else
+        else if (launch_disabled(&cfg, ns_layers[i].id))
             launch_layer(ns_layers[i].id, EXEC_LAYER_DISABLED, "test switch");
+        else
+            launch_layer(ns_layers[i].id, EXEC_LAYER_UNAVAILABLE, "needs a user namespace");
     }
+    if (plan.ns_flags & CLONE_NEWPID)
+        launch_layer(EXEC_LAYER_PROCESS_TREE, EXEC_LAYER_ACTIVE,
+                     "PID namespace: init's exit kills every descendant");
+    else
+        launch_layer(EXEC_LAYER_PROCESS_TREE, EXEC_LAYER_ACTIVE,
+                     "subreaper: the launcher kills every descendant at the end");
 
     int map_err = plan.userns ? write_id_maps(pid, root) : 0;
     if (map_err < 0) {
@@ -335,10 +421,8 @@ int main(int argc, char **argv)
             kill(pid, SIGKILL);
         }
     }
-    if (!(plan.ns_flags & CLONE_NEWPID)) {
-        /* only with the test switch: no PID namespace, so kill the process group init led */
-        kill(-pid, SIGKILL);
-    }
+    if (!(plan.ns_flags & CLONE_NEWPID)) kill_descendants();
+    if (plan.landlock_only) remove_tree(plan.run_dir);
     if (cg) {
         if (launch_cgroup_oom(cg)) launch_report("oom");
         launch_cgroup_destroy(cg);

@@ -4,7 +4,8 @@
  * run is left running, the server (this process) and a sentinel process survive, the loopback
  * listener was never reached.
  *
- * `escape_driver DIR` runs every attack with all layers on; `escape_driver DIR --controls` runs
+ * `escape_driver DIR` runs every attack with all layers on; `--no-userns` (as an ordinary user)
+ * runs those that fit the Landlock-only mode with user namespaces switched off; `--controls` runs
  * the negative controls: one layer off (the test-only switch) and the matching attack must then
  * report an escape, which proves that attack's check can fail. Attacks never run on the bare host.
  * (no-new-privs has no control of its own: Landlock and seccomp cannot be applied without it.)
@@ -62,6 +63,22 @@ static const esc_case_t cases[] = {
     {"namespaces.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
     {"kernel_surface.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
     {"foreign_abi.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+};
+
+/* an ordinary user without user namespaces (the test switch turns user-ns off): the
+   Landlock-only mode; attacks whose exact errnos assume a mount namespace are left out */
+static const esc_case_t landlock_cases[] = {
+    {"fs_landlock.py", WANT_CONTAINED, RUN_TIMEOUT_MS, "user-ns"},
+    {"net.py", WANT_CONTAINED, RUN_TIMEOUT_MS, "user-ns"},
+    {"vsock.py", WANT_CONTAINED, RUN_TIMEOUT_MS, "user-ns"},
+    {"ptrace_kill.py", WANT_CONTAINED, RUN_TIMEOUT_MS, "user-ns"},
+    {"memory_bomb.py", WANT_MEMORY, RUN_TIMEOUT_MS, "user-ns"},
+    {"cpu_spin.py", WANT_TIMEOUT, 1500, "user-ns"},
+    {"grandchild.py", WANT_CONTAINED, RUN_TIMEOUT_MS, "user-ns"},
+    {"output_flood.py", WANT_FLOOD, RUN_TIMEOUT_MS, "user-ns"},
+    {"namespaces.py", WANT_CONTAINED, RUN_TIMEOUT_MS, "user-ns"},
+    {"kernel_surface.py", WANT_CONTAINED, RUN_TIMEOUT_MS, "user-ns"},
+    {"foreign_abi.py", WANT_CONTAINED, RUN_TIMEOUT_MS, "user-ns"},
 };
 
 /* one layer off, the attack that only that layer stops must get through */
@@ -215,9 +232,9 @@ static bool run_case(const char *dir, const esc_case_t *c, const host_t *h, cons
     if (!code) return false;
     snprintf(code, cap,
              "TOKEN = %s%s%s\nSERVER_PID = %d\nSENTINEL_PID = %d\nLISTEN_PORT = %d\n"
-             "SECRET_FILE = '%s'\nLEAKED_FD = %d\n%s\n%s",
+             "SECRET_FILE = '%s'\nLEAKED_FD = %d\nNO_USERNS = %s\n%s\n%s",
              "'", token, "'", (int)getpid(), (int)h->sentinel, h->port, h->secret, h->leaked_fd,
-             common, script);
+             c->disable && strcmp(c->disable, "user-ns") == 0 ? "True" : "False", common, script);
     free(script);
 
     uv_loop_t loop;
@@ -307,10 +324,11 @@ static bool run_case(const char *dir, const esc_case_t *c, const host_t *h, cons
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: escape_driver ATTACKS_DIR [--controls]\n");
+        fprintf(stderr, "usage: escape_driver ATTACKS_DIR [--controls | --no-userns]\n");
         return 2;
     }
     bool ctl = argc > 2 && strcmp(argv[2], "--controls") == 0;
+    bool no_userns = argc > 2 && strcmp(argv[2], "--no-userns") == 0;
     signal(SIGPIPE, SIG_IGN);
     char *common = read_file(argv[1], "_common.py");
     if (!common) {
@@ -322,9 +340,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "host setup failed: %s\n", strerror(errno));
         return 2;
     }
-    printf("escape suite as uid %d (%s)\n", (int)geteuid(), ctl ? "negative controls" : "walls");
-    const esc_case_t *list = ctl ? controls : cases;
-    size_t n = ctl ? sizeof controls / sizeof controls[0] : sizeof cases / sizeof cases[0];
+    if (no_userns && geteuid() == 0) {
+        /* root without a user namespace keeps the other namespaces: not the mode tested here */
+        printf("SKIP: the Landlock-only mode is for ordinary users; run it as one\n");
+        host_teardown(&h);
+        free(common);
+        return 77;
+    }
+    printf("escape suite as uid %d (%s)\n", (int)geteuid(),
+           ctl         ? "negative controls"
+           : no_userns ? "Landlock-only mode"
+                       : "walls");
+    const esc_case_t *list = ctl ? controls : no_userns ? landlock_cases : cases;
+    size_t n = ctl         ? sizeof controls / sizeof controls[0]
+               : no_userns ? sizeof landlock_cases / sizeof landlock_cases[0]
+                           : sizeof cases / sizeof cases[0];
     int failed = 0;
     for (size_t i = 0; i < n; i++)
         if (!run_case(argv[1], &list[i], &h, common)) failed++;

@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -762,6 +763,188 @@ static void test_largest_code_runs(void **state)
     capture_free(&c);
 }
 
+static void test_cold_and_warm_starts_give_the_same_result(void **state)
+{
+    (void)state;
+    for (int warm = 0; warm < 2; warm++) {
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        exec_options_t o;
+        base_opts(&o);
+        o.keep_warm = warm;
+        exec_pool_t *pool = new_pool(&loop, &o);
+        /* sequential runs: with keep_warm each one takes the sandbox the previous end made */
+        for (int i = 0; i < 3; i++) {
+            capture_t c = {0};
+            char code[64];
+            snprintf(code, sizeof code, "import os; print(%d, os.getpid(), os.listdir('/tmp'))", i);
+            start(pool, code, T_TIMEOUT_MS, &c, NULL);
+            uv_run(&loop, UV_RUN_DEFAULT);
+            char want[64];
+            snprintf(want, sizeof want, "%d 2 []\n", i);
+            assert_int_equal(c.status, EXEC_STATUS_OK);
+            assert_string_equal((char *)c.out, want);
+            capture_free(&c);
+        }
+        exec_pool_free(pool);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_int_equal(uv_loop_close(&loop), 0);
+    }
+}
+
+/* an interpreter outside /usr (pyenv, conda, a venv): its prefix is bound read-only */
+static void test_python_prefix_outside_usr_is_bound_read_only(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ptc-prefix-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(chmod(dir, 0755), 0);
+    char bin[64], py[80], real[4096];
+    snprintf(bin, sizeof bin, "%s/bin", dir);
+    snprintf(py, sizeof py, "%s/python3", bin);
+    assert_int_equal(mkdir(bin, 0755), 0);
+    assert_non_null(realpath(PYTHON, real));
+    /* a copy of the system binary: with no stdlib next to it, it falls back to its build
+       prefix, which is enough to start */
+    int in = open(real, O_RDONLY), outfd = open(py, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+    assert_true(in >= 0 && outfd >= 0);
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        assert_int_equal(write(outfd, buf, (size_t)n), n);
+    close(in);
+    close(outfd);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.python = py;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t c = {0};
+    char code[256];
+    snprintf(code, sizeof code,
+             "import sys, errno\nprint(sys.executable)\n"
+             "try:\n    open('%s/x', 'w')\nexcept OSError as e:\n"
+             "    print(errno.errorcode[e.errno])\n",
+             dir);
+    start(pool, code, T_TIMEOUT_MS, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    char want[160];
+    snprintf(want, sizeof want, "%s\nEROFS\n", py);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)c.out, want);
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    capture_free(&c);
+    unlink(py);
+    rmdir(bin);
+    rmdir(dir);
+}
+
+static int count_cmdline_with(const char *token)
+{
+    DIR *d = opendir("/proc");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[300], buf[4096];
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) continue;
+        ssize_t len = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (len <= 0) continue;
+        for (ssize_t i = 0; i < len; i++)
+            if (!buf[i]) buf[i] = ' ';
+        buf[len] = 0;
+        if (strstr(buf, token)) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* root: namespaces without a user namespace; an ordinary user: the Landlock-only mode */
+static void test_without_user_namespace_still_confines(void **state)
+{
+    (void)state;
+    char secret[] = "/tmp/ptc-secret-XXXXXX";
+    int fd = mkstemp(secret);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "s", 1), 1);
+    close(fd);
+    chmod(secret, 0644);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.test_disable_layer = "user-ns";
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t c = {0};
+    char token[64], code[1024];
+    snprintf(token, sizeof token, "ptc-nouserns-%d", (int)getpid());
+    snprintf(code, sizeof code,
+             "import os, time\n"
+             "tok = '%s'\n"
+             "print(os.getuid() != 0, os.geteuid() != 0)\n"
+             "open('mine', 'w').write('x'); print(open('mine').read())\n"
+             "try:\n    open('%s').read(); print('read secret')\n"
+             "except OSError as e: print('secret', e.errno in (2, 13))\n"
+             "if os.fork() == 0:\n"
+             "    os.setsid()\n"
+             "    if os.fork() == 0: time.sleep(60)\n"
+             "    os._exit(0)\n"
+             "os.wait()\n",
+             token, secret);
+    start(pool, code, T_TIMEOUT_MS, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)c.out, "True True\nx\nsecret True\n");
+    assert_int_equal(c.sandbox, EXEC_SANDBOX_DEGRADED);
+    /* the setsid grandchild did not survive the run */
+    int left = 1;
+    for (int i = 0; i < 60 && left; i++) {
+        left = count_cmdline_with(token);
+        if (left) usleep(50000);
+    }
+    assert_int_equal(left, 0);
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    capture_free(&c);
+    unlink(secret);
+}
+
+/* the code (bigger than a pipe buffer) is still being written when the run is cancelled */
+static void test_cancel_while_the_code_is_in_flight(void **state)
+{
+    (void)state;
+    char *code = malloc(EXEC_MAX_CODE_BYTES + 1);
+    assert_non_null(code);
+    memset(code, '#', EXEC_MAX_CODE_BYTES);
+    code[EXEC_MAX_CODE_BYTES] = 0;
+    for (int warm = 0; warm < 2; warm++) {
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        exec_options_t o;
+        base_opts(&o);
+        o.keep_warm = warm;
+        exec_pool_t *pool = new_pool(&loop, &o);
+        capture_t c = {0};
+        exec_run_t *run = NULL;
+        start(pool, code, T_TIMEOUT_MS, &c, &run);
+        exec_run_cancel(run);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_false(c.done);
+        exec_pool_free(pool);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_int_equal(uv_loop_close(&loop), 0);
+    }
+    free(code);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -791,6 +974,10 @@ int main(void)
         cmocka_unit_test(test_utf8_text_replaces_invalid_bytes),
         cmocka_unit_test(test_pool_free_inside_on_done),
         cmocka_unit_test(test_largest_code_runs),
+        cmocka_unit_test(test_cold_and_warm_starts_give_the_same_result),
+        cmocka_unit_test(test_python_prefix_outside_usr_is_bound_read_only),
+        cmocka_unit_test(test_without_user_namespace_still_confines),
+        cmocka_unit_test(test_cancel_while_the_code_is_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

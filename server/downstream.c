@@ -365,6 +365,27 @@ size_t ptc_downstream_status(const ptc_downstream_t *d, char *buf, size_t size)
     return used;
 }
 
+cJSON *ptc_downstream_status_json(const ptc_downstream_t *d)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; arr != NULL && d != NULL && i < d->n_clients; i++) {
+        const char *reason = NULL;
+        mcp_client_state_t st = mcp_client_state(d->clients[i], &reason);
+        const cJSON *tools = mcp_client_tools(d->clients[i]);
+        cJSON *o = cJSON_CreateObject();
+        if (o == NULL || !cJSON_AddItemToArray(arr, o) ||
+            !cJSON_AddStringToObject(o, "name", mcp_client_name(d->clients[i])) ||
+            !cJSON_AddStringToObject(o, "state", mcp_client_state_name(st)) ||
+            !cJSON_AddNumberToObject(o, "tools", tools ? cJSON_GetArraySize(tools) : 0) ||
+            (reason && !cJSON_AddStringToObject(o, "reason", reason))) {
+            if (o != NULL && cJSON_GetArraySize(arr) == 0) cJSON_Delete(o);
+            cJSON_Delete(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
 size_t ptc_downstream_count(const ptc_downstream_t *d)
 {
     return d ? d->n_clients : 0;

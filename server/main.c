@@ -41,6 +41,11 @@ static size_t downstream_status(const void *data, char *buf, size_t size)
     return ptc_downstream_status(data, buf, size);
 }
 
+static cJSON *downstream_status_json(const void *data)
+{
+    return ptc_downstream_status_json(data);
+}
+
 #define CHECK_DOWNSTREAM_LIMIT_MS 65000 /* past the clients' 60 s start timeout */
 
 static void check_tick(uv_timer_t *t)
@@ -182,7 +187,7 @@ static int run(const ptc_options_t *o)
                 mcp_strerror(rc));
         goto out;
     }
-    ptc_search_set_status(app.search, downstream_status, app.downstream);
+    ptc_search_set_status(app.search, downstream_status, downstream_status_json, app.downstream);
     ptc_downstream_set_server(app.downstream, app.srv);
     if (o->expose_tools) ptc_downstream_expose(app.downstream, app.srv);
     if ((rc = mcp_stdio_start(app.srv, STDIN_FILENO, STDOUT_FILENO, o->max_message_bytes,

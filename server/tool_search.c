@@ -27,6 +27,7 @@ struct ptc_search {
     uint64_t progress_logged_ms;
     unsigned queries_in_flight;
     size_t (*status)(const void *data, char *buf, size_t size);
+    cJSON *(*status_json)(const void *data);
     const void *status_data;
 };
 
@@ -58,7 +59,11 @@ static const char output_schema[] =
     "\"id\":{\"type\":\"string\"},\"server\":{\"type\":\"string\"},\"name\":{\"type\":\"string\"},"
     "\"description\":{\"type\":\"string\"},\"inputSchema\":{\"type\":\"object\"},"
     "\"score\":{\"type\":\"number\"}},"
-    "\"required\":[\"id\",\"server\",\"name\",\"description\",\"inputSchema\",\"score\"]}}},"
+    "\"required\":[\"id\",\"server\",\"name\",\"description\",\"inputSchema\",\"score\"]}},"
+    "\"servers\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+    "\"name\":{\"type\":\"string\"},\"state\":{\"type\":\"string\"},"
+    "\"tools\":{\"type\":\"integer\"},\"reason\":{\"type\":\"string\"}},"
+    "\"required\":[\"name\",\"state\",\"tools\"]}}},"
     "\"required\":[\"embedder\",\"tools\"]}";
 
 static const char description[] =
@@ -142,6 +147,11 @@ static void answer(ptc_search_t *s, mcp_call_t *call, const char *query, const f
         return;
     }
     cJSON *sc = reg_results_json(s->reg, res, (size_t)n);
+    if (sc != NULL && s->status_json != NULL) {
+        cJSON *servers = s->status_json(s->status_data);
+        if (servers != NULL && !cJSON_AddItemToObject(sc, "servers", servers))
+            cJSON_Delete(servers);
+    }
     char *list = reg_results_text(res, (size_t)n, 0);
     reg_registry_stats_t st;
     reg_registry_stats(s->reg, &st);
@@ -275,6 +285,14 @@ int ptc_search_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *
     char note[512] = "", msg[512] = "";
     reg_embedder_t *emb = NULL;
     int rc = ptc_search_open_embedder(o, &emb, note, sizeof note, msg, sizeof msg);
+    if (rc == REG_EEMBED && strcmp(o->embedder, "remote") == 0) {
+        /* Configured but unreachable: search still works, lexically, and says so. */
+        mcp_log(lg, MCP_LOG_WARNING,
+                "--embedder remote: %s; falling back to the built-in lexical embedder", msg);
+        ptc_options_t lexical = *o;
+        lexical.embedder = "lexical";
+        rc = ptc_search_open_embedder(&lexical, &emb, note, sizeof note, msg, sizeof msg);
+    }
     if (rc < 0) {
         mcp_log(lg, MCP_LOG_ERROR, "--embedder %s: %s", o->embedder, msg);
         free(s);
@@ -339,9 +357,10 @@ void ptc_search_changed(ptc_search_t *s)
 }
 
 void ptc_search_set_status(ptc_search_t *s, size_t (*status)(const void *, char *, size_t),
-                           const void *data)
+                           cJSON *(*status_json)(const void *), const void *data)
 {
     s->status = status;
+    s->status_json = status_json;
     s->status_data = data;
 }
 

@@ -36,6 +36,9 @@ void ptc_downstream_expose(ptc_downstream_t *d, mcp_server_t *srv);
 /** One line per server ("NAME: ready, 12 tools" / "NAME: failed, 0 tools; why") into buf, like
  *  snprintf; returns the length needed. */
 size_t ptc_downstream_status(const ptc_downstream_t *d, char *buf, size_t size);
+/** The same as a JSON array [{"name", "state", "tools", "reason"?}] (caller deletes); NULL on
+ *  ENOMEM. */
+cJSON *ptc_downstream_status_json(const ptc_downstream_t *d);
 size_t ptc_downstream_count(const ptc_downstream_t *d);
 /** True when every server is ready or failed (for --check). */
 bool ptc_downstream_settled(const ptc_downstream_t *d);
@@ -64,10 +67,11 @@ int ptc_search_register(ptc_search_t *s, mcp_server_t *srv);
 reg_registry_t *ptc_search_registry(ptc_search_t *s);
 /** Call after changing the registry's tools: indexes the new ones. */
 void ptc_search_changed(ptc_search_t *s);
-/** Servers' states for search results (status(data, buf, size) like ptc_downstream_status). */
+/** Servers' states for search results: status(data, buf, size) like ptc_downstream_status
+ *  for the text, status_json(data) like ptc_downstream_status_json for structuredContent. */
 void ptc_search_set_status(ptc_search_t *s,
                            size_t (*status)(const void *data, char *buf, size_t size),
-                           const void *data);
+                           cJSON *(*status_json)(const void *data), const void *data);
 /** Stops starting new indexing batches, so the loop can end. */
 void ptc_search_stop(ptc_search_t *s);
 /** Frees; call when the loop has ended (no batch or query in flight). */

@@ -57,6 +57,11 @@ test('tools of real downstream servers are searchable by meaning; a broken one s
     const only = await search('add numbers', { server: 'memory', top_k: 50 });
     assert.ok(only.structuredContent.tools.every((t) => t.server === 'memory'));
     assert.match(echo.content[0].text, /broken: failed, 0 tools; cannot run .*no-such-server/);
+    const states = Object.fromEntries(echo.structuredContent.servers.map((x) => [x.name, x]));
+    assert.equal(states.everything.state, 'ready');
+    assert.ok(states.everything.tools > 5);
+    assert.equal(states.broken.state, 'failed');
+    assert.match(states.broken.reason, /no-such-server/);
   } finally {
     await c.close();
     s.cleanup();

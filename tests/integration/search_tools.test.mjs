@@ -106,6 +106,23 @@ test('bad embedder settings and tool files stop the server with a reason', () =>
   assert.match(check.stdout, /embedder: model:all-MiniLM-L6-v2 \(dimension 384\)/);
 });
 
+test('an unreachable remote embedder falls back to the lexical one with a warning', async () => {
+  const closed = http.createServer();
+  const port = await new Promise((resolve) => closed.listen(0, '127.0.0.1', () => resolve(closed.address().port)));
+  await new Promise((resolve) => closed.close(resolve)); // nothing listens there now
+  const c = await connect(ptcBin, ['--tools-file', catalog, '--embedder', 'remote', '--embed-url', `http://127.0.0.1:${port}/v1/embeddings`,
+    '--embed-remote-model', 'm']);
+  try {
+    await indexed(c);
+    const r = await search(c, { query: 'close issue number 12', top_k: 1 });
+    assert.equal(r.structuredContent.embedder, 'lexical');
+    assert.equal(r.structuredContent.tools[0].id, 'tracker__close_issue');
+    assert.match(c.stderr.join(''), /falling back to the built-in lexical embedder/);
+  } finally {
+    await c.close();
+  }
+});
+
 // A local OpenAI-compatible embeddings endpoint: deterministic bag-of-words vectors, so the
 // ranking is checkable, and a record of what the server sent.
 function startEmbeddingServer() {

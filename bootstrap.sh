@@ -106,6 +106,7 @@ build() { # build DIR [cmake args...]
 case "$mode" in
 run)
     deps_run
+    deps_model
     build build/release -DCMAKE_BUILD_TYPE=Release -DPTC_TESTS=OFF
     say "starting build/release/ptc-mcp on stdio (stdin: JSON-RPC lines; Ctrl-D to stop)"
     exec build/release/ptc-mcp "$@"

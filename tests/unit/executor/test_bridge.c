@@ -313,6 +313,48 @@ static void test_bridge_and_ro_dir_together(void **state)
     remove_package(dir);
 }
 
+/* with a package folder the interpreter reads PYTHON* variables, so none of the server's may
+   arrive, even when passed on purpose */
+static void test_ro_dir_run_drops_passed_python_variables(void **state)
+{
+    (void)state;
+    char dir[64];
+    write_package(dir, sizeof dir);
+    assert_int_equal(setenv("PYTHONPATH", "/nonexistent/evil", 1), 0);
+    assert_int_equal(setenv("PYTHONPTCTEST", "x", 1), 0);
+    assert_int_equal(setenv("PTC_TEST_KEEP", "kept", 1), 0);
+    const char *pass[] = {"PYTHONPATH", "PYTHONPTCTEST", "PTC_TEST_KEEP"};
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    exec_options_init(&o);
+    o.python = PYTHON;
+    o.launcher = TEST_LAUNCHER;
+    o.keep_warm = false;
+    o.pass_env = pass;
+    o.n_pass_env = 3;
+    exec_pool_t *pool = NULL;
+    assert_int_equal(exec_pool_new(&loop, &o, &pool), 0);
+    assert_false(exec_pool_refusing(pool));
+    capture_t c = {0};
+    start_ex(pool,
+             "import os, sys, tools\n"
+             "print(os.environ['PYTHONPATH'], os.environ.get('PYTHONPTCTEST'))\n"
+             "print(os.environ['PTC_TEST_KEEP'], 'PTC_BRIDGE_FD' in os.environ)\n"
+             "print(sys.flags.no_user_site, sys.flags.dont_write_bytecode, sys.path[0] != '')\n",
+             T_TIMEOUT_MS, -1, dir, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    char want[256];
+    snprintf(want, sizeof want, "%s None\nkept False\n1 1 True\n", EXEC_RO_LIB_PATH);
+    assert_string_equal(c.out, want);
+    pool_done(&loop, pool);
+    unsetenv("PYTHONPATH");
+    unsetenv("PYTHONPTCTEST");
+    unsetenv("PTC_TEST_KEEP");
+    remove_package(dir);
+}
+
 typedef struct {
     uv_timer_t timer;
     exec_run_t *run;
@@ -426,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_ro_dir_is_importable_read_only_and_keeps_line_numbers),
         cmocka_unit_test(test_ro_dir_without_user_namespace),
         cmocka_unit_test(test_bridge_and_ro_dir_together),
+        cmocka_unit_test(test_ro_dir_run_drops_passed_python_variables),
         cmocka_unit_test(test_cancel_and_timeout_with_a_bridge_leak_nothing),
         cmocka_unit_test(test_unsafe_mode_passes_the_bridge_too),
     };

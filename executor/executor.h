@@ -44,6 +44,9 @@ extern "C" {
 #define EXEC_MAX_CONCURRENT       256u
 #define EXEC_MAX_TIMEOUT_MS       (24ull * 3600 * 1000)
 #define EXEC_KILL_GRACE_MS        2000u /* launcher gets this long to tear down, then SIGKILL */
+#define EXEC_BRIDGE_FD            3     /* the bridge's descriptor number inside a run */
+#define EXEC_BRIDGE_ENV           "PTC_BRIDGE_FD"
+#define EXEC_RO_LIB_PATH          "/opt/ptc/lib" /* where exec_run_opts_t.ro_dir appears */
 
 /* ---- errors ------------------------------------------------------------------------------- */
 enum {
@@ -238,6 +241,32 @@ typedef struct exec_callbacks {
  */
 int exec_run_start(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
                    const exec_callbacks_t *cb, exec_run_t **out);
+
+/* Per-run extras; zero-initialise with exec_run_opts_init() (bridge_fd -1). */
+typedef struct exec_run_opts {
+    /* One end of a connected socket (or pipe) the caller made, or -1. Ownership passes to the
+       executor on EVERY call of exec_run_start_ex, success or failure: it is closed once the
+       launcher has it (the run's tree then holds the only copies), or when the run fails,
+       is refused, cancelled or dropped from the queue. Inside the run it is descriptor
+       EXEC_BRIDGE_FD, the only one past stdin/stdout/stderr, and EXEC_BRIDGE_ENV=3 is set. */
+    int bridge_fd;
+    /* A host directory (copied) bound read-only at EXEC_RO_LIB_PATH and put on the module path
+       (PYTHONPATH, see docs/sandbox.md), or NULL. In the Landlock-only mode it is not moved:
+       the run reads it at its host path, with read-only Landlock rights. */
+    const char *ro_dir;
+} exec_run_opts_t;
+
+/** Fills *ro with "no bridge, no directory". */
+void exec_run_opts_init(exec_run_opts_t *ro);
+
+/**
+ * exec_run_start with per-run extras (ro may be NULL: same as exec_run_start). Runs with a
+ * bridge or ro_dir always start cold (a new launcher; the warm sandbox stays for plain runs).
+ * ro->bridge_fd is taken over even when this returns an error (see exec_run_opts_t).
+ * EXEC_EINVAL also for an ro_dir that is not an existing absolute directory or contains ':'.
+ */
+int exec_run_start_ex(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
+                      const exec_run_opts_t *ro, const exec_callbacks_t *cb, exec_run_t **out);
 
 /**
  * Kills the run's whole process tree now (or drops it from the queue) and frees it: no callback

@@ -8,15 +8,18 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#define EXEC_READ_CHUNK  (64u << 10)
-#define EXEC_EOF_WAIT_MS 2000u /* after exit, how long pipes may stay open before we stop */
-#define N_PIPES          3
+#define EXEC_READ_CHUNK       (64u << 10)
+#define EXEC_EOF_WAIT_MS      2000u /* after exit, how long pipes may stay open before we stop */
+#define N_PIPES               3
+#define EXEC_BRIDGE_LAUNCH_FD 4 /* the bridge's number in the launcher (after its report fd) */
 
 enum { P_OUT, P_ERR, P_REP };
 enum run_state { RUN_QUEUED, RUN_WARM, RUN_RUNNING, RUN_FINISHED };
@@ -34,6 +37,8 @@ struct exec_run {
     enum run_state state;
     char *code;
     uint64_t timeout_ms;
+    int bridge_fd; /* owned until the launcher has it; -1 after */
+    char *ro_dir;  /* canonical host path, or NULL */
     exec_callbacks_t cb;
     bool detached; /* cancelled or pool freed: no more callbacks */
 
@@ -154,6 +159,8 @@ static void pool_maybe_free(exec_pool_t *pool)
 static void run_free(exec_run_t *run)
 {
     exec_pool_t *pool = run->pool;
+    if (run->bridge_fd >= 0) close(run->bridge_fd);
+    free(run->ro_dir);
     free(run->code);
     free(run->out.data);
     free(run->err.data);
@@ -488,13 +495,21 @@ static int run_spawn(exec_run_t *run)
     exec_pool_t *pool = run->pool;
     char *argv[EXEC_MAX_ARGS + 8];
     size_t n = 0;
-    char i_[] = "-I", b_[] = "-B", u_[] = "-u", c_[] = "-c";
-    uv_stdio_container_t stdio[4];
+    char i_[] = "-I", s_[] = "-s", b_[] = "-B", u_[] = "-u", c_[] = "-c";
+    char bridge_opt[] = "--bridge-fd", bridge_num[] = "4", lib_opt[] = "--ro-lib";
+    /* unsafe runs get the bridge variables here; sandboxed ones from init */
+    char *env[EXEC_MAX_ENV + 3];
+    char env_fd[32], env_path[PATH_MAX + 16], env_safe[] = "PYTHONSAFEPATH=1";
+    size_t ne = 0;
+    for (; ne < pool->cmd.n_env; ne++)
+        env[ne] = pool->cmd.env[ne];
+    uv_stdio_container_t stdio[5];
     uv_process_options_t o;
     memset(&o, 0, sizeof o);
     if (pool->unsafe) {
         argv[n++] = pool->cmd.python;
-        argv[n++] = i_;
+        /* -I would ignore PYTHONPATH: docs/sandbox.md, "The interpreter's flags" */
+        argv[n++] = run->ro_dir ? s_ : i_;
         argv[n++] = b_;
         argv[n++] = u_;
         argv[n++] = c_;
@@ -505,25 +520,56 @@ static int run_spawn(exec_run_t *run)
         o.stdio_count = 3;
         stdio[0].flags = UV_IGNORE;
         run->eof[P_REP] = true;
+        if (run->bridge_fd >= 0) {
+            snprintf(env_fd, sizeof env_fd, "%s=%d", EXEC_BRIDGE_ENV, EXEC_BRIDGE_FD);
+            env[ne++] = env_fd;
+        }
+        if (run->ro_dir) {
+            snprintf(env_path, sizeof env_path, "PYTHONPATH=%s", run->ro_dir);
+            env[ne++] = env_path;
+            env[ne++] = env_safe;
+        }
     } else {
         for (size_t i = 0; i < pool->cmd.n_args; i++)
             argv[n++] = pool->cmd.args[i];
+        if (run->bridge_fd >= 0) {
+            argv[n++] = bridge_opt;
+            argv[n++] = bridge_num;
+        }
+        if (run->ro_dir) {
+            argv[n++] = lib_opt;
+            argv[n++] = run->ro_dir;
+        }
         o.file = pool->cmd.launcher;
         o.stdio_count = 4;
         stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
         stdio[0].data.stream = (uv_stream_t *)&run->in;
     }
     argv[n] = NULL;
+    env[ne] = NULL;
     o.args = argv;
-    o.env = pool->cmd.env;
+    o.env = env;
     o.exit_cb = on_proc_exit;
     for (int i = 0; i < N_PIPES; i++) {
         stdio[i + 1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
         stdio[i + 1].data.stream = (uv_stream_t *)&run->pipes[i];
     }
+    if (run->bridge_fd >= 0) {
+        /* the only descriptor passed on besides the pipes: unsafe runs see it as fd 3 at once,
+           the launcher as fd 4 (its fd 3 is the status pipe) and moves it to 3 for Python */
+        int slot = pool->unsafe ? EXEC_BRIDGE_FD : EXEC_BRIDGE_LAUNCH_FD;
+        stdio[slot].flags = UV_INHERIT_FD;
+        stdio[slot].data.fd = run->bridge_fd;
+        o.stdio_count = slot + 1;
+    }
     o.stdio = stdio;
     int r = uv_spawn(pool->loop, &run->proc, &o);
     run->proc_init = true; /* initialised even when spawning failed */
+    /* the child has its copy (or never will): ours would keep the host from seeing EOF */
+    if (run->bridge_fd >= 0) {
+        close(run->bridge_fd);
+        run->bridge_fd = -1;
+    }
     if (r < 0) {
         char msg[400];
         snprintf(msg, sizeof msg, "cannot start %s: %s. %s", o.file, uv_strerror(r),
@@ -577,6 +623,7 @@ static exec_run_t *run_alloc(exec_pool_t *pool)
     exec_run_t *run = calloc(1, sizeof *run);
     if (!run) return NULL;
     run->pool = pool;
+    run->bridge_fd = -1;
     run->out.keep = pool->keep_out;
     run->err.keep = pool->keep_err;
     pool->n_alive++;
@@ -704,10 +751,32 @@ unsigned exec_pool_queued(const exec_pool_t *pool)
     return pool ? pool->n_queued : 0;
 }
 
+void exec_run_opts_init(exec_run_opts_t *ro)
+{
+    memset(ro, 0, sizeof *ro);
+    ro->bridge_fd = -1;
+}
+
 int exec_run_start(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
                    const exec_callbacks_t *cb, exec_run_t **out)
 {
-    if (out) *out = NULL;
+    return exec_run_start_ex(pool, code, timeout_ms, NULL, cb, out);
+}
+
+/* the canonical form of a run's ro_dir, malloc'd; NULL when it is not a usable directory */
+static char *canonical_dir(const char *dir)
+{
+    char real[PATH_MAX];
+    struct stat st;
+    if (!dir || dir[0] != '/' || !realpath(dir, real) || strchr(real, ':') || stat(real, &st) < 0 ||
+        !S_ISDIR(st.st_mode))
+        return NULL;
+    return strdup(real);
+}
+
+static int start_checked(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
+                         const exec_run_opts_t *ro, const exec_callbacks_t *cb, exec_run_t **out)
+{
     if (!pool || !code || !cb || !cb->on_done || timeout_ms == 0 ||
         timeout_ms > EXEC_MAX_TIMEOUT_MS)
         return EXEC_EINVAL;
@@ -716,11 +785,21 @@ int exec_run_start(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
     if (len > EXEC_MAX_CODE_BYTES) return EXEC_ETOOBIG;
     bool now = pool->n_running < pool->max_concurrent && !pool->q_head;
     if (!now && pool->n_queued >= pool->max_queue) return EXEC_EQUEUEFULL;
+    char *ro_dir = NULL;
+    if (ro && ro->ro_dir) {
+        /* a missing folder stays NULL: EINVAL, not ENOMEM, is what the caller can act on */
+        if (!(ro_dir = canonical_dir(ro->ro_dir))) return EXEC_EINVAL;
+    }
     char *copy = malloc(len + 1);
-    if (!copy) return EXEC_ENOMEM;
+    if (!copy) {
+        free(ro_dir);
+        return EXEC_ENOMEM;
+    }
     memcpy(copy, code, len + 1);
     exec_run_t *run = NULL;
-    bool warm = now && pool->warm && !pool->warm->exited;
+    /* the warm launcher was started without the bridge and the folder: such runs start cold */
+    bool extras = ro_dir || (ro && ro->bridge_fd >= 0);
+    bool warm = now && !extras && pool->warm && !pool->warm->exited;
     if (warm) {
         run = pool->warm;
         pool->warm = NULL;
@@ -728,9 +807,12 @@ int exec_run_start(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
         warm_ref(run, true);
     } else if (!(run = run_alloc(pool))) {
         free(copy);
+        free(ro_dir);
         return EXEC_ENOMEM;
     }
     run->code = copy;
+    run->ro_dir = ro_dir;
+    if (ro && ro->bridge_fd >= 0) run->bridge_fd = ro->bridge_fd;
     run->timeout_ms = timeout_ms;
     run->cb = *cb;
     if (warm) {
@@ -749,6 +831,16 @@ int exec_run_start(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
     }
     if (out) *out = run;
     return 0;
+}
+
+int exec_run_start_ex(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
+                      const exec_run_opts_t *ro, const exec_callbacks_t *cb, exec_run_t **out)
+{
+    if (out) *out = NULL;
+    int r = start_checked(pool, code, timeout_ms, ro, cb, out);
+    /* on success the run owns the descriptor; on failure nobody else will close it */
+    if (r < 0 && ro && ro->bridge_fd >= 0) close(ro->bridge_fd);
+    return r;
 }
 
 void exec_run_cancel(exec_run_t *run)

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #define LAUNCH_REPORT_FD    3 /* status lines to the pool */
+#define LAUNCH_BRIDGE_FD    4 /* --bridge-fd: the only number accepted (the pool's choice) */
 #define LAUNCH_MAX_PREFIXES 4
 #define LAUNCH_MAX_MOUNTS   EXEC_MAX_MOUNTS
 #define LAUNCH_INNER_UID    1000  /* the sandbox user inside a user namespace */
@@ -35,7 +36,9 @@ struct launch_cfg {
     unsigned pids;
     unsigned cpu_seconds;
     unsigned nofile;
-    int disabled; /* a layer id turned off by the test switch, or -1 */
+    int disabled;       /* a layer id turned off by the test switch, or -1 */
+    int bridge_fd;      /* LAUNCH_BRIDGE_FD when --bridge-fd was given, else -1 */
+    const char *ro_lib; /* --ro-lib: host folder bound read-only at EXEC_RO_LIB_PATH */
     char *code;
 };
 

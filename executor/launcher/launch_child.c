@@ -308,6 +308,7 @@ static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan 
         bind_path(cfg->prefixes[i], cfg->prefixes[i], false, true);
     for (size_t i = 0; i < cfg->n_mounts; i++)
         bind_path(cfg->mounts[i].src, cfg->mounts[i].dst, cfg->mounts[i].rw, true);
+    if (cfg->ro_lib) bind_path(cfg->ro_lib, EXEC_RO_LIB_PATH, false, true);
 
     if (chdir(NEWROOT) < 0) die_errno("rootfs", "chdir new root");
     if (syscall(SYS_pivot_root, ".", ".") < 0) die_errno("rootfs", "pivot_root");
@@ -440,6 +441,55 @@ static char *read_code(struct launch_cfg *run)
     return buf;
 }
 
+/* The interpreter's descriptors: 0 /dev/null, 1 and 2 the pipes, 3 the bridge when there is one;
+   nothing else survives exec. Returns the descriptor the status pipe is on now (close-on-exec,
+   so that an exec failure can still be reported). */
+static int arrange_fds(const struct launch_cfg *cfg)
+{
+    int rep = LAUNCH_REPORT_FD;
+    if (cfg->bridge_fd >= 0) {
+        /* 3 <- bridge (4), 4 <- the status pipe; dup2/dup3 clear or set close-on-exec */
+        int tmp = fcntl(LAUNCH_REPORT_FD, F_DUPFD_CLOEXEC, LAUNCH_BRIDGE_FD + 1);
+        if (tmp < 0) die_errno("exec", "move the status pipe");
+        if (dup2(cfg->bridge_fd, EXEC_BRIDGE_FD) < 0) die_errno("exec", "bridge to fd 3");
+        /* from here on fd 3 is the bridge: a failure can no longer be reported */
+        if (dup3(tmp, LAUNCH_BRIDGE_FD, O_CLOEXEC) < 0) _exit(127);
+        close(tmp);
+        rep = LAUNCH_BRIDGE_FD;
+    }
+    unsigned first = (unsigned)rep + 1;
+    if (syscall(SYS_close_range, first, ~0u, 0u) < 0)
+        for (int fd = (int)first; fd < 1024; fd++)
+            close(fd);
+    return rep;
+}
+
+/* with --ro-lib the interpreter reads PYTHONPATH, so only our PYTHON* variables may remain */
+static void set_module_path(const struct launch_cfg *cfg, const struct launch_plan *plan)
+{
+    for (bool again = true; again;) {
+        again = false;
+        for (char **e = environ; *e; e++) {
+            if (strncmp(*e, "PYTHON", 6) != 0 || strncmp(*e, "PYTHONDONTWRITEBYTECODE=", 24) == 0 ||
+                strncmp(*e, "PYTHONUNBUFFERED=", 17) == 0)
+                continue;
+            char name[128];
+            size_t n = strcspn(*e, "=");
+            if (n >= sizeof name) die_errno("exec", "variable name too long");
+            memcpy(name, *e, n);
+            name[n] = '\0';
+            if (unsetenv(name) < 0) die_errno("exec", "unsetenv");
+            again = true;
+            break;
+        }
+    }
+    /* Landlock-only: no mount namespace to move it, so the host path itself */
+    const char *path = plan->landlock_only ? cfg->ro_lib : EXEC_RO_LIB_PATH;
+    if (setenv("PYTHONPATH", path, 1) < 0 || setenv("PYTHONSAFEPATH", "1", 1) < 0 ||
+        setenv("PYTHONNOUSERSITE", "1", 1) < 0)
+        die_errno("exec", "setenv");
+}
+
 _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_plan *plan,
                             int sync_fd, int life_fd)
 {
@@ -517,12 +567,7 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
     pid_t py = fork();
     if (py < 0) die_errno("fork", "fork interpreter");
     if (py == 0) {
-        /* only 0, 1, 2 reach the interpreter; the report fd is close-on-exec so that an exec
-           failure can still be reported */
-        if (syscall(SYS_close_range, 4u, ~0u, 0u) < 0)
-            for (int fd = 4; fd < 1024; fd++)
-                close(fd);
-        if (life_fd != LAUNCH_REPORT_FD) close(life_fd);
+        int rep = arrange_fds(cfg);
         int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (devnull < 0 || dup2(devnull, 0) < 0) die_errno("exec", "stdin /dev/null");
         close(devnull);
@@ -535,17 +580,24 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
             if (setenv("HOME", tmp, 1) < 0 || setenv("TMPDIR", tmp, 1) < 0)
                 die_errno("exec", "setenv");
         }
+        if (cfg->bridge_fd >= 0 && setenv(EXEC_BRIDGE_ENV, "3", 1) < 0) die_errno("exec", "setenv");
+        if (cfg->ro_lib) set_module_path(cfg, plan);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         /* -I: no user site, no PYTHON* variables, no script dir on sys.path; -B: the view is
-           read-only anyway; -u: output reaches the pipes before a timeout kill */
-        char o_i[] = "-I", o_b[] = "-B", o_u[] = "-u", o_c[] = "-c";
-        char *args[] = {cfg->python, o_i, o_b, o_u, o_c, cfg->code, NULL};
+           read-only anyway; -u: output reaches the pipes before a timeout kill. With --ro-lib,
+           -s and the variables set above instead, since -I ignores PYTHONPATH (docs/sandbox.md,
+           "The interpreter's flags") */
+        char o_i[] = "-I", o_s[] = "-s", o_b[] = "-B", o_u[] = "-u", o_c[] = "-c";
+        char *args[] = {cfg->python, cfg->ro_lib ? o_s : o_i, o_b, o_u, o_c, cfg->code, NULL};
         execve(cfg->python, args, environ);
+        if (rep != LAUNCH_REPORT_FD) dup2(rep, LAUNCH_REPORT_FD); /* the report, not the bridge */
         launch_fatal("exec", "cannot run %s inside the sandbox: %s", cfg->python, strerror(errno));
     }
     close(life_fd);
+    /* only the interpreter (and what it starts) holds the bridge */
+    if (cfg->bridge_fd >= 0) close(cfg->bridge_fd);
 
     /* init: reap everything; when the interpreter ends, say how, and leave (taking the PID
        namespace with us) */

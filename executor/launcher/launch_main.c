@@ -38,7 +38,7 @@
 #define USAGE                                                                                      \
     "usage: ptc-sandbox-launch --python PATH [--prefix DIR]... [--mount SRC:DST:ro|rw]...\n"       \
     "       [--memory BYTES] [--tmp-size BYTES] [--pids N] [--cpu-seconds N] [--fsize BYTES]\n"    \
-    "       [--nofile N] [--disable LAYER] [-- CODE]\n"                                            \
+    "       [--nofile N] [--disable LAYER] [--bridge-fd 4] [--ro-lib DIR] [-- CODE]\n"             \
     "Without CODE, init reads \"CPU_SECONDS\\nCODE\" from stdin once it is set up.\n"              \
     "Status lines go to fd 3. Started by ptc-mcp; see docs/sandbox.md.\n"
 
@@ -131,6 +131,7 @@ static int parse_args(int argc, char **argv, struct launch_cfg *cfg)
     cfg->cpu_seconds = 60;
     cfg->nofile = EXEC_DEFAULT_NOFILE;
     cfg->disabled = -1;
+    cfg->bridge_fd = -1;
     int i = 1;
     for (; i < argc; i++) {
         const char *o = argv[i];
@@ -149,6 +150,12 @@ static int parse_args(int argc, char **argv, struct launch_cfg *cfg)
         } else if (strcmp(o, "--mount") == 0) {
             if (cfg->n_mounts >= LAUNCH_MAX_MOUNTS) return -1;
             if (parse_mount(v, &cfg->mounts[cfg->n_mounts++]) < 0) return -1;
+        } else if (strcmp(o, "--ro-lib") == 0) {
+            if (v[0] != '/') return -1;
+            cfg->ro_lib = v;
+        } else if (strcmp(o, "--bridge-fd") == 0) {
+            if (strcmp(v, "4") != 0) return -1; /* fixed, so that fd 4 is all we keep */
+            cfg->bridge_fd = LAUNCH_BRIDGE_FD;
         } else if (strcmp(o, "--disable") == 0) {
             cfg->disabled = exec_layer_from_name(v);
             if (cfg->disabled < 0) return -1;
@@ -291,9 +298,14 @@ int main(int argc, char **argv)
         launch_report("error arguments: the launcher was started with invalid arguments");
         return 2;
     }
-    /* anything the server leaked past fd 3 must not reach the sandbox */
-    if (syscall(SYS_close_range, 4u, ~0u, 0u) < 0) {
-        for (int fd = 4; fd < 1024; fd++)
+    /* anything the server leaked past fd 3 (and the bridge, fd 4) must not reach the sandbox */
+    unsigned first = cfg.bridge_fd >= 0 ? LAUNCH_BRIDGE_FD + 1 : LAUNCH_BRIDGE_FD;
+    if (cfg.bridge_fd >= 0 && fcntl(cfg.bridge_fd, F_GETFD) < 0) {
+        launch_report("error arguments: --bridge-fd 4 given but descriptor 4 is not open");
+        return 2;
+    }
+    if (syscall(SYS_close_range, first, ~0u, 0u) < 0) {
+        for (int fd = (int)first; fd < 1024; fd++)
             close(fd);
     }
     fcntl(LAUNCH_REPORT_FD, F_SETFD, FD_CLOEXEC);
@@ -363,6 +375,8 @@ int main(int argc, char **argv)
     }
     close(sync_p[0]);
     close(life_p[0]);
+    /* init has the bridge now; the host must see EOF when the run's tree is gone */
+    if (cfg.bridge_fd >= 0) close(cfg.bridge_fd);
 
     if (launch_disabled(&cfg, EXEC_LAYER_USER_NS))
         launch_layer(EXEC_LAYER_USER_NS, EXEC_LAYER_DISABLED, "test switch");

@@ -35,6 +35,9 @@ typedef struct query_job {
     uv_work_t work;
     ptc_search_t *s;
     mcp_call_t *call; /* NULL once the call was cancelled and answered */
+    /* Or, for a search from code (ptc_search_query): NULL once cancelled. */
+    ptc_search_done_cb done;
+    void *done_data;
     char *query;
     char *server;
     size_t top_k;
@@ -191,12 +194,37 @@ static void query_work(uv_work_t *w)
     j->rc = reg_registry_embed_query(j->s->reg, j->query, j->vec, j->msg, sizeof j->msg);
 }
 
+/* Runs a search for code in the sandbox and hands its structuredContent to done. */
+static void answer_data(ptc_search_t *s, const char *query, const float *vec, size_t top_k,
+                        ptc_search_done_cb done, void *data)
+{
+    reg_result_t res[SEARCH_MAX_TOP_K];
+    reg_filter_t f;
+    reg_filter_default(&f);
+    char msg[256] = "";
+    int n = reg_registry_search(s->reg, query, vec, top_k, &f, res, msg, sizeof msg);
+    if (n < 0) {
+        done(data, MCP_EINVAL, NULL, msg[0] ? msg : reg_strerror(n));
+        return;
+    }
+    cJSON *sc = reg_results_json(s->reg, res, (size_t)n);
+    if (sc == NULL) {
+        done(data, MCP_ENOMEM, NULL, "out of memory");
+        return;
+    }
+    done(data, 0, sc, NULL);
+    cJSON_Delete(sc);
+}
+
 static void query_done(uv_work_t *w, int status)
 {
     query_job_t *j = w->data;
     ptc_search_t *s = j->s;
     s->queries_in_flight--;
-    if (j->call != NULL) {
+    if (j->done != NULL) {
+        bool ok = status == 0 && j->rc == 0;
+        answer_data(s, j->query, ok ? j->vec : NULL, j->top_k, j->done, j->done_data);
+    } else if (j->call != NULL) {
         if (status != 0 || j->rc < 0)
             mcp_log(s->lg, MCP_LOG_WARNING,
                     "search: embedding the query failed (%s); ranking "
@@ -255,6 +283,44 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
     }
     s->queries_in_flight++;
     mcp_call_on_cancel(call, query_cancelled, j);
+}
+
+int ptc_search_query(ptc_search_t *s, const char *query, size_t top_k, ptc_search_done_cb done,
+                     void *data, void **handle)
+{
+    *handle = NULL;
+    if (top_k < 1 || top_k > SEARCH_MAX_TOP_K || query == NULL || query[0] == '\0')
+        return MCP_EINVAL;
+    if (!reg_registry_query_blocking(s->reg)) {
+        answer_data(s, query, NULL, top_k, done, data);
+        return MCP_OK;
+    }
+    query_job_t *j = calloc(1, sizeof *j);
+    if (j == NULL || (j->query = strdup(query)) == NULL ||
+        (j->vec = malloc(s->dim * sizeof *j->vec)) == NULL) {
+        if (j) job_free(j);
+        return MCP_ENOMEM;
+    }
+    j->s = s;
+    j->done = done;
+    j->done_data = data;
+    j->top_k = top_k;
+    j->work.data = j;
+    if (uv_queue_work(s->loop, &j->work, query_work, query_done) < 0) {
+        job_free(j);
+        return MCP_EIO;
+    }
+    s->queries_in_flight++;
+    *handle = j;
+    return MCP_OK;
+}
+
+void ptc_search_query_cancel(void *handle)
+{
+    query_job_t *j = handle;
+    if (j == NULL) return;
+    j->done = NULL; /* the worker finishes; its result is dropped */
+    uv_cancel((uv_req_t *)&j->work);
 }
 
 /* --- set-up -------------------------------------------------------------------------------- */

@@ -72,6 +72,17 @@ void ptc_search_changed(ptc_search_t *s);
 void ptc_search_set_status(ptc_search_t *s,
                            size_t (*status)(const void *data, char *buf, size_t size),
                            cJSON *(*status_json)(const void *data), const void *data);
+/** Called once with search_tools' structuredContent (borrowed) or err < 0 and a message. */
+typedef void (*ptc_search_done_cb)(void *data, int err, const cJSON *sc, const char *message);
+/**
+ * A search for code in the sandbox (tools.search): embeds the query on the thread pool when the
+ * embedder blocks, then ranks. done may run before this returns. *handle (for
+ * ptc_search_query_cancel) is NULL when it did. Returns < 0 without calling done on bad input.
+ */
+int ptc_search_query(ptc_search_t *s, const char *query, size_t top_k, ptc_search_done_cb done,
+                     void *data, void **handle);
+/** done is not called after this returns. */
+void ptc_search_query_cancel(void *handle);
 /** Stops starting new indexing batches, so the loop can end. */
 void ptc_search_stop(ptc_search_t *s);
 /** Frees; call when the loop has ended (no batch or query in flight). */
@@ -92,5 +103,23 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
 int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv);
 /** Kills runs in flight and frees; keep running the loop until it ends afterwards. */
 void ptc_execute_free(ptc_execute_t *ex);
+
+/* The sandbox's `tools` package, kept in step with the registry (bundle.c). */
+typedef struct ptc_bundle ptc_bundle_t;
+
+/** Creates the manager; packages go under $XDG_CACHE_HOME/ptc-mcp (or ~/.cache/ptc-mcp). */
+int ptc_bundle_new(uv_loop_t *loop, const mcp_logger_t *lg, ptc_search_t *search,
+                   ptc_bundle_t **out);
+/** The registry changed: builds a package for it on the thread pool (coalescing changes). */
+void ptc_bundle_refresh(ptc_bundle_t *b);
+/** The newest finished package's folder (mount it read-only), or NULL before the first. */
+const char *ptc_bundle_root(const ptc_bundle_t *b);
+/** Its modules: [{"module", "server"}] (borrowed; NULL before the first build). */
+const cJSON *ptc_bundle_modules(const ptc_bundle_t *b);
+/** Packages actually generated (not reused from the cache) since start. */
+unsigned long ptc_bundle_generated(const ptc_bundle_t *b);
+/** No more builds (the loop can end); free once it has. */
+void ptc_bundle_stop(ptc_bundle_t *b);
+void ptc_bundle_free(ptc_bundle_t *b);
 
 #endif

@@ -1,0 +1,235 @@
+/* bundle.c - keeps the sandbox's `tools` Python package in step with the registry: after every
+ * change, a snapshot of the catalog is turned into a package (server/pybundle.c) on the thread
+ * pool, since generating writes files. Runs use the newest finished package. */
+#include "tools.h"
+
+#include "pybundle.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct ptc_bundle {
+    uv_loop_t *loop;
+    const mcp_logger_t *lg;
+    ptc_search_t *search;
+    char cache_dir[PTC_PYBUNDLE_PATH_MAX];
+    /* The build on the thread pool and its inputs/outputs. */
+    uv_work_t work;
+    bool building, dirty, stopping;
+    cJSON *snapshot;
+    int rc;
+    char msg[256];
+    ptc_pybundle_info_t info;
+    cJSON *new_modules; /* read by the worker from the new package's _catalog.json */
+    /* The newest finished package. */
+    char *root;
+    cJSON *modules; /* [{"module", "server"}] for execute_code's description */
+    unsigned long generated;
+};
+
+/* $XDG_CACHE_HOME/ptc-mcp, else $HOME/.cache/ptc-mcp; created 0700 as needed. */
+static int cache_dir(char *out, size_t size)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    char base[PTC_PYBUNDLE_PATH_MAX];
+    if (xdg != NULL && xdg[0] == '/')
+        snprintf(base, sizeof base, "%s", xdg);
+    else if (home != NULL && home[0] == '/')
+        snprintf(base, sizeof base, "%s/.cache", home);
+    else
+        return -1;
+    if (mkdir(base, 0700) < 0 && errno != EEXIST) return -1;
+    if ((size_t)snprintf(out, size, "%s/ptc-mcp", base) >= size) return -1;
+    if (mkdir(out, 0700) < 0 && errno != EEXIST) return -1;
+    return 0;
+}
+
+/* The registry's tools as Tool objects with their server, in catalog order. */
+static cJSON *snapshot(const reg_catalog_t *cat)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; arr != NULL && i < reg_catalog_count(cat); i++) {
+        const reg_tool_t *t = reg_catalog_at(cat, i);
+        cJSON *o = cJSON_CreateObject();
+        cJSON *schema = cJSON_Duplicate(t->input_schema, true);
+        cJSON *ann = t->annotations ? cJSON_Duplicate(t->annotations, true) : NULL;
+        bool ok = o != NULL && schema != NULL && cJSON_AddItemToArray(arr, o) &&
+                  cJSON_AddStringToObject(o, "server", t->server) &&
+                  cJSON_AddStringToObject(o, "name", t->name) &&
+                  cJSON_AddStringToObject(o, "description", t->description) &&
+                  (!t->title[0] || cJSON_AddStringToObject(o, "title", t->title)) &&
+                  cJSON_AddItemToObject(o, "inputSchema", schema);
+        if (ok) schema = NULL;
+        if (ok && ann) {
+            ok = cJSON_AddItemToObject(o, "annotations", ann);
+            if (ok) ann = NULL;
+        }
+        cJSON_Delete(schema);
+        cJSON_Delete(ann);
+        if (!ok) {
+            if (o != NULL && cJSON_GetArraySize(arr) == 0) cJSON_Delete(o);
+            cJSON_Delete(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+/* The modules the package has, read back from its _catalog.json (small; once per build). */
+static cJSON *read_modules(const char *root)
+{
+    char path[PTC_PYBUNDLE_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/tools/_catalog.json", root);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return NULL;
+    char *buf = malloc(1u << 20);
+    size_t n = buf ? fread(buf, 1, (1u << 20) - 1, f) : 0;
+    fclose(f);
+    if (buf == NULL) return NULL;
+    buf[n] = '\0';
+    cJSON *doc = cJSON_Parse(buf);
+    free(buf);
+    cJSON *out = cJSON_CreateArray();
+    const cJSON *mods = cJSON_GetObjectItemCaseSensitive(doc, "modules");
+    const cJSON *m;
+    cJSON_ArrayForEach(m, mods)
+    {
+        const char *name = m->string;
+        const cJSON *server = cJSON_GetObjectItemCaseSensitive(m, "server");
+        if (name == NULL || !cJSON_IsString(server) || out == NULL) continue;
+        cJSON *o = cJSON_CreateObject();
+        if (o == NULL || !cJSON_AddItemToArray(out, o)) {
+            cJSON_Delete(o);
+            continue;
+        }
+        cJSON_AddStringToObject(o, "module", name);
+        cJSON_AddStringToObject(o, "server", server->valuestring);
+    }
+    cJSON_Delete(doc);
+    return out;
+}
+
+static void build_work(uv_work_t *w)
+{
+    ptc_bundle_t *b = w->data;
+    reg_catalog_t *cat = NULL;
+    b->rc = reg_catalog_new(&cat);
+    if (b->rc == 0)
+        b->rc = reg_catalog_load_json(cat, b->snapshot, NULL, NULL, b->msg, sizeof b->msg);
+    if (b->rc == 0) b->rc = ptc_pybundle_build(cat, b->cache_dir, &b->info, b->msg, sizeof b->msg);
+    reg_catalog_free(cat);
+    b->new_modules = b->rc == 0 ? read_modules(b->info.root) : NULL;
+}
+
+static void start_build(ptc_bundle_t *b);
+
+static void build_done(uv_work_t *w, int status)
+{
+    ptc_bundle_t *b = w->data;
+    b->building = false;
+    cJSON_Delete(b->snapshot);
+    b->snapshot = NULL;
+    if (status != 0 || b->rc < 0) {
+        mcp_log(b->lg, MCP_LOG_ERROR, "tools package for sandboxed code not built: %s",
+                status != 0 ? uv_strerror(status) : b->msg);
+    } else {
+        char *root = strdup(b->info.root);
+        if (root != NULL) {
+            free(b->root);
+            b->root = root;
+            cJSON_Delete(b->modules);
+            b->modules = b->new_modules;
+            b->new_modules = NULL;
+        }
+        if (b->info.generated) {
+            b->generated++;
+            mcp_log(b->lg, MCP_LOG_INFO,
+                    "tools package generated: %zu modules, %zu functions (%zu without one) in %s",
+                    b->info.modules, b->info.functions, b->info.skipped, b->info.root);
+        } else {
+            mcp_log(b->lg, MCP_LOG_DEBUG, "tools package unchanged: %s", b->info.root);
+        }
+    }
+    cJSON_Delete(b->new_modules); /* when it was not taken above */
+    b->new_modules = NULL;
+    if (b->dirty && !b->stopping) start_build(b);
+}
+
+static void start_build(ptc_bundle_t *b)
+{
+    b->dirty = false;
+    b->snapshot = snapshot(reg_registry_catalog(ptc_search_registry(b->search)));
+    if (b->snapshot == NULL) {
+        mcp_log(b->lg, MCP_LOG_ERROR, "tools package: out of memory");
+        return;
+    }
+    b->work.data = b;
+    int rc = uv_queue_work(b->loop, &b->work, build_work, build_done);
+    if (rc < 0) {
+        cJSON_Delete(b->snapshot);
+        b->snapshot = NULL;
+        mcp_log(b->lg, MCP_LOG_ERROR, "tools package: %s", uv_strerror(rc));
+        return;
+    }
+    b->building = true;
+}
+
+int ptc_bundle_new(uv_loop_t *loop, const mcp_logger_t *lg, ptc_search_t *search,
+                   ptc_bundle_t **out)
+{
+    *out = NULL;
+    ptc_bundle_t *b = calloc(1, sizeof *b);
+    if (b == NULL) return MCP_ENOMEM;
+    b->loop = loop;
+    b->lg = lg;
+    b->search = search;
+    if (cache_dir(b->cache_dir, sizeof b->cache_dir) < 0) {
+        mcp_log(lg, MCP_LOG_WARNING,
+                "no cache folder ($XDG_CACHE_HOME or $HOME): sandboxed code cannot import tools");
+        b->cache_dir[0] = '\0';
+    }
+    *out = b;
+    return MCP_OK;
+}
+
+void ptc_bundle_refresh(ptc_bundle_t *b)
+{
+    if (b == NULL || b->stopping || b->cache_dir[0] == '\0') return;
+    if (b->building) {
+        b->dirty = true; /* built again with the newest catalog when this build ends */
+        return;
+    }
+    start_build(b);
+}
+
+const char *ptc_bundle_root(const ptc_bundle_t *b)
+{
+    return b ? b->root : NULL;
+}
+
+const cJSON *ptc_bundle_modules(const ptc_bundle_t *b)
+{
+    return b ? b->modules : NULL;
+}
+
+unsigned long ptc_bundle_generated(const ptc_bundle_t *b)
+{
+    return b ? b->generated : 0;
+}
+
+void ptc_bundle_stop(ptc_bundle_t *b)
+{
+    if (b != NULL) b->stopping = true;
+}
+
+void ptc_bundle_free(ptc_bundle_t *b)
+{
+    if (b == NULL) return;
+    cJSON_Delete(b->snapshot);
+    cJSON_Delete(b->modules);
+    free(b->root);
+    free(b);
+}

@@ -53,6 +53,7 @@ struct bh_call {
     char *tool_id, *server, *name; /* for the audit record (call) */
     char digest[65];
     uint64_t start_ns, deadline_ms;
+    unsigned timeout_ms; /* what the call was given, for the timeout message */
     void *cancel_handle;
     bool starting;  /* inside ops->call / ops->search */
     bool done;      /* answered (or given up): ignore callbacks, free once starting ends */
@@ -458,7 +459,11 @@ static void on_timer(uv_timer_t *t)
         if (c->deadline_ms <= now && !c->starting) {
             call_abandon(c);
             h->n.timeouts++;
-            call_answer(c, MCP_ETIMEDOUT, NULL, "no answer within the per-call timeout");
+            char why[96];
+            snprintf(why, sizeof why, "no answer within %u ms (the per-call timeout%s)",
+                     c->timeout_ms,
+                     c->deadline_ms == h->lim.deadline_ms ? ", cut to the run's deadline" : "");
+            call_answer(c, MCP_ETIMEDOUT, NULL, why);
             call_free(c);
             /* cancel may have finished other calls: start over from the head */
             next = h->calls;
@@ -517,6 +522,7 @@ static void start(ptc_bridge_host_t *h, ptc_bridge_req_t *req, const reg_tool_t 
     c->method = req->method;
     c->start_ns = start_ns;
     c->deadline_ms = deadline;
+    c->timeout_ms = left > UINT32_MAX ? UINT32_MAX : (unsigned)left;
     if (digest != NULL) memcpy(c->digest, digest, sizeof c->digest);
     c->next = h->calls;
     if (h->calls != NULL) h->calls->prev = c;
@@ -572,6 +578,18 @@ static void handle_call(ptc_bridge_host_t *h, ptc_bridge_req_t *req)
         answer_error(h, req->id, PTC_BRIDGE_E_DENIED, "tool %s is not allowed by %s", tool->id,
                      why);
         audit(h, tool->id, req->server, req->tool, digest, "denied", t0, false, why);
+        return;
+    }
+    if (h->lim.refuse_writes &&
+        !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tool->annotations, "readOnlyHint"))) {
+        h->n.refused++;
+        answer_error(h, req->id, PTC_BRIDGE_E_DENIED,
+                     "tool %s is not annotated read-only and needs confirmation "
+                     "(--confirm-writes), which this client cannot give; call it directly "
+                     "or run without --confirm-writes",
+                     tool->id);
+        audit(h, tool->id, req->server, req->tool, digest, "denied", t0, false,
+              "needs confirmation");
         return;
     }
     char vmsg[MESSAGE_MAX / 2] = "";
@@ -690,6 +708,12 @@ static void on_line(void *data, const char *line, size_t len, bool too_big)
                      "data to tools",
                      h->lim.bytes_in_max);
         if (req.method == PTC_BRIDGE_EMIT) warn(h, "a record was skipped: request bytes spent");
+        if (req.method == PTC_BRIDGE_CALL) {
+            char digest[65];
+            args_digest(req.arguments, digest);
+            audit(h, NULL, req.server, req.tool, digest, "denied", uv_hrtime(), false,
+                  "request bytes budget spent");
+        }
         ptc_bridge_req_clear(&req);
         return;
     }
@@ -869,9 +893,8 @@ static cJSON *take_array(cJSON **slot)
 
 cJSON *ptc_bridge_host_take_outputs(ptc_bridge_host_t *h)
 {
-    cJSON *a = take_array(&h->outputs);
-    if (a != NULL) h->emit_total = 0;
-    return a;
+    /* emit_total stays: the cap is per run, however the records are collected */
+    return take_array(&h->outputs);
 }
 
 const cJSON *ptc_bridge_host_warnings(const ptc_bridge_host_t *h)

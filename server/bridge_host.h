@@ -60,6 +60,8 @@ typedef struct ptc_bridge_limits {
     size_t emit_total_max;    /* <= PTC_BRIDGE_EMIT_TOTAL_MAX */
     const char *allow_tools;  /* comma-separated fnmatch patterns on tool ids; NULL/"": all */
     const char *deny_tools;   /* same; a match wins over allow_tools; NULL/"": none */
+    bool refuse_writes;       /* --confirm-writes without a way to confirm: refuse every tool
+                                 not annotated readOnlyHint: true ("denied") */
     const char *run_id;       /* for the audit records (NULL: "") */
     FILE *audit;              /* borrowed, one JSON line per call; NULL: mcp_log at info */
 } ptc_bridge_limits_t;

@@ -285,6 +285,7 @@ static env_t *env_new(const ptc_bridge_limits_t *lim)
     add_tool(e, "srv", "{\"name\":\"hang\"}");
     add_tool(e, "srv", "{\"name\":\"broken\"}");
     add_tool(e, "other", "{\"name\":\"list\"}");
+    add_tool(e, "srv", "{\"name\":\"read\",\"annotations\":{\"readOnlyHint\":true}}");
     assert_int_equal(mcp_framer_init(&e->pf, 64u << 20, peer_line, e), 0);
     assert_int_equal(uv_pipe_init(&e->loop, &e->peer, 0), 0);
     assert_int_equal(uv_pipe_open(&e->peer, e->sv[1]), 0);
@@ -673,6 +674,44 @@ static void garbage_and_an_early_peer_close_never_crash_the_host(void **state)
     env_free(e);
 }
 
+static void refuse_writes_lets_only_read_only_tools_through(void **state)
+{
+    (void)state;
+    ptc_bridge_limits_t lim = {.refuse_writes = true};
+    env_t *e = env_new(&lim);
+    peer_send(
+        e, "{\"id\":1,\"method\":\"call\",\"params\":{\"server\":\"srv\",\"tool\":\"read\"}}\n"
+           "{\"id\":2,\"method\":\"call\",\"params\":{\"server\":\"srv\",\"tool\":\"delete\"}}\n");
+    wait_answers(e, 2);
+    assert_string_equal(result_text(e, 1), "read:-");
+    assert_string_equal(error_code(e, 2), PTC_BRIDGE_E_DENIED);
+    assert_non_null(strstr(error_message(e, 2), "--confirm-writes"));
+    assert_int_equal(e->ncalls, 1);
+    env_free(e);
+}
+
+static void byte_budgets_refuse_requests_and_answers_past_them(void **state)
+{
+    (void)state;
+    /* one call line is 93 bytes and its answer 80 */
+    ptc_bridge_limits_t lim = {.bytes_in_max = 200, .bytes_out_max = 100};
+    env_t *e = env_new(&lim);
+    for (int i = 1; i <= 3; i++)
+        peer_sendf(e,
+                   "{\"id\":%d,\"method\":\"call\",\"params\":{\"server\":\"srv\",\"tool\":"
+                   "\"echo\",\"arguments\":{\"message\":\"a\"}}}\n",
+                   i);
+    wait_answers(e, 3);
+    assert_string_equal(result_text(e, 1), "echo:a");
+    assert_string_equal(error_code(e, 2), PTC_BRIDGE_E_BUDGET);
+    assert_non_null(strstr(error_message(e, 2), "answer bytes"));
+    assert_string_equal(error_code(e, 3), PTC_BRIDGE_E_BUDGET);
+    assert_non_null(strstr(error_message(e, 3), "request bytes"));
+    assert_int_equal(e->ncalls, 2);
+    assert_int_equal(cJSON_GetArraySize(e->audits), 3);
+    env_free(e);
+}
+
 /* The real client: the generated runtime's protocol from several Python threads at once. */
 static void python_threads_calling_at_once_all_get_their_answers(void **state)
 {
@@ -756,6 +795,8 @@ int main(void)
         cmocka_unit_test(close_cancels_calls_in_flight_and_frees_everything),
         cmocka_unit_test(audit_records_carry_time_run_tool_digest_outcome_duration),
         cmocka_unit_test(garbage_and_an_early_peer_close_never_crash_the_host),
+        cmocka_unit_test(refuse_writes_lets_only_read_only_tools_through),
+        cmocka_unit_test(byte_budgets_refuse_requests_and_answers_past_them),
         cmocka_unit_test(python_threads_calling_at_once_all_get_their_answers),
         cmocka_unit_test(bad_limits_are_refused_with_a_message),
     };

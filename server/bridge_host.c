@@ -253,7 +253,9 @@ static void send_line(ptc_bridge_host_t *h, char *line, size_t len)
         mcp_log(h->lg, MCP_LOG_ERROR, "bridge: out of memory building an answer");
         return;
     }
-    if (h->closing || h->peer_closed) {
+    /* After the peer's EOF the socket may still be writable (a half close): keep answering;
+     * a peer that is gone makes the write fail with EPIPE, which on_written ignores. */
+    if (h->closing) {
         free(line);
         return;
     }

@@ -17,7 +17,7 @@
 
 #include "bridge_host.h"
 
-#define FAKE_CALLS_MAX 32
+#define FAKE_CALLS_MAX 80
 #define LOOP_TURNS_MAX 100000 /* a test that waits for more turns than this is stuck */
 
 typedef struct fake_call {
@@ -97,6 +97,7 @@ static int fake_search(void *data, const char *query, int top_k, ptc_bridge_done
                        void *done_data, void **handle)
 {
     env_t *e = data;
+    assert_true(e->ncalls < FAKE_CALLS_MAX);
     fake_call_t *c = &e->calls[e->ncalls++];
     snprintf(c->tool, sizeof c->tool, "search");
     c->args = strdup(query);
@@ -712,6 +713,49 @@ static void byte_budgets_refuse_requests_and_answers_past_them(void **state)
     env_free(e);
 }
 
+static void calls_past_the_in_flight_cap_are_refused_until_some_finish(void **state)
+{
+    (void)state;
+    env_t *e = env_new(NULL);
+    e->defer = true;
+    for (unsigned i = 1; i <= PTC_BRIDGE_INFLIGHT_MAX + 1; i++)
+        peer_sendf(e,
+                   "{\"id\":%u,\"method\":\"call\",\"params\":{\"server\":\"srv\",\"tool\":"
+                   "\"read\"}}\n",
+                   i);
+    wait_answers(e, 1);
+    assert_int_equal(e->ncalls, PTC_BRIDGE_INFLIGHT_MAX);
+    assert_string_equal(error_code(e, PTC_BRIDGE_INFLIGHT_MAX + 1), PTC_BRIDGE_E_BUDGET);
+    assert_non_null(strstr(error_message(e, PTC_BRIDGE_INFLIGHT_MAX + 1), "in flight"));
+    fake_answer(&e->calls[0], "first");
+    peer_send(e, "{\"id\":1000,\"method\":\"call\",\"params\":{\"server\":\"srv\",\"tool\":"
+                 "\"read\"}}\n");
+    wait_calls(e, PTC_BRIDGE_INFLIGHT_MAX + 1);
+    ptc_bridge_counters_t n;
+    ptc_bridge_host_counters(e->h, &n);
+    assert_int_equal(n.in_flight, PTC_BRIDGE_INFLIGHT_MAX);
+    env_free(e); /* closes with 64 calls in flight */
+}
+
+static void the_peer_half_closing_still_gets_its_answers(void **state)
+{
+    (void)state;
+    env_t *e = env_new(NULL);
+    e->defer = true;
+    peer_send(e, "{\"id\":1,\"method\":\"call\",\"params\":{\"server\":\"srv\",\"tool\":"
+                 "\"read\"}}\n");
+    wait_calls(e, 1);
+    shutdown(e->sv[1], SHUT_WR);
+    for (int i = 0; e->npeer_closed == 0; i++) {
+        assert_true(i < LOOP_TURNS_MAX);
+        uv_run(&e->loop, UV_RUN_ONCE);
+    }
+    fake_answer(&e->calls[0], "after eof");
+    wait_answers(e, 1);
+    assert_string_equal(result_text(e, 1), "after eof");
+    env_free(e);
+}
+
 /* The real client: the generated runtime's protocol from several Python threads at once. */
 static void python_threads_calling_at_once_all_get_their_answers(void **state)
 {
@@ -797,6 +841,8 @@ int main(void)
         cmocka_unit_test(garbage_and_an_early_peer_close_never_crash_the_host),
         cmocka_unit_test(refuse_writes_lets_only_read_only_tools_through),
         cmocka_unit_test(byte_budgets_refuse_requests_and_answers_past_them),
+        cmocka_unit_test(calls_past_the_in_flight_cap_are_refused_until_some_finish),
+        cmocka_unit_test(the_peer_half_closing_still_gets_its_answers),
         cmocka_unit_test(python_threads_calling_at_once_all_get_their_answers),
         cmocka_unit_test(bad_limits_are_refused_with_a_message),
     };

@@ -127,12 +127,15 @@ int ptc_bridge_host_new(uv_loop_t *loop, int fd, const ptc_bridge_limits_t *lim,
 /** The emitted records so far, in order: a cJSON array borrowed from the host (valid until
  *  close or the next emit). */
 const cJSON *ptc_bridge_host_outputs(const ptc_bridge_host_t *h);
-/** Hands the records over: the caller owns and frees the array; later records start anew. */
+/** Hands the records over: the caller owns and frees the array; later records start a new
+ *  one (the per-run byte cap still counts the taken ones). NULL on ENOMEM (the host keeps
+ *  them). */
 cJSON *ptc_bridge_host_take_outputs(ptc_bridge_host_t *h);
-/** Warnings for the result (skipped or malformed records, ...): a borrowed array of strings,
- *  at most PTC_BRIDGE_WARNINGS_MAX and then one "N more warnings" entry. */
+/** Warnings for the result (skipped or malformed records, ...): a borrowed array of at most
+ *  PTC_BRIDGE_WARNINGS_MAX strings; later ones are only counted. */
 const cJSON *ptc_bridge_host_warnings(const ptc_bridge_host_t *h);
-/** Hands the warnings over (caller frees). */
+/** Hands the warnings over (caller frees), with a last "N more warnings" entry when some
+ *  were only counted. NULL on ENOMEM (the host keeps them). */
 cJSON *ptc_bridge_host_take_warnings(ptc_bridge_host_t *h);
 void ptc_bridge_host_counters(const ptc_bridge_host_t *h, ptc_bridge_counters_t *out);
 /** True once the sandbox closed its end. */

@@ -1,0 +1,152 @@
+/*
+ * bridge_host.h - the host end of one execute_code run's bridge (docs/bridge.md).
+ *
+ * Reads JSON-lines requests from sandboxed Python on the libuv loop, checks them (allow/deny
+ * patterns, the tool's inputSchema, call and byte budgets, per-call timeouts, emit bounds),
+ * dispatches through an ops table the wiring provides (downstream clients and the registry in
+ * the binary, fakes in tests), answers every request exactly once in any order, keeps the
+ * emitted records and writes one audit record per call. Never blocks, except for the audit
+ * FILE* the wiring hands in (one buffered line per call).
+ *
+ * All functions run on the loop thread.
+ */
+#ifndef PTC_SERVER_BRIDGE_HOST_H
+#define PTC_SERVER_BRIDGE_HOST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+#include <uv.h>
+
+#include "bridge_proto.h"
+#include "mcp.h"
+#include "registry.h"
+
+/* Defaults for a zero field of ptc_bridge_limits_t. */
+#define PTC_BRIDGE_CALLS_DEF       200u           /* tool calls per run */
+#define PTC_BRIDGE_TIMEOUT_DEF     60000u         /* ms, one downstream call (--tool-timeout) */
+#define PTC_BRIDGE_BYTES_IN_DEF    (64ull << 20)  /* request bytes per run (sandbox -> host) */
+#define PTC_BRIDGE_BYTES_OUT_DEF   (256ull << 20) /* answer bytes per run (host -> sandbox) */
+#define PTC_BRIDGE_EMIT_RECORD_DEF (1u << 20)     /* one emitted record, serialised */
+#define PTC_BRIDGE_EMIT_TOTAL_DEF  (10u << 20)    /* all records of a run */
+#define PTC_BRIDGE_EMIT_RECORD_MAX (10u << 20)    /* the largest the flags may ask for */
+#define PTC_BRIDGE_EMIT_TOTAL_MAX  (100u << 20)
+#define PTC_BRIDGE_INFLIGHT_MAX    64u  /* calls and searches waiting at once */
+#define PTC_BRIDGE_WARNINGS_MAX    32u  /* warnings kept for the result; more are counted */
+#define PTC_BRIDGE_PATTERNS_MAX    256u /* patterns per --allow-tools / --deny-tools list */
+#define PTC_BRIDGE_RUN_ID_MAX      128u
+
+enum {
+    PTC_BRIDGE_HOST_ENOMEM = -1,
+    PTC_BRIDGE_HOST_EINVAL = -2, /* a bad argument or limit (the message says which) */
+    PTC_BRIDGE_HOST_EIO = -3,    /* the descriptor cannot be opened on the loop */
+};
+
+/** Returns a static English description of a PTC_BRIDGE_HOST_* code (never NULL). */
+const char *ptc_bridge_host_strerror(int err);
+
+/** Limits and settings of one run. A zero number means the default above. */
+typedef struct ptc_bridge_limits {
+    unsigned max_calls;       /* tool calls forwarded per run */
+    unsigned tool_timeout_ms; /* one call; never past deadline_ms */
+    uint64_t deadline_ms;     /* uv_now(loop) value at which the run ends; 0: none */
+    uint64_t bytes_in_max;    /* request line bytes per run */
+    uint64_t bytes_out_max;   /* answer line bytes per run (error answers always go out) */
+    size_t line_max;          /* one request line (0: PTC_BRIDGE_LINE_MAX) */
+    size_t emit_record_max;   /* <= PTC_BRIDGE_EMIT_RECORD_MAX */
+    size_t emit_total_max;    /* <= PTC_BRIDGE_EMIT_TOTAL_MAX */
+    const char *allow_tools;  /* comma-separated fnmatch patterns on tool ids; NULL/"": all */
+    const char *deny_tools;   /* same; a match wins over allow_tools; NULL/"": none */
+    bool refuse_writes;       /* --confirm-writes without a way to confirm: refuse every tool
+                                 not annotated readOnlyHint: true ("denied") */
+    const char *run_id;       /* for the audit records (NULL: "") */
+    FILE *audit;              /* borrowed, one JSON line per call; NULL: mcp_log at info */
+} ptc_bridge_limits_t;
+
+/**
+ * Called once with the outcome of a call or search. err 0: result is the CallToolResult
+ * (call) or search_tools' structuredContent (search), borrowed for the duration of the
+ * callback. err MCP_ETIMEDOUT: timed out downstream; MCP_ECANCELED: cancelled; any other
+ * negative mcp_err_t: it could not reach or finish at the tool. message (may be NULL) says why.
+ */
+typedef void (*ptc_bridge_done_cb)(void *done_data, int err, const cJSON *result,
+                                   const char *message);
+
+/**
+ * What the host dispatches to. call and search start work and return 0 (done_cb then runs
+ * exactly once, possibly before they return, unless cancelled) or a negative mcp_err_t (done_cb
+ * is never called). *cancel_handle receives what cancel takes. cancel stops the work: done_cb
+ * may run during cancel but never after it returns (mcp_client_call_cancel behaves so).
+ */
+typedef struct ptc_bridge_ops {
+    /** The tool, or NULL when the registry has none with this server and name. The view must
+     *  stay valid until the current host callback returns (it is used synchronously). */
+    const reg_tool_t *(*find_tool)(void *ops_data, const char *server, const char *tool);
+    /** args borrowed (copy it). timeout_ms > 0 is the time left for this call. */
+    int (*call)(void *ops_data, const reg_tool_t *tool, const cJSON *args, unsigned timeout_ms,
+                ptc_bridge_done_cb done, void *done_data, void **cancel_handle);
+    /** May be NULL: searches are then answered "unavailable". */
+    int (*search)(void *ops_data, const char *query, int top_k, ptc_bridge_done_cb done,
+                  void *done_data, void **cancel_handle);
+    void (*cancel)(void *ops_data, void *cancel_handle);
+    /** Optional: each audit record (borrowed), e.g. to send it as an MCP log message. */
+    void (*audit)(void *ops_data, const cJSON *record);
+    /** Optional: the sandbox closed its end (EOF): every request it sent has been read, so
+     *  the emitted records are complete once no calls are in flight. */
+    void (*peer_closed)(void *ops_data);
+} ptc_bridge_ops_t;
+
+/** Counters of a run (for progress notifications and the result). */
+typedef struct ptc_bridge_counters {
+    uint64_t tool_calls; /* calls forwarded to a tool */
+    uint64_t refused;    /* calls answered without reaching a tool (denied, unknown, ...) */
+    uint64_t searches, emits;
+    uint64_t bytes_in, bytes_out;
+    uint64_t malformed; /* lines whose id could not be read */
+    uint64_t timeouts;  /* calls and searches the host timed out */
+    uint64_t cancelled; /* calls and searches cancelled by ptc_bridge_host_close */
+    unsigned in_flight;
+} ptc_bridge_counters_t;
+
+typedef struct ptc_bridge_host ptc_bridge_host_t;
+
+/**
+ * Starts serving the bridge on fd (a connected AF_UNIX stream socket or pipe; taken: closed
+ * by ptc_bridge_host_close, or here on failure). Borrows loop, lg, ops and ops_data, which must
+ * outlive the host; lim is copied (its strings too; audit stays borrowed). The process must
+ * ignore SIGPIPE (the binary does). On failure returns a negative code and writes a sentence to
+ * msg (may be NULL).
+ */
+int ptc_bridge_host_new(uv_loop_t *loop, int fd, const ptc_bridge_limits_t *lim,
+                        const ptc_bridge_ops_t *ops, void *ops_data, const mcp_logger_t *lg,
+                        ptc_bridge_host_t **out, char *msg, size_t msg_size);
+
+/** The emitted records so far, in order: a cJSON array borrowed from the host (valid until
+ *  close or the next emit). */
+const cJSON *ptc_bridge_host_outputs(const ptc_bridge_host_t *h);
+/** Hands the records over: the caller owns and frees the array; later records start a new
+ *  one (the per-run byte cap still counts the taken ones). NULL on ENOMEM (the host keeps
+ *  them). */
+cJSON *ptc_bridge_host_take_outputs(ptc_bridge_host_t *h);
+/** Warnings for the result (skipped or malformed records, ...): a borrowed array of at most
+ *  PTC_BRIDGE_WARNINGS_MAX strings; later ones are only counted. */
+const cJSON *ptc_bridge_host_warnings(const ptc_bridge_host_t *h);
+/** Hands the warnings over (caller frees), with a last "N more warnings" entry when some
+ *  were only counted. NULL on ENOMEM (the host keeps them). */
+cJSON *ptc_bridge_host_take_warnings(ptc_bridge_host_t *h);
+void ptc_bridge_host_counters(const ptc_bridge_host_t *h, ptc_bridge_counters_t *out);
+/** True once the sandbox closed its end. */
+bool ptc_bridge_host_peer_closed(const ptc_bridge_host_t *h);
+
+/**
+ * Ends the bridge (the run ended, was cancelled or timed out): cancels every call and search
+ * in flight through ops->cancel (audited as "cancelled"), answers nothing more, closes the
+ * descriptor and frees the host once libuv has closed its handles (keep running the loop).
+ * out (may be NULL) receives the final counters. Records not taken are freed. NULL allowed.
+ */
+void ptc_bridge_host_close(ptc_bridge_host_t *h, ptc_bridge_counters_t *out);
+
+#endif

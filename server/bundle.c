@@ -27,6 +27,8 @@ struct ptc_bundle {
     char *root;
     cJSON *modules; /* [{"module", "server"}] for execute_code's description */
     unsigned long generated;
+    void (*on_built)(void *data);
+    void *on_built_data;
 };
 
 /* $XDG_CACHE_HOME/ptc-mcp, else $HOME/.cache/ptc-mcp; created 0700 as needed. */
@@ -155,6 +157,7 @@ static void build_done(uv_work_t *w, int status)
     }
     cJSON_Delete(b->new_modules); /* when it was not taken above */
     b->new_modules = NULL;
+    if (status == 0 && b->rc == 0 && b->on_built != NULL) b->on_built(b->on_built_data);
     if (b->dirty && !b->stopping) start_build(b);
 }
 
@@ -213,6 +216,12 @@ const char *ptc_bundle_root(const ptc_bundle_t *b)
 const cJSON *ptc_bundle_modules(const ptc_bundle_t *b)
 {
     return b ? b->modules : NULL;
+}
+
+void ptc_bundle_on_built(ptc_bundle_t *b, void (*cb)(void *data), void *data)
+{
+    b->on_built = cb;
+    b->on_built_data = data;
 }
 
 unsigned long ptc_bundle_generated(const ptc_bundle_t *b)

@@ -386,6 +386,11 @@ cJSON *ptc_downstream_status_json(const ptc_downstream_t *d)
     return arr;
 }
 
+mcp_client_t *ptc_downstream_client(const ptc_downstream_t *d, const char *server)
+{
+    return d ? find_client(d, server) : NULL;
+}
+
 size_t ptc_downstream_count(const ptc_downstream_t *d)
 {
     return d ? d->n_clients : 0;

@@ -18,12 +18,16 @@ typedef struct app {
     ptc_execute_t *exec;
     ptc_search_t *search;
     ptc_downstream_t *downstream;
+    ptc_bundle_t *bundle;
 } app_t;
 
 static const char instructions[] =
     "execute_code runs Python 3 in a sandbox (no network, fresh state each call) and returns "
     "stdout/stderr; prefer one script that does the whole computation and prints only what "
     "matters. Long output is paged: call execute_code again with only the cursor it gave. "
+    "Inside the code, tools of the configured servers are Python functions "
+    "(`from tools.SERVER import TOOL`; tools.search(query) finds them), so a script can call "
+    "many tools and return only the result. "
     "search_tools finds tools of the configured servers by meaning: describe what you want to "
     "do and it returns their ids, descriptions and input schemas.";
 
@@ -34,6 +38,19 @@ static void on_stdio_done(mcp_stdio_t *io, void *data)
     app->io = NULL;
     ptc_search_stop(app->search);
     ptc_downstream_stop(app->downstream);
+    ptc_bundle_stop(app->bundle);
+}
+
+static void registry_changed(void *data)
+{
+    app_t *app = data;
+    ptc_bundle_refresh(app->bundle);
+}
+
+static void bundle_built(void *data)
+{
+    app_t *app = data;
+    ptc_execute_describe(app->exec, app->srv, ptc_bundle_modules(app->bundle));
 }
 
 static size_t downstream_status(const void *data, char *buf, size_t size)
@@ -188,6 +205,13 @@ static int run(const ptc_options_t *o)
         goto out;
     }
     ptc_search_set_status(app.search, downstream_status, downstream_status_json, app.downstream);
+    /* Code in the sandbox calls the registry's tools through a generated package that follows
+     * the registry. */
+    if ((rc = ptc_bundle_new(&app.loop, &app.log, app.search, &app.bundle)) < 0) goto out;
+    ptc_bundle_on_built(app.bundle, bundle_built, &app);
+    ptc_search_on_change(app.search, registry_changed, &app);
+    ptc_execute_attach(app.exec, app.search, app.downstream, app.bundle);
+    ptc_bundle_refresh(app.bundle);
     ptc_downstream_set_server(app.downstream, app.srv);
     if (o->expose_tools) ptc_downstream_expose(app.downstream, app.srv);
     if ((rc = mcp_stdio_start(app.srv, STDIN_FILENO, STDOUT_FILENO, o->max_message_bytes,
@@ -205,7 +229,9 @@ out:
     ptc_execute_free(app.exec);
     ptc_search_stop(app.search);
     ptc_downstream_free(app.downstream);
+    ptc_bundle_stop(app.bundle);
     uv_run(&app.loop, UV_RUN_DEFAULT);
+    ptc_bundle_free(app.bundle);
     ptc_search_free(app.search);
     mcp_server_free(app.srv);
     if (uv_loop_close(&app.loop) != 0)

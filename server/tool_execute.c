@@ -2,11 +2,14 @@
  * output becomes a result shaped for a model, paged behind cursors. */
 #include "tools.h"
 
+#include "bridge_host.h"
 #include "executor.h"
 #include "pages.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #define EXECUTE_DEFAULT_TIMEOUT_S 30.0
 #define EXECUTE_TRACEBACK_LINES   6
@@ -25,6 +28,13 @@ struct ptc_execute {
     size_t page_chars;
     double max_timeout_s;
     bool unsafe;
+    /* Programmatic tool calling (ptc_execute_attach): the bridge's settings and peers. */
+    ptc_search_t *search;
+    ptc_downstream_t *downstream;
+    ptc_bundle_t *bundle;
+    ptc_bridge_limits_t lim;
+    FILE *audit;
+    unsigned long runs;
 };
 
 typedef struct job {
@@ -32,7 +42,18 @@ typedef struct job {
     mcp_call_t *call;
     exec_run_t *run;
     uint64_t timeout_ms;
+    ptc_bridge_host_t *host; /* NULL when the run has no bridge */
+    char run_id[32];
 } job_t;
+
+/* A downstream call or registry search made for sandboxed code. */
+typedef struct bridge_op {
+    bool is_search;
+    ptc_bridge_done_cb done;
+    void *done_data;
+    mcp_client_call_t *call;
+    void *query;
+} bridge_op_t;
 
 static const char input_schema[] =
     "{\"type\":\"object\",\"properties\":{"
@@ -139,6 +160,8 @@ static cJSON *meta_of(const cJSON *sc)
     cJSON_DeleteItemFromObjectCaseSensitive(m, "stdout");
     cJSON_DeleteItemFromObjectCaseSensitive(m, "stderr");
     cJSON_DeleteItemFromObjectCaseSensitive(m, "next_cursor");
+    /* Emitted records come with the first page only. */
+    cJSON_ReplaceItemInObjectCaseSensitive(m, "outputs", cJSON_CreateArray());
     return m;
 }
 
@@ -258,12 +281,177 @@ static void finish_refused(ptc_execute_t *ex, mcp_call_t *call, const char *mess
     finish_page(call, sc, &page, true, message, NULL);
 }
 
+/* --- the bridge: tool calls from sandboxed code --------------------------------------------- */
+
+static const reg_tool_t *op_find_tool(void *data, const char *server, const char *tool)
+{
+    job_t *j = data;
+    const reg_catalog_t *cat = reg_registry_catalog(ptc_search_registry(j->ex->search));
+    for (size_t i = 0; i < reg_catalog_count(cat); i++) {
+        const reg_tool_t *t = reg_catalog_at(cat, i);
+        if (strcmp(t->server, server) == 0 && strcmp(t->name, tool) == 0) return t;
+    }
+    return NULL;
+}
+
+static void op_call_done(void *data, int err, const cJSON *result, const cJSON *error,
+                         const char *message)
+{
+    bridge_op_t *op = data;
+    (void)error;
+    op->done(op->done_data, err, result, message);
+    free(op);
+}
+
+static int op_call(void *data, const reg_tool_t *tool, const cJSON *args, unsigned timeout_ms,
+                   ptc_bridge_done_cb done, void *done_data, void **cancel_handle)
+{
+    job_t *j = data;
+    *cancel_handle = NULL;
+    mcp_client_t *c = ptc_downstream_client(j->ex->downstream, tool->server);
+    if (c == NULL) {
+        char m[300];
+        snprintf(m, sizeof m, "%s is only described (--tools-file): no configured server serves it",
+                 tool->id);
+        done(done_data, MCP_ENOTSUP, NULL, m);
+        return 0;
+    }
+    bridge_op_t *op = calloc(1, sizeof *op);
+    if (op == NULL) return MCP_ENOMEM;
+    op->done = done;
+    op->done_data = done_data;
+    int rc =
+        mcp_client_call_tool(c, tool->name, args, timeout_ms, NULL, op_call_done, op, &op->call);
+    if (rc < 0) {
+        free(op);
+        const char *reason = NULL;
+        mcp_client_state_t st = mcp_client_state(c, &reason);
+        char m[400];
+        snprintf(m, sizeof m, "server %s cannot take the call (%s%s%s): %s", tool->server,
+                 mcp_client_state_name(st), reason ? ": " : "", reason ? reason : "",
+                 mcp_strerror(rc));
+        done(done_data, rc, NULL, m);
+        return 0;
+    }
+    *cancel_handle = op;
+    return 0;
+}
+
+static void op_search_done(void *data, int err, const cJSON *sc, const char *message)
+{
+    bridge_op_t *op = data;
+    op->done(op->done_data, err, sc, message);
+    free(op);
+}
+
+static int op_search(void *data, const char *query, int top_k, ptc_bridge_done_cb done,
+                     void *done_data, void **cancel_handle)
+{
+    job_t *j = data;
+    *cancel_handle = NULL;
+    bridge_op_t *op = calloc(1, sizeof *op);
+    if (op == NULL) return MCP_ENOMEM;
+    op->is_search = true;
+    op->done = done;
+    op->done_data = done_data;
+    void *q = NULL;
+    int rc = ptc_search_query(j->ex->search, query, top_k > 0 ? (size_t)top_k : 5, op_search_done,
+                              op, &q);
+    if (rc < 0) {
+        free(op);
+        return rc;
+    }
+    if (q != NULL) { /* still running: op is alive until its done */
+        op->query = q;
+        *cancel_handle = op;
+    }
+    return 0;
+}
+
+static void op_cancel(void *data, void *handle)
+{
+    bridge_op_t *op = handle;
+    (void)data;
+    if (op == NULL) return;
+    if (op->is_search) {
+        ptc_search_query_cancel(op->query); /* its done never runs now */
+        free(op);
+    } else {
+        mcp_client_call_cancel(op->call, "the run ended"); /* runs op_call_done, which frees */
+    }
+}
+
+static void op_audit(void *data, const cJSON *record)
+{
+    job_t *j = data;
+    mcp_session_t *s = j->call ? mcp_call_session(j->call) : NULL;
+    if (s != NULL) mcp_session_log(s, MCP_LOG_INFO, "ptc-audit", cJSON_Duplicate(record, true));
+}
+
+static const ptc_bridge_ops_t bridge_ops = {
+    .find_tool = op_find_tool,
+    .call = op_call,
+    .search = op_search,
+    .cancel = op_cancel,
+    .audit = op_audit,
+};
+
+/* Opens the bridge of a run when the tools package is ready: returns the descriptor for the
+ * sandbox (-1 without a bridge). */
+static int open_bridge(ptc_execute_t *ex, job_t *j)
+{
+    if (ex->bundle == NULL || ptc_bundle_root(ex->bundle) == NULL) return -1;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        mcp_log(ex->lg, MCP_LOG_ERROR, "bridge: socketpair: %s", strerror(errno));
+        return -1;
+    }
+    snprintf(j->run_id, sizeof j->run_id, "run-%lu", ++ex->runs);
+    ptc_bridge_limits_t lim = ex->lim;
+    lim.run_id = j->run_id;
+    char msg[256];
+    if (ptc_bridge_host_new(ex->loop, sv[0], &lim, &bridge_ops, j, ex->lg, &j->host, msg,
+                            sizeof msg) < 0) {
+        mcp_log(ex->lg, MCP_LOG_ERROR, "bridge: %s", msg);
+        close(sv[1]);
+        j->host = NULL;
+        return -1;
+    }
+    return sv[1];
+}
+
+/* Ends a run's bridge; adds its calls count, records and warnings to sc (may be NULL). */
+static void close_bridge(job_t *j, cJSON *sc, cJSON **warnings)
+{
+    if (j->host == NULL) return;
+    cJSON *outputs = ptc_bridge_host_take_outputs(j->host);
+    cJSON *warn = ptc_bridge_host_take_warnings(j->host);
+    ptc_bridge_counters_t c;
+    ptc_bridge_host_close(j->host, &c);
+    j->host = NULL;
+    if (sc != NULL) {
+        cJSON_ReplaceItemInObjectCaseSensitive(sc, "tool_calls",
+                                               cJSON_CreateNumber((double)c.tool_calls));
+        if (outputs != NULL) {
+            cJSON_ReplaceItemInObjectCaseSensitive(sc, "outputs", outputs);
+            outputs = NULL;
+        }
+    }
+    cJSON_Delete(outputs);
+    if (warnings != NULL && cJSON_GetArraySize(warn) > 0) {
+        *warnings = warn;
+        warn = NULL;
+    }
+    cJSON_Delete(warn);
+}
+
 /* --- runs ---------------------------------------------------------------------------------- */
 
 static void job_cancelled(mcp_call_t *call, void *data)
 {
     job_t *j = data;
-    exec_run_cancel(j->run); /* kills the whole tree now; no on_done follows */
+    exec_run_cancel(j->run);     /* kills the whole tree now; no on_done follows */
+    close_bridge(j, NULL, NULL); /* and cancels its downstream calls */
     mcp_log(j->ex->lg, MCP_LOG_INFO, "execute_code: run cancelled");
     free(j);
     mcp_call_finish_text(call, true, "cancelled: the run was killed");
@@ -273,9 +461,12 @@ static void job_progress(exec_run_t *run, uint64_t elapsed_ms, uint64_t output_b
 {
     job_t *j = user;
     (void)run;
-    char msg[96];
-    snprintf(msg, sizeof msg, "running %.1f s, %llu bytes of output", (double)elapsed_ms / 1000.0,
-             (unsigned long long)output_bytes);
+    char msg[128];
+    ptc_bridge_counters_t c = {0};
+    if (j->host != NULL) ptc_bridge_host_counters(j->host, &c);
+    snprintf(msg, sizeof msg, "running %.1f s, %llu bytes of output, %llu tool calls",
+             (double)elapsed_ms / 1000.0, (unsigned long long)output_bytes,
+             (unsigned long long)c.tool_calls);
     mcp_call_progress(j->call, (double)elapsed_ms, (double)j->timeout_ms, msg);
 }
 
@@ -285,8 +476,9 @@ static void job_done(exec_run_t *run, const exec_result_t *r, void *user)
     ptc_execute_t *ex = j->ex;
     mcp_call_t *call = j->call;
     (void)run;
-    free(j);
     if (r->status == EXEC_STATUS_REFUSED) {
+        close_bridge(j, NULL, NULL);
+        free(j);
         finish_refused(ex, call, r->message ? r->message : "the sandbox could not be set up");
         return;
     }
@@ -296,6 +488,10 @@ static void job_done(exec_run_t *run, const exec_result_t *r, void *user)
     cJSON *sc = base_fields(exec_status_name(r->status), r->exit_code, r->signal_name, r->out.total,
                             r->err.total, r->out.truncated || r->err.truncated, r->duration_ms,
                             exec_sandbox_level_name(r->sandbox));
+    /* Every answer the sandbox waited for was read before it exited: the records are whole. */
+    cJSON *warnings = NULL;
+    close_bridge(j, sc, &warnings);
+    free(j);
     cJSON *meta = sc ? meta_of(sc) : NULL;
     char *meta_text = meta ? cJSON_PrintUnformatted(meta) : NULL;
     cJSON_Delete(meta);
@@ -309,20 +505,28 @@ static void job_done(exec_run_t *run, const exec_result_t *r, void *user)
     if (rc < 0 || sc == NULL) {
         free(err);
         cJSON_Delete(sc);
+        cJSON_Delete(warnings);
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR,
                                   "out of memory building the result");
         return;
     }
-    const char *note = NULL;
-    char buf[160];
-    if (r->status == EXEC_STATUS_TIMEOUT) {
-        snprintf(buf, sizeof buf, "The run hit its %.1f s timeout and was killed.",
-                 (double)r->duration_ms / 1000.0);
-        note = buf;
-    } else if (r->status == EXEC_STATUS_OOM) {
-        note = "The run hit its memory limit and was killed.";
+    sbuf_t note = {0};
+    if (r->status == EXEC_STATUS_TIMEOUT)
+        sb_fmt(&note, "The run hit its %.1f s timeout and was killed.",
+               (double)r->duration_ms / 1000.0);
+    else if (r->status == EXEC_STATUS_OOM)
+        sb_str(&note, "The run hit its memory limit and was killed.");
+    const cJSON *w;
+    cJSON_ArrayForEach(w, warnings)
+    {
+        if (!cJSON_IsString(w)) continue;
+        if (note.len) sb_str(&note, "\n");
+        sb_str(&note, "Warning: ");
+        sb_str(&note, w->valuestring);
     }
-    finish_page(call, sc, &page, true, note, err);
+    cJSON_Delete(warnings);
+    finish_page(call, sc, &page, true, note.failed ? NULL : note.s, err);
+    free(note.s);
     free(err);
     ptc_page_clear(&page);
 }
@@ -390,8 +594,13 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
     j->timeout_ms = (uint64_t)(secs * 1000.0 + 0.5);
     if (j->timeout_ms == 0) j->timeout_ms = 1;
     exec_callbacks_t cb = {.on_done = job_done, .on_progress = job_progress, .user = j};
-    int rc = exec_run_start(ex->pool, code->valuestring, j->timeout_ms, &cb, &j->run);
+    exec_run_opts_t ro;
+    exec_run_opts_init(&ro);
+    ro.bridge_fd = open_bridge(ex, j);
+    if (ro.bridge_fd >= 0) ro.ro_dir = ptc_bundle_root(ex->bundle);
+    int rc = exec_run_start_ex(ex->pool, code->valuestring, j->timeout_ms, &ro, &cb, &j->run);
     if (rc < 0) {
+        close_bridge(j, NULL, NULL); /* the executor closed the sandbox's end */
         free(j);
         char msg[400];
         snprintf(msg, sizeof msg, "The run was not started: %s. %s", exec_strerror(rc),
@@ -415,6 +624,18 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
     ex->page_chars = o->output_page_chars;
     ex->max_timeout_s = o->max_timeout;
     ex->unsafe = o->unsafe_no_sandbox;
+    ex->lim.tool_timeout_ms = (unsigned)(o->tool_timeout * 1000.0);
+    ex->lim.allow_tools = o->allow_tools;
+    ex->lim.deny_tools = o->deny_tools;
+    if (o->audit_log != NULL) {
+        ex->audit = fopen(o->audit_log, "ae");
+        if (ex->audit == NULL) {
+            mcp_log(lg, MCP_LOG_ERROR, "--audit-log %s: %s", o->audit_log, strerror(errno));
+            free(ex);
+            return MCP_EINVAL;
+        }
+    }
+    ex->lim.audit = ex->audit;
     exec_options_t eo;
     exec_options_init(&eo);
     if (o->python) eo.python = o->python;
@@ -453,12 +674,12 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
     return MCP_OK;
 }
 
-int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv)
+static int register_with(ptc_execute_t *ex, mcp_server_t *srv, const char *desc)
 {
     mcp_tool_def_t def = {
         .name = "execute_code",
         .title = "Run Python in a sandbox",
-        .description = description,
+        .description = desc,
         .input_schema = input_schema,
         .output_schema = output_schema,
         .annotations = "{\"readOnlyHint\":false,\"destructiveHint\":false,\"idempotentHint\":false,"
@@ -469,9 +690,54 @@ int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv)
     return mcp_server_add_tool(srv, &def);
 }
 
+int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv)
+{
+    return register_with(ex, srv, description);
+}
+
+void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *modules)
+{
+    sbuf_t d = {0};
+    sb_str(&d, description);
+    if (cJSON_GetArraySize(modules) > 0) {
+        sb_str(&d, " Tools of the connected MCP servers are Python functions here: "
+                   "`from tools.MODULE import FUNCTION` (modules: ");
+        const cJSON *m;
+        int i = 0;
+        cJSON_ArrayForEach(m, modules)
+        {
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "module");
+            if (!cJSON_IsString(name)) continue;
+            if (i++ > 0) sb_str(&d, ", ");
+            sb_str(&d, name->valuestring);
+        }
+        sb_str(&d, "); search_tools gives their signatures. `tools.emit(obj)` returns a JSON "
+                   "record in structuredContent.outputs; failed calls raise tools.ToolError.");
+    }
+    if (d.failed) {
+        free(d.s);
+        return;
+    }
+    mcp_server_hold_notifications(srv, true);
+    mcp_server_remove_tool(srv, "execute_code");
+    if (register_with(ex, srv, d.s) < 0)
+        mcp_log(ex->lg, MCP_LOG_ERROR, "execute_code could not be registered again");
+    mcp_server_hold_notifications(srv, false);
+    free(d.s);
+}
+
+void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_t *downstream,
+                        ptc_bundle_t *bundle)
+{
+    ex->search = search;
+    ex->downstream = downstream;
+    ex->bundle = bundle;
+}
+
 void ptc_execute_free(ptc_execute_t *ex)
 {
     if (ex == NULL) return;
+    if (ex->audit != NULL) fclose(ex->audit);
     exec_pool_free(ex->pool);
     ptc_pages_free(ex->pages);
     free(ex);

@@ -29,6 +29,8 @@ struct ptc_search {
     size_t (*status)(const void *data, char *buf, size_t size);
     cJSON *(*status_json)(const void *data);
     const void *status_data;
+    void (*on_change)(void *data);
+    void *on_change_data;
 };
 
 typedef struct query_job {
@@ -420,6 +422,13 @@ reg_registry_t *ptc_search_registry(ptc_search_t *s)
 void ptc_search_changed(ptc_search_t *s)
 {
     kick_indexing(s);
+    if (s->on_change != NULL) s->on_change(s->on_change_data);
+}
+
+void ptc_search_on_change(ptc_search_t *s, void (*cb)(void *data), void *data)
+{
+    s->on_change = cb;
+    s->on_change_data = data;
 }
 
 void ptc_search_set_status(ptc_search_t *s, size_t (*status)(const void *, char *, size_t),

@@ -40,6 +40,8 @@ size_t ptc_downstream_status(const ptc_downstream_t *d, char *buf, size_t size);
  *  ENOMEM. */
 cJSON *ptc_downstream_status_json(const ptc_downstream_t *d);
 size_t ptc_downstream_count(const ptc_downstream_t *d);
+/** The client of a configured server, or NULL (borrowed). */
+mcp_client_t *ptc_downstream_client(const ptc_downstream_t *d, const char *server);
 /** True when every server is ready or failed (for --check). */
 bool ptc_downstream_settled(const ptc_downstream_t *d);
 /** Stops every server (asynchronously; the loop ends once they are gone). */
@@ -67,6 +69,8 @@ int ptc_search_register(ptc_search_t *s, mcp_server_t *srv);
 reg_registry_t *ptc_search_registry(ptc_search_t *s);
 /** Call after changing the registry's tools: indexes the new ones. */
 void ptc_search_changed(ptc_search_t *s);
+/** cb runs after every ptc_search_changed (the tools package follows the registry). */
+void ptc_search_on_change(ptc_search_t *s, void (*cb)(void *data), void *data);
 /** Servers' states for search results: status(data, buf, size) like ptc_downstream_status
  *  for the text, status_json(data) like ptc_downstream_status_json for structuredContent. */
 void ptc_search_set_status(ptc_search_t *s,
@@ -101,11 +105,18 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
                     ptc_execute_t **out);
 /** Adds execute_code to srv. ex must outlive srv's sessions. */
 int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv);
+typedef struct ptc_bundle ptc_bundle_t;
+/** Lets runs call tools: each run then gets a bridge to search's registry and downstream's
+ *  servers, and the bundle's `tools` package (once built). All borrowed. */
+void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_t *downstream,
+                        ptc_bundle_t *bundle);
+/** Re-registers execute_code on srv with a description naming the package's modules (one
+ *  notifications/tools/list_changed). */
+void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *modules);
 /** Kills runs in flight and frees; keep running the loop until it ends afterwards. */
 void ptc_execute_free(ptc_execute_t *ex);
 
 /* The sandbox's `tools` package, kept in step with the registry (bundle.c). */
-typedef struct ptc_bundle ptc_bundle_t;
 
 /** Creates the manager; packages go under $XDG_CACHE_HOME/ptc-mcp (or ~/.cache/ptc-mcp). */
 int ptc_bundle_new(uv_loop_t *loop, const mcp_logger_t *lg, ptc_search_t *search,
@@ -116,6 +127,8 @@ void ptc_bundle_refresh(ptc_bundle_t *b);
 const char *ptc_bundle_root(const ptc_bundle_t *b);
 /** Its modules: [{"module", "server"}] (borrowed; NULL before the first build). */
 const cJSON *ptc_bundle_modules(const ptc_bundle_t *b);
+/** cb runs on the loop after every finished build (to describe the new modules). */
+void ptc_bundle_on_built(ptc_bundle_t *b, void (*cb)(void *data), void *data);
 /** Packages actually generated (not reused from the cache) since start. */
 unsigned long ptc_bundle_generated(const ptc_bundle_t *b);
 /** No more builds (the loop can end); free once it has. */

@@ -49,12 +49,27 @@ static int cache_dir(char *out, size_t size)
     return 0;
 }
 
-/* The registry's tools as Tool objects with their server, in catalog order. */
+static int by_server_and_name(const void *a, const void *b)
+{
+    const reg_tool_t *x = *(const reg_tool_t *const *)a, *y = *(const reg_tool_t *const *)b;
+    int c = strcmp(x->server, y->server);
+    return c != 0 ? c : strcmp(x->name, y->name);
+}
+
+/* The registry's tools as Tool objects with their server, sorted by server and name: the
+ * registry's own order depends on which server came up first, and the package (and its cache
+ * key) must not. */
 static cJSON *snapshot(const reg_catalog_t *cat)
 {
+    size_t n = reg_catalog_count(cat);
+    const reg_tool_t **sorted = malloc((n ? n : 1) * sizeof *sorted);
+    if (sorted == NULL) return NULL;
+    for (size_t i = 0; i < n; i++)
+        sorted[i] = reg_catalog_at(cat, i);
+    qsort(sorted, n, sizeof *sorted, by_server_and_name);
     cJSON *arr = cJSON_CreateArray();
-    for (size_t i = 0; arr != NULL && i < reg_catalog_count(cat); i++) {
-        const reg_tool_t *t = reg_catalog_at(cat, i);
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        const reg_tool_t *t = sorted[i];
         cJSON *o = cJSON_CreateObject();
         cJSON *schema = cJSON_Duplicate(t->input_schema, true);
         cJSON *ann = t->annotations ? cJSON_Duplicate(t->annotations, true) : NULL;
@@ -74,9 +89,10 @@ static cJSON *snapshot(const reg_catalog_t *cat)
         if (!ok) {
             if (o != NULL && cJSON_GetArraySize(arr) == 0) cJSON_Delete(o);
             cJSON_Delete(arr);
-            return NULL;
+            arr = NULL;
         }
     }
+    free(sorted);
     return arr;
 }
 

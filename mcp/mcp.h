@@ -237,6 +237,7 @@ void mcp_session_reject_oversized(mcp_session_t *s, size_t bytes, size_t max_byt
 /**
  * Stops taking new requests, cancels calls still running after the grace period and fails
  * pending server-to-client requests; calls idle_cb (once) when nothing is left in flight.
+ * Called again while shutting down, it cancels the remaining calls at once.
  */
 void mcp_session_shutdown(mcp_session_t *s, mcp_session_idle_cb idle_cb, void *data);
 /** Frees the session at once: in-flight calls are cancelled and their late results dropped. */

@@ -413,7 +413,11 @@ static void on_grace(uv_timer_t *t)
 
 void mcp_session_shutdown(mcp_session_t *s, mcp_session_idle_cb idle_cb, void *data)
 {
-    if (s->shutting_down) return;
+    if (s->shutting_down) {
+        /* Asked again (a second signal): no more grace, cancel what still runs. */
+        cancel_all_calls(s);
+        return;
+    }
     s->shutting_down = true;
     s->idle_cb = idle_cb;
     s->idle_data = data;

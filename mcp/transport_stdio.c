@@ -345,16 +345,24 @@ void mcp_stdio_stop(mcp_stdio_t *io)
         uv_read_stop(&io->in.stream);
         io->reading = false;
     }
-    uv_signal_stop(&io->sig_int);
-    uv_signal_stop(&io->sig_term);
+    /* The signal handlers stay: a signal during the stop cuts the grace period short. Their
+     * handles are unreferenced so that they do not keep the loop alive. */
+    uv_unref((uv_handle_t *)&io->sig_int);
+    uv_unref((uv_handle_t *)&io->sig_term);
     mcp_session_shutdown(io->session, on_session_idle, io);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
 {
     mcp_stdio_t *io = h->data;
-    mcp_log(io->srv->lg, MCP_LOG_INFO, "received %s; finishing work in flight",
-            signum == SIGINT ? "SIGINT" : "SIGTERM");
+    const char *name = signum == SIGINT ? "SIGINT" : "SIGTERM";
+    if (io->stopping) {
+        mcp_log(io->srv->lg, MCP_LOG_INFO, "received %s while stopping; cancelling work in flight",
+                name);
+        mcp_session_shutdown(io->session, on_session_idle, io);
+        return;
+    }
+    mcp_log(io->srv->lg, MCP_LOG_INFO, "received %s; finishing work in flight", name);
     mcp_stdio_stop(io);
 }
 

@@ -171,3 +171,23 @@ test('the tools package is generated once per registry and reused on a restart',
     s.cleanup();
   }
 });
+
+test('cancelling execute_code cancels its in-flight downstream call', async () => {
+  const s = setup();
+  const c = await connect(ptcBin, ['--config', s.config, '--tool-timeout', '60'], { env: s.env });
+  try {
+    await ready(c);
+    const ac = new AbortController();
+    const pending = c.client.callTool({ name: 'execute_code', arguments: { code: 'import tools\ntools.call("fake", "hang")', timeout_seconds: 60 } }, undefined, { signal: ac.signal });
+    // The fake server logs "hanging ID" when the call reaches it, and "cancelled ID" on
+    // notifications/cancelled; its stderr is copied into ptc-mcp's log.
+    for (let i = 0; i < 200 && !/hanging/.test(c.stderr.join('')); i++) await sleep(50);
+    ac.abort('user gave up');
+    await assert.rejects(pending);
+    for (let i = 0; i < 100 && !/cancelled .*the run ended/.test(c.stderr.join('')); i++) await sleep(50);
+    assert.match(c.stderr.join(''), /cancelled .*the run ended/);
+  } finally {
+    await c.close();
+    s.cleanup();
+  }
+});

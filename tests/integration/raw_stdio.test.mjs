@@ -273,3 +273,18 @@ print(json.dumps({"out": out, "code": code}))
   assert.deepEqual(out[1], { jsonrpc: '2.0', id: 2, result: {} });
   assert.equal(code, 0);
 });
+
+test('a signal after stdin EOF cuts the grace period short and still exits 0', async () => {
+  const p = new RawPeer(ptcBin);
+  await p.initialize();
+  p.send({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'execute_code', arguments: { code: 'import time\nprint("started", flush=True)\ntime.sleep(60)', timeout_seconds: 60 } } });
+  await sleep(1500); // the run is going
+  p.proc.stdin.end();
+  await sleep(200);
+  const t0 = Date.now();
+  p.proc.kill('SIGTERM');
+  assert.deepEqual(await p.exit, { code: 0, signal: null });
+  assert.ok(Date.now() - t0 < 2500, `exit took ${Date.now() - t0} ms`);
+  const r = p.messages.find((m) => m.id === 1);
+  assert.ok(r && r.result && r.result.isError, JSON.stringify(p.messages));
+});

@@ -23,8 +23,6 @@ typedef struct flag {
 } flag_t;
 
 #define OFF(f) offsetof(ptc_options_t, f)
-#define NOT_YET_REG                                                                                \
-    "the tool registry (search_tools, downstream servers) is not in this version yet"
 #define NOT_YET_HTTP "the HTTP transports are not in this version yet"
 #define NOT_YET_HEAL "self-healing (repairs) is not in this version yet"
 
@@ -84,7 +82,7 @@ static const flag_t flags[] = {
     {"confirm-writes", ARG_NONE, OFF(confirm_writes), 0, NULL,
      "calls from code to tools not annotated read-only need the user's confirmation (MCP "
      "elicitation), else are refused",
-     "off", NOT_YET_REG},
+     "off", NULL},
     {"max-repairs", ARG_LONG, OFF(max_repairs), 0, "N", "self-healing budget (0 = off)", "2",
      NOT_YET_HEAL},
     {"repair-url", ARG_STR, OFF(repair_url), 0, "URL", "fallback repairer (OpenAI-compatible chat)",

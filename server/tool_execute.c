@@ -28,6 +28,7 @@ struct ptc_execute {
     size_t page_chars;
     double max_timeout_s;
     bool unsafe;
+    bool confirm_writes;
     /* Programmatic tool calling (ptc_execute_attach): the bridge's settings and peers. */
     ptc_search_t *search;
     ptc_downstream_t *downstream;
@@ -53,6 +54,12 @@ typedef struct bridge_op {
     void *done_data;
     mcp_client_call_t *call;
     void *query;
+    /* --confirm-writes: the call waits for the user's answer to an elicitation. */
+    mcp_outreq_t *confirm;
+    job_t *job;
+    char *server, *tool;
+    cJSON *args;
+    unsigned timeout_ms;
 } bridge_op_t;
 
 static const char input_schema[] =
@@ -294,13 +301,104 @@ static const reg_tool_t *op_find_tool(void *data, const char *server, const char
     return NULL;
 }
 
+static void op_free(bridge_op_t *op)
+{
+    free(op->server);
+    free(op->tool);
+    cJSON_Delete(op->args);
+    free(op);
+}
+
 static void op_call_done(void *data, int err, const cJSON *result, const cJSON *error,
                          const char *message)
 {
     bridge_op_t *op = data;
     (void)error;
     op->done(op->done_data, err, result, message);
-    free(op);
+    op_free(op);
+}
+
+/* Sends the call downstream; on failure answers through done and frees op. */
+static void op_forward(bridge_op_t *op, mcp_client_t *c, const char *name, const cJSON *args)
+{
+    int rc = mcp_client_call_tool(c, name, args, op->timeout_ms, NULL, op_call_done, op, &op->call);
+    if (rc < 0) {
+        const char *reason = NULL;
+        mcp_client_state_t st = mcp_client_state(c, &reason);
+        char m[400];
+        snprintf(m, sizeof m, "server %s cannot take the call (%s%s%s): %s", mcp_client_name(c),
+                 mcp_client_state_name(st), reason ? ": " : "", reason ? reason : "",
+                 mcp_strerror(rc));
+        op->done(op->done_data, rc, NULL, m);
+        op_free(op);
+    }
+}
+
+static void op_confirmed(void *data, int err, const cJSON *result, const cJSON *error,
+                         const char *message)
+{
+    bridge_op_t *op = data;
+    (void)error;
+    op->confirm = NULL;
+    const cJSON *action = cJSON_GetObjectItemCaseSensitive(result, "action");
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(result, "content");
+    bool yes = err == 0 && cJSON_IsString(action) && strcmp(action->valuestring, "accept") == 0 &&
+               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(content, "approve"));
+    mcp_client_t *c = yes ? ptc_downstream_client(op->job->ex->downstream, op->server) : NULL;
+    if (c == NULL) {
+        char m[300];
+        snprintf(m, sizeof m, "%s__%s was not confirmed by the user (--confirm-writes)%s%s",
+                 op->server, op->tool, err < 0 ? ": " : "", err < 0 && message ? message : "");
+        op->done(op->done_data, err < 0 ? err : MCP_EREMOTE, NULL, m);
+        op_free(op);
+        return;
+    }
+    op_forward(op, c, op->tool, op->args);
+}
+
+/* --confirm-writes: asks the user (elicitation) before a call to a tool not marked read-only. */
+static int op_ask_confirmation(job_t *j, bridge_op_t *op, const reg_tool_t *tool, const cJSON *args)
+{
+    mcp_session_t *s = j->call ? mcp_call_session(j->call) : NULL;
+    if (s == NULL || !mcp_session_client_has(s, "elicitation")) {
+        char m[300];
+        snprintf(m, sizeof m,
+                 "%s is not marked read-only and --confirm-writes is on, but this client cannot "
+                 "ask the user (no elicitation): refused",
+                 tool->id);
+        op->done(op->done_data, MCP_ENOTSUP, NULL, m);
+        op_free(op);
+        return 0;
+    }
+    char *argtext = cJSON_PrintUnformatted(args);
+    char msg[1200];
+    snprintf(msg, sizeof msg,
+             "Code running in execute_code wants to call %s with %.900s. Allow it?", tool->id,
+             argtext ? argtext : "{}");
+    cJSON_free(argtext);
+    cJSON *params = cJSON_CreateObject();
+    cJSON *schema = cJSON_AddObjectToObject(params, "requestedSchema");
+    cJSON *props = schema ? cJSON_AddObjectToObject(schema, "properties") : NULL;
+    cJSON *approve = props ? cJSON_AddObjectToObject(props, "approve") : NULL;
+    cJSON *req = schema ? cJSON_AddArrayToObject(schema, "required") : NULL;
+    if (approve == NULL || req == NULL || !cJSON_AddStringToObject(params, "message", msg) ||
+        !cJSON_AddStringToObject(schema, "type", "object") ||
+        !cJSON_AddStringToObject(approve, "type", "boolean") ||
+        !cJSON_AddStringToObject(approve, "title", "Allow this call") ||
+        !cJSON_AddItemToArray(req, cJSON_CreateString("approve")) ||
+        !(op->server = strdup(tool->server)) || !(op->tool = strdup(tool->name)) ||
+        !(op->args = cJSON_Duplicate(args, true))) {
+        cJSON_Delete(params);
+        op_free(op);
+        return MCP_ENOMEM;
+    }
+    int rc = mcp_session_request(s, "elicitation/create", params, "elicitation", op->timeout_ms,
+                                 op_confirmed, op, &op->confirm);
+    if (rc < 0) {
+        op_free(op);
+        return rc;
+    }
+    return 0;
 }
 
 static int op_call(void *data, const reg_tool_t *tool, const cJSON *args, unsigned timeout_ms,
@@ -320,20 +418,18 @@ static int op_call(void *data, const reg_tool_t *tool, const cJSON *args, unsign
     if (op == NULL) return MCP_ENOMEM;
     op->done = done;
     op->done_data = done_data;
-    int rc =
-        mcp_client_call_tool(c, tool->name, args, timeout_ms, NULL, op_call_done, op, &op->call);
-    if (rc < 0) {
-        free(op);
-        const char *reason = NULL;
-        mcp_client_state_t st = mcp_client_state(c, &reason);
-        char m[400];
-        snprintf(m, sizeof m, "server %s cannot take the call (%s%s%s): %s", tool->server,
-                 mcp_client_state_name(st), reason ? ": " : "", reason ? reason : "",
-                 mcp_strerror(rc));
-        done(done_data, rc, NULL, m);
-        return 0;
-    }
+    op->job = j;
+    op->timeout_ms = timeout_ms;
+    /* The handle is valid until done runs: done never runs later than a cancel returns. */
     *cancel_handle = op;
+    bool read_only =
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tool->annotations, "readOnlyHint"));
+    if (j->ex->confirm_writes && !read_only) {
+        int rc = op_ask_confirmation(j, op, tool, args);
+        if (rc < 0) *cancel_handle = NULL;
+        return rc;
+    }
+    op_forward(op, c, tool->name, args);
     return 0;
 }
 
@@ -341,7 +437,7 @@ static void op_search_done(void *data, int err, const cJSON *sc, const char *mes
 {
     bridge_op_t *op = data;
     op->done(op->done_data, err, sc, message);
-    free(op);
+    op_free(op);
 }
 
 static int op_search(void *data, const char *query, int top_k, ptc_bridge_done_cb done,
@@ -375,7 +471,9 @@ static void op_cancel(void *data, void *handle)
     if (op == NULL) return;
     if (op->is_search) {
         ptc_search_query_cancel(op->query); /* its done never runs now */
-        free(op);
+        op_free(op);
+    } else if (op->confirm != NULL) {
+        mcp_outreq_cancel(op->confirm, "the run ended"); /* runs op_confirmed, which frees */
     } else {
         mcp_client_call_cancel(op->call, "the run ended"); /* runs op_call_done, which frees */
     }
@@ -625,6 +723,7 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
     ex->max_timeout_s = o->max_timeout;
     ex->unsafe = o->unsafe_no_sandbox;
     ex->lim.tool_timeout_ms = (unsigned)(o->tool_timeout * 1000.0);
+    ex->confirm_writes = o->confirm_writes;
     ex->lim.allow_tools = o->allow_tools;
     ex->lim.deny_tools = o->deny_tools;
     if (o->audit_log != NULL) {

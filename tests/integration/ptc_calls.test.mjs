@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ElicitRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { connect, ptcBin, repoRoot, sleep } from './helpers.mjs';
 
 const modules = path.join(repoRoot, 'tests', 'node_modules', '@modelcontextprotocol');
@@ -189,5 +189,49 @@ test('cancelling execute_code cancels its in-flight downstream call', async () =
   } finally {
     await c.close();
     s.cleanup();
+  }
+});
+
+test('--confirm-writes asks the user (elicitation) before a call to a tool that is not read-only', async () => {
+  const s = setup();
+  const asked = [];
+  const c = await connect(ptcBin, ['--config', s.config, '--confirm-writes'], {
+    env: s.env,
+    capabilities: { elicitation: {} },
+    setup: (client) => client.setRequestHandler(ElicitRequestSchema, async (req) => {
+      asked.push(req.params.message);
+      const ok = /"Ada"/.test(req.params.message);
+      return ok ? { action: 'accept', content: { approve: true } } : { action: 'decline' };
+    }),
+  });
+  try {
+    await ready(c);
+    const r = await run(c, [
+      'import tools',
+      'from tools.memory import create_entities, read_graph',
+      'create_entities(entities=[{"name": "Ada", "entityType": "person", "observations": []}])',
+      'try:',
+      '    create_entities(entities=[{"name": "Bob", "entityType": "person", "observations": []}])',
+      'except tools.ToolError as e:',
+      '    print("ToolError:", e)',
+      'print(sorted(e["name"] for e in read_graph()["entities"]))',
+    ].join('\n'));
+    assert.match(r.structuredContent.stdout, /ToolError: .*not confirmed by the user/);
+    assert.match(r.structuredContent.stdout, /\['Ada'\]/);
+    assert.equal(asked.length, 2, 'read_graph (read-only) needs no confirmation');
+    assert.match(asked[0], /memory__create_entities/);
+  } finally {
+    await c.close();
+    s.cleanup();
+  }
+  const t = setup();
+  const d = await connect(ptcBin, ['--config', t.config, '--confirm-writes'], { env: t.env });
+  try {
+    await ready(d);
+    const r = await run(d, 'import tools\nfrom tools.memory import create_entities\ntry:\n    create_entities(entities=[])\nexcept tools.ToolError as e:\n    print("ToolError:", e)');
+    assert.match(r.structuredContent.stdout, /cannot ask the user \(no elicitation\): refused/);
+  } finally {
+    await d.close();
+    t.cleanup();
   }
 });

@@ -22,7 +22,7 @@ typedef struct flag {
     const char *missing;
 } flag_t;
 
-#define OFF(f) offsetof(ptc_options_t, f)
+#define OFF(f)       offsetof(ptc_options_t, f)
 #define NOT_YET_HTTP "the HTTP transports are not in this version yet"
 #define NOT_YET_HEAL "self-healing (repairs) is not in this version yet"
 

@@ -92,11 +92,9 @@ static void proxy_handle(mcp_call_t *call, const cJSON *args, void *data)
                                   p, &p->downstream);
     if (rc < 0) {
         free(p);
-        const char *reason = NULL;
-        mcp_client_state_t st = mcp_client_state(c, &reason);
-        mcp_call_finish_text(call, true, "server %s cannot take the call (%s%s%s): %s", e->server,
-                             mcp_client_state_name(st), reason ? ": " : "", reason ? reason : "",
-                             mcp_strerror(rc));
+        char m[400];
+        ptc_downstream_refusal(c, rc, m, sizeof m);
+        mcp_call_finish_text(call, true, "%s", m);
         return;
     }
     mcp_call_on_cancel(call, proxy_cancel, p);
@@ -384,6 +382,14 @@ cJSON *ptc_downstream_status_json(const ptc_downstream_t *d)
         }
     }
     return arr;
+}
+
+void ptc_downstream_refusal(mcp_client_t *c, int rc, char *buf, size_t size)
+{
+    const char *reason = NULL;
+    mcp_client_state_t st = mcp_client_state(c, &reason);
+    snprintf(buf, size, "server %s cannot take the call (%s%s%s): %s", mcp_client_name(c),
+             mcp_client_state_name(st), reason ? ": " : "", reason ? reason : "", mcp_strerror(rc));
 }
 
 mcp_client_t *ptc_downstream_client(const ptc_downstream_t *d, const char *server)

@@ -323,12 +323,8 @@ static void op_forward(bridge_op_t *op, mcp_client_t *c, const char *name, const
 {
     int rc = mcp_client_call_tool(c, name, args, op->timeout_ms, NULL, op_call_done, op, &op->call);
     if (rc < 0) {
-        const char *reason = NULL;
-        mcp_client_state_t st = mcp_client_state(c, &reason);
         char m[400];
-        snprintf(m, sizeof m, "server %s cannot take the call (%s%s%s): %s", mcp_client_name(c),
-                 mcp_client_state_name(st), reason ? ": " : "", reason ? reason : "",
-                 mcp_strerror(rc));
+        ptc_downstream_refusal(c, rc, m, sizeof m);
         op->done(op->done_data, rc, NULL, m);
         op_free(op);
     }

@@ -173,7 +173,8 @@ static void build_done(uv_work_t *w, int status)
     }
     cJSON_Delete(b->new_modules); /* when it was not taken above */
     b->new_modules = NULL;
-    if (status == 0 && b->rc == 0 && b->on_built != NULL) b->on_built(b->on_built_data);
+    if (status == 0 && b->rc == 0 && b->on_built != NULL && !b->stopping)
+        b->on_built(b->on_built_data);
     if (b->dirty && !b->stopping) start_build(b);
 }
 

@@ -129,6 +129,12 @@ static int parse_vectors(const remote_t *rm, const char *body, size_t n, size_t 
     }
     size_t i = 0;
     const cJSON *item;
+    /* Each of the n vectors exactly once, whatever order the answer lists them in. */
+    unsigned char *seen = calloc(n, 1);
+    if (seen == NULL) {
+        rc = REG_ENOMEM;
+        goto out;
+    }
     cJSON_ArrayForEach(item, list)
     {
         const cJSON *vec = item;
@@ -136,17 +142,28 @@ static int parse_vectors(const remote_t *rm, const char *body, size_t n, size_t 
         if (rm->api == API_OPENAI) {
             vec = cJSON_GetObjectItemCaseSensitive(item, "embedding");
             const cJSON *idx = cJSON_GetObjectItemCaseSensitive(item, "index");
-            if (cJSON_IsNumber(idx)) at = (size_t)idx->valuedouble;
+            if (cJSON_IsNumber(idx)) {
+                double d = idx->valuedouble;
+                at = (d >= 0 && d < (double)n && d == (double)(size_t)d) ? (size_t)d : n;
+            }
         }
+        if (at >= n || seen[at]) {
+            snprintf(msg, msg_size, "remote embeddings: vector %zu has a bad or repeated index", i);
+            free(seen);
+            goto out;
+        }
+        seen[at] = 1;
         size_t len = cJSON_IsArray(vec) ? (size_t)cJSON_GetArraySize(vec) : 0;
-        if (len == 0 || len > REMOTE_MAX_DIM || at >= n || (*dim != 0 && len != *dim)) {
+        if (len == 0 || len > REMOTE_MAX_DIM || (*dim != 0 && len != *dim)) {
             snprintf(msg, msg_size, "remote embeddings: vector %zu is missing or has %zu numbers",
                      i, len);
+            free(seen);
             goto out;
         }
         if (*dim == 0) {
             *dim = len;
             if (out == NULL) { /* a probe: only the size was wanted */
+                free(seen);
                 rc = REG_OK;
                 goto out;
             }
@@ -167,6 +184,7 @@ static int parse_vectors(const remote_t *rm, const char *body, size_t n, size_t 
                 v[k] = (float)((double)v[k] / sqrt(norm));
         i++;
     }
+    free(seen);
     rc = REG_OK;
 out:
     cJSON_Delete(root);

@@ -87,6 +87,7 @@ static int check_downstream(const ptc_options_t *o)
     lexical.tools_file = NULL;
     ptc_search_t *search = NULL;
     ptc_downstream_t *d = NULL;
+    uv_timer_t tick, limit; /* closed below, and freed by the last uv_run: function scope */
     int status = 0;
     if (ptc_search_new(&loop, &lexical, &quiet, &search) < 0 ||
         ptc_downstream_new(&loop, o, &quiet, search, &d) < 0) {
@@ -95,7 +96,6 @@ static int check_downstream(const ptc_options_t *o)
     } else if (ptc_downstream_count(d) == 0) {
         printf("downstream servers: none configured\n");
     } else {
-        uv_timer_t tick, limit;
         uv_timer_init(&loop, &tick);
         uv_timer_init(&loop, &limit);
         tick.data = d;
@@ -244,6 +244,10 @@ int main(int argc, char **argv)
 {
     /* A client that goes away must show up as a write error, not kill the server. */
     signal(SIGPIPE, SIG_IGN);
+    /* Embedding (model, remote) holds thread-pool workers for a while, and a remote request
+     * itself needs one for its DNS lookup: a larger pool than libuv's 4 keeps them from
+     * starving each other. The user's own setting wins. */
+    setenv("UV_THREADPOOL_SIZE", "16", 0);
     ptc_options_t o;
     ptc_options_init(&o);
     if (ptc_options_parse(&o, argc, argv, stderr) < 0) {

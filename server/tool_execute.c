@@ -256,23 +256,22 @@ static cJSON *base_fields(const char *status, int exit_code, const char *signal,
 {
     cJSON *sc = cJSON_CreateObject();
     if (sc == NULL) return NULL;
-    cJSON_AddStringToObject(sc, "status", status);
-    if (exit_code >= 0)
-        cJSON_AddNumberToObject(sc, "exit_code", exit_code);
-    else
-        cJSON_AddNullToObject(sc, "exit_code");
-    if (signal)
-        cJSON_AddStringToObject(sc, "signal", signal);
-    else
-        cJSON_AddNullToObject(sc, "signal");
-    cJSON_AddNumberToObject(sc, "stdout_bytes", (double)out_b);
-    cJSON_AddNumberToObject(sc, "stderr_bytes", (double)err_b);
-    cJSON_AddBoolToObject(sc, "truncated", truncated);
-    cJSON_AddNumberToObject(sc, "duration_ms", (double)duration_ms);
-    cJSON_AddNumberToObject(sc, "tool_calls", 0);
-    cJSON_AddArrayToObject(sc, "outputs");
-    cJSON_AddArrayToObject(sc, "attempts");
-    cJSON_AddStringToObject(sc, "sandbox", sandbox);
+    bool ok = cJSON_AddStringToObject(sc, "status", status) &&
+              (exit_code >= 0 ? cJSON_AddNumberToObject(sc, "exit_code", exit_code)
+                              : cJSON_AddNullToObject(sc, "exit_code")) &&
+              (signal ? cJSON_AddStringToObject(sc, "signal", signal)
+                      : cJSON_AddNullToObject(sc, "signal")) &&
+              cJSON_AddNumberToObject(sc, "stdout_bytes", (double)out_b) &&
+              cJSON_AddNumberToObject(sc, "stderr_bytes", (double)err_b) &&
+              cJSON_AddBoolToObject(sc, "truncated", truncated) &&
+              cJSON_AddNumberToObject(sc, "duration_ms", (double)duration_ms) &&
+              cJSON_AddNumberToObject(sc, "tool_calls", 0) &&
+              cJSON_AddArrayToObject(sc, "outputs") && cJSON_AddArrayToObject(sc, "attempts") &&
+              cJSON_AddStringToObject(sc, "sandbox", sandbox);
+    if (!ok) {
+        cJSON_Delete(sc);
+        return NULL;
+    }
     return sc;
 }
 
@@ -318,8 +317,8 @@ static void op_call_done(void *data, int err, const cJSON *result, const cJSON *
     op_free(op);
 }
 
-/* Sends the call downstream; on failure answers through done and frees op. */
-static void op_forward(bridge_op_t *op, mcp_client_t *c, const char *name, const cJSON *args)
+/* Sends the call downstream; on failure answers through done, frees op and returns false. */
+static bool op_forward(bridge_op_t *op, mcp_client_t *c, const char *name, const cJSON *args)
 {
     int rc = mcp_client_call_tool(c, name, args, op->timeout_ms, NULL, op_call_done, op, &op->call);
     if (rc < 0) {
@@ -327,7 +326,9 @@ static void op_forward(bridge_op_t *op, mcp_client_t *c, const char *name, const
         ptc_downstream_refusal(c, rc, m, sizeof m);
         op->done(op->done_data, rc, NULL, m);
         op_free(op);
+        return false;
     }
+    return true;
 }
 
 static void op_confirmed(void *data, int err, const cJSON *result, const cJSON *error,
@@ -349,10 +350,11 @@ static void op_confirmed(void *data, int err, const cJSON *result, const cJSON *
         op_free(op);
         return;
     }
-    op_forward(op, c, op->tool, op->args);
+    (void)op_forward(op, c, op->tool, op->args);
 }
 
-/* --confirm-writes: asks the user (elicitation) before a call to a tool not marked read-only. */
+/* --confirm-writes: asks the user (elicitation) before a call to a tool not marked read-only.
+ * Returns 1 when waiting for the answer, 0 when it answered (refused) already, < 0 on error. */
 static int op_ask_confirmation(job_t *j, bridge_op_t *op, const reg_tool_t *tool, const cJSON *args)
 {
     mcp_session_t *s = j->call ? mcp_call_session(j->call) : NULL;
@@ -394,7 +396,7 @@ static int op_ask_confirmation(job_t *j, bridge_op_t *op, const reg_tool_t *tool
         op_free(op);
         return rc;
     }
-    return 0;
+    return 1;
 }
 
 static int op_call(void *data, const reg_tool_t *tool, const cJSON *args, unsigned timeout_ms,
@@ -416,16 +418,16 @@ static int op_call(void *data, const reg_tool_t *tool, const cJSON *args, unsign
     op->done_data = done_data;
     op->job = j;
     op->timeout_ms = timeout_ms;
-    /* The handle is valid until done runs: done never runs later than a cancel returns. */
-    *cancel_handle = op;
+    /* The handle is given only while op lives (done never runs after a cancel returns); an op
+     * answered at once is already freed. */
     bool read_only =
         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tool->annotations, "readOnlyHint"));
     if (j->ex->confirm_writes && !read_only) {
         int rc = op_ask_confirmation(j, op, tool, args);
-        if (rc < 0) *cancel_handle = NULL;
-        return rc;
+        if (rc == 1) *cancel_handle = op;
+        return rc < 0 ? rc : 0;
     }
-    op_forward(op, c, tool->name, args);
+    if (op_forward(op, c, tool->name, args)) *cancel_handle = op;
     return 0;
 }
 

@@ -9,6 +9,9 @@
 #define SEARCH_DEFAULT_TOP_K   5
 #define SEARCH_MAX_TOP_K       50
 #define SEARCH_PROGRESS_LOG_MS 3000
+/* Queries embedded on the thread pool at once; past this, BM25 alone answers (the pool also
+ * serves indexing, file I/O and a remote embedder's DNS lookups). */
+#define SEARCH_MAX_QUERY_JOBS 8
 
 struct ptc_search {
     uv_loop_t *loop;
@@ -262,7 +265,7 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
         return;
     }
     const char *srv = cJSON_IsString(server) ? server->valuestring : NULL;
-    if (!reg_registry_query_blocking(s->reg)) {
+    if (!reg_registry_query_blocking(s->reg) || s->queries_in_flight >= SEARCH_MAX_QUERY_JOBS) {
         answer(s, call, query, NULL, top_k, srv);
         return;
     }
@@ -293,7 +296,7 @@ int ptc_search_query(ptc_search_t *s, const char *query, size_t top_k, ptc_searc
     *handle = NULL;
     if (top_k < 1 || top_k > SEARCH_MAX_TOP_K || query == NULL || query[0] == '\0')
         return MCP_EINVAL;
-    if (!reg_registry_query_blocking(s->reg)) {
+    if (!reg_registry_query_blocking(s->reg) || s->queries_in_flight >= SEARCH_MAX_QUERY_JOBS) {
         answer_data(s, query, NULL, top_k, done, data);
         return MCP_OK;
     }

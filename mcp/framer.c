@@ -38,8 +38,9 @@ static int append(mcp_framer_t *f, const char *p, size_t n)
         if (cap > f->max) cap = f->max;
         char *nb = realloc(f->buf, cap);
         if (nb == NULL) {
-            /* Drop this line: framing resumes at the next newline. */
-            f->discarding = f->len + n;
+            /* Drop this line, reported like an oversized one so that the client gets an
+             * answer; framing resumes at the next newline. */
+            f->discarding = f->len + n > f->max ? f->len + n : f->max + 1;
             f->len = 0;
             return MCP_ENOMEM;
         }

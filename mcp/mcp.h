@@ -221,7 +221,8 @@ typedef struct mcp_transport_ops {
 } mcp_transport_ops_t;
 
 /** Called when a session has no more work after mcp_session_shutdown (all calls finished or
- *  cancelled and every server-to-client request answered or failed). */
+ *  cancelled and every server-to-client request answered or failed). It may run inside
+ *  mcp_session_shutdown or a call's finish: free the session later (a loop turn), not in it. */
 typedef void (*mcp_session_idle_cb)(mcp_session_t *s, void *data);
 
 /** Creates a session bound to a transport. Borrows srv and ops (must outlive the session). */

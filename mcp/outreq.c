@@ -51,6 +51,7 @@ static void on_timeout(uv_timer_t *t)
     if (r == NULL) return;
     char m[200];
     snprintf(m, sizeof m, "the client did not answer %s in time", r->method);
+    unlink_req(r); /* so a shutdown during the notification cannot settle it first */
     notify_cancel(r, "timed out");
     settle(r, MCP_ETIMEDOUT, NULL, NULL, m);
 }
@@ -95,15 +96,19 @@ int mcp_session_request(mcp_session_t *s, const char *method, cJSON *params,
     cJSON *msg = id != NULL ? mcp_jsonrpc_request(id, method, params) : NULL;
     if (id == NULL) cJSON_Delete(params);
     cJSON_Delete(id);
-    r->next = s->outreqs;
-    if (s->outreqs) s->outreqs->prev = r;
-    s->outreqs = r;
+    /* Sent before it is linked: a transport whose send fails may shut the session down from
+     * inside the send, and the shutdown must not settle (and free) a request still being made.
+     * The client cannot answer before the send returns, since answers arrive on the loop. */
     int rc = msg != NULL ? mcp__session_send(s, msg) : MCP_ENOMEM;
+    if (rc == 0 && s->shutting_down) rc = MCP_ECLOSED;
     if (rc < 0) {
         r->cb = NULL; /* the caller learns of the failure from the return value */
         settle(r, rc, NULL, NULL, NULL);
         return rc;
     }
+    r->next = s->outreqs;
+    if (s->outreqs) s->outreqs->prev = r;
+    s->outreqs = r;
     if (out != NULL) *out = r;
     return MCP_OK;
 }
@@ -130,6 +135,7 @@ bool mcp__outreq_route(mcp_session_t *s, const cJSON *msg, mcp_msg_kind_t kind)
 void mcp_outreq_cancel(mcp_outreq_t *r, const char *reason)
 {
     if (r == NULL) return;
+    unlink_req(r); /* so a shutdown during the notification cannot settle it first */
     notify_cancel(r, reason != NULL ? reason : "cancelled");
     settle(r, MCP_ECANCELED, NULL, NULL, "cancelled");
 }

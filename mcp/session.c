@@ -397,9 +397,13 @@ void mcp__session_check_idle(mcp_session_t *s)
 
 static void cancel_all_calls(mcp_session_t *s)
 {
-    for (mcp_call_t *c = s->calls, *next; c != NULL; c = next) {
-        next = c->next;
-        if (!c->cancelled) mcp__call_cancel(c, false);
+    /* A cancel callback may finish other calls too: look for the next one afresh each time. */
+    for (;;) {
+        mcp_call_t *c = s->calls;
+        while (c != NULL && c->cancelled)
+            c = c->next;
+        if (c == NULL) return;
+        mcp__call_cancel(c, false);
     }
 }
 

@@ -118,18 +118,21 @@ static void on_file_written(uv_fs_t *req)
 static void file_write_next(mcp_stdio_t *io)
 {
     if (io->wq_busy || io->wq_head == NULL) return;
-    file_write_t *w = io->wq_head;
     if (io->write_failed) {
-        /* Drain the queue without writing. */
-        io->wq_head = w->next;
-        if (io->wq_head == NULL) io->wq_tail = NULL;
-        size_t len = w->buf.len;
-        free(w->buf.base);
-        free(w);
-        file_write_next(io);
+        /* Drain the queue without writing (a loop: the queue may hold many messages). */
+        size_t len = 0;
+        while (io->wq_head != NULL) {
+            file_write_t *w = io->wq_head;
+            io->wq_head = w->next;
+            len += w->buf.len;
+            free(w->buf.base);
+            free(w);
+        }
+        io->wq_tail = NULL;
         after_output(io, len);
         return;
     }
+    file_write_t *w = io->wq_head;
     io->wq_busy = true;
     w->req.data = w;
     int rc = uv_fs_write(io->srv->loop, &w->req, io->out_fd, &w->buf, 1, -1, on_file_written);

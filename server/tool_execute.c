@@ -29,6 +29,7 @@ struct ptc_execute {
     double max_timeout_s;
     bool unsafe;
     bool confirm_writes;
+    char *described; /* the description last registered, when not the static one */
     /* Programmatic tool calling (ptc_execute_attach): the bridge's settings and peers. */
     ptc_search_t *search;
     ptc_downstream_t *downstream;
@@ -815,12 +816,19 @@ void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *mod
         free(d.s);
         return;
     }
+    /* Unchanged (e.g. no servers yet): no re-registration, so no list_changed for nothing. */
+    const char *current = ex->described ? ex->described : description;
+    if (strcmp(current, d.s) == 0) {
+        free(d.s);
+        return;
+    }
     mcp_server_hold_notifications(srv, true);
     mcp_server_remove_tool(srv, "execute_code");
     if (register_with(ex, srv, d.s) < 0)
         mcp_log(ex->lg, MCP_LOG_ERROR, "execute_code could not be registered again");
     mcp_server_hold_notifications(srv, false);
-    free(d.s);
+    free(ex->described);
+    ex->described = d.s;
 }
 
 void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_t *downstream,
@@ -835,6 +843,7 @@ void ptc_execute_free(ptc_execute_t *ex)
 {
     if (ex == NULL) return;
     if (ex->audit != NULL) fclose(ex->audit);
+    free(ex->described);
     exec_pool_free(ex->pool);
     ptc_pages_free(ex->pages);
     free(ex);

@@ -47,6 +47,8 @@ extern "C" {
 #define EXEC_BRIDGE_FD            3     /* the bridge's descriptor number inside a run */
 #define EXEC_BRIDGE_ENV           "PTC_BRIDGE_FD"
 #define EXEC_RO_LIB_PATH          "/opt/ptc/lib" /* where exec_run_opts_t.ro_dir appears */
+#define EXEC_DEFAULT_WARM         2u             /* sandboxes kept set up ahead with keep_warm */
+#define EXEC_MAX_WARM             8u
 
 /* ---- errors ------------------------------------------------------------------------------- */
 enum {
@@ -139,8 +141,13 @@ typedef struct exec_options {
     const char *const *pass_env; /* names of the server's variables copied into runs */
     size_t n_pass_env;
     bool unsafe_no_sandbox;
-    bool keep_warm; /* keep one sandbox set up ahead of the next run (hides most of the set-up
-                       cost; costs an idle launcher + init + cgroup); on by exec_options_init */
+    /* Keep sandboxes set up ahead of the next runs, each with its interpreter started and
+       waiting for the code (docs/sandbox.md, "Warm start"): a run then pays only for its own
+       code. Each costs an idle launcher, init, interpreter (~10 MB) and cgroup. On by
+       exec_options_init, with warm_sandboxes 0 meaning EXEC_DEFAULT_WARM (at most
+       EXEC_MAX_WARM). Every run still gets a sandbox and an interpreter of its own. */
+    bool keep_warm;
+    unsigned warm_sandboxes;
     /* TEST ONLY: a layer name to turn off while the others stay on, so that a wall's test can be
        seen to fail. Runs are never refused while it is set. NULL in production. */
     const char *test_disable_layer;

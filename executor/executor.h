@@ -229,6 +229,7 @@ typedef struct exec_result {
     uint64_t duration_ms; /* from start (not queueing) to the end of the tree */
     exec_sandbox_level_t sandbox;
     const char *message; /* human text for refused or internal failures; NULL otherwise */
+    bool warm_start;     /* the run took a sandbox set up ahead (keep_warm), not a new one */
 } exec_result_t;
 
 typedef struct exec_callbacks {
@@ -267,8 +268,10 @@ typedef struct exec_run_opts {
 void exec_run_opts_init(exec_run_opts_t *ro);
 
 /**
- * exec_run_start with per-run extras (ro may be NULL: same as exec_run_start). Runs with a
- * bridge or ro_dir always start cold (a new launcher; the warm sandbox stays for plain runs).
+ * exec_run_start with per-run extras (ro may be NULL: same as exec_run_start). The bridge comes
+ * with the code, so it does not keep a run from a warm sandbox; the warm sandboxes are made for
+ * one ro_dir (that of the last run that did not find one), so a run with another ro_dir (or
+ * none, after runs with one) starts cold and the next ones are made for its ro_dir.
  * ro->bridge_fd is taken over even when this returns an error (see exec_run_opts_t).
  * EXEC_EINVAL also for an ro_dir that is not an existing absolute directory or contains ':'.
  */

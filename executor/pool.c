@@ -42,6 +42,7 @@ struct exec_run {
     exec_callbacks_t cb;
     bool detached;  /* cancelled or pool freed: no more callbacks */
     bool discarded; /* a warm sandbox the pool let go unused (its key changed) */
+    bool took_warm; /* the run got a sandbox set up ahead */
     /* A queued run that a warm sandbox took over: the caller's handle (owner) forwards to the
        sandbox's run (taker), which calls back with the owner's pointer and frees it. */
     exec_run_t *owner, *taker;
@@ -289,6 +290,7 @@ static void build_result(exec_run_t *run, exec_result_t *res)
     uint64_t end = run->end_ns ? run->end_ns : uv_hrtime();
     res->duration_ms = run->start_ns ? (end - run->start_ns) / 1000000u : 0;
     res->sandbox = run->pool->unsafe ? EXEC_SANDBOX_NONE : exec__level(run->layers);
+    res->warm_start = run->took_warm;
 
     if (run->message[0]) { /* refused before or at spawn */
         res->status = EXEC_STATUS_REFUSED;
@@ -771,8 +773,9 @@ static exec_run_t *warm_take(exec_pool_t *pool, const char *ro_dir)
     }
     for (unsigned i = 0; i < pool->n_warm; i++) {
         exec_run_t *run = pool->warm[i];
-        if (run->exited || !run->spawned) continue;
+        if (run->exited || !run->spawned || run->rep_error[0]) continue;
         warm_remove(pool, run);
+        run->took_warm = true;
         run->detached = false;
         warm_ref(run, true);
         return run;

@@ -121,6 +121,10 @@ typedef struct exec_probe {
     exec_sandbox_level_t level;
     bool python_ok;    /* the interpreter ran `pass` inside the sandbox */
     char message[512]; /* empty when mandatory_ok; else what is missing and how to fix it */
+    /* Runs take sandboxes set up ahead with the interpreter already started (keep_warm on and
+       the sandbox usable; the probe's own run went through that same hand-over). */
+    bool warm_start;
+    char warm_reason[EXEC_REASON_MAX];
 } exec_probe_t;
 
 /* ---- options ------------------------------------------------------------------------------ */

@@ -498,6 +498,15 @@ static void test_probe_finds_the_mandatory_layers(void **state)
     assert_true(need < sizeof rep);
     assert_non_null(strstr(rep, "seccomp        active"));
     assert_non_null(strstr(rep, "present"));
+    assert_true(p.warm_start);
+    assert_non_null(strstr(rep, "warm start: active"));
+    o.keep_warm = false;
+    exec_probe_t cold;
+    assert_int_equal(exec_probe(&o, &cold), 0);
+    assert_false(cold.warm_start);
+    char rep2[4096];
+    exec_probe_report(&cold, rep2, sizeof rep2);
+    assert_non_null(strstr(rep2, "warm start: inactive"));
     /* a too-small buffer is still terminated and the needed size is reported */
     char small[16];
     assert_int_equal(exec_probe_report(&p, small, sizeof small), need);

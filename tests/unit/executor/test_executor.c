@@ -1164,6 +1164,7 @@ static void test_warm_and_queued_runs_cancel(void **state)
     assert_false(b.done);
     assert_true(b.progress_calls >= 1);
     /* a queued run that is not cancelled takes a warm sandbox too */
+    capture_free(&a);
     start(pool, "import time; time.sleep(0.3); print('a2')", T_TIMEOUT_MS, &a, NULL);
     start(pool, "print('d')", T_TIMEOUT_MS, &d, NULL);
     assert_int_equal(exec_pool_queued(pool), 1);

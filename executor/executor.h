@@ -198,6 +198,15 @@ void exec_pool_free(exec_pool_t *pool);
 const exec_probe_t *exec_pool_probe(const exec_pool_t *pool);
 /** True when runs are refused (a mandatory layer missing, unsafe mode off). */
 bool exec_pool_refusing(const exec_pool_t *pool);
+/**
+ * Makes the warm sandboxes for runs with this ro_dir (exec_run_opts_t; NULL: none) from now on,
+ * letting the current ones go if they were made for another: a caller that knows the folder
+ * its next runs will use (it changes only with the tools catalog) keeps even the first of them
+ * warm. ro_dir is copied (canonical). Returns 0, EXEC_EINVAL for a folder that is not an
+ * existing directory, EXEC_ECLOSING. Without keep_warm it only records the folder.
+ */
+int exec_pool_warm_for(exec_pool_t *pool, const char *ro_dir);
+
 /** Runs started but not finished / waiting for a slot. */
 unsigned exec_pool_running(const exec_pool_t *pool);
 unsigned exec_pool_queued(const exec_pool_t *pool);

@@ -108,6 +108,7 @@ static void warm_remove(exec_pool_t *pool, exec_run_t *run);
 static exec_run_t *warm_take(exec_pool_t *pool, const char *ro_dir);
 static void warm_adopt(exec_run_t *w, exec_run_t *req);
 static void run_begin(exec_run_t *run);
+static char *canonical_dir(const char *dir);
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
@@ -897,6 +898,23 @@ unsigned exec_pool_running(const exec_pool_t *pool)
 unsigned exec_pool_queued(const exec_pool_t *pool)
 {
     return pool ? pool->n_queued : 0;
+}
+
+int exec_pool_warm_for(exec_pool_t *pool, const char *ro_dir)
+{
+    if (!pool) return EXEC_EINVAL;
+    if (pool->closing) return EXEC_ECLOSING;
+    char *dir = NULL;
+    if (ro_dir && !(dir = canonical_dir(ro_dir))) return EXEC_EINVAL;
+    if (!same_dir(pool->warm_dir, dir)) {
+        warm_discard(pool);
+        free(pool->warm_dir);
+        pool->warm_dir = dir;
+        dir = NULL;
+        warm_up(pool);
+    }
+    free(dir);
+    return 0;
 }
 
 void exec_run_opts_init(exec_run_opts_t *ro)

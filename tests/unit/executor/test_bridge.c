@@ -528,6 +528,30 @@ static void test_warm_sandboxes_follow_the_folder_and_take_the_bridge(void **sta
     remove_package(dir);
 }
 
+/* told the folder ahead (the server does when the tools package is built), the pool makes the
+   warm sandboxes with it, so even the first run with that folder is warm */
+static void test_warm_for_makes_the_first_run_with_the_folder_warm(void **state)
+{
+    (void)state;
+    if (!warm_mode) skip();
+    char dir[64];
+    write_package(dir, sizeof dir);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_pool_t *pool = new_pool(&loop, NULL);
+    assert_int_equal(exec_pool_warm_for(pool, "/nonexistent/ptc-lib"), EXEC_EINVAL);
+    assert_int_equal(exec_pool_warm_for(pool, dir), 0);
+    assert_int_equal(exec_pool_warm_for(pool, dir), 0); /* the same: nothing changes */
+    capture_t c = {0};
+    start_ex(pool, "import tools; print(tools.hello())", T_TIMEOUT_MS, -1, dir, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal(c.out, "hello from tools\n");
+    assert_true(c.warm);
+    pool_done(&loop, pool);
+    remove_package(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -539,6 +563,7 @@ int main(void)
         cmocka_unit_test(test_cancel_and_timeout_with_a_bridge_leak_nothing),
         cmocka_unit_test(test_unsafe_mode_passes_the_bridge_too),
         cmocka_unit_test(test_warm_sandboxes_follow_the_folder_and_take_the_bridge),
+        cmocka_unit_test(test_warm_for_makes_the_first_run_with_the_folder_warm),
     };
     int failed = cmocka_run_group_tests_name("cold sandboxes", tests, cold_group, NULL);
     return failed + cmocka_run_group_tests_name("warm sandboxes", tests, warm_group, NULL);

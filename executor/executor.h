@@ -47,7 +47,7 @@ extern "C" {
 #define EXEC_BRIDGE_FD            3     /* the bridge's descriptor number inside a run */
 #define EXEC_BRIDGE_ENV           "PTC_BRIDGE_FD"
 #define EXEC_RO_LIB_PATH          "/opt/ptc/lib" /* where exec_run_opts_t.ro_dir appears */
-#define EXEC_DEFAULT_WARM         2u             /* sandboxes kept set up ahead with keep_warm */
+#define EXEC_DEFAULT_WARM         4u             /* sandboxes kept set up ahead with keep_warm */
 #define EXEC_MAX_WARM             8u
 
 /* ---- errors ------------------------------------------------------------------------------- */

@@ -47,6 +47,8 @@ extern "C" {
 #define EXEC_BRIDGE_FD            3     /* the bridge's descriptor number inside a run */
 #define EXEC_BRIDGE_ENV           "PTC_BRIDGE_FD"
 #define EXEC_RO_LIB_PATH          "/opt/ptc/lib" /* where exec_run_opts_t.ro_dir appears */
+#define EXEC_DEFAULT_WARM         4u             /* sandboxes kept set up ahead with keep_warm */
+#define EXEC_MAX_WARM             8u
 
 /* ---- errors ------------------------------------------------------------------------------- */
 enum {
@@ -119,6 +121,10 @@ typedef struct exec_probe {
     exec_sandbox_level_t level;
     bool python_ok;    /* the interpreter ran `pass` inside the sandbox */
     char message[512]; /* empty when mandatory_ok; else what is missing and how to fix it */
+    /* Runs take sandboxes set up ahead with the interpreter already started (keep_warm on and
+       the sandbox usable; the probe's own run went through that same hand-over). */
+    bool warm_start;
+    char warm_reason[EXEC_REASON_MAX];
 } exec_probe_t;
 
 /* ---- options ------------------------------------------------------------------------------ */
@@ -139,8 +145,13 @@ typedef struct exec_options {
     const char *const *pass_env; /* names of the server's variables copied into runs */
     size_t n_pass_env;
     bool unsafe_no_sandbox;
-    bool keep_warm; /* keep one sandbox set up ahead of the next run (hides most of the set-up
-                       cost; costs an idle launcher + init + cgroup); on by exec_options_init */
+    /* Keep sandboxes set up ahead of the next runs, each with its interpreter started and
+       waiting for the code (docs/sandbox.md, "Warm start"): a run then pays only for its own
+       code. Each costs an idle launcher, init, interpreter (~10 MB) and cgroup. On by
+       exec_options_init, with warm_sandboxes 0 meaning EXEC_DEFAULT_WARM (at most
+       EXEC_MAX_WARM). Every run still gets a sandbox and an interpreter of its own. */
+    bool keep_warm;
+    unsigned warm_sandboxes;
     /* TEST ONLY: a layer name to turn off while the others stay on, so that a wall's test can be
        seen to fail. Runs are never refused while it is set. NULL in production. */
     const char *test_disable_layer;
@@ -187,6 +198,15 @@ void exec_pool_free(exec_pool_t *pool);
 const exec_probe_t *exec_pool_probe(const exec_pool_t *pool);
 /** True when runs are refused (a mandatory layer missing, unsafe mode off). */
 bool exec_pool_refusing(const exec_pool_t *pool);
+/**
+ * Makes the warm sandboxes for runs with this ro_dir (exec_run_opts_t; NULL: none) from now on,
+ * letting the current ones go if they were made for another: a caller that knows the folder
+ * its next runs will use (it changes only with the tools catalog) keeps even the first of them
+ * warm. ro_dir is copied (canonical). Returns 0, EXEC_EINVAL for a folder that is not an
+ * existing directory, EXEC_ECLOSING. Without keep_warm it only records the folder.
+ */
+int exec_pool_warm_for(exec_pool_t *pool, const char *ro_dir);
+
 /** Runs started but not finished / waiting for a slot. */
 unsigned exec_pool_running(const exec_pool_t *pool);
 unsigned exec_pool_queued(const exec_pool_t *pool);
@@ -222,6 +242,7 @@ typedef struct exec_result {
     uint64_t duration_ms; /* from start (not queueing) to the end of the tree */
     exec_sandbox_level_t sandbox;
     const char *message; /* human text for refused or internal failures; NULL otherwise */
+    bool warm_start;     /* the run took a sandbox set up ahead (keep_warm), not a new one */
 } exec_result_t;
 
 typedef struct exec_callbacks {
@@ -260,8 +281,10 @@ typedef struct exec_run_opts {
 void exec_run_opts_init(exec_run_opts_t *ro);
 
 /**
- * exec_run_start with per-run extras (ro may be NULL: same as exec_run_start). Runs with a
- * bridge or ro_dir always start cold (a new launcher; the warm sandbox stays for plain runs).
+ * exec_run_start with per-run extras (ro may be NULL: same as exec_run_start). The bridge comes
+ * with the code, so it does not keep a run from a warm sandbox; the warm sandboxes are made for
+ * one ro_dir (that of the last run that did not find one), so a run with another ro_dir (or
+ * none, after runs with one) starts cold and the next ones are made for its ro_dir.
  * ro->bridge_fd is taken over even when this returns an error (see exec_run_opts_t).
  * EXEC_EINVAL also for an ro_dir that is not an existing absolute directory or contains ':'.
  */

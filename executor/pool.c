@@ -13,13 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define EXEC_READ_CHUNK       (64u << 10)
-#define EXEC_EOF_WAIT_MS      2000u /* after exit, how long pipes may stay open before we stop */
-#define N_PIPES               3
-#define EXEC_BRIDGE_LAUNCH_FD 4 /* the bridge's number in the launcher (after its report fd) */
+#define EXEC_READ_CHUNK  (64u << 10)
+#define EXEC_EOF_WAIT_MS 2000u /* after exit, how long pipes may stay open before we stop */
+#define N_PIPES          3
 
 enum { P_OUT, P_ERR, P_REP };
 enum run_state { RUN_QUEUED, RUN_WARM, RUN_RUNNING, RUN_FINISHED };
@@ -40,11 +40,16 @@ struct exec_run {
     int bridge_fd; /* owned until the launcher has it; -1 after */
     char *ro_dir;  /* canonical host path, or NULL */
     exec_callbacks_t cb;
-    bool detached; /* cancelled or pool freed: no more callbacks */
+    bool detached;  /* cancelled or pool freed: no more callbacks */
+    bool discarded; /* a warm sandbox the pool let go unused (its key changed) */
+    bool took_warm; /* the run got a sandbox set up ahead */
+    /* A queued run that a warm sandbox took over: the caller's handle (owner) forwards to the
+       sandbox's run (taker), which calls back with the owner's pointer and frees it. */
+    exec_run_t *owner, *taker;
 
     uv_process_t proc;
     uv_pipe_t pipes[N_PIPES];
-    uv_pipe_t in; /* the launcher's stdin: "CPU_SECONDS\nCODE", then closed */
+    uv_pipe_t in; /* the launcher's stdin: "CPU_SECONDS[ B]\nCODE" (+ bridge), then closed */
     uv_write_t wreq;
     char header[24];
     bool in_closed, in_counted;
@@ -83,9 +88,11 @@ struct exec_pool {
     exec_probe_t probe;
     bool refusing;
     char refusal[700];
-    bool keep_warm;
-    bool warm_failed; /* a warm sandbox died unused: stop making them (runs report why) */
-    exec_run_t *warm; /* set up and waiting for code; not a run yet */
+    unsigned warm_target; /* sandboxes kept set up ahead (0: keep_warm off) */
+    bool warm_failed;     /* a warm sandbox died unused: stop making them (runs report why) */
+    exec_run_t *warm[EXEC_MAX_WARM]; /* set up, interpreter waiting for code; oldest first */
+    unsigned n_warm;
+    char *warm_dir; /* the ro_dir the warm sandboxes were made with; NULL: none */
     exec_run_t *q_head, *q_tail;
     unsigned n_queued;
     exec_run_t *active; /* spawned, not yet freed */
@@ -97,6 +104,11 @@ struct exec_pool {
 static void start_run(exec_run_t *run);
 static void maybe_finish(exec_run_t *run);
 static void warm_up(exec_pool_t *pool);
+static void warm_remove(exec_pool_t *pool, exec_run_t *run);
+static exec_run_t *warm_take(exec_pool_t *pool, const char *ro_dir);
+static void warm_adopt(exec_run_t *w, exec_run_t *req);
+static void run_begin(exec_run_t *run);
+static char *canonical_dir(const char *dir);
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
@@ -153,12 +165,14 @@ static void pool_maybe_free(exec_pool_t *pool)
 {
     if (!pool->closing || pool->n_alive) return;
     exec__cmd_free(&pool->cmd);
+    free(pool->warm_dir);
     free(pool);
 }
 
 static void run_free(exec_run_t *run)
 {
     exec_pool_t *pool = run->pool;
+    if (run->owner) run_free(run->owner); /* the queued handle this sandbox ran for */
     if (run->bridge_fd >= 0) close(run->bridge_fd);
     free(run->ro_dir);
     free(run->code);
@@ -193,7 +207,13 @@ static void pump(exec_pool_t *pool)
         exec_run_t *next = pool->q_head;
         list_remove(&pool->q_head, &pool->q_tail, next);
         pool->n_queued--;
-        start_run(next);
+        exec_run_t *w = warm_take(pool, next->ro_dir);
+        if (w) {
+            warm_adopt(w, next);
+            run_begin(w);
+        } else {
+            start_run(next);
+        }
     }
 }
 
@@ -252,7 +272,8 @@ static void on_tick(uv_timer_t *t)
     exec_run_t *run = t->data;
     if (run->detached || !run->cb.on_progress || run->state != RUN_RUNNING) return;
     uint64_t elapsed = (uv_hrtime() - run->start_ns) / 1000000u;
-    run->cb.on_progress(run, elapsed, run->out.total + run->err.total, run->cb.user);
+    run->cb.on_progress(run->owner ? run->owner : run, elapsed, run->out.total + run->err.total,
+                        run->cb.user);
 }
 
 /* ---- the end of a run ------------------------------------------------------------------- */
@@ -270,6 +291,7 @@ static void build_result(exec_run_t *run, exec_result_t *res)
     uint64_t end = run->end_ns ? run->end_ns : uv_hrtime();
     res->duration_ms = run->start_ns ? (end - run->start_ns) / 1000000u : 0;
     res->sandbox = run->pool->unsafe ? EXEC_SANDBOX_NONE : exec__level(run->layers);
+    res->warm_start = run->took_warm;
 
     if (run->message[0]) { /* refused before or at spawn */
         res->status = EXEC_STATUS_REFUSED;
@@ -325,18 +347,18 @@ static void finish(exec_run_t *run)
 {
     exec_pool_t *pool = run->pool;
     bool had_slot = run->state == RUN_RUNNING;
-    run->state = RUN_FINISHED;
-    if (run == pool->warm) {
-        pool->warm = NULL;
-        if (!pool->closing) pool->warm_failed = true;
+    if (run->state == RUN_WARM) { /* died (or was let go) before a run took it */
+        warm_remove(pool, run);
+        if (!pool->closing && !run->discarded) pool->warm_failed = true;
     }
+    run->state = RUN_FINISHED;
     uv_timer_stop(&run->timer);
     uv_timer_stop(&run->tick);
     if (had_slot) pool->n_running--;
     if (!run->detached && run->cb.on_done) {
         exec_result_t res;
         build_result(run, &res);
-        run->cb.on_done(run, &res, run->cb.user);
+        run->cb.on_done(run->owner ? run->owner : run, &res, run->cb.user);
     }
     for (int i = 0; i < N_PIPES; i++)
         close_handle(run, (uv_handle_t *)&run->pipes[i]);
@@ -496,7 +518,7 @@ static int run_spawn(exec_run_t *run)
     char *argv[EXEC_MAX_ARGS + 8];
     size_t n = 0;
     char i_[] = "-I", s_[] = "-s", b_[] = "-B", u_[] = "-u", c_[] = "-c";
-    char bridge_opt[] = "--bridge-fd", bridge_num[] = "4", lib_opt[] = "--ro-lib";
+    char lib_opt[] = "--ro-lib";
     /* unsafe runs get the bridge variables here; sandboxed ones from init */
     char *env[EXEC_MAX_ENV + 3];
     char env_fd[32], env_path[PATH_MAX + 16], env_safe[] = "PYTHONSAFEPATH=1";
@@ -532,10 +554,6 @@ static int run_spawn(exec_run_t *run)
     } else {
         for (size_t i = 0; i < pool->cmd.n_args; i++)
             argv[n++] = pool->cmd.args[i];
-        if (run->bridge_fd >= 0) {
-            argv[n++] = bridge_opt;
-            argv[n++] = bridge_num;
-        }
         if (run->ro_dir) {
             argv[n++] = lib_opt;
             argv[n++] = run->ro_dir;
@@ -554,19 +572,18 @@ static int run_spawn(exec_run_t *run)
         stdio[i + 1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
         stdio[i + 1].data.stream = (uv_stream_t *)&run->pipes[i];
     }
-    if (run->bridge_fd >= 0) {
-        /* the only descriptor passed on besides the pipes: unsafe runs see it as fd 3 at once,
-           the launcher as fd 4 (its fd 3 is the status pipe) and moves it to 3 for Python */
-        int slot = pool->unsafe ? EXEC_BRIDGE_FD : EXEC_BRIDGE_LAUNCH_FD;
-        stdio[slot].flags = UV_INHERIT_FD;
-        stdio[slot].data.fd = run->bridge_fd;
-        o.stdio_count = slot + 1;
+    if (pool->unsafe && run->bridge_fd >= 0) {
+        /* the only descriptor passed on besides the pipes; a sandbox gets it later, with the
+           code (run_begin) */
+        stdio[EXEC_BRIDGE_FD].flags = UV_INHERIT_FD;
+        stdio[EXEC_BRIDGE_FD].data.fd = run->bridge_fd;
+        o.stdio_count = EXEC_BRIDGE_FD + 1;
     }
     o.stdio = stdio;
     int r = uv_spawn(pool->loop, &run->proc, &o);
     run->proc_init = true; /* initialised even when spawning failed */
     /* the child has its copy (or never will): ours would keep the host from seeing EOF */
-    if (run->bridge_fd >= 0) {
+    if (pool->unsafe && run->bridge_fd >= 0) {
         close(run->bridge_fd);
         run->bridge_fd = -1;
     }
@@ -583,6 +600,41 @@ static int run_spawn(exec_run_t *run)
     return 0;
 }
 
+/* The header line goes with the bridge descriptor (SCM_RIGHTS) straight on the launcher's stdin
+   socket, before anything else is written on it, so a plain sendmsg is in order; the stream is
+   fresh and empty, so it does not block. Our copy is closed either way: the sandbox's tree then
+   holds the only ones, and the host sees EOF when it is gone. */
+static int send_bridge(exec_run_t *run, const char *header, size_t len)
+{
+    uv_os_fd_t sock;
+    int r = uv_fileno((uv_handle_t *)&run->in, &sock);
+    char ctl[CMSG_SPACE(sizeof(int))];
+    memset(ctl, 0, sizeof ctl);
+    struct iovec iov = {(void *)(uintptr_t)header, len};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &run->bridge_fd, sizeof(int));
+    ssize_t w = -1;
+    if (r == 0) {
+        do {
+            w = sendmsg(sock, &mh, MSG_NOSIGNAL);
+        } while (w < 0 && errno == EINTR);
+    } else {
+        errno = EBADF;
+    }
+    int e = errno;
+    close(run->bridge_fd);
+    run->bridge_fd = -1;
+    errno = e;
+    if (w == (ssize_t)len) return 0;
+    if (w >= 0) errno = EAGAIN; /* a partial header: the sandbox will refuse it anyway */
+    return -1;
+}
+
 /* the run takes its slot: hand over the code, start the clocks */
 static void run_begin(exec_run_t *run)
 {
@@ -593,11 +645,24 @@ static void run_begin(exec_run_t *run)
     if (!run->spawned) return; /* refused: the deferred end is on its way */
     if (!pool->unsafe) {
         /* CPU seconds follow the wall clock: a spinning run is stopped by either */
-        int hl = snprintf(run->header, sizeof run->header, "%llu\n",
-                          (unsigned long long)(run->timeout_ms / 1000 + 2));
+        int hl = snprintf(run->header, sizeof run->header, "%llu%s\n",
+                          (unsigned long long)(run->timeout_ms / 1000 + 2),
+                          run->bridge_fd >= 0 ? " B" : "");
         uv_buf_t bufs[2] = {uv_buf_init(run->header, (unsigned)hl),
                             uv_buf_init(run->code, (unsigned)strlen(run->code))};
-        if (uv_write(&run->wreq, (uv_stream_t *)&run->in, bufs, 2, on_code_written) < 0)
+        unsigned first = 0;
+        if (run->bridge_fd >= 0) {
+            if (send_bridge(run, run->header, (size_t)hl) < 0) {
+                snprintf(run->message, sizeof run->message,
+                         "cannot hand the bridge descriptor to the sandbox: %s", strerror(errno));
+                uv_close((uv_handle_t *)&run->in, on_in_closed);
+                kill_tree(run); /* its timer now runs the kill grace, not the timeout */
+                return;
+            }
+            first = 1; /* the header went with the descriptor */
+        }
+        if (uv_write(&run->wreq, (uv_stream_t *)&run->in, bufs + first, 2 - first,
+                     on_code_written) < 0)
             uv_close((uv_handle_t *)&run->in, on_in_closed);
     }
     run->phase = T_TIMEOUT;
@@ -645,19 +710,96 @@ static void warm_ref(exec_run_t *run, bool ref)
     }
 }
 
-/* keeps one sandbox set up ahead, so that a run pays only for the interpreter's start */
+static void warm_remove(exec_pool_t *pool, exec_run_t *run)
+{
+    for (unsigned i = 0; i < pool->n_warm; i++) {
+        if (pool->warm[i] != run) continue;
+        memmove(&pool->warm[i], &pool->warm[i + 1], (pool->n_warm - i - 1) * sizeof run);
+        pool->n_warm--;
+        return;
+    }
+}
+
+static bool same_dir(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* Lets every warm sandbox go: its init reads EOF instead of code, kills the waiting
+   interpreter and exits. The loop waits for them (they are referenced again). */
+static void warm_discard(exec_pool_t *pool)
+{
+    while (pool->n_warm) {
+        exec_run_t *run = pool->warm[--pool->n_warm];
+        run->discarded = true;
+        if (run->spawned) warm_ref(run, true);
+        if (!uv_is_closing((uv_handle_t *)&run->in))
+            uv_close((uv_handle_t *)&run->in, on_in_closed);
+    }
+}
+
+/* Keeps warm_target sandboxes set up ahead, each with its interpreter started and waiting for
+   code, for runs whose ro_dir is warm_dir: a run then pays only for its own code and the end.
+   Called when a run ends (its result is out), so the set-up does not compete with it. */
 static void warm_up(exec_pool_t *pool)
 {
-    if (!pool->keep_warm || pool->unsafe || pool->refusing || pool->closing || pool->warm ||
-        pool->warm_failed)
-        return;
-    exec_run_t *run = run_alloc(pool);
-    if (!run) return;
-    run->state = RUN_WARM;
-    run->detached = true; /* nobody to call back until a run takes it */
-    pool->warm = run;
-    run_handles_init(run);
-    if (run_spawn(run) == 0) warm_ref(run, false);
+    while (pool->n_warm < pool->warm_target && !pool->unsafe && !pool->refusing && !pool->closing &&
+           !pool->warm_failed) {
+        exec_run_t *run = run_alloc(pool);
+        if (!run) return;
+        if (pool->warm_dir && !(run->ro_dir = strdup(pool->warm_dir))) {
+            run_free(run);
+            return;
+        }
+        run->state = RUN_WARM;
+        run->detached = true; /* nobody to call back until a run takes it */
+        pool->warm[pool->n_warm++] = run;
+        run_handles_init(run);
+        if (run_spawn(run) == 0) warm_ref(run, false);
+    }
+}
+
+/* The oldest warm sandbox made for ro_dir and still alive, taken out of the set; NULL when
+   none. A run with another ro_dir makes that its key: the old ones go, new ones follow. */
+static exec_run_t *warm_take(exec_pool_t *pool, const char *ro_dir)
+{
+    if (!pool->warm_target || pool->unsafe || pool->refusing) return NULL;
+    if (!same_dir(pool->warm_dir, ro_dir)) {
+        char *key = ro_dir ? strdup(ro_dir) : NULL;
+        if (ro_dir && !key) return NULL;
+        warm_discard(pool);
+        free(pool->warm_dir);
+        pool->warm_dir = key;
+        return NULL;
+    }
+    for (unsigned i = 0; i < pool->n_warm; i++) {
+        exec_run_t *run = pool->warm[i];
+        if (run->exited || !run->spawned || run->rep_error[0]) continue;
+        warm_remove(pool, run);
+        run->took_warm = true;
+        run->detached = false;
+        warm_ref(run, true);
+        return run;
+    }
+    return NULL;
+}
+
+/* Moves a run's request into a warm sandbox's run, which then runs it; the request's handle
+   stays the caller's (callbacks and cancel go through it) and is freed with the sandbox's. */
+static void warm_adopt(exec_run_t *w, exec_run_t *req)
+{
+    w->code = req->code;
+    req->code = NULL;
+    free(w->ro_dir);
+    w->ro_dir = req->ro_dir;
+    req->ro_dir = NULL;
+    w->bridge_fd = req->bridge_fd;
+    req->bridge_fd = -1;
+    w->timeout_ms = req->timeout_ms;
+    w->cb = req->cb;
+    w->owner = req;
+    req->taker = w;
+    req->state = RUN_RUNNING; /* its slot is counted on w */
 }
 
 /* ---- public ------------------------------------------------------------------------------- */
@@ -686,7 +828,13 @@ int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out
     pool->progress_ms = opts->progress_ms;
     pool->unsafe = opts->unsafe_no_sandbox;
     pool->test_switch = opts->test_disable_layer != NULL;
-    pool->keep_warm = opts->keep_warm;
+    if (opts->warm_sandboxes > EXEC_MAX_WARM) {
+        exec__cmd_free(&pool->cmd);
+        free(pool);
+        return EXEC_EINVAL;
+    }
+    pool->warm_target =
+        opts->keep_warm ? (opts->warm_sandboxes ? opts->warm_sandboxes : EXEC_DEFAULT_WARM) : 0;
     if (pool->unsafe) {
         pool->probe.level = EXEC_SANDBOX_NONE;
         pool->probe.python_ok = true;
@@ -723,7 +871,8 @@ void exec_pool_free(exec_pool_t *pool)
         run_free(run);
     }
     pool->closing = true;
-    if (pool->warm && pool->warm->spawned) warm_ref(pool->warm, true); /* wait for its end */
+    for (unsigned i = 0; i < pool->n_warm; i++) /* wait for their end */
+        if (pool->warm[i]->spawned) warm_ref(pool->warm[i], true);
     for (exec_run_t *run = pool->active; run; run = run->next) {
         run->detached = true;
         kill_tree(run);
@@ -749,6 +898,23 @@ unsigned exec_pool_running(const exec_pool_t *pool)
 unsigned exec_pool_queued(const exec_pool_t *pool)
 {
     return pool ? pool->n_queued : 0;
+}
+
+int exec_pool_warm_for(exec_pool_t *pool, const char *ro_dir)
+{
+    if (!pool) return EXEC_EINVAL;
+    if (pool->closing) return EXEC_ECLOSING;
+    char *dir = NULL;
+    if (ro_dir && !(dir = canonical_dir(ro_dir))) return EXEC_EINVAL;
+    if (!same_dir(pool->warm_dir, dir)) {
+        warm_discard(pool);
+        free(pool->warm_dir);
+        pool->warm_dir = dir;
+        dir = NULL;
+        warm_up(pool);
+    }
+    free(dir);
+    return 0;
 }
 
 void exec_run_opts_init(exec_run_opts_t *ro)
@@ -796,21 +962,16 @@ static int start_checked(exec_pool_t *pool, const char *code, uint64_t timeout_m
         return EXEC_ENOMEM;
     }
     memcpy(copy, code, len + 1);
-    exec_run_t *run = NULL;
-    /* the warm launcher was started without the bridge and the folder: such runs start cold */
-    bool extras = ro_dir || (ro && ro->bridge_fd >= 0);
-    bool warm = now && !extras && pool->warm && !pool->warm->exited;
-    if (warm) {
-        run = pool->warm;
-        pool->warm = NULL;
-        run->detached = false;
-        warm_ref(run, true);
-    } else if (!(run = run_alloc(pool))) {
+    /* a warm sandbox made for the same ro_dir (the bridge comes with the code either way) */
+    exec_run_t *run = now ? warm_take(pool, ro_dir) : NULL;
+    bool warm = run != NULL;
+    if (!run && !(run = run_alloc(pool))) {
         free(copy);
         free(ro_dir);
         return EXEC_ENOMEM;
     }
     run->code = copy;
+    free(run->ro_dir); /* a warm one's copy of the same path */
     run->ro_dir = ro_dir;
     if (ro && ro->bridge_fd >= 0) run->bridge_fd = ro->bridge_fd;
     run->timeout_ms = timeout_ms;
@@ -847,6 +1008,10 @@ void exec_run_cancel(exec_run_t *run)
 {
     if (!run || run->detached) return;
     run->detached = true;
+    if (run->taker) { /* a queued request a warm sandbox took over */
+        exec_run_cancel(run->taker);
+        return;
+    }
     if (run->state == RUN_QUEUED) {
         exec_pool_t *pool = run->pool;
         list_remove(&pool->q_head, &pool->q_tail, run);

@@ -188,6 +188,19 @@ int exec_probe(const exec_options_t *opts, exec_probe_t *out)
         if (out->state[i] == EXEC_LAYER_UNKNOWN && !out->reason[i][0])
             snprintf(out->reason[i], EXEC_REASON_MAX, "not reached (setup stopped earlier)");
     judge(out, error_line);
+    unsigned warm = opts->warm_sandboxes ? opts->warm_sandboxes : EXEC_DEFAULT_WARM;
+    out->warm_start =
+        opts->keep_warm && !opts->unsafe_no_sandbox && out->mandatory_ok && out->python_ok;
+    if (out->warm_start)
+        snprintf(out->warm_reason, EXEC_REASON_MAX,
+                 "%u sandbox(es) kept set up ahead, interpreter started and waiting for the code "
+                 "(runs with a bridge too)",
+                 warm);
+    else
+        snprintf(out->warm_reason, EXEC_REASON_MAX, "%s",
+                 opts->unsafe_no_sandbox ? "no sandbox (--unsafe-no-sandbox)"
+                 : !opts->keep_warm      ? "turned off (keep_warm)"
+                                         : "runs are refused (see above)");
     return 0;
 }
 
@@ -217,6 +230,7 @@ size_t exec_probe_report(const exec_probe_t *p, char *buf, size_t len)
          p->mandatory_ok ? "present" : "MISSING");
     EMIT("interpreter inside the sandbox: %s\n", p->python_ok ? "runs" : "FAILED");
     EMIT("sandbox level: %s\n", exec_sandbox_level_name(p->level));
+    EMIT("warm start: %s: %s\n", p->warm_start ? "active" : "inactive", p->warm_reason);
     if (p->message[0]) EMIT("%s\n", p->message);
 #undef EMIT
     return need;

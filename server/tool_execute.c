@@ -795,6 +795,9 @@ int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv)
 
 void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *modules)
 {
+    /* runs will bind this package folder: have the warm sandboxes made with it */
+    const char *root = ex->bundle ? ptc_bundle_root(ex->bundle) : NULL;
+    if (root != NULL && !ex->unsafe) exec_pool_warm_for(ex->pool, root);
     sbuf_t d = {0};
     sb_str(&d, description);
     if (cJSON_GetArraySize(modules) > 0) {

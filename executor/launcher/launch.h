@@ -8,15 +8,18 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define LAUNCH_REPORT_FD    3 /* status lines to the pool */
-#define LAUNCH_BRIDGE_FD    4 /* --bridge-fd: the only number accepted (the pool's choice) */
-#define LAUNCH_MAX_PREFIXES 4
-#define LAUNCH_MAX_MOUNTS   EXEC_MAX_MOUNTS
-#define LAUNCH_INNER_UID    1000  /* the sandbox user inside a user namespace */
-#define LAUNCH_NOBODY       65534 /* the outer uid runs get when root starts them */
-#define LAUNCH_ROOT_TMPFS   "mode=0755,size=2m"
-#define LAUNCH_DEV_TMPFS    "mode=0755,size=64k"
-#define LAUNCH_PATH_MAX     4096
+#define LAUNCH_REPORT_FD 3 /* status lines to the pool */
+#define LAUNCH_CODE_FD   3 /* the interpreter reads the run (and the bridge) from here */
+/* RLIMIT_CPU of an interpreter still waiting for its code: above any run's (init lowers it to
+   the run's allowance plus the start-up's use when the code comes) */
+#define LAUNCH_WARM_CPU_SECONDS (EXEC_MAX_TIMEOUT_MS / 1000 + 60)
+#define LAUNCH_MAX_PREFIXES     4
+#define LAUNCH_MAX_MOUNTS       EXEC_MAX_MOUNTS
+#define LAUNCH_INNER_UID        1000  /* the sandbox user inside a user namespace */
+#define LAUNCH_NOBODY           65534 /* the outer uid runs get when root starts them */
+#define LAUNCH_ROOT_TMPFS       "mode=0755,size=2m"
+#define LAUNCH_DEV_TMPFS        "mode=0755,size=64k"
+#define LAUNCH_PATH_MAX         4096
 
 struct launch_mount {
     const char *src;
@@ -37,7 +40,7 @@ struct launch_cfg {
     unsigned cpu_seconds;
     unsigned nofile;
     int disabled;       /* a layer id turned off by the test switch, or -1 */
-    int bridge_fd;      /* LAUNCH_BRIDGE_FD when --bridge-fd was given, else -1 */
+    int bridge_fd;      /* the bridge that came with the code (SCM_RIGHTS), else -1 */
     const char *ro_lib; /* --ro-lib: host folder bound read-only at EXEC_RO_LIB_PATH */
     char *code;
 };

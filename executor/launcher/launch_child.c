@@ -24,7 +24,9 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NEWROOT "/newroot"
@@ -409,14 +411,42 @@ static void apply_rlimits(const struct launch_cfg *cfg, const struct launch_plan
     }
 }
 
-/* "CPU_SECONDS\nCODE" from stdin, bounded; NULL on EOF before any byte */
-static char *read_code(struct launch_cfg *run)
+/* One read from the pool's socket (init's stdin). At most one descriptor may come with the
+   request, on its first bytes; any other is closed and refused. A pipe or file (run by hand)
+   has no ancillary data: plain read. */
+static ssize_t recv_part(char *buf, size_t len, int *fd_out, bool first)
+{
+    char ctl[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {buf, len};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+    ssize_t n = recvmsg(STDIN_FILENO, &mh, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == ENOTSOCK) return read(STDIN_FILENO, buf, len);
+    if (n < 0) return n;
+    if (mh.msg_flags & MSG_CTRUNC) launch_fatal("code", "more than one descriptor with the code");
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        int fd;
+        memcpy(&fd, CMSG_DATA(c), sizeof fd);
+        if (!first || *fd_out >= 0 || c->cmsg_len != CMSG_LEN(sizeof(int))) {
+            close(fd);
+            launch_fatal("code", "an unexpected descriptor came with the code");
+        }
+        *fd_out = fd;
+    }
+    return n;
+}
+
+/* "CPU_SECONDS[ B]\nCODE" from stdin (B: the bridge descriptor came on the first bytes),
+   bounded; NULL on EOF before any byte (a warm sandbox the pool discarded). */
+static char *read_request(struct launch_cfg *run)
 {
     size_t cap = EXEC_MAX_CODE_BYTES + 32, len = 0;
     char *buf = malloc(cap + 1);
     if (!buf) launch_fatal("code", "out of memory");
+    int fd = -1;
     for (;;) {
-        ssize_t n = read(STDIN_FILENO, buf + len, cap - len);
+        ssize_t n = recv_part(buf + len, cap - len, &fd, len == 0);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) launch_fatal("code", "reading the code: %s", strerror(errno));
         if (n == 0) break;
@@ -425,6 +455,7 @@ static char *read_code(struct launch_cfg *run)
     }
     if (len == 0) {
         free(buf);
+        if (fd >= 0) close(fd);
         return NULL;
     }
     buf[len] = '\0';
@@ -433,35 +464,83 @@ static char *read_code(struct launch_cfg *run)
     *nl = '\0';
     char *end;
     unsigned long cpu = strtoul(buf, &end, 10);
-    if (*end || cpu == 0 || cpu > 1000000) launch_fatal("code", "bad CPU seconds '%s'", buf);
+    bool bridge = strcmp(end, " B") == 0;
+    if ((*end && !bridge) || cpu == 0 || cpu > LAUNCH_WARM_CPU_SECONDS)
+        launch_fatal("code", "bad request line '%s'", buf);
+    if (bridge != (fd >= 0))
+        launch_fatal("code", "the bridge descriptor did not come as announced");
     run->cpu_seconds = (unsigned)cpu;
+    run->bridge_fd = fd;
     run->code = nl + 1;
     if (strlen(run->code) != len - (size_t)(nl + 1 - buf))
         launch_fatal("code", "the code contains a NUL byte");
     return buf;
 }
 
-/* The interpreter's descriptors: 0 /dev/null, 1 and 2 the pipes, 3 the bridge when there is one;
-   nothing else survives exec. Returns the descriptor the status pipe is on now (close-on-exec,
-   so that an exec failure can still be reported). */
-static int arrange_fds(const struct launch_cfg *cfg)
+/* CPU time the process has used, in whole seconds rounded up */
+static unsigned long used_cpu_seconds(pid_t pid)
 {
-    int rep = LAUNCH_REPORT_FD;
-    if (cfg->bridge_fd >= 0) {
-        /* 3 <- bridge (4), 4 <- the status pipe; dup2/dup3 clear or set close-on-exec */
-        int tmp = fcntl(LAUNCH_REPORT_FD, F_DUPFD_CLOEXEC, LAUNCH_BRIDGE_FD + 1);
-        if (tmp < 0) die_errno("exec", "move the status pipe");
-        if (dup2(cfg->bridge_fd, EXEC_BRIDGE_FD) < 0) die_errno("exec", "bridge to fd 3");
-        /* from here on fd 3 is the bridge: a failure can no longer be reported */
-        if (dup3(tmp, LAUNCH_BRIDGE_FD, O_CLOEXEC) < 0) _exit(127);
-        close(tmp);
-        rep = LAUNCH_BRIDGE_FD;
+    clockid_t id;
+    struct timespec ts;
+    if (clock_getcpuclockid(pid, &id) != 0 || clock_gettime(id, &ts) < 0) return 1;
+    return (unsigned long)ts.tv_sec + (ts.tv_nsec > 0 ? 1 : 0);
+}
+
+/* Waits for the code while watching the interpreter: if it dies before the code came (a
+   broken --python), its end is reported as a run's would be. Returns the request buffer, or
+   NULL when the pool discarded this sandbox (EOF) or the interpreter is gone (*py_gone). */
+static char *wait_request(struct launch_cfg *run, pid_t py, bool *py_gone)
+{
+    *py_gone = false;
+    int pfd = (int)syscall(SYS_pidfd_open, py, 0);
+    for (;;) {
+        struct pollfd pf[2] = {{.fd = STDIN_FILENO, .events = POLLIN},
+                               {.fd = pfd, .events = POLLIN}};
+        int r = poll(pf, pfd >= 0 ? 2 : 1, -1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) launch_fatal("code", "poll: %s", strerror(errno));
+        if (pf[0].revents) break;
+        if (pfd >= 0 && pf[1].revents) {
+            *py_gone = true;
+            close(pfd);
+            return NULL;
+        }
     }
-    unsigned first = (unsigned)rep + 1;
-    if (syscall(SYS_close_range, first, ~0u, 0u) < 0)
-        for (int fd = (int)first; fd < 1024; fd++)
-            close(fd);
-    return rep;
+    if (pfd >= 0) close(pfd);
+    return read_request(run);
+}
+
+/* Hands the run to the waiting interpreter: one header byte ('B' carrying the bridge, or '-'),
+   then the code, then EOF. A dead interpreter (EPIPE) is not an error here: its end is. */
+static void send_code(int chan, const struct launch_cfg *run)
+{
+    char h = run->bridge_fd >= 0 ? 'B' : '-';
+    char ctl[CMSG_SPACE(sizeof(int))];
+    memset(ctl, 0, sizeof ctl);
+    struct iovec iov = {&h, 1};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (run->bridge_fd >= 0) {
+        mh.msg_control = ctl;
+        mh.msg_controllen = sizeof ctl;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &run->bridge_fd, sizeof(int));
+    }
+    ssize_t w;
+    do {
+        w = sendmsg(chan, &mh, MSG_NOSIGNAL);
+    } while (w < 0 && errno == EINTR);
+    size_t len = strlen(run->code), off = 0;
+    while (w > 0 && off < len) {
+        w = send(chan, run->code + off, len - off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            w = 1;
+        else if (w > 0)
+            off += (size_t)w;
+    }
+    close(chan);
 }
 
 /* with --ro-lib the interpreter reads PYTHONPATH, so only our PYTHON* variables may remain */
@@ -488,6 +567,100 @@ static void set_module_path(const struct launch_cfg *cfg, const struct launch_pl
     if (setenv("PYTHONPATH", path, 1) < 0 || setenv("PYTHONSAFEPATH", "1", 1) < 0 ||
         setenv("PYTHONNOUSERSITE", "1", 1) < 0)
         die_errno("exec", "setenv");
+}
+
+/* The interpreter's own first code, run before the user's code is known. It waits on fd 3
+   for one byte ('B' with the bridge descriptor attached, or '-') and the code up to EOF, puts
+   the bridge on fd 3 (closing the channel first), then runs the code in __main__ as `-c`
+   would: same globals, "<string>" as the file name, no inherited future flags, and an uncaught
+   exception printed through sys.excepthook without the bootstrap's own frame, exit status 1.
+   It deletes its own name first, so the code sees the __main__ that -c gives. */
+static const char bootstrap[] =
+    "def _ptc_boot():\n"
+    "    import os, sys, _socket\n"
+    "    del globals()['_ptc_boot']\n"
+    "    s = _socket.socket(fileno=3)\n"
+    "    h, anc, _f, _a = s.recvmsg(1, _socket.CMSG_SPACE(4), _socket.MSG_CMSG_CLOEXEC)\n"
+    "    parts = []\n"
+    "    while True:\n"
+    "        b = s.recv(65536)\n"
+    "        if not b:\n"
+    "            break\n"
+    "        parts.append(b)\n"
+    "    s.close()\n"
+    "    fds = [int.from_bytes(d[:4], sys.byteorder) for l, t, d in anc\n"
+    "           if l == _socket.SOL_SOCKET and t == _socket.SCM_RIGHTS]\n"
+    "    if h not in (b'B', b'-') or len(fds) != (h == b'B'):\n"
+    "        os._exit(125)\n"
+    "    if fds:\n"
+    "        os.dup2(fds[0], 3)\n"
+    "        os.close(fds[0])\n"
+    "        os.environ['" EXEC_BRIDGE_ENV "'] = '3'\n"
+    "    src = b''.join(parts).decode('utf-8', 'surrogateescape')\n"
+    "    del s, h, anc, parts, b, fds\n"
+    "    d = sys.modules['__main__'].__dict__\n"
+    "    try:\n"
+    "        c = compile(src, '<string>', 'exec', dont_inherit=True)\n"
+    "        del src\n"
+    "        exec(c, d)\n"
+    "    except SystemExit:\n"
+    "        raise\n"
+    "    except BaseException as e:\n"
+    "        t = e.__traceback__.tb_next if e.__traceback__ else None\n"
+    "        e.__traceback__ = t\n"
+    "        sys.last_type, sys.last_value, sys.last_traceback = type(e), e, t\n"
+    "        sys.excepthook(type(e), e, t)\n"
+    "        raise SystemExit(1)\n"
+    "_ptc_boot()\n";
+
+/* The interpreter's child of init: limits, directory, environment, then descriptors 0
+   /dev/null, 1 and 2 the pipes, 3 the code channel (the bootstrap replaces it with the bridge
+   when the run has one), nothing else across exec. The status pipe stays reachable on fd 4,
+   close-on-exec, until the exec, so that a failure is still reported. */
+_Noreturn static void exec_interpreter(const struct launch_cfg *cfg, const struct launch_plan *plan,
+                                       int chan)
+{
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull < 0 || dup2(devnull, 0) < 0) die_errno("exec", "stdin /dev/null");
+    close(devnull);
+    if (!launch_disabled(cfg, EXEC_LAYER_RLIMITS)) {
+        /* CPU: a ceiling above any run's; init lowers it when the code comes */
+        struct launch_cfg warm = *cfg;
+        warm.cpu_seconds = LAUNCH_WARM_CPU_SECONDS;
+        apply_rlimits(&warm, plan);
+    }
+    const char *tmp = plan->landlock_only ? plan->run_dir : "/tmp";
+    if (chdir(tmp) < 0) die_errno("exec", "chdir to the run's directory");
+    if (plan->landlock_only) {
+        /* init is not PID 1 here: make sure the interpreter does not outlive it */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (setenv("HOME", tmp, 1) < 0 || setenv("TMPDIR", tmp, 1) < 0) die_errno("exec", "setenv");
+    }
+    if (cfg->ro_lib) set_module_path(cfg, plan);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+
+    /* from here on fd 3 is the channel: a failure before exec must restore the report first */
+    int rep = fcntl(LAUNCH_REPORT_FD, F_DUPFD_CLOEXEC, LAUNCH_CODE_FD + 2);
+    if (rep < 0) die_errno("exec", "move the status pipe");
+    if (dup2(chan, LAUNCH_CODE_FD) < 0) die_errno("exec", "code channel to fd 3");
+    if (dup3(rep, LAUNCH_CODE_FD + 1, O_CLOEXEC) < 0) _exit(127);
+    if (syscall(SYS_close_range, LAUNCH_CODE_FD + 2, ~0u, 0u) < 0)
+        for (int fd = LAUNCH_CODE_FD + 2; fd < 1024; fd++)
+            close(fd);
+    /* -I: no user site, no PYTHON* variables, no script dir on sys.path; -B: the view is
+       read-only anyway; -u: output reaches the pipes before a timeout kill. With --ro-lib,
+       -s and the variables set above instead, since -I ignores PYTHONPATH (docs/sandbox.md,
+       "The interpreter's flags") */
+    char o_i[] = "-I", o_s[] = "-s", o_b[] = "-B", o_u[] = "-u", o_c[] = "-c";
+    char boot[sizeof bootstrap]; /* execve's argv is not const */
+    memcpy(boot, bootstrap, sizeof bootstrap);
+    char *args[] = {cfg->python, cfg->ro_lib ? o_s : o_i, o_b, o_u, o_c, boot, NULL};
+    execve(cfg->python, args, environ);
+    int e = errno;
+    dup2(LAUNCH_CODE_FD + 1, LAUNCH_REPORT_FD); /* the report, not the channel */
+    launch_fatal("exec", "cannot run %s inside the sandbox: %s", cfg->python, strerror(e));
 }
 
 _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_plan *plan,
@@ -554,50 +727,59 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
     if (n != 1 || go != 'c') _exit(125);
     close(sync_fd);
 
-    struct launch_cfg run = *cfg;
-    char *code_buf = NULL;
-    if (!run.code) {
-        /* a warm sandbox: the pool sends "CPU_SECONDS\nCODE" on stdin when a run takes it; EOF
-           without a byte means it was discarded */
-        code_buf = read_code(&run);
-        if (!code_buf) _exit(0);
-    }
-    cfg = &run;
-
+    /* The interpreter starts now, before the code is known (a warm sandbox waits here for a
+       run), and blocks in its bootstrap reading the code from fd 3; init hands it over once
+       the pool sends it. Cold and warm runs take this same path. */
+    int chan[2], limits[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0)
+        die_errno("fork", "socketpair for the code");
+    if (pipe2(limits, O_CLOEXEC) < 0) die_errno("fork", "pipe");
     pid_t py = fork();
     if (py < 0) die_errno("fork", "fork interpreter");
     if (py == 0) {
-        int rep = arrange_fds(cfg);
-        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (devnull < 0 || dup2(devnull, 0) < 0) die_errno("exec", "stdin /dev/null");
-        close(devnull);
-        if (!launch_disabled(cfg, EXEC_LAYER_RLIMITS)) apply_rlimits(cfg, plan);
-        const char *tmp = plan->landlock_only ? plan->run_dir : "/tmp";
-        if (chdir(tmp) < 0) die_errno("exec", "chdir to the run's directory");
-        if (plan->landlock_only) {
-            /* init is not PID 1 here: make sure the interpreter does not outlive it */
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (setenv("HOME", tmp, 1) < 0 || setenv("TMPDIR", tmp, 1) < 0)
-                die_errno("exec", "setenv");
-        }
-        if (cfg->bridge_fd >= 0 && setenv(EXEC_BRIDGE_ENV, "3", 1) < 0) die_errno("exec", "setenv");
-        if (cfg->ro_lib) set_module_path(cfg, plan);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        /* -I: no user site, no PYTHON* variables, no script dir on sys.path; -B: the view is
-           read-only anyway; -u: output reaches the pipes before a timeout kill. With --ro-lib,
-           -s and the variables set above instead, since -I ignores PYTHONPATH (docs/sandbox.md,
-           "The interpreter's flags") */
-        char o_i[] = "-I", o_s[] = "-s", o_b[] = "-B", o_u[] = "-u", o_c[] = "-c";
-        char *args[] = {cfg->python, cfg->ro_lib ? o_s : o_i, o_b, o_u, o_c, cfg->code, NULL};
-        execve(cfg->python, args, environ);
-        if (rep != LAUNCH_REPORT_FD) dup2(rep, LAUNCH_REPORT_FD); /* the report, not the bridge */
-        launch_fatal("exec", "cannot run %s inside the sandbox: %s", cfg->python, strerror(errno));
+        close(limits[0]);
+        exec_interpreter(cfg, plan, chan[1]);
     }
+    close(chan[1]);
     close(life_fd);
-    /* only the interpreter (and what it starts) holds the bridge */
-    if (cfg->bridge_fd >= 0) close(cfg->bridge_fd);
+    /* the child closes its end once its own limits are set: lowering RLIMIT_CPU below must
+       come after, or the child's setrlimit of the ceiling would fail */
+    close(limits[1]);
+    while (read(limits[0], &go, 1) < 0 && errno == EINTR) {
+    }
+    close(limits[0]);
+
+    struct launch_cfg run = *cfg;
+    char *code_buf = NULL;
+    if (!run.code) {
+        bool py_gone;
+        code_buf = wait_request(&run, py, &py_gone);
+        if (!code_buf && !py_gone) {
+            /* discarded unused: nothing to report (without a PID namespace init is not PID 1,
+               so the interpreter is killed here rather than by the kernel) */
+            kill(py, SIGKILL);
+            waitpid(py, NULL, 0);
+            _exit(0);
+        }
+    }
+    if (code_buf || run.code) {
+        /* RLIMIT_CPU counts from the interpreter's start; the run gets its full allowance on
+           top of what the start-up used (lowering a limit needs no privilege) */
+        if (!launch_disabled(cfg, EXEC_LAYER_RLIMITS)) {
+            rlim_t v = (rlim_t)run.cpu_seconds + used_cpu_seconds(py);
+            struct rlimit rl = {v, v};
+            if (prlimit(py, RLIMIT_CPU, &rl, NULL) < 0) {
+                kill(py, SIGKILL);
+                launch_fatal("rlimits", "RLIMIT_CPU of the interpreter: %s", strerror(errno));
+            }
+        }
+        send_code(chan[0], &run);
+    } else {
+        close(chan[0]);
+    }
+    /* only the interpreter (and what it starts) holds the bridge now */
+    if (run.bridge_fd >= 0) close(run.bridge_fd);
+    free(code_buf);
 
     /* init: reap everything; when the interpreter ends, say how, and leave (taking the PID
        namespace with us) */

@@ -38,8 +38,9 @@
 #define USAGE                                                                                      \
     "usage: ptc-sandbox-launch --python PATH [--prefix DIR]... [--mount SRC:DST:ro|rw]...\n"       \
     "       [--memory BYTES] [--tmp-size BYTES] [--pids N] [--cpu-seconds N] [--fsize BYTES]\n"    \
-    "       [--nofile N] [--disable LAYER] [--bridge-fd 4] [--ro-lib DIR] [-- CODE]\n"             \
-    "Without CODE, init reads \"CPU_SECONDS\\nCODE\" from stdin once it is set up.\n"              \
+    "       [--nofile N] [--disable LAYER] [--ro-lib DIR] [-- CODE]\n"                             \
+    "Without CODE, init reads \"CPU_SECONDS[ B]\\nCODE\" from stdin once it is set up (B: the\n"   \
+    "bridge descriptor comes with the first bytes, SCM_RIGHTS).\n"                                 \
     "Status lines go to fd 3. Started by ptc-mcp; see docs/sandbox.md.\n"
 
 void launch_report(const char *fmt, ...)
@@ -153,9 +154,6 @@ static int parse_args(int argc, char **argv, struct launch_cfg *cfg)
         } else if (strcmp(o, "--ro-lib") == 0) {
             if (v[0] != '/') return -1;
             cfg->ro_lib = v;
-        } else if (strcmp(o, "--bridge-fd") == 0) {
-            if (strcmp(v, "4") != 0) return -1; /* fixed, so that fd 4 is all we keep */
-            cfg->bridge_fd = LAUNCH_BRIDGE_FD;
         } else if (strcmp(o, "--disable") == 0) {
             cfg->disabled = exec_layer_from_name(v);
             if (cfg->disabled < 0) return -1;
@@ -298,12 +296,9 @@ int main(int argc, char **argv)
         launch_report("error arguments: the launcher was started with invalid arguments");
         return 2;
     }
-    /* anything the server leaked past fd 3 (and the bridge, fd 4) must not reach the sandbox */
-    unsigned first = cfg.bridge_fd >= 0 ? LAUNCH_BRIDGE_FD + 1 : LAUNCH_BRIDGE_FD;
-    if (cfg.bridge_fd >= 0 && fcntl(cfg.bridge_fd, F_GETFD) < 0) {
-        launch_report("error arguments: --bridge-fd 4 given but descriptor 4 is not open");
-        return 2;
-    }
+    /* anything the server leaked past fd 3 must not reach the sandbox (the bridge comes later,
+       with the code, over stdin) */
+    unsigned first = LAUNCH_REPORT_FD + 1;
     if (syscall(SYS_close_range, first, ~0u, 0u) < 0) {
         for (int fd = (int)first; fd < 1024; fd++)
             close(fd);
@@ -375,8 +370,6 @@ int main(int argc, char **argv)
     }
     close(sync_p[0]);
     close(life_p[0]);
-    /* init has the bridge now; the host must see EOF when the run's tree is gone */
-    if (cfg.bridge_fd >= 0) close(cfg.bridge_fd);
 
     if (launch_disabled(&cfg, EXEC_LAYER_USER_NS))
         launch_layer(EXEC_LAYER_USER_NS, EXEC_LAYER_DISABLED, "test switch");

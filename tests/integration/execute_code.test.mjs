@@ -185,3 +185,38 @@ test('an old protocol version gets the text alone', async () => {
     await c.close();
   }
 });
+
+test('runs share no state: each takes a sandbox and interpreter of its own (warm start)', async () => {
+  const c = await connect(ptcBin);
+  try {
+    const first = await run(c, 'import json, os\n'
+      + 'open("/tmp/leak", "w").write("x")\n'
+      + 'leak_var = 1\njson.leak = 1\nos.environ["PTC_LEAK"] = "1"\n'
+      + 'print(os.listdir("/tmp"))');
+    assert.equal(first.structuredContent.stdout, "['leak']\n");
+    for (let i = 0; i < 3; i++) {
+      const r = await run(c, 'import json, os\n'
+        + 'print(os.path.exists("/tmp/leak"), "leak_var" in globals(), hasattr(json, "leak"), '
+        + '"PTC_LEAK" in os.environ, os.listdir("/tmp"), os.getpid())');
+      assert.equal(r.structuredContent.status, 'ok');
+      assert.equal(r.structuredContent.stdout, 'False False False False [] 2\n');
+    }
+  } finally {
+    await c.close();
+  }
+});
+
+test('a warm run counts its timeout from its code, not from when its sandbox was made', async () => {
+  const c = await connect(ptcBin);
+  try {
+    await run(c, 'pass');
+    await sleep(1500); // the next run's sandbox waits this long, set up
+    const r = await run(c, 'import time\ntime.sleep(0.3)\nprint("ok")', { timeout_seconds: 1 });
+    assert.equal(r.structuredContent.status, 'ok');
+    assert.equal(r.structuredContent.stdout, 'ok\n');
+    const spin = await run(c, 'while True: pass', { timeout_seconds: 1 });
+    assert.equal(spin.structuredContent.status, 'timeout');
+  } finally {
+    await c.close();
+  }
+});

@@ -33,6 +33,7 @@ typedef struct {
     char out[HOST_MAX];
     char err[HOST_MAX];
     char message[800];
+    bool warm;
 } capture_t;
 
 static void on_done(exec_run_t *run, const exec_result_t *r, void *user)
@@ -45,6 +46,7 @@ static void on_done(exec_run_t *run, const exec_result_t *r, void *user)
     snprintf(c->out, sizeof c->out, "%.*s", (int)r->out.len, (const char *)r->out.data);
     snprintf(c->err, sizeof c->err, "%.*s", (int)r->err.len, (const char *)r->err.data);
     snprintf(c->message, sizeof c->message, "%s", r->message ? r->message : "");
+    c->warm = r->warm_start;
 }
 
 /* The host end: reads what the run sends; after the first full line writes `answer` once; ends
@@ -64,9 +66,13 @@ static void *host_main(void *arg)
     host_t *h = arg;
     for (;;) {
         struct pollfd pf = {.fd = h->fd, .events = POLLIN};
-        if (poll(&pf, 1, HOST_GUARD_MS) <= 0) return NULL;
+        /* the loop's SIGCHLD (a sandbox ending) may land on this thread: not the end */
+        int pr = poll(&pf, 1, HOST_GUARD_MS);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) return NULL;
         char buf[512];
         ssize_t n = read(h->fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
         if (n == 0) {
             h->eof = true;
             return NULL;
@@ -112,6 +118,24 @@ static bool fd_closed(int fd)
     return fcntl(fd, F_GETFD) < 0 && errno == EBADF;
 }
 
+/* every test runs twice: new sandboxes per run, then warm ones (the bridge comes with the code
+   either way); set by the group set-up, read by new_pool only */
+static bool warm_mode;
+
+static int cold_group(void **state)
+{
+    (void)state;
+    warm_mode = false;
+    return 0;
+}
+
+static int warm_group(void **state)
+{
+    (void)state;
+    warm_mode = true;
+    return 0;
+}
+
 static exec_pool_t *new_pool(uv_loop_t *loop, const char *disable)
 {
     exec_options_t o;
@@ -120,7 +144,7 @@ static exec_pool_t *new_pool(uv_loop_t *loop, const char *disable)
     o.launcher = TEST_LAUNCHER;
     o.max_concurrent = 1;
     o.max_queue = 4;
-    o.keep_warm = false; /* no launcher of ours reuses a descriptor number behind our back */
+    o.keep_warm = warm_mode;
     o.test_disable_layer = disable;
     exec_pool_t *pool = NULL;
     assert_int_equal(exec_pool_new(loop, &o, &pool), 0);
@@ -305,6 +329,9 @@ static void test_bridge_and_ro_dir_together(void **state)
              T_TIMEOUT_MS, run_end, dir, &c, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
     host_join(&h);
+    if (c.status != EXEC_STATUS_OK)
+        fprintf(stderr, "status %d\nout %s\nerr %s\nmessage %s\nhost got %s\n", c.status, c.out,
+                c.err, c.message, h.got);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     assert_string_equal(h.got, "hello from tools\n");
     assert_string_equal(c.out, "b'pong\\n'\n");
@@ -461,6 +488,77 @@ static void test_unsafe_mode_passes_the_bridge_too(void **state)
     remove_package(dir);
 }
 
+/* warm sandboxes are made for the folder of the last run that found none; the bridge comes
+   with the code, so bridge runs are warm too; a run without the folder never sees it */
+static void test_warm_sandboxes_follow_the_folder_and_take_the_bridge(void **state)
+{
+    (void)state;
+    if (!warm_mode) skip();
+    char dir[64];
+    write_package(dir, sizeof dir);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_pool_t *pool = new_pool(&loop, NULL);
+    for (int i = 0; i < 3; i++) {
+        host_t h;
+        int run_end = host_start(&h, "pong\n");
+        capture_t c = {0};
+        start_ex(pool,
+                 "import os, tools\n"
+                 "os.write(3, tools.hello().encode() + b'\\n')\n"
+                 "print(os.read(3, 100), os.environ['PTC_BRIDGE_FD'],\n"
+                 "      sorted(int(n) for n in os.listdir('/proc/self/fd'))[:4])\n",
+                 T_TIMEOUT_MS, run_end, dir, &c, NULL);
+        assert_true(fd_closed(run_end));
+        uv_run(&loop, UV_RUN_DEFAULT);
+        host_join(&h);
+        if (c.status != EXEC_STATUS_OK) fprintf(stderr, "%s\n%s\n", c.err, c.message);
+        assert_int_equal(c.status, EXEC_STATUS_OK);
+        assert_string_equal(h.got, "hello from tools\n");
+        assert_string_equal(c.out, "b'pong\\n' 3 [0, 1, 2, 3]\n");
+        assert_true(h.eof);
+        assert_int_equal(c.warm, i > 0); /* the first made them for its folder */
+    }
+    for (int i = 0; i < 2; i++) {
+        capture_t c = {0};
+        start_ex(pool,
+                 "import os, sys\n"
+                 "print(os.path.exists('" EXEC_RO_LIB_PATH "'), 'PTC_BRIDGE_FD' in os.environ,\n"
+                 "      any('ptc' in p for p in sys.path), sorted(os.listdir('/proc/self/fd')))\n",
+                 T_TIMEOUT_MS, -1, NULL, &c, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_int_equal(c.status, EXEC_STATUS_OK);
+        assert_string_equal(c.out, "False False False ['0', '1', '2', '3']\n");
+        assert_int_equal(c.warm, i > 0);
+    }
+    pool_done(&loop, pool);
+    remove_package(dir);
+}
+
+/* told the folder ahead (the server does when the tools package is built), the pool makes the
+   warm sandboxes with it, so even the first run with that folder is warm */
+static void test_warm_for_makes_the_first_run_with_the_folder_warm(void **state)
+{
+    (void)state;
+    if (!warm_mode) skip();
+    char dir[64];
+    write_package(dir, sizeof dir);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_pool_t *pool = new_pool(&loop, NULL);
+    assert_int_equal(exec_pool_warm_for(pool, "/nonexistent/ptc-lib"), EXEC_EINVAL);
+    assert_int_equal(exec_pool_warm_for(pool, dir), 0);
+    assert_int_equal(exec_pool_warm_for(pool, dir), 0); /* the same: nothing changes */
+    capture_t c = {0};
+    start_ex(pool, "import tools; print(tools.hello())", T_TIMEOUT_MS, -1, dir, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal(c.out, "hello from tools\n");
+    assert_true(c.warm);
+    pool_done(&loop, pool);
+    remove_package(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -471,6 +569,9 @@ int main(void)
         cmocka_unit_test(test_ro_dir_run_drops_passed_python_variables),
         cmocka_unit_test(test_cancel_and_timeout_with_a_bridge_leak_nothing),
         cmocka_unit_test(test_unsafe_mode_passes_the_bridge_too),
+        cmocka_unit_test(test_warm_sandboxes_follow_the_folder_and_take_the_bridge),
+        cmocka_unit_test(test_warm_for_makes_the_first_run_with_the_folder_warm),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("cold sandboxes", tests, cold_group, NULL);
+    return failed + cmocka_run_group_tests_name("warm sandboxes", tests, warm_group, NULL);
 }

@@ -37,6 +37,8 @@ typedef struct {
     char message[800];
     int progress_calls;
     uint64_t last_elapsed, last_bytes;
+    bool warm;
+    bool cancel_on_progress; /* cancel the run through the handle on_progress gets */
 } capture_t;
 
 static void capture_free(capture_t *c)
@@ -72,6 +74,7 @@ static void on_done(exec_run_t *run, const exec_result_t *r, void *user)
     c->err_trunc = r->err.truncated;
     c->duration_ms = r->duration_ms;
     c->sandbox = r->sandbox;
+    c->warm = r->warm_start;
     snprintf(c->message, sizeof c->message, "%s", r->message ? r->message : "");
 }
 
@@ -82,6 +85,7 @@ static void on_progress(exec_run_t *run, uint64_t elapsed, uint64_t bytes, void 
     c->progress_calls++;
     c->last_elapsed = elapsed;
     c->last_bytes = bytes;
+    if (c->cancel_on_progress) exec_run_cancel(run);
 }
 
 static bool as_root(void)
@@ -494,6 +498,15 @@ static void test_probe_finds_the_mandatory_layers(void **state)
     assert_true(need < sizeof rep);
     assert_non_null(strstr(rep, "seccomp        active"));
     assert_non_null(strstr(rep, "present"));
+    assert_true(p.warm_start);
+    assert_non_null(strstr(rep, "warm start: active"));
+    o.keep_warm = false;
+    exec_probe_t cold;
+    assert_int_equal(exec_probe(&o, &cold), 0);
+    assert_false(cold.warm_start);
+    char rep2[4096];
+    exec_probe_report(&cold, rep2, sizeof rep2);
+    assert_non_null(strstr(rep2, "warm start: inactive"));
     /* a too-small buffer is still terminated and the needed size is reported */
     char small[16];
     assert_int_equal(exec_probe_report(&p, small, sizeof small), need);
@@ -945,6 +958,225 @@ static void test_cancel_while_the_code_is_in_flight(void **state)
     free(code);
 }
 
+/* ---- warm sandboxes: set up ahead, interpreter waiting; every run still starts fresh ---- */
+
+static void idle_cb(uv_timer_t *t)
+{
+    (void)t;
+}
+
+/* runs the loop for ms with nothing else to do (warm sandboxes do not keep it alive) */
+static void idle(uv_loop_t *loop, uint64_t ms)
+{
+    uv_timer_t t;
+    uv_timer_init(loop, &t);
+    uv_timer_start(&t, idle_cb, ms, 0);
+    uv_run(loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+}
+
+static exec_pool_t *warm_pool(uv_loop_t *loop)
+{
+    exec_options_t o;
+    base_opts(&o);
+    o.max_concurrent = 1;
+    o.keep_warm = true;
+    o.warm_sandboxes = 2;
+    return new_pool(loop, &o);
+}
+
+static void warm_run(uv_loop_t *loop, exec_pool_t *pool, const char *code, uint64_t timeout,
+                     capture_t *c)
+{
+    start(pool, code, timeout, c, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    assert_true(c->done);
+    if (!c->warm) fprintf(stderr, "not warm: %s\n", c->message);
+    assert_true(c->warm);
+}
+
+static void pool_end(uv_loop_t *loop, exec_pool_t *pool)
+{
+    exec_pool_free(pool);
+    uv_run(loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(loop), 0);
+}
+
+static void test_warm_runs_share_no_state(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_pool_t *pool = warm_pool(&loop);
+    capture_t c = {0};
+    warm_run(&loop, pool,
+             "import builtins, json, os, sys\n"
+             "open('/tmp/leak', 'w').write('x')\n"
+             "leak_var = 1\n"
+             "json.leak = 1\n"
+             "builtins.leak = 1\n"
+             "os.environ['PTC_LEAK'] = '1'\n"
+             "sys.modules['leakmod'] = sys\n"
+             "sys.path.append('/leak')\n"
+             "print('set', os.listdir('/tmp'))\n",
+             T_TIMEOUT_MS, &c);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)c.out, "set ['leak']\n");
+    capture_free(&c);
+    /* the next runs take sandboxes made ahead (before and after the first run): none of it */
+    for (int i = 0; i < 3; i++) {
+        warm_run(&loop, pool,
+                 "import builtins, json, os, sys\n"
+                 "print(os.path.exists('/tmp/leak'), 'leak_var' in globals(), hasattr(json, "
+                 "'leak'), hasattr(builtins, 'leak'), 'PTC_LEAK' in os.environ, 'leakmod' in "
+                 "sys.modules, '/leak' in sys.path, os.listdir('/tmp'), os.getpid())\n",
+                 T_TIMEOUT_MS, &c);
+        assert_int_equal(c.status, EXEC_STATUS_OK);
+        assert_string_equal((char *)c.out, "False False False False False False False [] 2\n");
+        capture_free(&c);
+    }
+    pool_end(&loop, pool);
+}
+
+/* a run looks like `python3 -c CODE`: globals, argv, tracebacks without the bootstrap */
+static void test_warm_run_looks_like_python_c(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_pool_t *pool = warm_pool(&loop);
+    capture_t c = {0};
+    warm_run(&loop, pool,
+             "from __future__ import annotations\n"
+             "import sys\n"
+             "print(sys.argv, sorted(globals()), __name__)\n"
+             "def f():\n"
+             "    raise ValueError('v')\n"
+             "f()\n",
+             T_TIMEOUT_MS, &c);
+    assert_int_equal(c.status, EXEC_STATUS_ERROR);
+    assert_int_equal(c.exit_code, 1);
+    assert_string_equal((char *)c.out,
+                        "['-c'] ['__annotations__', '__builtins__', '__doc__', '__loader__', "
+                        "'__name__', '__package__', '__spec__', 'annotations', 'sys'] __main__\n");
+    assert_string_equal((char *)c.err, "Traceback (most recent call last):\n"
+                                       "  File \"<string>\", line 6, in <module>\n"
+                                       "  File \"<string>\", line 5, in f\n"
+                                       "ValueError: v\n");
+    capture_free(&c);
+    warm_run(&loop, pool, "x = (\n", T_TIMEOUT_MS, &c);
+    assert_int_equal(c.status, EXEC_STATUS_ERROR);
+    assert_non_null(strstr((char *)c.err, "SyntaxError"));
+    assert_null(strstr((char *)c.err, "Traceback"));
+    capture_free(&c);
+    pool_end(&loop, pool);
+}
+
+/* the sandbox waited 1.5 s before the code came; the 1 s timeout still counts from the code */
+static void test_warm_run_timeout_counts_from_the_code(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_pool_t *pool = warm_pool(&loop);
+    idle(&loop, 1500);
+    capture_t c = {0};
+    warm_run(&loop, pool, "import time; time.sleep(0.3); print('ok')", 1000, &c);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)c.out, "ok\n");
+    capture_free(&c);
+    warm_run(&loop, pool, "print('spinning', flush=True)\nwhile True: pass", 700, &c);
+    assert_int_equal(c.status, EXEC_STATUS_TIMEOUT);
+    assert_string_equal((char *)c.out, "spinning\n");
+    assert_true(c.duration_ms >= 700);
+    capture_free(&c);
+    pool_end(&loop, pool);
+}
+
+/* RLIMIT_CPU is the run's (timeout + 2 s, plus the start-up's whole second at most), not the
+   ceiling the waiting interpreter had */
+static void test_warm_run_cpu_limit_is_the_runs(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_pool_t *pool = warm_pool(&loop);
+    idle(&loop, 300);
+    capture_t c = {0};
+    warm_run(&loop, pool, "import resource; print(*resource.getrlimit(resource.RLIMIT_CPU))", 5000,
+             &c);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    long soft = -1, hard = -1;
+    assert_int_equal(sscanf((char *)c.out, "%ld %ld", &soft, &hard), 2);
+    assert_int_equal(soft, hard);
+    assert_true(soft >= 7 && soft <= 8);
+    capture_free(&c);
+    pool_end(&loop, pool);
+}
+
+static void test_warm_run_memory_bomb_is_contained(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_pool_t *pool = warm_pool(&loop);
+    bool memcg = exec_pool_probe(pool)->state[EXEC_LAYER_CGROUP_MEMORY] == EXEC_LAYER_ACTIVE;
+    capture_t c = {0};
+    warm_run(&loop, pool, "x = []\nwhile True: x.append(bytearray(16 << 20))", T_TIMEOUT_MS, &c);
+    /* the memory cgroup OOM-kills; without one RLIMIT_AS makes it a MemoryError */
+    assert_int_equal(c.status, memcg ? EXEC_STATUS_OOM : EXEC_STATUS_ERROR);
+    if (!memcg) assert_non_null(strstr((char *)c.err, "MemoryError"));
+    capture_free(&c);
+    warm_run(&loop, pool, "print('after')", T_TIMEOUT_MS, &c);
+    assert_string_equal((char *)c.out, "after\n");
+    capture_free(&c);
+    pool_end(&loop, pool);
+}
+
+/* a warm run cancelled, and a queued run that a warm sandbox took over, cancelled through the
+   handle its callbacks get: no on_done, and the pool goes on */
+static void test_warm_and_queued_runs_cancel(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.max_concurrent = 1;
+    o.warm_sandboxes = 2;
+    o.progress_ms = 50;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t a = {0}, b = {0}, d = {0};
+    exec_run_t *run = NULL;
+    start(pool, "while True: pass", T_TIMEOUT_MS, &a, &run);
+    exec_run_cancel(run);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_false(a.done);
+    start(pool, "import time; time.sleep(0.5); print('a')", T_TIMEOUT_MS, &a, NULL);
+    b.cancel_on_progress = true;
+    start(pool, "import time; time.sleep(30)", T_TIMEOUT_MS, &b, NULL);
+    assert_int_equal(exec_pool_queued(pool), 1);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_true(a.done);
+    assert_true(a.warm);
+    assert_string_equal((char *)a.out, "a\n");
+    assert_false(b.done);
+    assert_true(b.progress_calls >= 1);
+    /* a queued run that is not cancelled takes a warm sandbox too */
+    capture_free(&a);
+    start(pool, "import time; time.sleep(0.3); print('a2')", T_TIMEOUT_MS, &a, NULL);
+    start(pool, "print('d')", T_TIMEOUT_MS, &d, NULL);
+    assert_int_equal(exec_pool_queued(pool), 1);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_string_equal((char *)d.out, "d\n");
+    assert_true(d.warm);
+    capture_free(&a);
+    capture_free(&b);
+    capture_free(&d);
+    pool_end(&loop, pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -978,6 +1210,12 @@ int main(void)
         cmocka_unit_test(test_python_prefix_outside_usr_is_bound_read_only),
         cmocka_unit_test(test_without_user_namespace_still_confines),
         cmocka_unit_test(test_cancel_while_the_code_is_in_flight),
+        cmocka_unit_test(test_warm_runs_share_no_state),
+        cmocka_unit_test(test_warm_run_looks_like_python_c),
+        cmocka_unit_test(test_warm_run_timeout_counts_from_the_code),
+        cmocka_unit_test(test_warm_run_cpu_limit_is_the_runs),
+        cmocka_unit_test(test_warm_run_memory_bomb_is_contained),
+        cmocka_unit_test(test_warm_and_queued_runs_cancel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -53,6 +53,7 @@ static void complete(mcp_call_t *c, cJSON *msg)
         mcp__session_answer(s, c->batch, msg);
     } else {
         cJSON_Delete(msg);
+        if (s != NULL && c->batch == NULL) mcp__session_end_silent(s, c->id);
     }
     unlink_call(c);
     mcp__batch_t *batch = c->batch;

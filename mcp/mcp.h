@@ -225,7 +225,9 @@ typedef struct mcp_transport_ops {
  * id of the client request the message belongs to (borrowed, valid during the call; NULL when
  * it belongs to none, such as list_changed): the response to it, or progress, log messages and
  * server-to-client requests made on its behalf. answer is true when the message is the response
- * (or the JSON-RPC batch of responses) that completes that request. Same rules as ops->send.
+ * (or the JSON-RPC batch of responses) that completes that request. json NULL (len 0) with
+ * answer true says the request ended with no answer at all (the client cancelled it). Same
+ * rules as ops->send.
  */
 typedef int (*mcp_send_related_fn)(void *tdata, const char *json, size_t len, const cJSON *related,
                                    bool answer);

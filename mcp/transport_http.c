@@ -218,11 +218,25 @@ static int sess_send(void *tdata, const char *json, size_t len, const cJSON *rel
     mcp__hsess_t *se = tdata;
     if (se->ended && !se->draining) return MCP_OK; /* nobody can receive it any more */
     se->last_active_ms = mcp__now_ms();
+    mcp__hstream_t *st = related != NULL ? find_stream(se, related) : NULL;
+    if (json == NULL) {
+        /* The client cancelled the request: it waits for no answer, so its stream ends. */
+        if (st == NULL) return MCP_OK;
+        st->answered = true;
+        se->n_open--;
+        mcp__hconn_t *c = st->conn;
+        st->conn = NULL;
+        if (c != NULL && st->sse)
+            mcp__hconn_stream_end(c);
+        else if (c != NULL)
+            mcp__hconn_respond(c, 202, NULL, NULL, "", 0);
+        stream_free(st);
+        return MCP_OK;
+    }
     if (se->legacy) {
         stream_emit(se->get, json, len);
         return MCP_OK;
     }
-    mcp__hstream_t *st = related != NULL ? find_stream(se, related) : NULL;
     if (st == NULL || (!st->sse && !answer)) {
         /* Unrelated, or a JSON answer stream that cannot carry it: the standalone stream. */
         stream_emit(se->get, json, len);

@@ -219,6 +219,14 @@ static int sess_send(void *tdata, const char *json, size_t len, const cJSON *rel
     if (se->ended && !se->draining) return MCP_OK; /* nobody can receive it any more */
     se->last_active_ms = mcp__now_ms();
     mcp__hstream_t *st = related != NULL ? find_stream(se, related) : NULL;
+    if (json == NULL && !answer) {
+        /* Close the stream early; its events wait for a GET with Last-Event-ID. */
+        if (st == NULL || !st->sse || st->conn == NULL) return MCP_ENOTSUP;
+        mcp__hconn_t *c = st->conn;
+        st->conn = NULL;
+        mcp__hconn_stream_end(c);
+        return MCP_OK;
+    }
     if (json == NULL) {
         /* The client cancelled the request: it waits for no answer, so its stream ends. */
         if (st == NULL) return MCP_OK;

@@ -23,9 +23,9 @@ function post(url, body, headers = {}) {
 }
 
 // One raw HTTP/1.1 exchange on a fresh socket (fetch refuses to send some of these headers).
-function rawRequest(port, text) {
+function rawRequest(port, text, { halfClose = false } = {}) {
   return new Promise((resolve, reject) => {
-    const s = net.connect(port, '127.0.0.1', () => s.write(text));
+    const s = net.connect(port, '127.0.0.1', () => (halfClose ? s.end(text) : s.write(text)));
     let out = '';
     s.on('data', (d) => { out += d.toString(); });
     s.on('end', () => resolve(out));
@@ -92,6 +92,13 @@ test('status codes for refused requests, and the server keeps serving', async ()
       ['{"jsonrpc":"2.0"', ',"id":7,"method":"p', 'ing"}'].map((c) => `${c.length.toString(16)}\r\n${c}\r\n`).join('') + '0\r\n\r\n' +
       `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`);
     assert.match(chunked, /^HTTP\/1\.1 200 [\s\S]*"id":7,"result":\{\}[\s\S]*HTTP\/1\.1 200 [\s\S]*\{"status":"ok"\}/);
+    // A client that half-closes after its request still gets the answer.
+    const half = await rawRequest(port,
+      `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: ${JSON_SSE}\r\nMcp-Session-Id: ${sid}\r\nContent-Length: 40\r\n\r\n{"jsonrpc":"2.0","id":8,"method":"ping"}`,
+      { halfClose: true });
+    assert.match(half, /^HTTP\/1\.1 200 [\s\S]*Connection: close[\s\S]*"id":8,"result":\{\}/);
+    // A half-closed partial request gets a 400.
+    assert.match(await rawRequest(port, `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n`, { halfClose: true }), /^HTTP\/1\.1 400 /);
     // Headers past the limit.
     const huge = await rawRequest(port, `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nX-Big: ${'a'.repeat(20000)}\r\n\r\n`);
     assert.match(huge, /^HTTP\/1\.1 431 /);

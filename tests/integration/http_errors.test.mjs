@@ -96,7 +96,7 @@ test('status codes for refused requests, and the server keeps serving', async ()
     const half = await rawRequest(port,
       `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: ${JSON_SSE}\r\nMcp-Session-Id: ${sid}\r\nContent-Length: 40\r\n\r\n{"jsonrpc":"2.0","id":8,"method":"ping"}`,
       { halfClose: true });
-    assert.match(half, /^HTTP\/1\.1 200 [\s\S]*Connection: close[\s\S]*"id":8,"result":\{\}/);
+    assert.match(half, /^HTTP\/1\.1 200 [\s\S]*"id":8,"result":\{\}/);
     // A half-closed partial request gets a 400.
     assert.match(await rawRequest(port, `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n`, { halfClose: true }), /^HTTP\/1\.1 400 /);
     // Headers past the limit.

@@ -116,8 +116,10 @@ static int start_http(app_t *app, const ptc_options_t *o)
         uv_signal_start(&app->sig_int, on_http_signal, SIGINT);
         uv_signal_start(&app->sig_term, on_http_signal, SIGTERM);
     }
-    /* Tests and scripts read the URL from this line. */
-    mcp_log(&app->log, MCP_LOG_NOTICE, "ptc-mcp %s listening on %s", PTC_VERSION,
+    /* Tests and scripts read the URL from this line: it is written at every --log-level. */
+    mcp_logger_t always = app->log;
+    always.level = MCP_LOG_DEBUG;
+    mcp_log(&always, MCP_LOG_NOTICE, "ptc-mcp %s listening on %s", PTC_VERSION,
             mcp_http_server_url(app->http));
     return MCP_OK;
 }

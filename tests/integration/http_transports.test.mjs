@@ -95,10 +95,10 @@ test('legacy HTTP+SSE: the SDK SSE client runs code and searches; closing the st
   }
 });
 
-test('Streamable HTTP: progress arrives during the call and cancellation stops the run', async () => {
+for (const legacy of [false, true]) test(`${legacy ? 'legacy SSE' : 'Streamable HTTP'}: progress arrives during the call and cancellation stops the run`, async () => {
   const srv = await startHttp();
   try {
-    const c = await connectHttp(srv.url);
+    const c = await connectHttp(srv.url, { legacy });
     const seen = [];
     const r = await c.client.callTool({ name: 'execute_code', arguments: { code: 'import time\nprint("x", flush=True)\ntime.sleep(1.6)\nprint("done")' } },
       undefined, { onprogress: (p) => seen.push(p) });

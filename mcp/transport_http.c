@@ -404,7 +404,7 @@ void mcp__http_reap(mcp_http_server_t *hs)
 void mcp__http_end_all(mcp_http_server_t *hs, bool cancel_now)
 {
     while (hs->sessions != NULL)
-        end_session(hs->sessions, cancel_now, !hs->sessions->legacy);
+        end_session(hs->sessions, cancel_now, true);
     if (cancel_now) {
         for (mcp__hsess_t *se = hs->ending, *next; se != NULL; se = next) {
             next = se->next;

@@ -257,3 +257,17 @@ test('unrelated notifications wait for the GET stream: list_changed sent before 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+for (const legacy of [false, true]) test(`SIGTERM with a call in flight (${legacy ? 'legacy SSE' : 'Streamable HTTP'}): its answer still arrives, then exit 0`, async () => {
+  const srv = await startHttp();
+  const c = await connectHttp(srv.url, { legacy });
+  const p = c.client.callTool({ name: 'execute_code', arguments: { code: 'import time\ntime.sleep(1)\nprint("finished")' } });
+  await sleep(400);
+  srv.proc.kill('SIGTERM');
+  const r = await p;
+  assert.equal(r.structuredContent.stdout, 'finished\n');
+  const how = await srv.exit;
+  assert.equal(how.code, 0, srv.stderr);
+  assert.doesNotMatch(srv.stderr, /Sanitizer|runtime error:/);
+  await c.close().catch(() => {});
+});

@@ -15,6 +15,9 @@ typedef struct app {
     mcp_logger_t log;
     mcp_server_t *srv;
     mcp_stdio_t *io;
+    mcp_http_server_t *http;
+    uv_signal_t sig_int, sig_term;
+    bool signals_on, http_stopping;
     ptc_execute_t *exec;
     ptc_search_t *search;
     ptc_downstream_t *downstream;
@@ -39,6 +42,91 @@ static void on_stdio_done(mcp_stdio_t *io, void *data)
     ptc_search_stop(app->search);
     ptc_downstream_stop(app->downstream);
     ptc_bundle_stop(app->bundle);
+}
+
+static void on_signal_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void on_http_stopped(mcp_http_server_t *h, void *data)
+{
+    app_t *app = data;
+    mcp_http_server_free(h);
+    app->http = NULL;
+    if (app->signals_on) {
+        app->signals_on = false;
+        uv_close((uv_handle_t *)&app->sig_int, on_signal_closed);
+        uv_close((uv_handle_t *)&app->sig_term, on_signal_closed);
+    }
+    ptc_search_stop(app->search);
+    ptc_downstream_stop(app->downstream);
+    ptc_bundle_stop(app->bundle);
+}
+
+static void on_http_signal(uv_signal_t *h, int signum)
+{
+    app_t *app = h->data;
+    if (app->http == NULL) return;
+    mcp_log(&app->log, MCP_LOG_INFO, "received %s; %s", signum == SIGINT ? "SIGINT" : "SIGTERM",
+            app->http_stopping ? "cancelling work in flight" : "finishing work in flight");
+    app->http_stopping = true;
+    /* The signal handles stop keeping the loop alive; a second signal cancels at once. */
+    uv_unref((uv_handle_t *)&app->sig_int);
+    uv_unref((uv_handle_t *)&app->sig_term);
+    mcp_http_server_stop(app->http, on_http_stopped, app);
+}
+
+/* Serves MCP over HTTP until SIGINT/SIGTERM. Returns < 0 (logged) when it cannot start. */
+static int start_http(app_t *app, const ptc_options_t *o)
+{
+    mcp_http_server_opts_t ho;
+    mcp_http_server_opts_default(&ho);
+    char host[256];
+    unsigned port;
+    if (mcp_http_parse_listen(o->listen, host, sizeof host, &port) < 0) {
+        mcp_log(&app->log, MCP_LOG_ERROR,
+                "--listen \"%s\": expected HOST:PORT, such as 127.0.0.1:8765 or [::1]:8765 "
+                "(port 0 picks a free one)",
+                o->listen);
+        return MCP_EINVAL;
+    }
+    ho.host = host;
+    ho.port = port;
+    ho.max_message_bytes = o->max_message_bytes;
+    /* Fairness between sessions: one session may hold at most half of what the executor can
+     * run and queue, so others always find room (it gets 503 with Retry-After past that). */
+    size_t runs =
+        (o->max_concurrent ? o->max_concurrent : uv_available_parallelism()) + o->max_queue;
+    ho.max_streams_per_session = runs / 2 > 4 ? runs / 2 : 4;
+    ho.tls_cert_file = o->tls_cert;
+    ho.tls_key_file = o->tls_key;
+    if (o->auth_token_env != NULL) {
+        const char *tok = getenv(o->auth_token_env);
+        if (tok == NULL || tok[0] == '\0') {
+            mcp_log(&app->log, MCP_LOG_ERROR,
+                    "--auth-token-env %s: that environment variable is not set or empty; set it "
+                    "to the bearer token clients must send",
+                    o->auth_token_env);
+            return MCP_EINVAL;
+        }
+        ho.auth_token = tok;
+    }
+    int rc = mcp_http_server_start(app->srv, &ho, &app->http);
+    if (rc < 0) return rc;
+    if (uv_signal_init(&app->loop, &app->sig_int) == 0 &&
+        uv_signal_init(&app->loop, &app->sig_term) == 0) {
+        app->signals_on = true;
+        app->sig_int.data = app->sig_term.data = app;
+        uv_signal_start(&app->sig_int, on_http_signal, SIGINT);
+        uv_signal_start(&app->sig_term, on_http_signal, SIGTERM);
+    }
+    /* Tests and scripts read the URL from this line: it is written at every --log-level. */
+    mcp_logger_t always = app->log;
+    always.level = MCP_LOG_DEBUG;
+    mcp_log(&always, MCP_LOG_NOTICE, "ptc-mcp %s listening on %s", PTC_VERSION,
+            mcp_http_server_url(app->http));
+    return MCP_OK;
 }
 
 static void registry_changed(void *data)
@@ -124,6 +212,18 @@ static int check_report(const ptc_options_t *o)
 {
     printf("ptc-mcp %s\n", PTC_VERSION);
     printf("transport: %s\n", o->transport);
+    int http_status = 0;
+    if (strcmp(o->transport, "http") == 0) {
+        char host[256];
+        unsigned port;
+        bool ok = mcp_http_parse_listen(o->listen, host, sizeof host, &port) == 0;
+        const char *tok = o->auth_token_env ? getenv(o->auth_token_env) : NULL;
+        bool has_tok = tok != NULL && tok[0] != '\0';
+        printf("http: %s%s, bearer token %s, %s\n", ok ? "listen " : "BAD --listen ", o->listen,
+               has_tok ? "set" : (o->auth_token_env ? "MISSING (the variable is empty)" : "none"),
+               o->tls_cert ? "HTTPS" : "plain HTTP");
+        if (!ok || (o->auth_token_env && !has_tok)) http_status = 1;
+    }
     exec_options_t eo;
     exec_options_init(&eo);
     if (o->python) eo.python = o->python;
@@ -132,7 +232,7 @@ static int check_report(const ptc_options_t *o)
     eo.unsafe_no_sandbox = o->unsafe_no_sandbox;
     exec_probe_t probe;
     int rc = exec_probe(&eo, &probe);
-    int status = 0;
+    int status = http_status;
     if (rc < 0) {
         printf("sandbox: the probe could not run: %s. %s\n", exec_strerror(rc),
                exec_error_hint(rc));
@@ -214,16 +314,28 @@ static int run(const ptc_options_t *o)
     ptc_bundle_refresh(app.bundle);
     ptc_downstream_set_server(app.downstream, app.srv);
     if (o->expose_tools) ptc_downstream_expose(app.downstream, app.srv);
-    if ((rc = mcp_stdio_start(app.srv, STDIN_FILENO, STDOUT_FILENO, o->max_message_bytes,
-                              on_stdio_done, &app, &app.io)) < 0) {
-        mcp_log(&app.log, MCP_LOG_ERROR, "cannot serve on stdio: %s", mcp_strerror(rc));
-        goto out;
+    if (strcmp(o->transport, "http") == 0) {
+        if ((rc = start_http(&app, o)) < 0) {
+            status = 2;
+            goto out;
+        }
+    } else {
+        if ((rc = mcp_stdio_start(app.srv, STDIN_FILENO, STDOUT_FILENO, o->max_message_bytes,
+                                  on_stdio_done, &app, &app.io)) < 0) {
+            mcp_log(&app.log, MCP_LOG_ERROR, "cannot serve on stdio: %s", mcp_strerror(rc));
+            goto out;
+        }
+        mcp_log(&app.log, MCP_LOG_INFO, "ptc-mcp %s serving MCP on stdio", PTC_VERSION);
     }
-    mcp_log(&app.log, MCP_LOG_INFO, "ptc-mcp %s serving MCP on stdio", PTC_VERSION);
     uv_run(&app.loop, UV_RUN_DEFAULT);
     status = 0;
 out:
     if (app.io != NULL) mcp_stdio_free(app.io);
+    if (app.http != NULL) mcp_http_server_free(app.http);
+    if (app.signals_on) {
+        uv_close((uv_handle_t *)&app.sig_int, on_signal_closed);
+        uv_close((uv_handle_t *)&app.sig_term, on_signal_closed);
+    }
     /* Runs still alive are killed and indexing stops; the loop then reaps the children, lets
      * work in flight finish and runs every close callback. */
     ptc_execute_free(app.exec);

@@ -194,6 +194,10 @@ static int run(const ptc_options_t *o)
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up execute_code: %s", mcp_strerror(rc));
         goto out;
     }
+    if ((rc = ptc_prompts_register(app.srv)) < 0) {
+        mcp_log(&app.log, MCP_LOG_ERROR, "cannot register the prompts: %s", mcp_strerror(rc));
+        goto out;
+    }
     if ((rc = ptc_search_new(&app.loop, o, &app.log, &app.search)) < 0 ||
         (rc = ptc_search_register(app.search, app.srv)) < 0) {
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up search_tools: %s", mcp_strerror(rc));

@@ -137,4 +137,7 @@ unsigned long ptc_bundle_generated(const ptc_bundle_t *b);
 void ptc_bundle_stop(ptc_bundle_t *b);
 void ptc_bundle_free(ptc_bundle_t *b);
 
+/* The prompts the binary offers (prompts.c): execute_code_guide. */
+int ptc_prompts_register(mcp_server_t *srv);
+
 #endif

@@ -136,9 +136,10 @@ int mcp__table_insert(mcp__table_t *t, mcp__entry_t *e); /* takes e on MCP_OK on
 int mcp__table_remove(mcp__table_t *t, const char *key);
 void mcp__table_free(mcp__table_t *t);
 void mcp__entry_free(mcp__entry_t *e);
-/* The page after `cursor` as {<field>: [...], nextCursor?}; NULL with *bad on a bad cursor. */
-cJSON *mcp__table_page(const mcp__table_t *t, const char *field, const char *cursor,
-                       size_t page_size, bool *bad);
+/* The page after `cursor` as {<field>: [...], nextCursor?} as a client of `protocol` expects
+ * it; NULL with *bad on a bad cursor. */
+cJSON *mcp__table_page(const mcp__table_t *t, const char *field, const char *protocol,
+                       const char *cursor, size_t page_size, bool *bad);
 /* Capabilities and methods of resources/prompts/completion (features.c). */
 int mcp__features_capabilities(const mcp_server_t *srv, cJSON *caps);
 /* Answers method if it is a resources/, prompts/ or completion/complete method; else false. */

@@ -70,8 +70,8 @@ void mcp__table_free(mcp__table_t *t)
     memset(t, 0, sizeof *t);
 }
 
-cJSON *mcp__table_page(const mcp__table_t *t, const char *field, const char *cursor,
-                       size_t page_size, bool *bad)
+cJSON *mcp__table_page(const mcp__table_t *t, const char *field, const char *protocol,
+                       const char *cursor, size_t page_size, bool *bad)
 {
     *bad = false;
     size_t start = 0;
@@ -96,6 +96,9 @@ cJSON *mcp__table_page(const mcp__table_t *t, const char *field, const char *cur
             cJSON_Delete(l);
             goto fail;
         }
+        /* Titles arrived with 2025-06-18; older clients get the listing of their revision. */
+        if (mcp_protocol_cmp(protocol, "2025-06-18") < 0)
+            cJSON_DeleteItemFromObjectCaseSensitive(l, "title");
     }
     if (end < t->n) {
         char *enc = mcp__cursor_encode(t->v[end - 1]->key);

@@ -340,8 +340,9 @@ static void handle_list(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, cons
         return;
     }
     bool bad = false;
-    cJSON *res = mcp__table_page(t, field, cJSON_IsString(cur) ? cur->valuestring : NULL,
-                                 s->srv->page_size, &bad);
+    cJSON *res =
+        mcp__table_page(t, field, s->protocol, cJSON_IsString(cur) ? cur->valuestring : NULL,
+                        s->srv->page_size, &bad);
     if (bad) {
         mcp__answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS,
                           "%s: invalid cursor (pass back a nextCursor exactly as received)",

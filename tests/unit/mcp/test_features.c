@@ -568,6 +568,26 @@ static void list_changes_are_held_and_sent_once(void **state)
                         "notifications/prompts/list_changed");
 }
 
+static void titles_are_listed_only_for_revisions_that_know_them(void **state)
+{
+    env_t *e = *state;
+    mcp_prompt_def_t p = {.name = "p", .title = "The P", .get = greet};
+    assert_int_equal(mcp_server_add_prompt(e->srv, &p), 0);
+    mcp_resource_def_t d = {.uri = "test://t", .name = "t", .title = "The T", .read = read_static};
+    assert_int_equal(mcp_server_add_resource(e->srv, &d), 0);
+    init(e->a, &e->sa);
+    ask(e->b, &e->sb,
+        "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+        "\"protocolVersion\":\"2025-03-26\",\"capabilities\":{}}}");
+    const char *lp = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/list\"}";
+    const char *lr = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/list\"}";
+    assert_string_equal(gets(ask(e->a, &e->sa, "%s", lp), "result.prompts.0.title"), "The P");
+    assert_string_equal(gets(ask(e->a, &e->sa, "%s", lr), "result.resources.0.title"), "The T");
+    assert_null(get(ask(e->b, &e->sb, "%s", lp), "result.prompts.0.title"));
+    assert_null(get(ask(e->b, &e->sb, "%s", lr), "result.resources.0.title"));
+    assert_string_equal(gets(ask(e->b, &e->sb, "%s", lr), "result.resources.0.name"), "t");
+}
+
 static void content_blocks_are_built_and_validated(void **state)
 {
     (void)state;
@@ -618,6 +638,7 @@ int main(void)
         T(completions_are_capped_and_checked_against_the_reference),
         T(template_variables_complete_through_their_template),
         T(list_changes_are_held_and_sent_once),
+        T(titles_are_listed_only_for_revisions_that_know_them),
         T(content_blocks_are_built_and_validated),
 #undef T
     };

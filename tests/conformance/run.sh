@@ -79,11 +79,17 @@ for s in "${PRODUCT_SCENARIOS[@]}"; do
 done
 "$node" "$here/summarize.mjs" ptc-mcp "$out/ptc-mcp" "$expected" "${PRODUCT_SCENARIOS[@]}" || rc=1
 
-# The servers must have survived the suite, and a sanitizer build must not have reported.
+# The servers must have survived the suite, stop cleanly on SIGTERM (exit 0, so no leak under
+# LeakSanitizer), and a sanitizer build must not have reported anything.
 for p in "${pids[@]}"; do
     kill -0 "$p" 2>/dev/null || { echo "a server died during the suite (logs in $out)"; rc=1; }
 done
-cleanup
+for p in "${pids[@]}"; do
+    kill -TERM "$p" 2>/dev/null
+    wait "$p"
+    st=$?
+    [ $st -eq 0 ] || { echo "a server exited with status $st after SIGTERM (logs in $out)"; rc=1; }
+done
 pids=()
 if grep -lE 'Sanitizer|runtime error:' "$out"/*.err 2>/dev/null; then
     echo "sanitizer report in the servers' stderr above"

@@ -209,22 +209,52 @@ static void slow_headers_and_bodies_get_408(void **state)
     assert_non_null(strstr(buf, "Connection: close"));
 }
 
+/* Opens the session's GET stream and returns its socket once the headers are in. */
+static int open_get(const env_t *e, const char *sid)
+{
+    char req[512], buf[1024];
+    snprintf(req, sizeof req,
+             "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nAccept: text/event-stream\r\n"
+             "Mcp-Session-Id: %s\r\n\r\n",
+             e->port, sid);
+    int fd = dial(e);
+    send_all(fd, req);
+    ssize_t r = recv(fd, buf, sizeof buf - 1, 0);
+    assert_true(r > 0);
+    buf[r] = '\0';
+    assert_non_null(strstr(buf, "HTTP/1.1 200 "));
+    assert_non_null(strstr(buf, "text/event-stream"));
+    return fd;
+}
+
 static void sessions_past_the_limit_get_503_and_idle_ones_expire(void **state)
 {
     env_t *e = *state;
-    char buf[4096], sid1[64], sid2[64];
+    char buf[4096], sid1[64], sid2[64], sid3[64];
+    const char ping[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}";
     session_id(request(e, "POST", NULL, init_body, buf, sizeof buf), sid1, sizeof sid1);
     session_id(request(e, "POST", NULL, init_body, buf, sizeof buf), sid2, sizeof sid2);
     assert_string_not_equal(sid1, sid2);
+    /* Both busy (a GET stream each): no room. */
+    int g1 = open_get(e, sid1);
+    int g2 = open_get(e, sid2);
     request(e, "POST", NULL, init_body, buf, sizeof buf);
     assert_non_null(strstr(buf, "HTTP/1.1 503 "));
     assert_non_null(strstr(buf, "Retry-After: "));
     /* DELETE frees a place. */
     request(e, "DELETE", sid1, "", buf, sizeof buf);
     assert_non_null(strstr(buf, "HTTP/1.1 200 "));
+    read_all(g1, buf, sizeof buf); /* the deleted session's stream ends */
+    close(g1);
     session_id(request(e, "POST", NULL, init_body, buf, sizeof buf), sid1, sizeof sid1);
+    /* At the limit, the session idle the longest (no stream, nothing in flight) makes room. */
+    session_id(request(e, "POST", NULL, init_body, buf, sizeof buf), sid3, sizeof sid3);
+    request(e, "POST", sid1, ping, buf, sizeof buf);
+    assert_non_null(strstr(buf, "HTTP/1.1 404 "));
+    request(e, "POST", sid2, ping, buf, sizeof buf);
+    assert_non_null(strstr(buf, "HTTP/1.1 200 "));
+    close(g2);
     /* Idle sessions end once the sweep (every second) sees them past their limit. */
-    const char ping[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}";
     for (int i = 0; i < 100; i++) {
         request(e, "POST", sid2, ping, buf, sizeof buf);
         if (strstr(buf, "HTTP/1.1 404 ") != NULL) break;

@@ -47,7 +47,7 @@ configure_build() { # DIR ARGS...
 
 configure_fuzz() {
     CC=clang cmake -S . -B build/fuzz -G "$gen" -DCMAKE_BUILD_TYPE=Debug -DPTC_FUZZ=ON \
-        -DPTC_TESTS=OFF && cmake --build build/fuzz -j "$jobs" --target fuzz_session fuzz_downstream fuzz_bridge
+        -DPTC_TESTS=OFF && cmake --build build/fuzz -j "$jobs" --target fuzz_session fuzz_downstream fuzz_bridge fuzz_http
 }
 
 count_ctest() { # counts from ctest's "N% tests passed, F tests failed out of T"

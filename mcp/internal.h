@@ -12,6 +12,21 @@ typedef struct mcp__tool {
     void *data;
 } mcp__tool_t;
 
+/* A resource, resource template or prompt: what its list shows, sorted by key. */
+typedef struct mcp__entry {
+    char *key;      /* uri, uri template or prompt name */
+    cJSON *listing; /* the object resources/list, resources/templates/list or prompts/list shows */
+    mcp_resource_read_fn read;
+    mcp_prompt_get_fn get;
+    mcp_complete_fn complete;
+    void *data;
+} mcp__entry_t;
+
+typedef struct mcp__table {
+    mcp__entry_t **v; /* sorted by key (strcmp): the stable order of the list and its cursors */
+    size_t n, cap;
+} mcp__table_t;
+
 struct mcp_server {
     uv_loop_t *loop;
     const mcp_logger_t *lg;
@@ -22,6 +37,9 @@ struct mcp_server {
     size_t n_tools, cap_tools;
     mcp_session_t *sessions; /* every live session, for list_changed */
     bool hold_notify, changed_while_held;
+    mcp__table_t resources, templates, prompts;
+    bool declared_resources, declared_prompts, declared_completions;
+    bool resources_changed_while_held, prompts_changed_while_held;
 };
 
 /* A JSON-RPC batch whose answers are collected until its last request is done. */
@@ -81,6 +99,7 @@ struct mcp_session {
     void *idle_data;
     uv_timer_t *grace_timer;
     mcp_session_t *prev, *next;
+    cJSON *subscriptions; /* array of URI strings from resources/subscribe, or NULL */
 };
 
 /* session.c */
@@ -117,6 +136,46 @@ int mcp__session_request(mcp_session_t *s, const cJSON *related, const char *met
                          void *data, mcp_outreq_t **out);
 bool mcp__outreq_route(mcp_session_t *s, const cJSON *msg, mcp_msg_kind_t kind);
 void mcp__outreq_fail_all(mcp_session_t *s, int err, const char *message);
+
+/* server.c: the opaque "after:<key>" cursors of every list. encode returns a malloc'd string
+ * or NULL; decode returns a malloc'd key or NULL for a malformed cursor (*bad set) or ENOMEM. */
+char *mcp__cursor_encode(const char *key);
+char *mcp__cursor_decode(const char *cursor, bool *bad);
+
+/* listing.c: the tables of resources, templates and prompts */
+mcp__entry_t *mcp__table_find(const mcp__table_t *t, const char *key);
+int mcp__table_insert(mcp__table_t *t, mcp__entry_t *e); /* takes e on MCP_OK only */
+int mcp__table_remove(mcp__table_t *t, const char *key);
+void mcp__table_free(mcp__table_t *t);
+void mcp__entry_free(mcp__entry_t *e);
+/* The page after `cursor` as {<field>: [...], nextCursor?} as a client of `protocol` expects
+ * it; NULL with *bad on a bad cursor. */
+cJSON *mcp__table_page(const mcp__table_t *t, const char *field, const char *protocol,
+                       const char *cursor, size_t page_size, bool *bad);
+/* Capabilities and methods of resources/prompts/completion (features.c). */
+int mcp__features_capabilities(const mcp_server_t *srv, cJSON *caps);
+/* Answers method if it is a resources/, prompts/ or completion/complete method; else false. */
+bool mcp__features_handle(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const char *method,
+                          const cJSON *params);
+void mcp__features_release(mcp_server_t *srv); /* notifications held back by hold */
+void mcp__features_free(mcp_server_t *srv);
+/* Sends a list_changed to every initialized session (or remembers it while held). */
+void mcp__features_list_changed(mcp_server_t *srv, bool prompts);
+/* resources.c, prompts.c, completion.c: the methods, called by mcp__features_handle once the
+ * capability is known to be active; each answers through mcp__session_answer. */
+bool mcp__template_match(const char *tmpl, const char *uri, cJSON *vars);
+bool mcp__resources_active(const mcp_server_t *srv);
+bool mcp__prompts_active(const mcp_server_t *srv);
+bool mcp__completions_active(const mcp_server_t *srv);
+void mcp__resources_handle(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const char *method,
+                           const cJSON *params);
+void mcp__prompts_handle(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const char *method,
+                         const cJSON *params);
+void mcp__completion_handle(mcp_session_t *s, mcp__batch_t *b, const cJSON *id,
+                            const cJSON *params);
+/* An error answer with a printf-style message (features.c). */
+void mcp__answer_error(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, int code,
+                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* util.c */
 uint64_t mcp__now_ms(void);

@@ -354,6 +354,127 @@ void mcp_call_finish_rpc_error(mcp_call_t *call, int code, const char *message);
 cJSON *mcp_text_content(const char *text);
 
 /* ---------------------------------------------------------------------------------------- */
+/* Content blocks (tool results, prompt messages, sampling) and their validation             */
+
+/** Builds one {"type":"text","text":text} block; NULL on ENOMEM. Strings are copied. */
+cJSON *mcp_text_block(const char *text);
+/** Builds an image or audio block: type "image" or "audio", data base64 (not checked here),
+ *  mime_type such as "image/png". NULL on ENOMEM or a NULL argument. */
+cJSON *mcp_media_block(const char *type, const char *base64, const char *mime_type);
+/** Builds an embedded resource block {"type":"resource","resource":{uri, mimeType, text|blob}}:
+ *  exactly one of text and blob (base64) must be non-NULL; mime_type may be NULL. */
+cJSON *mcp_resource_block(const char *uri, const char *mime_type, const char *text,
+                          const char *blob);
+/**
+ * Checks one content block as the 2025-11-25 schema describes it: text (text), image and
+ * audio (base64 data, mimeType), resource (resource.uri plus text or base64 blob),
+ * resource_link (uri, name). Returns MCP_EINVAL with a message naming the field, else MCP_OK.
+ * Borrows block.
+ */
+int mcp_content_validate(const cJSON *block, char *msg, size_t msg_size);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Resources, prompts and completions (files mcp/resources.c, prompts.c, completion.c)      */
+/*                                                                                          */
+/* Registered on the server like tools and shared by every session. The initialize result  */
+/* advertises "resources" (subscribe, listChanged), "prompts" (listChanged) and            */
+/* "completions" only when something of that kind was registered before the client        */
+/* initialized, or declared with mcp_server_declare. Handlers run on the loop thread and   */
+/* answer at once; they must not block.                                                     */
+
+#define MCP_RESOURCE_NOT_FOUND    (-32002) /* JSON-RPC error code of resources/read */
+#define MCP_MAX_SUBSCRIPTIONS     1024     /* resources/subscribe URIs kept per session */
+#define MCP_MAX_PROMPT_ARGS       64       /* arguments of one prompt */
+#define MCP_MAX_COMPLETION_VALUES 100      /* values in one completion/complete answer */
+#define MCP_MAX_URI_BYTES         4096     /* longest URI or template accepted */
+
+/**
+ * Reads a resource. uri is what the client asked for (borrowed); vars (borrowed) is NULL for a
+ * plain resource and, for a template, an object mapping each {variable} to its string value.
+ * On success returns MCP_OK and sets *contents to a JSON array of ResourceContents objects
+ * ({uri, mimeType, text | blob}) that the library takes. MCP_EINVAL means "no such resource"
+ * (the client gets -32002); other errors become an internal error. msg (msg_size bytes) may
+ * hold a reason for the client.
+ */
+typedef int (*mcp_resource_read_fn)(const char *uri, const cJSON *vars, void *data,
+                                    cJSON **contents, char *msg, size_t msg_size);
+
+/**
+ * Completes argument `arg` (a prompt argument or template variable) whose partial text is
+ * `value`; context (borrowed, may be NULL) holds the arguments already chosen. Sets *values
+ * to a JSON array of strings (taken; the library keeps the first MCP_MAX_COMPLETION_VALUES and
+ * says hasMore). Returns MCP_OK, or < 0 for an internal error.
+ */
+typedef int (*mcp_complete_fn)(const char *arg, const char *value, const cJSON *context, void *data,
+                               cJSON **values);
+
+typedef struct mcp_resource_def {
+    const char *uri;         /* a URI, or for a template an RFC 6570 level-1 template such as
+                                "test://item/{id}/data" ({name} matches one or more characters
+                                other than '/') */
+    const char *name;        /* required */
+    const char *title;       /* may be NULL */
+    const char *description; /* may be NULL */
+    const char *mime_type;   /* may be NULL */
+    mcp_resource_read_fn read;
+    mcp_complete_fn complete; /* templates only: completes a variable; may be NULL */
+    void *data;               /* borrowed; passed to read and complete */
+} mcp_resource_def_t;
+
+/** Adds a resource (strings copied). MCP_EINVAL (logged) for a missing name, uri or read
+ *  function, a URI longer than MCP_MAX_URI_BYTES, or a duplicate. Initialized sessions get
+ *  notifications/resources/list_changed (held like tools by mcp_server_hold_notifications). */
+int mcp_server_add_resource(mcp_server_t *srv, const mcp_resource_def_t *def);
+/** Adds a resource template; as mcp_server_add_resource, and MCP_EINVAL for a template with an
+ *  empty or unclosed {variable} or two variables side by side. */
+int mcp_server_add_resource_template(mcp_server_t *srv, const mcp_resource_def_t *def);
+/** Removes a resource or template by its uri string; MCP_EINVAL if absent. Subscriptions to it
+ *  are kept (a client may subscribe before a resource exists again). */
+int mcp_server_remove_resource(mcp_server_t *srv, const char *uri);
+/** Sends notifications/resources/updated {uri} to every session subscribed to uri. */
+void mcp_server_resource_updated(mcp_server_t *srv, const char *uri);
+/** True if session s is subscribed to uri. */
+bool mcp_session_subscribed(const mcp_session_t *s, const char *uri);
+
+typedef struct mcp_prompt_arg {
+    const char *name;        /* required */
+    const char *description; /* may be NULL */
+    bool required;
+} mcp_prompt_arg_t;
+
+/**
+ * Renders a prompt. args (borrowed) is an object of string values, already checked: every
+ * required argument is present, no argument is unknown. On MCP_OK sets *messages to a JSON
+ * array of PromptMessage objects ({role: "user"|"assistant", content: block}), taken and then
+ * validated by the library (a bad message becomes an internal error naming it). MCP_EINVAL
+ * answers -32602 with msg (an argument value the prompt cannot use).
+ */
+typedef int (*mcp_prompt_get_fn)(const char *name, const cJSON *args, void *data, cJSON **messages,
+                                 char *msg, size_t msg_size);
+
+typedef struct mcp_prompt_def {
+    const char *name;             /* required; [A-Za-z0-9_.-]{1,128} */
+    const char *title;            /* may be NULL */
+    const char *description;      /* may be NULL */
+    const mcp_prompt_arg_t *args; /* n_args entries (copied), at most MCP_MAX_PROMPT_ARGS */
+    size_t n_args;
+    mcp_prompt_get_fn get;
+    mcp_complete_fn complete; /* completes an argument; may be NULL */
+    void *data;               /* borrowed */
+} mcp_prompt_def_t;
+
+/** Adds a prompt (everything copied). MCP_EINVAL (logged) for a bad name, a duplicate, a
+ *  missing get function, too many or duplicate arguments. Sends
+ *  notifications/prompts/list_changed as resources do. */
+int mcp_server_add_prompt(mcp_server_t *srv, const mcp_prompt_def_t *def);
+/** Removes a prompt by name; MCP_EINVAL if absent. */
+int mcp_server_remove_prompt(mcp_server_t *srv, const char *name);
+
+/** Advertises a capability in later initialize results even while nothing of its kind is
+ *  registered yet: "resources", "prompts" or "completions" (else MCP_EINVAL). */
+int mcp_server_declare(mcp_server_t *srv, const char *capability);
+
+/* ---------------------------------------------------------------------------------------- */
 /* Argument validation (a JSON Schema subset: type, properties, required, enum, items,     */
 /* minimum/maximum, minLength/maxLength, minItems/maxItems, additionalProperties: false)    */
 

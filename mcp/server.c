@@ -63,6 +63,7 @@ void mcp_server_free(mcp_server_t *srv)
     free(srv->title);
     free(srv->version);
     free(srv->instructions);
+    mcp__features_free(srv);
     free(srv);
 }
 
@@ -205,6 +206,7 @@ void mcp_server_hold_notifications(mcp_server_t *srv, bool hold)
         srv->changed_while_held = false;
         notify_list_changed(srv);
     }
+    if (!hold) mcp__features_release(srv);
 }
 
 int mcp_server_remove_tool(mcp_server_t *srv, const char *name)
@@ -334,6 +336,34 @@ cJSON *mcp__server_list_tools(const mcp_server_t *srv, const char *protocol, con
 fail:
     cJSON_Delete(res);
     return NULL;
+}
+
+char *mcp__cursor_encode(const char *key)
+{
+    size_t n = strlen(CURSOR_PREFIX) + strlen(key);
+    char *plain = malloc(n + 1);
+    if (plain == NULL) return NULL;
+    snprintf(plain, n + 1, "%s%s", CURSOR_PREFIX, key);
+    char *enc = b64url_encode(plain, n);
+    free(plain);
+    return enc;
+}
+
+char *mcp__cursor_decode(const char *cursor, bool *bad)
+{
+    *bad = false;
+    size_t n = strlen(cursor);
+    char *dec = malloc(n + 1);
+    if (dec == NULL) return NULL;
+    long len = b64url_decode(cursor, dec);
+    size_t pre = strlen(CURSOR_PREFIX);
+    if (len < (long)pre || (size_t)len != strlen(dec) || strncmp(dec, CURSOR_PREFIX, pre) != 0) {
+        free(dec);
+        *bad = true;
+        return NULL;
+    }
+    memmove(dec, dec + pre, (size_t)len - pre + 1);
+    return dec;
 }
 
 mcp_session_t *mcp_server_pick_session(const mcp_server_t *srv, const char *capability)

@@ -144,12 +144,13 @@ static void answer_error(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, int
     mcp__session_answer(s, b, mcp_jsonrpc_error(id, code, msg, NULL));
 }
 
-static cJSON *server_capabilities(void)
+static cJSON *server_capabilities(const mcp_server_t *srv)
 {
     cJSON *caps = cJSON_CreateObject();
     cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
     if (tools == NULL || cJSON_AddTrueToObject(tools, "listChanged") == NULL ||
-        cJSON_AddObjectToObject(caps, "logging") == NULL) {
+        cJSON_AddObjectToObject(caps, "logging") == NULL ||
+        mcp__features_capabilities(srv, caps) < 0) {
         cJSON_Delete(caps);
         return NULL;
     }
@@ -183,7 +184,7 @@ static void handle_initialize(mcp_session_t *s, mcp__batch_t *b, const cJSON *id
 
     cJSON *res = cJSON_CreateObject();
     cJSON *info = cJSON_CreateObject();
-    cJSON *scaps = server_capabilities();
+    cJSON *scaps = server_capabilities(srv);
     bool ok = res && info && scaps &&
               cJSON_AddStringToObject(res, "protocolVersion", chosen) != NULL &&
               cJSON_AddStringToObject(info, "name", srv->name) != NULL &&
@@ -293,6 +294,8 @@ static void handle_request(mcp_session_t *s, mcp__batch_t *b, const cJSON *msg)
         mcp__call_start(s, b, id, params);
     } else if (strcmp(method, "logging/setLevel") == 0) {
         handle_set_level(s, b, id, params);
+    } else if (mcp__features_handle(s, b, id, method, params)) {
+        /* resources, prompts, completion: answered */
     } else {
         char m[200];
         snprintf(m, sizeof m, "Method not found: %.160s", method);
@@ -485,5 +488,6 @@ void mcp_session_free(mcp_session_t *s)
     if (s->ops->closed) s->ops->closed(s->tdata);
     cJSON_Delete(s->client_caps);
     cJSON_Delete(s->client_info);
+    cJSON_Delete(s->subscriptions);
     free(s);
 }

@@ -290,8 +290,13 @@ static int run(const ptc_options_t *o)
         goto out;
     }
     if ((rc = ptc_execute_new(&app.loop, o, &app.log, &app.exec)) < 0 ||
-        (rc = ptc_execute_register(app.exec, app.srv)) < 0) {
+        (rc = ptc_execute_register(app.exec, app.srv)) < 0 ||
+        (rc = ptc_output_resources_register(app.exec, app.srv)) < 0) {
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up execute_code: %s", mcp_strerror(rc));
+        goto out;
+    }
+    if ((rc = ptc_prompts_register(app.srv)) < 0) {
+        mcp_log(&app.log, MCP_LOG_ERROR, "cannot register the prompts: %s", mcp_strerror(rc));
         goto out;
     }
     if ((rc = ptc_search_new(&app.loop, o, &app.log, &app.search)) < 0 ||

@@ -852,3 +852,13 @@ void ptc_execute_free(ptc_execute_t *ex)
     ptc_pages_free(ex->pages);
     free(ex);
 }
+
+ptc_pages_t *ptc_execute_pages(const ptc_execute_t *ex)
+{
+    return ex->pages;
+}
+
+uv_loop_t *ptc_execute_loop(const ptc_execute_t *ex)
+{
+    return ex->loop;
+}

@@ -47,7 +47,7 @@ configure_build() { # DIR ARGS...
 
 configure_fuzz() {
     CC=clang cmake -S . -B build/fuzz -G "$gen" -DCMAKE_BUILD_TYPE=Debug -DPTC_FUZZ=ON \
-        -DPTC_TESTS=OFF && cmake --build build/fuzz -j "$jobs" --target fuzz_session fuzz_downstream fuzz_bridge
+        -DPTC_TESTS=OFF && cmake --build build/fuzz -j "$jobs" --target fuzz_session fuzz_downstream fuzz_bridge fuzz_http
 }
 
 count_ctest() { # counts from ctest's "N% tests passed, F tests failed out of T"
@@ -67,6 +67,17 @@ count_node() { # counts from node --test's "# pass N" / "# fail N"
     f=$(grep -E '^# fail [0-9]+' "$logs/$1.log" | tail -n1 | awk '{print $3}')
     tests_passed=$((tests_passed + ${p:-0}))
     tests_failed=$((tests_failed + ${f:-0}))
+}
+
+count_conformance() { # counts scenarios from "conformance LABEL: P/T scenarios passed, E expected"
+    local line p t e
+    while read -r line; do
+        p=$(sed -E 's|.*: ([0-9]+)/([0-9]+) scenarios passed, ([0-9]+) expected.*|\1|' <<<"$line")
+        t=$(sed -E 's|.*: ([0-9]+)/([0-9]+) scenarios passed, ([0-9]+) expected.*|\2|' <<<"$line")
+        e=$(sed -E 's|.*: ([0-9]+)/([0-9]+) scenarios passed, ([0-9]+) expected.*|\3|' <<<"$line")
+        tests_passed=$((tests_passed + p))
+        tests_failed=$((tests_failed + t - p - e))
+    done < <(grep -E '^conformance [a-z-]+: [0-9]+/[0-9]+ scenarios passed' "$logs/$1.log")
 }
 
 format_check() {
@@ -92,6 +103,10 @@ count_ctest unit-asan
 export PTC_BUILD_DIR="$root/build/asan"
 stage integration-asan node --test --test-concurrency=2 tests/integration/
 count_node integration-asan
+# 3b. The official MCP conformance suite over Streamable HTTP: every scenario against the fixture
+#     server, the fixture-free ones against ptc-mcp (tests/conformance/run.sh).
+stage conformance tests/conformance/run.sh "$root/build/asan"
+count_conformance conformance
 # 4. Search quality on the dev tool catalog (../shared/eval/dev beside the checkout), against a
 #    BM25 baseline the bench computes itself: fails below the targets or when the model silently
 #    fell back to the lexical embedder.

@@ -58,6 +58,51 @@ static void tool_ask(mcp_call_t *call, const cJSON *args, void *data)
     mcp_call_finish_text(call, rc < 0, "%d", rc);
 }
 
+/* A resource read that echoes the URI and any template variables. */
+static int read_any(const char *uri, const cJSON *vars, void *data, cJSON **contents, char *msg,
+                    size_t msg_size)
+{
+    (void)data;
+    (void)msg;
+    (void)msg_size;
+    char *v = vars ? cJSON_PrintUnformatted(vars) : NULL;
+    cJSON *arr = cJSON_CreateArray();
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(arr, c);
+    cJSON_AddStringToObject(c, "uri", uri);
+    cJSON_AddStringToObject(c, "text", v ? v : "static");
+    cJSON_free(v);
+    *contents = arr;
+    return MCP_OK;
+}
+
+static int get_any(const char *name, const cJSON *args, void *data, cJSON **messages, char *msg,
+                   size_t msg_size)
+{
+    (void)name;
+    (void)data;
+    (void)msg;
+    (void)msg_size;
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(args, "a");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "user");
+    cJSON_AddItemToObject(m, "content", mcp_text_block(cJSON_IsString(a) ? a->valuestring : ""));
+    *messages = cJSON_CreateArray();
+    cJSON_AddItemToArray(*messages, m);
+    return MCP_OK;
+}
+
+static int complete_any(const char *arg, const char *value, const cJSON *context, void *data,
+                        cJSON **values)
+{
+    (void)context;
+    (void)data;
+    *values = cJSON_CreateArray();
+    cJSON_AddItemToArray(*values, cJSON_CreateString(arg));
+    cJSON_AddItemToArray(*values, cJSON_CreateString(value));
+    return MCP_OK;
+}
+
 static void on_line(void *data, const char *line, size_t len, bool too_big)
 {
     harness_t *h = data;
@@ -92,6 +137,19 @@ static harness_t *harness(void)
     };
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
         if (mcp_server_add_tool(h.srv, &defs[i]) < 0) abort();
+    /* Resources, a template, prompts and completions: their methods parse client input too. */
+    mcp_resource_def_t r1 = {.uri = "test://a", .name = "a", .read = read_any};
+    mcp_resource_def_t r2 = {.uri = "test://b", .name = "b", .title = "B", .read = read_any};
+    mcp_resource_def_t t1 = {
+        .uri = "test://t/{x}/y{z}", .name = "t", .read = read_any, .complete = complete_any};
+    static const mcp_prompt_arg_t pargs[] = {{.name = "a", .required = true}, {.name = "b"}};
+    mcp_prompt_def_t p1 = {
+        .name = "p", .args = pargs, .n_args = 2, .get = get_any, .complete = complete_any};
+    mcp_prompt_def_t p2 = {.name = "q", .title = "Q", .get = get_any};
+    if (mcp_server_add_resource(h.srv, &r1) < 0 || mcp_server_add_resource(h.srv, &r2) < 0 ||
+        mcp_server_add_resource_template(h.srv, &t1) < 0 || mcp_server_add_prompt(h.srv, &p1) < 0 ||
+        mcp_server_add_prompt(h.srv, &p2) < 0)
+        abort();
     ready = true;
     return &h;
 }

@@ -1,0 +1,100 @@
+/* output_resources.c - execute_code's output pages as MCP resources: the template
+ * ptc://output/{cursor} reads the page behind a cursor that execute_code handed out, so a client
+ * can show or attach a long output without another tool call. Reading does not consume the
+ * page: it stays readable until the cursor expires, as with execute_code's cursor argument. */
+#include "pages.h"
+#include "tools.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define OUTPUT_URI_PREFIX "ptc://output/"
+
+typedef struct text {
+    char *s;
+    size_t len, cap;
+    bool failed;
+} text_t;
+
+static void put(text_t *t, const char *s)
+{
+    size_t n = strlen(s);
+    if (t->failed) return;
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 256;
+        while (cap < t->len + n + 1)
+            cap *= 2;
+        char *ns = realloc(t->s, cap);
+        if (ns == NULL) {
+            t->failed = true;
+            return;
+        }
+        t->s = ns;
+        t->cap = cap;
+    }
+    memcpy(t->s + t->len, s, n + 1);
+    t->len += n;
+}
+
+static int read_output(const char *uri, const cJSON *vars, void *data, cJSON **contents, char *msg,
+                       size_t msg_size)
+{
+    ptc_execute_t *ex = data;
+    const char *cursor = cJSON_GetObjectItemCaseSensitive(vars, "cursor")->valuestring;
+    ptc_page_t page;
+    int rc = ptc_pages_next(ptc_execute_pages(ex), cursor, uv_now(ptc_execute_loop(ex)), &page);
+    if (rc == PTC_PAGES_EXPIRED) {
+        snprintf(msg, msg_size,
+                 "unknown or expired cursor (output is kept for 30 minutes after its last page "
+                 "was read)");
+        return MCP_EINVAL;
+    }
+    if (rc < 0) return MCP_ENOMEM;
+    text_t t = {0};
+    bool has_err = page.err[0] != '\0';
+    if (has_err && page.out[0] != '\0') put(&t, "--- stdout ---\n");
+    put(&t, page.out);
+    if (has_err) {
+        if (t.len > 0 && t.s[t.len - 1] != '\n') put(&t, "\n");
+        put(&t, "--- stderr ---\n");
+        put(&t, page.err);
+    }
+    if (page.cursor != NULL) {
+        if (t.len > 0 && t.s[t.len - 1] != '\n') put(&t, "\n");
+        put(&t, "[more output: " OUTPUT_URI_PREFIX);
+        put(&t, page.cursor);
+        put(&t, "]");
+    }
+    if (t.len == 0) put(&t, "");
+    ptc_page_clear(&page);
+    cJSON *arr = cJSON_CreateArray();
+    cJSON *c = cJSON_CreateObject();
+    bool ok = !t.failed && arr != NULL && c != NULL && cJSON_AddItemToArray(arr, c);
+    if (!ok) cJSON_Delete(c);
+    ok = ok && cJSON_AddStringToObject(c, "uri", uri) != NULL &&
+         cJSON_AddStringToObject(c, "mimeType", "text/plain") != NULL &&
+         cJSON_AddStringToObject(c, "text", t.s) != NULL;
+    free(t.s);
+    if (!ok) {
+        cJSON_Delete(arr);
+        return MCP_ENOMEM;
+    }
+    *contents = arr;
+    return MCP_OK;
+}
+
+int ptc_output_resources_register(ptc_execute_t *ex, mcp_server_t *srv)
+{
+    const mcp_resource_def_t def = {
+        .uri = OUTPUT_URI_PREFIX "{cursor}",
+        .name = "execute_code output page",
+        .title = "execute_code output page",
+        .description = "The page of an execute_code result behind a cursor it returned "
+                       "(next_cursor): stdout, then stderr, and the next page's URI when there "
+                       "is more",
+        .mime_type = "text/plain",
+        .read = read_output,
+        .data = ex,
+    };
+    return mcp_server_add_resource_template(srv, &def);
+}

@@ -101,7 +101,7 @@ stage unit-asan ctest --test-dir build/asan --output-on-failure -j "$jobs"
 count_ctest unit-asan
 # 3. Integration tests through real MCP clients, against the sanitizer build.
 export PTC_BUILD_DIR="$root/build/asan"
-stage integration-asan node --test --test-concurrency=2 tests/integration/
+stage integration-asan node --test --test-concurrency=2 tests/integration/*.test.mjs
 count_node integration-asan
 # 3b. The official MCP conformance suite over Streamable HTTP: every scenario against the fixture
 #     server, the fixture-free ones against ptc-mcp (tests/conformance/run.sh).

@@ -144,13 +144,18 @@ static bool parse_frame(line_t l, frame_t *f)
 }
 
 /* An exception line: at column 0, "Name" or "Name: message" where Name is a dotted
- * identifier. Returns the length of the name (0: not one). */
+ * identifier whose last part is capitalised, as class names are (so "usage: ..." is not one).
+ * Returns the length of the name (0: not one). */
 static size_t exception_name(line_t l)
 {
     if (l.n == 0 || !(isalpha((unsigned char)l.s[0]) || l.s[0] == '_')) return 0;
     size_t i = 0;
-    while (i < l.n && (isalnum((unsigned char)l.s[i]) || l.s[i] == '_' || l.s[i] == '.'))
+    size_t last = 0; /* start of the last dotted component: a class name, capitalised */
+    while (i < l.n && (isalnum((unsigned char)l.s[i]) || l.s[i] == '_' || l.s[i] == '.')) {
+        if (l.s[i] == '.') last = i + 1;
         i++;
+    }
+    if (last >= i || !isupper((unsigned char)l.s[last])) return 0;
     if (i == l.n || l.s[i] == ':') return i;
     return 0;
 }
@@ -372,7 +377,8 @@ static bool find_block(const char *reply, fence_t *out)
     return have_any;
 }
 
-/* Copies [s, e) without blank lines at either end, ending in one newline. */
+/* Copies [s, e) without blank lines at either end and without the indentation all its lines
+ * share (a block indented inside a list item), ending in one newline. */
 static char *trimmed_copy(const char *s, const char *e)
 {
     /* Leading blank lines. */
@@ -389,12 +395,29 @@ static char *trimmed_copy(const char *s, const char *e)
     }
     while (e > s && isspace((unsigned char)e[-1]))
         e--;
+    /* The shared indentation of the non-blank lines. */
+    size_t common = SIZE_MAX;
+    const char *p = s;
+    line_t l;
+    while (next_line(&p, e, &l)) {
+        size_t k = 0;
+        while (k < l.n && (l.s[k] == ' ' || l.s[k] == '\t'))
+            k++;
+        if (k < l.n && k < common) common = k;
+    }
+    if (common == SIZE_MAX) common = 0;
     size_t n = (size_t)(e - s);
     char *out = malloc(n + 2);
     if (out == NULL) return NULL;
-    memcpy(out, s, n);
-    if (n > 0) out[n++] = '\n';
-    out[n] = '\0';
+    size_t len = 0;
+    p = s;
+    while (next_line(&p, e, &l)) {
+        size_t k = l.n < common ? l.n : common;
+        memcpy(out + len, l.s + k, l.n - k);
+        len += l.n - k;
+        out[len++] = '\n';
+    }
+    out[len] = '\0';
     return out;
 }
 

@@ -230,7 +230,7 @@ static cJSON *meta_of(const cJSON *sc)
  * lines first and always ends with the cursor line when there is more.
  */
 static void finish_page(mcp_call_t *call, cJSON *sc, const ptc_page_t *page, bool first,
-                        const char *note, const char *err_tail)
+                        const char *note, const char *err_tail, const char *heal)
 {
     const char *status = cJSON_GetObjectItemCaseSensitive(sc, "status")->valuestring;
     bool failed = strcmp(status, "ok") != 0;
@@ -266,8 +266,14 @@ static void finish_page(mcp_call_t *call, cJSON *sc, const ptc_page_t *page, boo
             sb_str(&t, "\n");
         }
     }
+    /* What self-healing did comes after the status, before the output it explains. */
+    if (heal != NULL && heal[0] != '\0') {
+        sb_str(&t, heal);
+        sb_str(&t, "\n");
+    }
     if (page->out[0] != '\0') {
-        if (failed || page->err[0] != '\0') sb_str(&t, "--- stdout ---\n");
+        if (failed || page->err[0] != '\0' || (heal != NULL && heal[0] != '\0'))
+            sb_str(&t, "--- stdout ---\n");
         sb_str(&t, page->out);
         if (page->out[strlen(page->out) - 1] != '\n') sb_str(&t, "\n");
     }
@@ -336,7 +342,7 @@ static void finish_refused(ptc_execute_t *ex, mcp_call_t *call, const char *mess
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
     }
-    finish_page(call, sc, &page, true, message, NULL);
+    finish_page(call, sc, &page, true, message, NULL, NULL);
 }
 
 /* --- the bridge: tool calls from sandboxed code --------------------------------------------- */
@@ -811,9 +817,10 @@ static void finish_job(job_t *j)
         sb_str(&note, w->valuestring);
     }
     int n_attempts = cJSON_GetArraySize(j->attempts);
+    sbuf_t heal = {0};
     if (n_attempts > 1) {
-        if (note.len) sb_str(&note, "\n");
-        sb_fmt(&note, "Self-healing: %d attempts, %d repair%s by %s; the last one %s.", n_attempts,
+        if (heal.len) sb_str(&heal, "\n");
+        sb_fmt(&heal, "Self-healing: %d attempts, %d repair%s by %s; the last one %s.", n_attempts,
                n_attempts - 1, n_attempts == 2 ? "" : "s",
                strcmp(j->repairer, "sampling") == 0 ? "the client's model (sampling)"
                                                     : "the fallback repairer",
@@ -824,18 +831,18 @@ static void finish_job(job_t *j)
             const cJSON *err = cJSON_GetObjectItemCaseSensitive(a, "error");
             const cJSON *ch = cJSON_GetObjectItemCaseSensitive(a, "changes");
             const cJSON *rp = cJSON_GetObjectItemCaseSensitive(a, "replayed");
-            sb_fmt(&note, "\n  attempt %d: %s",
+            sb_fmt(&heal, "\n  attempt %d: %s",
                    cJSON_GetObjectItemCaseSensitive(a, "attempt")->valueint,
                    cJSON_GetObjectItemCaseSensitive(a, "status")->valuestring);
-            if (cJSON_IsString(ch)) sb_fmt(&note, " (code changed %s)", ch->valuestring);
-            if (cJSON_IsString(err)) sb_fmt(&note, ": %.300s", err->valuestring);
+            if (cJSON_IsString(ch)) sb_fmt(&heal, " (code changed %s)", ch->valuestring);
+            if (cJSON_IsString(err)) sb_fmt(&heal, ": %.300s", err->valuestring);
             if (cJSON_GetArraySize(rp) > 0) {
-                sb_fmt(&note, "; %d call%s replayed, not run again:", cJSON_GetArraySize(rp),
+                sb_fmt(&heal, "; %d call%s replayed, not run again:", cJSON_GetArraySize(rp),
                        cJSON_GetArraySize(rp) == 1 ? "" : "s");
                 const cJSON *x;
                 cJSON_ArrayForEach(x, rp)
                 {
-                    sb_fmt(&note, " %s #%d",
+                    sb_fmt(&heal, " %s #%d",
                            cJSON_GetObjectItemCaseSensitive(x, "tool")->valuestring,
                            cJSON_GetObjectItemCaseSensitive(x, "occurrence")->valueint);
                 }
@@ -843,13 +850,13 @@ static void finish_job(job_t *j)
         }
     }
     if (j->stop_reason[0] != '\0') {
-        if (note.len) sb_str(&note, "\n");
-        sb_fmt(&note, "Repairs stopped: %s.", j->stop_reason);
+        if (heal.len) sb_str(&heal, "\n");
+        sb_fmt(&heal, "Repairs stopped: %s.", j->stop_reason);
     }
     if (n_attempts > 1) {
-        sb_fmt(&note, "\n%s:\n```python\n", failed ? "Last code tried" : "Final code that worked");
-        sb_str(&note, job_code(j));
-        sb_str(&note, "```");
+        sb_fmt(&heal, "\n%s:\n```python\n", failed ? "Last code tried" : "Final code that worked");
+        sb_str(&heal, job_code(j));
+        sb_str(&heal, "```");
     }
     cJSON *packet = NULL;
     if (failed && healing(j)) {
@@ -865,10 +872,10 @@ static void finish_job(job_t *j)
         free(tail.s);
         if (packet != NULL && j->stop_reason[0] != '\0')
             cJSON_AddStringToObject(packet, "stopped", j->stop_reason);
-        if (note.len) sb_str(&note, "\n");
-        sb_fmt(&note, "Repair packet: error %s", fp);
-        if (line > 0) sb_fmt(&note, "; failing line %u: %s", line, text);
-        sb_str(&note, ". Fix the code and call execute_code again.");
+        if (heal.len) sb_str(&heal, "\n");
+        sb_fmt(&heal, "Repair packet: error %s", fp);
+        if (line > 0) sb_fmt(&heal, "; failing line %u: %s", line, text);
+        sb_str(&heal, ". Fix the code and call execute_code again.");
     }
     bool ok = sc != NULL;
     if (ok) {
@@ -896,17 +903,19 @@ static void finish_job(job_t *j)
     char *err = o->err;
     o->err = NULL;
     job_free(j);
-    if (rc < 0 || !ok || note.failed) {
+    if (rc < 0 || !ok || note.failed || heal.failed) {
         free(err);
         free(note.s);
+        free(heal.s);
         cJSON_Delete(sc);
         if (rc == 0) ptc_page_clear(&page);
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR,
                                   "out of memory building the result");
         return;
     }
-    finish_page(call, sc, &page, true, note.s, err);
+    finish_page(call, sc, &page, true, note.s, err, heal.s);
     free(note.s);
+    free(heal.s);
     free(err);
     ptc_page_clear(&page);
 }
@@ -1146,7 +1155,7 @@ static void fetch_page(ptc_execute_t *ex, mcp_call_t *call, const char *cursor)
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
     }
-    finish_page(call, sc, &page, false, NULL, NULL);
+    finish_page(call, sc, &page, false, NULL, NULL, NULL);
     ptc_page_clear(&page);
 }
 

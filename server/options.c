@@ -22,7 +22,7 @@ typedef struct flag {
     const char *missing;
 } flag_t;
 
-#define OFF(f)       offsetof(ptc_options_t, f)
+#define OFF(f) offsetof(ptc_options_t, f)
 
 static const flag_t flags[] = {
     {"transport", ARG_STR, OFF(transport), 0, "stdio|http", "how clients connect", "stdio", NULL},

@@ -97,9 +97,9 @@ int ptc_repair_ask_sampling(mcp_call_t *call, const char *prompt, ptc_repair_cb 
     a->kind = REPAIR_SAMPLING;
     a->cb = cb;
     a->data = data;
-    /* No timeout of its own: the request's deadline cancels it. */
-    int rc = mcp_session_request(s, "sampling/createMessage", params, "sampling", 0, on_sampled, a,
-                                 &a->outreq);
+    /* On the call's own stream (Streamable HTTP sends it there); no timeout of its own: the
+     * request's deadline cancels it. */
+    int rc = mcp_call_request(call, "sampling/createMessage", params, on_sampled, a, &a->outreq);
     if (rc < 0) {
         free(a);
         return rc;

@@ -610,11 +610,16 @@ static void outcome_clear(outcome_t *o)
     memset(o, 0, sizeof *o);
 }
 
+static void timer_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
 static void job_free(job_t *j)
 {
     if (j->timer != NULL) {
         uv_timer_stop(j->timer);
-        uv_close((uv_handle_t *)j->timer, (uv_close_cb)free);
+        uv_close((uv_handle_t *)j->timer, timer_closed);
     }
     ptc_repair_ask_cancel(j->ask);
     close_bridge(j, NULL);

@@ -335,3 +335,10 @@ int mcp_call_request(mcp_call_t *call, const char *method, cJSON *params, mcp_ou
         cap = "roots";
     return mcp_call_request_ex(call, method, params, cap, 0, cb, data, out);
 }
+
+int mcp_call_close_stream(mcp_call_t *call)
+{
+    mcp_session_t *s = call->s;
+    if (s == NULL || s->send_related == NULL) return MCP_ENOTSUP;
+    return s->send_related(s->tdata, NULL, 0, call->id, false);
+}

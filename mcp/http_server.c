@@ -66,7 +66,8 @@ struct mcp__hconn {
     int fail_status;
     bool keep_alive;
 
-    bool chunked, close_after;
+    bool chunked, close_after; /* close_after: the response says Connection: close */
+    bool finishing;            /* conn_finish waits for the queued output */
     size_t out_queued;
     void *owner;
     mcp__hconn_t *prev, *next;
@@ -90,7 +91,8 @@ static void start_reading(mcp__hconn_t *c);
 /* Appends n bytes to a growable buffer capped at max; false past the cap or on ENOMEM. */
 static bool buf_add(char **buf, size_t *len, size_t *cap, size_t max, const char *p, size_t n)
 {
-    if (n > max - *len) return false;
+    /* Callers may pass different caps for one buffer (one spare byte for a final NUL). */
+    if (*len > max || n > max - *len) return false;
     if (*len + n > *cap) {
         size_t nc = *cap ? *cap : 256;
         while (nc < *len + n)
@@ -162,7 +164,7 @@ static void on_written(uv_write_t *req, int status)
         conn_close(c, true);
         return;
     }
-    if (c->close_after && c->out_queued == 0 && !c->closing) conn_finish(c);
+    if (c->finishing && c->out_queued == 0 && !c->closing) conn_finish(c);
 }
 
 /* Queues bytes on the socket as they are (ciphertext with TLS). */
@@ -248,10 +250,14 @@ static void conn_finish(mcp__hconn_t *c)
 {
     if (c->closing || c->shutting) return;
     c->close_after = true;
+    c->finishing = true;
     if (c->out_queued > 0) return; /* on_written calls again */
     if (c->tls_on && c->handshake_done) mbedtls_ssl_close_notify(&c->ssl);
     c->shutting = true;
+    void *owner = c->owner;
     c->owner = NULL;
+    /* A response still owned by someone ends here: they must hear of it. */
+    if (owner != NULL) mcp__http_conn_lost(c->hs, owner);
     c->shutdown_req.data = c;
     if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
         conn_close(c, false);
@@ -448,6 +454,7 @@ static int on_url(http_parser *p, const char *at, size_t n)
 static int on_header_field(http_parser *p, const char *at, size_t n)
 {
     mcp__hconn_t *c = conn_of(p);
+    if (c->phase == PH_BODY) return 0; /* trailers of a chunked body: ignored */
     if (c->n_hdrs == 0 && !c->in_value && c->hlen == c->url_len) {
         if (!hbuf_nul(c)) return -1; /* ends the URL */
     }
@@ -468,6 +475,7 @@ static int on_header_field(http_parser *p, const char *at, size_t n)
 static int on_header_value(http_parser *p, const char *at, size_t n)
 {
     mcp__hconn_t *c = conn_of(p);
+    if (c->phase == PH_BODY) return 0;
     if (!c->in_value) {
         if (!hbuf_nul(c)) return -1; /* ends the name */
         c->hdrs[c->n_hdrs - 1].value = c->hlen;
@@ -659,7 +667,7 @@ static void conn_process(mcp__hconn_t *c)
                 else
                     conn_close(c, true);
             } else if (c->phase == PH_IDLE) {
-                conn_close(c, true);
+                conn_finish(c); /* after the last answer has been written */
             }
         }
         if (!c->closing && !c->reading && c->in_len < MAX_PENDING_INPUT / 2) start_reading(c);
@@ -842,11 +850,12 @@ static void on_connection(uv_stream_t *server, int status)
         if (c != NULL) free(c->hdrs);
         free(c);
         /* Take the connection off the backlog and drop it, or libuv keeps calling us. */
-        uv_tcp_t tmp;
-        if (uv_tcp_init(hs->loop, &tmp) == 0) {
-            if (uv_accept(server, (uv_stream_t *)&tmp) == 0) {
-            }
-            uv_close((uv_handle_t *)&tmp, NULL);
+        uv_tcp_t *tmp = malloc(sizeof *tmp);
+        if (tmp != NULL && uv_tcp_init(hs->loop, tmp) == 0) {
+            (void)uv_accept(server, (uv_stream_t *)tmp);
+            mcp__close_free((uv_handle_t *)tmp);
+        } else {
+            free(tmp);
         }
         return;
     }

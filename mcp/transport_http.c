@@ -43,6 +43,7 @@ struct mcp__hsess {
     bool legacy;
     bool ended;    /* no longer found by id */
     bool draining; /* ended by a server stop: answers in flight still go out */
+    bool lost;     /* legacy: the stream closed; ended from the next loop turn */
     mcp_session_t *s;
     mcp__hstream_t *streams; /* POST streams */
     size_t n_open, n_retained;
@@ -219,6 +220,14 @@ static int sess_send(void *tdata, const char *json, size_t len, const cJSON *rel
     if (se->ended && !se->draining) return MCP_OK; /* nobody can receive it any more */
     se->last_active_ms = mcp__now_ms();
     mcp__hstream_t *st = related != NULL ? find_stream(se, related) : NULL;
+    if (json == NULL && !answer) {
+        /* Close the stream early; its events wait for a GET with Last-Event-ID. */
+        if (st == NULL || !st->sse || st->conn == NULL) return MCP_ENOTSUP;
+        mcp__hconn_t *c = st->conn;
+        st->conn = NULL;
+        mcp__hconn_stream_end(c);
+        return MCP_OK;
+    }
     if (json == NULL) {
         /* The client cancelled the request: it waits for no answer, so its stream ends. */
         if (st == NULL) return MCP_OK;
@@ -377,6 +386,13 @@ static void end_session(mcp__hsess_t *se, bool cancel_now, bool drain)
 
 void mcp__http_reap(mcp_http_server_t *hs)
 {
+    for (mcp__hsess_t *se = hs->sessions, *next; se != NULL; se = next) {
+        next = se->next;
+        if (se->lost) {
+            mcp_log(hs->lg, MCP_LOG_INFO, "http: an SSE client disconnected; ending its session");
+            end_session(se, true, false);
+        }
+    }
     while (hs->dead != NULL) {
         mcp__hsess_t *se = hs->dead;
         sess_unlink(&hs->dead, se);
@@ -423,9 +439,10 @@ void mcp__http_conn_lost(mcp_http_server_t *hs, void *owner)
     st->conn = NULL;
     mcp__hsess_t *se = st->sess;
     if (se->legacy && st == se->get && !se->ended) {
-        /* The legacy transport has no way back: its stream is the session. */
-        mcp_log(hs->lg, MCP_LOG_INFO, "http: an SSE client disconnected; ending its session");
-        end_session(se, true, false);
+        /* The legacy transport has no way back: its stream is the session. It ends from a fresh
+         * loop turn, since a failed write may have brought us here from inside the session. */
+        se->lost = true;
+        mcp__http_reap_later(se->hs);
     }
     /* Streamable HTTP: disconnection is not cancellation; the events wait for a resume. */
 }
@@ -454,6 +471,32 @@ void mcp__http_tick(mcp_http_server_t *hs, uint64_t now)
             end_session(se, true, false);
         }
     }
+}
+
+/* True when the session may take one more (the limit is reached: the session idle the longest,
+ * with no open stream and nothing in flight, makes room; clients rarely DELETE). */
+static bool room_for_session(mcp_http_server_t *hs)
+{
+    if (hs->stopping) return false;
+    if (hs->n_sessions < hs->o.max_sessions) return true;
+    mcp__hsess_t *oldest = NULL;
+    for (mcp__hsess_t *se = hs->sessions; se != NULL; se = se->next) {
+        if (se->n_open > 0 || se->get->conn != NULL) continue;
+        bool live = false;
+        for (mcp__hstream_t *st = se->streams; st != NULL && !live; st = st->next)
+            live = st->conn != NULL;
+        if (!live && (oldest == NULL || se->last_active_ms < oldest->last_active_ms)) oldest = se;
+    }
+    if (oldest == NULL) {
+        mcp_log(hs->lg, MCP_LOG_WARNING,
+                "http: %zu sessions open (the limit), all busy: refusing a new one",
+                hs->n_sessions);
+        return false;
+    }
+    mcp_log(hs->lg, MCP_LOG_INFO,
+            "http: %zu sessions open (the limit): ending the one idle longest", hs->n_sessions);
+    end_session(oldest, true, false);
+    return true;
 }
 
 /* --- Streamable HTTP ---------------------------------------------------------------------- */
@@ -560,9 +603,7 @@ static void post_mcp(mcp_http_server_t *hs, mcp__hconn_t *c, const mcp__hreq_t *
     mcp__hsess_t *se;
     bool fresh = false;
     if (bi.has_init) {
-        if (hs->stopping || hs->n_sessions >= hs->o.max_sessions) {
-            mcp_log(hs->lg, MCP_LOG_WARNING, "http: %zu sessions open (the limit): refusing one",
-                    hs->n_sessions);
+        if (!room_for_session(hs)) {
             mcp__hconn_error(c, 503, -32000, "Service Unavailable: too many sessions",
                              "Retry-After: 5\r\n");
             cJSON_Delete(bi.msg);
@@ -715,7 +756,7 @@ static void delete_mcp(mcp_http_server_t *hs, mcp__hconn_t *c)
 
 static void get_sse(mcp_http_server_t *hs, mcp__hconn_t *c)
 {
-    if (hs->stopping || hs->n_sessions >= hs->o.max_sessions) {
+    if (!room_for_session(hs)) {
         mcp__hconn_error(c, 503, -32000, "Service Unavailable: too many sessions",
                          "Retry-After: 5\r\n");
         return;

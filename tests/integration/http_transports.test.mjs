@@ -226,3 +226,34 @@ test('--confirm-writes: the elicitation a call makes rides that call\'s POST str
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('unrelated notifications wait for the GET stream: list_changed sent before it opened arrives on it', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-http-'));
+  const modules = path.join(repoRoot, 'tests', 'node_modules', '@modelcontextprotocol');
+  const config = path.join(dir, 'config.json');
+  writeFileSync(config, JSON.stringify({ mcpServers: { memory: { command: process.execPath, args: [path.join(modules, 'server-memory', 'dist', 'index.js')], env: { MEMORY_FILE_PATH: path.join(dir, 'm.jsonl') } } } }));
+  const srv = await startHttp(undefined, ['--config', config], { env: { XDG_CACHE_HOME: path.join(dir, 'cache') } });
+  try {
+    // The session exists before the downstream server is listed; listing it changes
+    // execute_code's description, which is announced with tools/list_changed.
+    const sid = await initRaw(srv.url);
+    for (let i = 0; i < 300; i++) {
+      const l = await (await post(srv.url, sid, { jsonrpc: '2.0', id: 100 + i, method: 'tools/list' })).json();
+      if (/memory/.test(l.result.tools.find((t) => t.name === 'execute_code').description)) break;
+      await sleep(100);
+    }
+    const ac = new AbortController();
+    const g = await fetch(srv.url, { signal: ac.signal, headers: { accept: 'text/event-stream', 'mcp-session-id': sid } });
+    assert.equal(g.status, 200);
+    const rd = sseReader(g);
+    let ev;
+    do { ev = await rd.next(); } while (ev && !ev.data);
+    const m = JSON.parse(ev.data);
+    assert.equal(m.method, 'notifications/tools/list_changed');
+    assert.match(ev.id, /^0_\d+$/, 'events of the GET stream are numbered for resumption');
+    ac.abort();
+  } finally {
+    await srv.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -193,7 +193,7 @@ typedef struct env {
     routed_t out[32];
     size_t n;
     mcp_call_t *held;
-    int sampled_err;
+    int sampled_err, request_rc;
     bool sampled;
 } env_t;
 
@@ -202,8 +202,8 @@ static int route(void *tdata, const char *json, size_t len, const cJSON *related
     env_t *e = tdata;
     assert_true(e->n < 32);
     routed_t *r = &e->out[e->n++];
-    r->msg = cJSON_ParseWithLength(json, len);
-    assert_non_null(r->msg);
+    r->msg = json != NULL ? cJSON_ParseWithLength(json, len) : NULL;
+    assert_true(json == NULL || r->msg != NULL);
     r->related = related ? cJSON_Duplicate(related, true) : NULL;
     r->answer = answer;
     return 0;
@@ -232,7 +232,7 @@ static void tool_chatty(mcp_call_t *call, const cJSON *args, void *data)
     mcp_call_progress(call, 1, 2, NULL);
     cJSON *p = cJSON_CreateObject();
     cJSON_AddArrayToObject(p, "messages");
-    assert_int_equal(mcp_call_request(call, "sampling/createMessage", p, on_sampled, e, NULL), 0);
+    e->request_rc = mcp_call_request(call, "sampling/createMessage", p, on_sampled, e, NULL);
 }
 
 static void clear(env_t *e)
@@ -290,6 +290,7 @@ static void call_messages_carry_the_call_id(void **state)
                       "\"name\":\"chatty\",\"_meta\":{\"progressToken\":5}}}";
     mcp_session_receive(e->sess, req, strlen(req));
     /* log, progress, sampling request: related to c1, none of them the answer */
+    assert_int_equal(e->request_rc, 0);
     assert_int_equal(e->n, 3);
     const char *methods[3] = {"notifications/message", "notifications/progress",
                               "sampling/createMessage"};
@@ -344,6 +345,76 @@ static void request_cancelled_with_its_call_goes_with_it(void **state)
     mcp_call_finish_text(e->held, false, "done");
 }
 
+static void cancelled_call_and_early_close_reach_the_router(void **state)
+{
+    env_t *e = *state;
+    const char *req = "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{"
+                      "\"name\":\"chatty\"}}";
+    mcp_session_receive(e->sess, req, strlen(req));
+    clear(e);
+    /* The tool closes its stream early: no message, not the answer, the call's id. */
+    assert_int_equal(mcp_call_close_stream(e->held), 0);
+    assert_int_equal(e->n, 1);
+    assert_null(e->out[0].msg);
+    assert_false(e->out[0].answer);
+    assert_int_equal(e->out[0].related->valueint, 9);
+    clear(e);
+    /* The client cancels: the call ends without an answer, and the router hears of it. */
+    const char *cancel = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+                         "\"params\":{\"requestId\":9}}";
+    mcp_session_receive(e->sess, cancel, strlen(cancel));
+    assert_int_equal(e->n, 0); /* no cancel callback was set: the tool still holds the call */
+    mcp_call_finish_text(e->held, false, "late");
+    /* the pending sampling request is not answered by the client; no answer for 9 */
+    size_t ends = 0;
+    for (size_t i = 0; i < e->n; i++) {
+        if (e->out[i].msg == NULL) {
+            ends++;
+            assert_true(e->out[i].answer);
+            assert_int_equal(e->out[i].related->valueint, 9);
+        } else {
+            assert_false(e->out[i].answer);
+        }
+    }
+    assert_int_equal(ends, 1);
+}
+
+static void close_stream_needs_a_router(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    mcp_logger_t lg = {stderr, MCP_LOG_CRITICAL};
+    mcp_server_opts_t o;
+    mcp_server_opts_default(&o);
+    o.name = "t";
+    o.version = "1";
+    mcp_server_t *srv = NULL;
+    assert_int_equal(mcp_server_new(&loop, &o, &lg, &srv), 0);
+    env_t e;
+    memset(&e, 0, sizeof e);
+    mcp_tool_def_t d = {.name = "chatty", .handler = tool_chatty, .data = &e};
+    assert_int_equal(mcp_server_add_tool(srv, &d), 0);
+    mcp_session_t *s = NULL;
+    assert_int_equal(mcp_session_new(srv, &no_ops, NULL, &s), 0);
+    const char *init = "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+                       "\"protocolVersion\":\"2025-11-25\",\"capabilities\":{}}}";
+    mcp_session_receive(s, init, strlen(init));
+    const char *req = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+                      "\"name\":\"chatty\"}}";
+    /* chatty asks for sampling, which this client lacks: the request fails in the tool. */
+    e.held = NULL;
+    mcp_session_receive(s, req, strlen(req));
+    assert_non_null(e.held);
+    assert_int_equal(e.request_rc, MCP_ENOTSUP);
+    assert_int_equal(mcp_call_close_stream(e.held), MCP_ENOTSUP);
+    mcp_call_finish_text(e.held, false, "done");
+    mcp_session_free(s);
+    mcp_server_free(srv);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,6 +431,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(call_messages_carry_the_call_id, setup, teardown),
         cmocka_unit_test_setup_teardown(request_cancelled_with_its_call_goes_with_it, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(cancelled_call_and_early_close_reach_the_router, setup,
+                                        teardown),
+        cmocka_unit_test(close_stream_needs_a_router),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

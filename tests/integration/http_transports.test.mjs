@@ -95,10 +95,10 @@ test('legacy HTTP+SSE: the SDK SSE client runs code and searches; closing the st
   }
 });
 
-test('Streamable HTTP: progress arrives during the call and cancellation stops the run', async () => {
+for (const legacy of [false, true]) test(`${legacy ? 'legacy SSE' : 'Streamable HTTP'}: progress arrives during the call and cancellation stops the run`, async () => {
   const srv = await startHttp();
   try {
-    const c = await connectHttp(srv.url);
+    const c = await connectHttp(srv.url, { legacy });
     const seen = [];
     const r = await c.client.callTool({ name: 'execute_code', arguments: { code: 'import time\nprint("x", flush=True)\ntime.sleep(1.6)\nprint("done")' } },
       undefined, { onprogress: (p) => seen.push(p) });
@@ -255,5 +255,50 @@ test('unrelated notifications wait for the GET stream: list_changed sent before 
   } finally {
     await srv.stop();
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+for (const legacy of [false, true]) test(`SIGTERM with a call in flight (${legacy ? 'legacy SSE' : 'Streamable HTTP'}): its answer still arrives, then exit 0`, async () => {
+  const srv = await startHttp();
+  const c = await connectHttp(srv.url, { legacy });
+  const p = c.client.callTool({ name: 'execute_code', arguments: { code: 'import time\ntime.sleep(1)\nprint("finished")' } });
+  await sleep(400);
+  srv.proc.kill('SIGTERM');
+  const r = await p;
+  assert.equal(r.structuredContent.stdout, 'finished\n');
+  const how = await srv.exit;
+  assert.equal(how.code, 0, srv.stderr);
+  assert.doesNotMatch(srv.stderr, /Sanitizer|runtime error:/);
+  await c.close().catch(() => {});
+});
+
+test('fairness: one session cannot take every executor slot; another session still runs', async () => {
+  // 1 running + 4 queued runs: one session may hold at most 4 requests in flight.
+  const srv = await startHttp(undefined, ['--max-concurrent', '1', '--max-queue', '4']);
+  try {
+    const a = await initRaw(srv.url);
+    const b = await initRaw(srv.url);
+    const slow = (id) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'execute_code', arguments: { code: 'import time\ntime.sleep(0.3)\nprint("slow")', timeout_seconds: 60 } } });
+    const held = [];
+    for (let i = 0; i < 4; i++) {
+      const res = await post(srv.url, a, slow(i));
+      assert.equal(res.status, 200);
+      held.push(res);
+    }
+    const over = await post(srv.url, a, slow(9));
+    assert.equal(over.status, 503);
+    assert.ok(over.headers.get('retry-after'));
+    await over.text();
+    const other = await post(srv.url, b, slow(1));
+    assert.equal(other.status, 200);
+    const answers = [other, ...held].map(async (res) => {
+      const rd = sseReader(res);
+      let m;
+      for (let ev = await rd.next(); ev; ev = await rd.next()) if (ev.data) m = JSON.parse(ev.data);
+      return m.result.structuredContent;
+    });
+    for (const sc of await Promise.all(answers)) assert.equal(sc.stdout, 'slow\n', JSON.stringify(sc));
+  } finally {
+    await srv.stop();
   }
 });

@@ -1,6 +1,8 @@
 /* bridge_host.c - the host end of one run's bridge: checks, dispatch, answers, emit, audit. */
 #include "bridge_host.h"
 
+#include "journal.h"
+
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -52,6 +54,8 @@ struct bh_call {
     ptc_bridge_method_t method;
     char *tool_id, *server, *name; /* for the audit record (call) */
     char digest[65];
+    char *jkey;   /* the journal key, or NULL when the call is not journaled */
+    unsigned occ; /* its occurrence number in this attempt */
     uint64_t start_ns, deadline_ms;
     unsigned timeout_ms; /* what the call was given, for the timeout message */
     void *cancel_handle;
@@ -179,53 +183,11 @@ static void warn(ptc_bridge_host_t *h, const char *fmt, ...)
     }
 }
 
-/* Sorts every object's members by key, recursively, so equal arguments print equally. cJSON
- * keeps a list whose head's prev points at the tail; the relinking keeps that. Depth is
- * bounded by cJSON's parse nesting limit. */
-static int canon_sort(cJSON *j)
-{
-    if (!cJSON_IsObject(j) && !cJSON_IsArray(j)) return 0;
-    size_t n = 0;
-    for (cJSON *c = j->child; c != NULL; c = c->next) {
-        if (canon_sort(c) < 0) return -1;
-        n++;
-    }
-    if (!cJSON_IsObject(j) || n < 2) return 0;
-    cJSON **v = malloc(n * sizeof *v);
-    if (v == NULL) return -1;
-    size_t i = 0;
-    for (cJSON *c = j->child; c != NULL; c = c->next)
-        v[i++] = c;
-    /* Insertion sort keeps duplicate keys in their order and is stable; arguments are small. */
-    for (i = 1; i < n; i++) {
-        cJSON *x = v[i];
-        size_t k = i;
-        while (k > 0 && strcmp(v[k - 1]->string, x->string) > 0) {
-            v[k] = v[k - 1];
-            k--;
-        }
-        v[k] = x;
-    }
-    for (i = 0; i < n; i++) {
-        v[i]->next = i + 1 < n ? v[i + 1] : NULL;
-        v[i]->prev = i > 0 ? v[i - 1] : v[n - 1];
-    }
-    j->child = v[0];
-    free(v);
-    return 0;
-}
-
 /* SHA-256 of the arguments printed without spaces with keys sorted; "" when out of memory. */
 static void args_digest(const cJSON *args, char out[65])
 {
     out[0] = '\0';
-    cJSON *c = cJSON_Duplicate(args, true);
-    if (c == NULL || canon_sort(c) < 0) {
-        cJSON_Delete(c);
-        return;
-    }
-    char *s = cJSON_PrintUnformatted(c);
-    cJSON_Delete(c);
+    char *s = ptc_json_canonical(args);
     if (s == NULL) return;
     unsigned char d[32];
     if (mbedtls_sha256_ret((const unsigned char *)s, strlen(s), d, 0) == 0) {
@@ -376,6 +338,7 @@ static void call_free(bh_call_t *c)
     free(c->tool_id);
     free(c->server);
     free(c->name);
+    free(c->jkey);
     free(c);
 }
 
@@ -412,6 +375,12 @@ static void call_answer(bh_call_t *c, int err, const cJSON *result, const char *
         const cJSON *ie = cJSON_GetObjectItemCaseSensitive(result, "isError");
         is_error = cJSON_IsTrue(ie);
         answer_result(h, c->id, result);
+        if (c->jkey != NULL && h->lim.journal != NULL &&
+            ptc_journal_record(h->lim.journal, c->jkey, c->occ, result) < 0)
+            warn(h,
+                 "the result of %s could not be kept in the replay journal; a repair will not "
+                 "rerun this code",
+                 c->tool_id);
     } else if (err == MCP_ETIMEDOUT) {
         answer_error(h, c->id, PTC_BRIDGE_E_TIMEOUT, "%s%s%s timed out%s%s",
                      c->server ? c->server : "search", c->name ? "/" : "", c->name ? c->name : "",
@@ -487,9 +456,9 @@ static uint64_t call_timeout(ptc_bridge_host_t *h, uint64_t *deadline)
     return d > now ? d - now : 0;
 }
 
-/* Starts a call or search already checked; answers it on any failure. */
+/* Starts a call or search already checked; answers it on any failure. Takes jkey. */
 static void start(ptc_bridge_host_t *h, ptc_bridge_req_t *req, const reg_tool_t *tool,
-                  const char *digest, uint64_t start_ns)
+                  const char *digest, uint64_t start_ns, char *jkey, unsigned occ)
 {
     bool is_call = req->method == PTC_BRIDGE_CALL;
     const char *what = is_call ? req->tool : "search";
@@ -502,9 +471,16 @@ static void start(ptc_bridge_host_t *h, ptc_bridge_req_t *req, const reg_tool_t 
         if (is_call)
             audit(h, tool->id, req->server, req->tool, digest, "timeout", start_ns, false,
                   "the run's deadline has passed");
+        free(jkey);
         return;
     }
     bh_call_t *c = calloc(1, sizeof *c);
+    if (c != NULL) {
+        c->jkey = jkey;
+        c->occ = occ;
+    } else {
+        free(jkey);
+    }
     if (c != NULL && is_call) {
         c->tool_id = dup_str(tool->id);
         c->server = dup_str(req->server);
@@ -570,6 +546,8 @@ static void handle_call(ptc_bridge_host_t *h, ptc_bridge_req_t *req)
         audit(h, NULL, req->server, req->tool, digest, "error", t0, false, "unknown tool");
         return;
     }
+    /* For the repair request's signatures: a call refused for its arguments says most. */
+    if (h->lim.journal != NULL) ptc_journal_note_used(h->lim.journal, tool->id);
     const char *why = NULL;
     if (h->allow.n > 0 && !patterns_match(&h->allow, tool->id))
         why = "--allow-tools";
@@ -604,7 +582,36 @@ static void handle_call(ptc_bridge_host_t *h, ptc_bridge_req_t *req)
         audit(h, tool->id, req->server, req->tool, digest, "error", t0, false, vmsg);
         return;
     }
+    char *jkey = NULL;
+    unsigned occ = 0;
+    if (h->lim.journal != NULL) {
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tool->annotations, "readOnlyHint"))) {
+            jkey = ptc_journal_key(tool->id, req->arguments);
+            if (jkey == NULL) {
+                h->n.refused++;
+                answer_error(h, req->id, PTC_BRIDGE_E_UNAVAIL,
+                             "the host ran out of memory journaling the call; try again");
+                audit(h, tool->id, req->server, req->tool, digest, "error", t0, false,
+                      "out of memory");
+                return;
+            }
+            occ = ptc_journal_occurrence(h->lim.journal, jkey);
+            const cJSON *kept = ptc_journal_lookup(h->lim.journal, jkey, occ);
+            if (kept != NULL) {
+                /* An earlier attempt of this request already made this very call: its result
+                 * stands, so the side effect is not repeated. */
+                free(jkey);
+                h->n.replayed++;
+                ptc_journal_note_replay(h->lim.journal, tool->id, occ);
+                answer_result(h, req->id, kept);
+                audit(h, tool->id, req->server, req->tool, digest, "replayed", t0, false,
+                      "answered from the replay journal of an earlier attempt");
+                return;
+            }
+        }
+    }
     if (h->n.tool_calls >= h->lim.max_calls) {
+        free(jkey);
         h->n.refused++;
         answer_error(h, req->id, PTC_BRIDGE_E_BUDGET,
                      "the call budget of this run (%u tool calls) is spent; do more per call "
@@ -615,6 +622,7 @@ static void handle_call(ptc_bridge_host_t *h, ptc_bridge_req_t *req)
         return;
     }
     if (h->n.in_flight >= PTC_BRIDGE_INFLIGHT_MAX) {
+        free(jkey);
         h->n.refused++;
         answer_error(h, req->id, PTC_BRIDGE_E_BUDGET,
                      "%u calls are already in flight; wait for some before starting more",
@@ -623,7 +631,7 @@ static void handle_call(ptc_bridge_host_t *h, ptc_bridge_req_t *req)
               "too many calls in flight");
         return;
     }
-    start(h, req, tool, digest, t0);
+    start(h, req, tool, digest, t0, jkey, occ);
 }
 
 static void handle_search(ptc_bridge_host_t *h, ptc_bridge_req_t *req)
@@ -639,7 +647,7 @@ static void handle_search(ptc_bridge_host_t *h, ptc_bridge_req_t *req)
                      PTC_BRIDGE_INFLIGHT_MAX);
         return;
     }
-    start(h, req, NULL, NULL, uv_hrtime());
+    start(h, req, NULL, NULL, uv_hrtime(), NULL, 0);
 }
 
 static void handle_emit(ptc_bridge_host_t *h, ptc_bridge_req_t *req)

@@ -22,6 +22,7 @@
 #include <uv.h>
 
 #include "bridge_proto.h"
+#include "journal.h"
 #include "mcp.h"
 #include "registry.h"
 
@@ -63,6 +64,10 @@ typedef struct ptc_bridge_limits {
     bool refuse_writes;       /* --confirm-writes without a way to confirm: refuse every tool
                                  not annotated readOnlyHint: true ("denied") */
     const char *run_id;       /* for the audit records (NULL: "") */
+    ptc_journal_t *journal;   /* borrowed, may be NULL: the request's replay journal. A call
+                                 to a tool not annotated readOnlyHint whose result it kept
+                                 (an earlier attempt) is answered from it ("replayed") without
+                                 reaching the tool; successful results are kept */
     FILE *audit;              /* borrowed, one JSON line per call; NULL: mcp_log at info */
 } ptc_bridge_limits_t;
 
@@ -108,6 +113,7 @@ typedef struct ptc_bridge_counters {
     uint64_t malformed; /* lines whose id could not be read */
     uint64_t timeouts;  /* calls and searches the host timed out */
     uint64_t cancelled; /* calls and searches cancelled by ptc_bridge_host_close */
+    uint64_t replayed;  /* calls answered from the replay journal */
     unsigned in_flight;
 } ptc_bridge_counters_t;
 

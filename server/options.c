@@ -22,8 +22,7 @@ typedef struct flag {
     const char *missing;
 } flag_t;
 
-#define OFF(f)       offsetof(ptc_options_t, f)
-#define NOT_YET_HEAL "self-healing (repairs) is not in this version yet"
+#define OFF(f) offsetof(ptc_options_t, f)
 
 static const flag_t flags[] = {
     {"transport", ARG_STR, OFF(transport), 0, "stdio|http", "how clients connect", "stdio", NULL},
@@ -81,14 +80,14 @@ static const flag_t flags[] = {
      "calls from code to tools not annotated read-only need the user's confirmation (MCP "
      "elicitation), else are refused",
      "off", NULL},
-    {"max-repairs", ARG_LONG, OFF(max_repairs), 0, "N", "self-healing budget (0 = off)", "2",
-     NOT_YET_HEAL},
+    {"max-repairs", ARG_LONG, OFF(max_repairs), 0, "N", "self-healing budget (0 = off, at most 10)",
+     "2", NULL},
     {"repair-url", ARG_STR, OFF(repair_url), 0, "URL", "fallback repairer (OpenAI-compatible chat)",
-     "none", NOT_YET_HEAL},
+     "none", NULL},
     {"repair-model", ARG_STR, OFF(repair_model), 0, "NAME", "fallback repairer model", "none",
-     NOT_YET_HEAL},
+     NULL},
     {"repair-key-env", ARG_STR, OFF(repair_key_env), 0, "NAME",
-     "environment variable holding the fallback repairer's API key", "none", NOT_YET_HEAL},
+     "environment variable holding the fallback repairer's API key", "none", NULL},
     {"auth-token-env", ARG_STR, OFF(auth_token_env), 0, "NAME",
      "HTTP bearer token; required for a non-loopback --listen", "none", NULL},
     {"tls-cert", ARG_STR, OFF(tls_cert), 0, "FILE", "HTTPS certificate", "none", NULL},

@@ -4,9 +4,13 @@
 
 #include "bridge_host.h"
 #include "executor.h"
+#include "journal.h"
 #include "pages.h"
+#include "pybundle.h"
+#include "repair.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -19,6 +23,10 @@
 #define EXECUTE_PAGES_MAX_BYTES (64u << 20)
 #define EXECUTE_PAGES_MAX_RUNS  256u
 #define EXECUTE_PAGES_TTL_MS    (30u * 60 * 1000)
+/* One deadline covers a request's runs and repairs, under the common 60 s client timeout. */
+#define EXECUTE_REQUEST_DEADLINE_MS 50000u
+/* A repair is not asked for with less time than this left before the deadline. */
+#define EXECUTE_REPAIR_MIN_LEFT_MS 1000u
 
 struct ptc_execute {
     uv_loop_t *loop;
@@ -37,15 +45,51 @@ struct ptc_execute {
     ptc_bridge_limits_t lim;
     FILE *audit;
     unsigned long runs;
+    /* Self-healing: the default budget, the request deadline, the fallback repairer. */
+    long max_repairs;
+    uint64_t deadline_ms;
+    ptc_repairer_http_t *repairer;
 };
 
+/* What a finished run's answer needs, kept past its on_done. */
+typedef struct outcome {
+    exec_status_t status;
+    int exit_code;
+    char *signal_name;
+    char *out, *err; /* valid UTF-8 */
+    size_t out_len, err_len;
+    uint64_t out_total, err_total;
+    bool truncated;
+    uint64_t duration_ms;
+    exec_sandbox_level_t sandbox;
+    cJSON *outputs, *warnings;
+    uint64_t tool_calls; /* answered by a tool or from the journal */
+    uint64_t timeout_ms; /* the run's own */
+    bool deadline_cut;   /* its timeout was cut to the request's deadline */
+} outcome_t;
+
+/* One execute_code request: a run, and with self-healing the runs of its repairs. */
 typedef struct job {
     ptc_execute_t *ex;
     mcp_call_t *call;
-    exec_run_t *run;
-    uint64_t timeout_ms;
+    exec_run_t *run;         /* the run in flight, or NULL */
+    uint64_t timeout_ms;     /* asked for each run */
+    uint64_t run_timeout_ms; /* the current run's, cut to the deadline */
+    uint64_t t0, deadline;   /* uv_now() at the start, and when the request must end */
     ptc_bridge_host_t *host; /* NULL when the run has no bridge */
     char run_id[32];
+    long max_repairs, repairs_used;
+    unsigned attempt;                /* 1-based, the current run's */
+    char *codes[PTC_REPAIR_MAX + 1]; /* every attempt's program */
+    cJSON *attempts;                 /* the history for the result */
+    ptc_journal_t *journal;          /* NULL without self-healing */
+    outcome_t last;                  /* the last finished run */
+    bool have_last;
+    char last_fp[PTC_REPAIR_FP_MAX]; /* its fingerprint */
+    ptc_repair_ask_t *ask;           /* a repair request in flight */
+    const char *repairer;            /* "sampling" or "http": who repaired */
+    uv_timer_t *timer;               /* the deadline while a repair is asked for */
+    char stop_reason[400];
 } job_t;
 
 /* A downstream call or registry search made for sandboxed code. */
@@ -70,7 +114,11 @@ static const char input_schema[] =
     "\"timeout_seconds\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"description\":\"Wall-clock "
     "limit for this run (default 30).\"},"
     "\"cursor\":{\"type\":\"string\",\"description\":\"The next_cursor of an earlier result: pass "
-    "it alone to get the next page of that run's output.\"}},"
+    "it alone to get the next page of that run's output.\"},"
+    "\"max_repairs\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":10,\"description\":\"How "
+    "many times a failed run may be repaired and run again (the client's model fixes it through "
+    "sampling; tool calls that already succeeded are replayed, not repeated). 0 turns it off; "
+    "the default is the server's --max-repairs.\"}},"
     "\"additionalProperties\":false}";
 
 /* Every result, a run's or a page's, success or failure, validates against this. */
@@ -87,7 +135,9 @@ static const char output_schema[] =
     "\"next_cursor\":{\"type\":[\"string\",\"null\"]},"
     "\"tool_calls\":{\"type\":\"integer\"},"
     "\"outputs\":{\"type\":\"array\"},"
-    "\"attempts\":{\"type\":\"array\"},"
+    "\"attempts\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
+    "\"final_code\":{\"type\":\"string\"},"
+    "\"repair\":{\"type\":\"object\"},"
     "\"sandbox\":{\"type\":\"string\",\"enum\":[\"full\",\"degraded\",\"none\"]}},"
     "\"required\":[\"status\",\"exit_code\",\"signal\",\"stdout\",\"stderr\",\"stdout_bytes\","
     "\"stderr_bytes\",\"truncated\",\"duration_ms\",\"next_cursor\",\"tool_calls\",\"outputs\","
@@ -98,7 +148,8 @@ static const char description[] =
     "kept between calls); there is no network; /tmp is a small private scratch space; the "
     "standard library is available. Print results to stdout. Long output comes in pages: call "
     "again with only the returned cursor for the next page. A failed run returns isError with "
-    "the end of the traceback first.";
+    "the end of the traceback first. A failed run is repaired and run again where the client "
+    "can sample (max_repairs); calls to tools that already succeeded are not repeated.";
 
 /* --- the model-facing text ----------------------------------------------------------------- */
 
@@ -179,7 +230,7 @@ static cJSON *meta_of(const cJSON *sc)
  * lines first and always ends with the cursor line when there is more.
  */
 static void finish_page(mcp_call_t *call, cJSON *sc, const ptc_page_t *page, bool first,
-                        const char *note, const char *err_tail)
+                        const char *note, const char *err_tail, const char *heal)
 {
     const char *status = cJSON_GetObjectItemCaseSensitive(sc, "status")->valuestring;
     bool failed = strcmp(status, "ok") != 0;
@@ -215,8 +266,14 @@ static void finish_page(mcp_call_t *call, cJSON *sc, const ptc_page_t *page, boo
             sb_str(&t, "\n");
         }
     }
+    /* What self-healing did comes after the status, before the output it explains. */
+    if (heal != NULL && heal[0] != '\0') {
+        sb_str(&t, heal);
+        sb_str(&t, "\n");
+    }
     if (page->out[0] != '\0') {
-        if (failed || page->err[0] != '\0') sb_str(&t, "--- stdout ---\n");
+        if (failed || page->err[0] != '\0' || (heal != NULL && heal[0] != '\0'))
+            sb_str(&t, "--- stdout ---\n");
         sb_str(&t, page->out);
         if (page->out[strlen(page->out) - 1] != '\n') sb_str(&t, "\n");
     }
@@ -285,7 +342,7 @@ static void finish_refused(ptc_execute_t *ex, mcp_call_t *call, const char *mess
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
     }
-    finish_page(call, sc, &page, true, message, NULL);
+    finish_page(call, sc, &page, true, message, NULL, NULL);
 }
 
 /* --- the bridge: tool calls from sandboxed code --------------------------------------------- */
@@ -507,6 +564,7 @@ static int open_bridge(ptc_execute_t *ex, job_t *j)
     snprintf(j->run_id, sizeof j->run_id, "run-%lu", ++ex->runs);
     ptc_bridge_limits_t lim = ex->lim;
     lim.run_id = j->run_id;
+    lim.journal = j->journal;
     char msg[256];
     if (ptc_bridge_host_new(ex->loop, sv[0], &lim, &bridge_ops, j, ex->lg, &j->host, msg,
                             sizeof msg) < 0) {
@@ -518,8 +576,8 @@ static int open_bridge(ptc_execute_t *ex, job_t *j)
     return sv[1];
 }
 
-/* Ends a run's bridge; adds its calls count, records and warnings to sc (may be NULL). */
-static void close_bridge(job_t *j, cJSON *sc, cJSON **warnings)
+/* Ends a run's bridge; its calls count, records and warnings go to o (may be NULL). */
+static void close_bridge(job_t *j, outcome_t *o)
 {
     if (j->host == NULL) return;
     cJSON *outputs = ptc_bridge_host_take_outputs(j->host);
@@ -527,31 +585,70 @@ static void close_bridge(job_t *j, cJSON *sc, cJSON **warnings)
     ptc_bridge_counters_t c;
     ptc_bridge_host_close(j->host, &c);
     j->host = NULL;
-    if (sc != NULL) {
-        cJSON_ReplaceItemInObjectCaseSensitive(sc, "tool_calls",
-                                               cJSON_CreateNumber((double)c.tool_calls));
-        if (outputs != NULL) {
-            cJSON_ReplaceItemInObjectCaseSensitive(sc, "outputs", outputs);
-            outputs = NULL;
+    if (o != NULL) {
+        o->tool_calls = c.tool_calls + c.replayed;
+        o->outputs = outputs;
+        outputs = NULL;
+        if (cJSON_GetArraySize(warn) > 0) {
+            o->warnings = warn;
+            warn = NULL;
         }
     }
     cJSON_Delete(outputs);
-    if (warnings != NULL && cJSON_GetArraySize(warn) > 0) {
-        *warnings = warn;
-        warn = NULL;
-    }
     cJSON_Delete(warn);
 }
 
-/* --- runs ---------------------------------------------------------------------------------- */
+/* --- runs and repairs ---------------------------------------------------------------------- */
+
+static void outcome_clear(outcome_t *o)
+{
+    free(o->out);
+    free(o->err);
+    free(o->signal_name);
+    cJSON_Delete(o->outputs);
+    cJSON_Delete(o->warnings);
+    memset(o, 0, sizeof *o);
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void job_free(job_t *j)
+{
+    if (j->timer != NULL) {
+        uv_timer_stop(j->timer);
+        uv_close((uv_handle_t *)j->timer, timer_closed);
+    }
+    ptc_repair_ask_cancel(j->ask);
+    close_bridge(j, NULL);
+    ptc_journal_free(j->journal);
+    for (size_t i = 0; i < sizeof j->codes / sizeof j->codes[0]; i++)
+        free(j->codes[i]);
+    cJSON_Delete(j->attempts);
+    outcome_clear(&j->last);
+    free(j);
+}
+
+static const char *job_code(const job_t *j)
+{
+    return j->codes[j->attempt - 1];
+}
+
+static bool healing(const job_t *j)
+{
+    return j->max_repairs > 0;
+}
 
 static void job_cancelled(mcp_call_t *call, void *data)
 {
     job_t *j = data;
-    exec_run_cancel(j->run);     /* kills the whole tree now; no on_done follows */
-    close_bridge(j, NULL, NULL); /* and cancels its downstream calls */
-    mcp_log(j->ex->lg, MCP_LOG_INFO, "execute_code: run cancelled");
-    free(j);
+    exec_run_cancel(j->run); /* kills the whole tree now; no on_done follows */
+    j->run = NULL;
+    mcp_log(j->ex->lg, MCP_LOG_INFO, "execute_code: request cancelled (attempt %u%s)", j->attempt,
+            j->ask != NULL ? ", while waiting for a repair" : "");
+    job_free(j); /* cancels the bridge's downstream calls and a repair request in flight */
     mcp_call_finish_text(call, true, "cancelled: the run was killed");
 }
 
@@ -559,74 +656,493 @@ static void job_progress(exec_run_t *run, uint64_t elapsed_ms, uint64_t output_b
 {
     job_t *j = user;
     (void)run;
-    char msg[128];
+    char msg[160];
     ptc_bridge_counters_t c = {0};
     if (j->host != NULL) ptc_bridge_host_counters(j->host, &c);
-    snprintf(msg, sizeof msg, "running %.1f s, %llu bytes of output, %llu tool calls",
-             (double)elapsed_ms / 1000.0, (unsigned long long)output_bytes,
-             (unsigned long long)c.tool_calls);
-    mcp_call_progress(j->call, (double)elapsed_ms, (double)j->timeout_ms, msg);
+    int k = 0;
+    if (healing(j))
+        k = snprintf(msg, sizeof msg, "attempt %u of %ld: ", j->attempt, j->max_repairs + 1);
+    snprintf(msg + k, sizeof msg - (size_t)k,
+             "running %.1f s, %llu bytes of output, %llu tool calls", (double)elapsed_ms / 1000.0,
+             (unsigned long long)output_bytes, (unsigned long long)(c.tool_calls + c.replayed));
+    /* Without repairs progress is the run's own clock; with them, the request's (runs and
+     * repairs together), so that it keeps increasing from one attempt to the next. */
+    if (healing(j))
+        mcp_call_progress(j->call, (double)(uv_now(j->ex->loop) - j->t0),
+                          (double)(j->deadline - j->t0), msg);
+    else
+        mcp_call_progress(j->call, (double)elapsed_ms, (double)j->timeout_ms, msg);
 }
 
-static void job_done(exec_run_t *run, const exec_result_t *r, void *user)
+/* Keeps what the finished run's answer needs (the exec result is only valid during on_done),
+ * and ends its bridge. */
+static int capture(job_t *j, const exec_result_t *r, outcome_t *o)
 {
-    job_t *j = user;
+    memset(o, 0, sizeof *o);
+    o->status = r->status;
+    o->exit_code = r->exit_code;
+    o->out = ptc_utf8_sanitize((const char *)r->out.data, r->out.len, &o->out_len);
+    o->err = ptc_utf8_sanitize((const char *)r->err.data, r->err.len, &o->err_len);
+    o->signal_name = r->signal_name ? strdup(r->signal_name) : NULL;
+    o->out_total = r->out.total;
+    o->err_total = r->err.total;
+    o->truncated = r->out.truncated || r->err.truncated;
+    o->duration_ms = r->duration_ms;
+    o->sandbox = r->sandbox;
+    o->timeout_ms = j->run_timeout_ms;
+    o->deadline_cut = j->run_timeout_ms < j->timeout_ms;
+    /* Every answer the sandbox waited for was read before it exited: the records are whole. */
+    close_bridge(j, o);
+    if (o->outputs == NULL) o->outputs = cJSON_CreateArray();
+    if (o->out == NULL || o->err == NULL || o->outputs == NULL ||
+        (r->signal_name != NULL && o->signal_name == NULL))
+        return MCP_ENOMEM;
+    return 0;
+}
+
+/* Appends the finished attempt to the history. */
+static void record_attempt(job_t *j, const outcome_t *o, const char *fp, cJSON *replayed)
+{
+    cJSON *a = cJSON_CreateObject();
+    char changes[64] = "";
+    if (j->attempt > 1)
+        ptc_repair_diff_summary(j->codes[j->attempt - 2], job_code(j), changes, sizeof changes);
+    bool ok = a != NULL && cJSON_AddNumberToObject(a, "attempt", j->attempt) &&
+              cJSON_AddStringToObject(a, "status", exec_status_name(o->status)) &&
+              (o->exit_code >= 0 ? cJSON_AddNumberToObject(a, "exit_code", o->exit_code)
+                                 : cJSON_AddNullToObject(a, "exit_code")) &&
+              (fp != NULL ? cJSON_AddStringToObject(a, "error", fp)
+                          : cJSON_AddNullToObject(a, "error")) &&
+              (j->attempt > 1 ? cJSON_AddStringToObject(a, "changes", changes)
+                              : cJSON_AddNullToObject(a, "changes")) &&
+              (j->attempt > 1 ? cJSON_AddStringToObject(a, "repaired_by", j->repairer)
+                              : cJSON_AddNullToObject(a, "repaired_by")) &&
+              cJSON_AddNumberToObject(a, "duration_ms", (double)o->duration_ms) &&
+              cJSON_AddNumberToObject(a, "tool_calls", (double)o->tool_calls);
+    if (ok && replayed != NULL) {
+        ok = cJSON_AddItemToObject(a, "replayed", replayed);
+        if (ok) replayed = NULL;
+    } else if (ok) {
+        ok = cJSON_AddArrayToObject(a, "replayed") != NULL;
+    }
+    cJSON_Delete(replayed);
+    if (!ok || !cJSON_AddItemToArray(j->attempts, a)) cJSON_Delete(a);
+}
+
+/* The tools the failed attempt called, as Python signatures, one a line. Caller frees. */
+static char *signatures(job_t *j)
+{
+    sbuf_t s = {0};
+    const cJSON *used = j->journal ? ptc_journal_used(j->journal) : NULL;
+    const cJSON *u;
+    size_t n = 0;
+    const reg_catalog_t *cat =
+        j->ex->search ? reg_registry_catalog(ptc_search_registry(j->ex->search)) : NULL;
+    cJSON_ArrayForEach(u, used)
+    {
+        if (n++ >= PTC_REPAIR_SIGS_MAX || cat == NULL) break;
+        const reg_tool_t *t = NULL;
+        for (size_t i = 0; i < reg_catalog_count(cat) && t == NULL; i++)
+            if (strcmp(reg_catalog_at(cat, i)->id, u->valuestring) == 0) t = reg_catalog_at(cat, i);
+        if (t == NULL) continue;
+        char mod[PTC_PYBUNDLE_IDENT_MAX + 1], fn[PTC_PYBUNDLE_IDENT_MAX + 1];
+        ptc_pybundle_identifier(t->server, mod, sizeof mod);
+        ptc_pybundle_identifier(t->name, fn, sizeof fn);
+        sb_fmt(&s, "- tools.%s.%s(", mod, fn);
+        const cJSON *props = cJSON_GetObjectItemCaseSensitive(t->input_schema, "properties");
+        const cJSON *req = cJSON_GetObjectItemCaseSensitive(t->input_schema, "required");
+        const cJSON *p;
+        int k = 0;
+        cJSON_ArrayForEach(p, props)
+        {
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type");
+            static const char *const map[][2] = {{"string", "str"},   {"integer", "int"},
+                                                 {"number", "float"}, {"boolean", "bool"},
+                                                 {"array", "list"},   {"object", "dict"}};
+            const char *py = "Any";
+            for (size_t i = 0; cJSON_IsString(type) && i < sizeof map / sizeof map[0]; i++)
+                if (strcmp(type->valuestring, map[i][0]) == 0) py = map[i][1];
+            bool required = false;
+            const cJSON *r;
+            cJSON_ArrayForEach(r, req)
+            {
+                if (cJSON_IsString(r) && strcmp(r->valuestring, p->string) == 0) required = true;
+            }
+            sb_fmt(&s, "%s%.100s: %s%s", k++ ? ", " : "", p->string, py, required ? "" : " = None");
+        }
+        sb_str(&s, ")");
+        if (t->description != NULL && t->description[0] != '\0') {
+            size_t dl = strcspn(t->description, "\n");
+            sb_fmt(&s, "  # %.*s", (int)(dl > 160 ? 160 : dl), t->description);
+        }
+        sb_str(&s, "\n");
+    }
+    if (s.failed) {
+        free(s.s);
+        return NULL;
+    }
+    return s.s;
+}
+
+/* The failed run's error as sent to a repairer and shown in the packet: its last lines. */
+static void error_tail(const outcome_t *o, sbuf_t *b)
+{
+    if (o->status == EXEC_STATUS_TIMEOUT)
+        sb_fmt(b, "(the run was killed at its %.1f s timeout)\n", (double)o->timeout_ms / 1000.0);
+    else if (o->status == EXEC_STATUS_OOM)
+        sb_str(b, "(the run was killed at its memory limit)\n");
+    else if (o->status == EXEC_STATUS_KILLED)
+        sb_fmt(b, "(the run was killed by %s)\n", o->signal_name ? o->signal_name : "a signal");
+    sb_str(b, ptc_repair_last_lines(o->err, PTC_REPAIR_ERROR_LINES));
+}
+
+/* --- the final answer ---------------------------------------------------------------------- */
+
+static void finish_job(job_t *j)
+{
     ptc_execute_t *ex = j->ex;
     mcp_call_t *call = j->call;
-    (void)run;
-    if (r->status == EXEC_STATUS_REFUSED) {
-        close_bridge(j, NULL, NULL);
-        free(j);
-        finish_refused(ex, call, r->message ? r->message : "the sandbox could not be set up");
-        return;
-    }
-    size_t out_len = 0, err_len = 0;
-    char *out = ptc_utf8_sanitize((const char *)r->out.data, r->out.len, &out_len);
-    char *err = ptc_utf8_sanitize((const char *)r->err.data, r->err.len, &err_len);
-    cJSON *sc = base_fields(exec_status_name(r->status), r->exit_code, r->signal_name, r->out.total,
-                            r->err.total, r->out.truncated || r->err.truncated, r->duration_ms,
-                            exec_sandbox_level_name(r->sandbox));
-    /* Every answer the sandbox waited for was read before it exited: the records are whole. */
-    cJSON *warnings = NULL;
-    close_bridge(j, sc, &warnings);
-    free(j);
-    cJSON *meta = sc ? meta_of(sc) : NULL;
-    char *meta_text = meta ? cJSON_PrintUnformatted(meta) : NULL;
-    cJSON_Delete(meta);
-    ptc_page_t page;
-    int rc = (out && err && meta_text)
-                 ? ptc_pages_first(ex->pages, meta_text, out, out_len, err, err_len, ex->page_chars,
-                                   uv_now(ex->loop), &page)
-                 : PTC_PAGES_ENOMEM;
-    cJSON_free(meta_text);
-    free(out);
-    if (rc < 0 || sc == NULL) {
-        free(err);
-        cJSON_Delete(sc);
-        cJSON_Delete(warnings);
-        mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR,
-                                  "out of memory building the result");
-        return;
-    }
+    outcome_t *o = &j->last;
+    bool failed = o->status != EXEC_STATUS_OK;
+    cJSON *sc = base_fields(exec_status_name(o->status), o->exit_code, o->signal_name, o->out_total,
+                            o->err_total, o->truncated, o->duration_ms,
+                            exec_sandbox_level_name(o->sandbox));
     sbuf_t note = {0};
-    if (r->status == EXEC_STATUS_TIMEOUT)
-        sb_fmt(&note, "The run hit its %.1f s timeout and was killed.",
-               (double)r->duration_ms / 1000.0);
-    else if (r->status == EXEC_STATUS_OOM)
+    if (o->status == EXEC_STATUS_TIMEOUT)
+        sb_fmt(&note, "The run hit its %.1f s timeout%s and was killed.",
+               (double)o->timeout_ms / 1000.0,
+               o->deadline_cut ? " (cut to the request's overall deadline)" : "");
+    else if (o->status == EXEC_STATUS_OOM)
         sb_str(&note, "The run hit its memory limit and was killed.");
     const cJSON *w;
-    cJSON_ArrayForEach(w, warnings)
+    cJSON_ArrayForEach(w, o->warnings)
     {
         if (!cJSON_IsString(w)) continue;
         if (note.len) sb_str(&note, "\n");
         sb_str(&note, "Warning: ");
         sb_str(&note, w->valuestring);
     }
-    cJSON_Delete(warnings);
-    finish_page(call, sc, &page, true, note.failed ? NULL : note.s, err);
+    int n_attempts = cJSON_GetArraySize(j->attempts);
+    sbuf_t heal = {0};
+    if (n_attempts > 1) {
+        if (heal.len) sb_str(&heal, "\n");
+        sb_fmt(&heal, "Self-healing: %d attempts, %d repair%s by %s; the last one %s.", n_attempts,
+               n_attempts - 1, n_attempts == 2 ? "" : "s",
+               strcmp(j->repairer, "sampling") == 0 ? "the client's model (sampling)"
+                                                    : "the fallback repairer",
+               failed ? "failed too" : "succeeded");
+        const cJSON *a;
+        cJSON_ArrayForEach(a, j->attempts)
+        {
+            const cJSON *err = cJSON_GetObjectItemCaseSensitive(a, "error");
+            const cJSON *ch = cJSON_GetObjectItemCaseSensitive(a, "changes");
+            const cJSON *rp = cJSON_GetObjectItemCaseSensitive(a, "replayed");
+            sb_fmt(&heal, "\n  attempt %d: %s",
+                   cJSON_GetObjectItemCaseSensitive(a, "attempt")->valueint,
+                   cJSON_GetObjectItemCaseSensitive(a, "status")->valuestring);
+            if (cJSON_IsString(ch)) sb_fmt(&heal, " (code changed %s)", ch->valuestring);
+            if (cJSON_IsString(err)) sb_fmt(&heal, ": %.300s", err->valuestring);
+            if (cJSON_GetArraySize(rp) > 0) {
+                sb_fmt(&heal, "; %d call%s replayed, not run again:", cJSON_GetArraySize(rp),
+                       cJSON_GetArraySize(rp) == 1 ? "" : "s");
+                const cJSON *x;
+                cJSON_ArrayForEach(x, rp)
+                {
+                    sb_fmt(&heal, " %s #%d",
+                           cJSON_GetObjectItemCaseSensitive(x, "tool")->valuestring,
+                           cJSON_GetObjectItemCaseSensitive(x, "occurrence")->valueint);
+                }
+            }
+        }
+    }
+    if (j->stop_reason[0] != '\0') {
+        if (heal.len) sb_str(&heal, "\n");
+        sb_fmt(&heal, "Repairs stopped: %s.", j->stop_reason);
+    }
+    if (n_attempts > 1) {
+        sb_fmt(&heal, "\n%s:\n```python\n", failed ? "Last code tried" : "Final code that worked");
+        sb_str(&heal, job_code(j));
+        sb_str(&heal, "```");
+    }
+    cJSON *packet = NULL;
+    if (failed && healing(j)) {
+        char fp[PTC_REPAIR_FP_MAX];
+        ptc_repair_fingerprint(exec_status_name(o->status), o->exit_code, o->signal_name, o->err,
+                               fp, sizeof fp);
+        unsigned line = ptc_repair_failing_line(o->err);
+        char text[PTC_REPAIR_LINE_MAX];
+        ptc_repair_code_line(job_code(j), line, text, sizeof text);
+        sbuf_t tail = {0};
+        error_tail(o, &tail);
+        packet = ptc_repair_packet(fp, tail.s ? tail.s : "", line, text);
+        free(tail.s);
+        if (packet != NULL && j->stop_reason[0] != '\0')
+            cJSON_AddStringToObject(packet, "stopped", j->stop_reason);
+        if (heal.len) sb_str(&heal, "\n");
+        sb_fmt(&heal, "Repair packet: error %s", fp);
+        if (line > 0) sb_fmt(&heal, "; failing line %u: %s", line, text);
+        sb_str(&heal, ". Fix the code and call execute_code again.");
+    }
+    bool ok = sc != NULL;
+    if (ok) {
+        cJSON_ReplaceItemInObjectCaseSensitive(sc, "tool_calls",
+                                               cJSON_CreateNumber((double)o->tool_calls));
+        cJSON_ReplaceItemInObjectCaseSensitive(sc, "outputs", o->outputs);
+        o->outputs = NULL;
+        cJSON_ReplaceItemInObjectCaseSensitive(sc, "attempts", j->attempts);
+        j->attempts = NULL;
+        if (n_attempts > 1) ok = cJSON_AddStringToObject(sc, "final_code", job_code(j)) != NULL;
+        if (ok && packet != NULL) {
+            ok = cJSON_AddItemToObject(sc, "repair", packet);
+            if (ok) packet = NULL;
+        }
+    }
+    cJSON_Delete(packet);
+    cJSON *meta = ok ? meta_of(sc) : NULL;
+    char *meta_text = meta ? cJSON_PrintUnformatted(meta) : NULL;
+    cJSON_Delete(meta);
+    ptc_page_t page;
+    int rc = meta_text ? ptc_pages_first(ex->pages, meta_text, o->out, o->out_len, o->err,
+                                         o->err_len, ex->page_chars, uv_now(ex->loop), &page)
+                       : PTC_PAGES_ENOMEM;
+    cJSON_free(meta_text);
+    char *err = o->err;
+    o->err = NULL;
+    job_free(j);
+    if (rc < 0 || !ok || note.failed || heal.failed) {
+        free(err);
+        free(note.s);
+        free(heal.s);
+        cJSON_Delete(sc);
+        if (rc == 0) ptc_page_clear(&page);
+        mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR,
+                                  "out of memory building the result");
+        return;
+    }
+    finish_page(call, sc, &page, true, note.s, err, heal.s);
     free(note.s);
+    free(heal.s);
     free(err);
     ptc_page_clear(&page);
+}
+
+/* Ends the loop with the last failure and says why no (further) repair was made. */
+static void stop_repairs(job_t *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void stop_repairs(job_t *j, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(j->stop_reason, sizeof j->stop_reason, fmt, ap);
+    va_end(ap);
+    finish_job(j);
+}
+
+/* --- the loop ------------------------------------------------------------------------------ */
+
+static void job_done(exec_run_t *run, const exec_result_t *r, void *user);
+static void ask_repair(job_t *j);
+
+/* Starts the current attempt's run; on failure answers (refused, or the last failure). */
+static void start_run(job_t *j)
+{
+    ptc_execute_t *ex = j->ex;
+    uint64_t now = uv_now(ex->loop);
+    j->run_timeout_ms = j->timeout_ms;
+    if (healing(j)) {
+        uint64_t left = j->deadline > now ? j->deadline - now : 0;
+        if (left < j->run_timeout_ms) j->run_timeout_ms = left;
+    }
+    if (j->run_timeout_ms == 0) j->run_timeout_ms = 1;
+    if (j->journal != NULL) ptc_journal_begin_attempt(j->journal);
+    exec_callbacks_t cb = {.on_done = job_done, .on_progress = job_progress, .user = j};
+    exec_run_opts_t ro;
+    exec_run_opts_init(&ro);
+    ro.bridge_fd = open_bridge(ex, j);
+    if (ro.bridge_fd >= 0) ro.ro_dir = ptc_bundle_root(ex->bundle);
+    int rc = exec_run_start_ex(ex->pool, job_code(j), j->run_timeout_ms, &ro, &cb, &j->run);
+    if (rc >= 0) return;
+    j->run = NULL;
+    close_bridge(j, NULL); /* the executor closed the sandbox's end */
+    char msg[400];
+    snprintf(msg, sizeof msg, "The run was not started: %s. %s", exec_strerror(rc),
+             exec_error_hint(rc));
+    if (j->have_last) {
+        stop_repairs(j, "the repaired code could not be started: %s", msg);
+        return;
+    }
+    mcp_call_t *call = j->call;
+    job_free(j);
+    finish_refused(ex, call, msg);
+}
+
+static void job_done(exec_run_t *run, const exec_result_t *r, void *user)
+{
+    job_t *j = user;
+    ptc_execute_t *ex = j->ex;
+    (void)run;
+    j->run = NULL;
+    if (r->status == EXEC_STATUS_REFUSED) {
+        close_bridge(j, NULL);
+        if (j->have_last) {
+            stop_repairs(j, "the repaired code could not be run: %s",
+                         r->message ? r->message : "the sandbox could not be set up");
+            return;
+        }
+        mcp_call_t *call = j->call;
+        job_free(j);
+        finish_refused(ex, call, r->message ? r->message : "the sandbox could not be set up");
+        return;
+    }
+    outcome_t o;
+    if (capture(j, r, &o) < 0) {
+        outcome_clear(&o);
+        mcp_call_t *call = j->call;
+        job_free(j);
+        mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR,
+                                  "out of memory building the result");
+        return;
+    }
+    cJSON *replayed = j->journal ? ptc_journal_take_replayed(j->journal) : NULL;
+    char fp[PTC_REPAIR_FP_MAX] = "";
+    bool failed = o.status != EXEC_STATUS_OK;
+    if (failed)
+        ptc_repair_fingerprint(exec_status_name(o.status), o.exit_code, o.signal_name, o.err, fp,
+                               sizeof fp);
+    record_attempt(j, &o, failed ? fp : NULL, replayed);
+    outcome_clear(&j->last);
+    j->last = o;
+    bool had_last = j->have_last;
+    j->have_last = true;
+    if (!failed || !healing(j)) {
+        finish_job(j);
+        return;
+    }
+    /* The loop stops at a repeated error: a repair that did not change it will not. */
+    if (had_last && strcmp(fp, j->last_fp) == 0) {
+        stop_repairs(j, "the same error came back after the repair (%s)", fp);
+        return;
+    }
+    snprintf(j->last_fp, sizeof j->last_fp, "%s", fp);
+    if (j->repairs_used >= j->max_repairs) {
+        stop_repairs(j, "the repair budget is spent (max_repairs %ld)", j->max_repairs);
+        return;
+    }
+    if (j->journal != NULL && ptc_journal_lost(j->journal)) {
+        stop_repairs(j, "not every tool call could be journaled, so a rerun could repeat a side "
+                        "effect");
+        return;
+    }
+    uint64_t now = uv_now(ex->loop);
+    if (j->deadline <= now || j->deadline - now < EXECUTE_REPAIR_MIN_LEFT_MS) {
+        stop_repairs(j, "the request's overall deadline (%.0f s) leaves no time for a repair",
+                     (double)(j->deadline - j->t0) / 1000.0);
+        return;
+    }
+    ask_repair(j);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+    job_t *j = t->data;
+    ptc_repair_ask_cancel(j->ask);
+    j->ask = NULL;
+    stop_repairs(j, "the request's overall deadline (%.0f s) passed while waiting for the repair",
+                 (double)(j->deadline - j->t0) / 1000.0);
+}
+
+static void on_repaired(void *data, int err, const char *reply, const char *message)
+{
+    job_t *j = data;
+    j->ask = NULL;
+    if (j->timer != NULL) uv_timer_stop(j->timer);
+    if (err < 0) {
+        stop_repairs(j, "the %s did not give a fix: %s",
+                     strcmp(j->repairer, "sampling") == 0 ? "client (sampling)"
+                                                          : "fallback repairer",
+                     message ? message : mcp_strerror(err));
+        return;
+    }
+    char *code = ptc_repair_extract_code(reply);
+    if (code == NULL) {
+        stop_repairs(j, "out of memory reading the repair");
+        return;
+    }
+    if (code[0] == '\0' || strlen(code) > EXEC_MAX_CODE_BYTES) {
+        free(code);
+        stop_repairs(j, "the repair holds no usable code");
+        return;
+    }
+    for (unsigned i = 0; i < j->attempt; i++) {
+        if (ptc_repair_same_code(j->codes[i], code)) {
+            free(code);
+            stop_repairs(j,
+                         "the repair changed nothing (the same code as attempt %u), which "
+                         "counts as the same error",
+                         i + 1);
+            return;
+        }
+    }
+    j->repairs_used++;
+    j->codes[j->attempt++] = code;
+    char msg[96];
+    snprintf(msg, sizeof msg, "attempt %u of %ld: running the repaired code", j->attempt,
+             j->max_repairs + 1);
+    mcp_call_progress(j->call, (double)(uv_now(j->ex->loop) - j->t0), (double)(j->deadline - j->t0),
+                      msg);
+    start_run(j);
+}
+
+/* Asks the client's model (sampling) or the fallback repairer for a fix of the last failure;
+ * without either, answers with the repair packet. */
+static void ask_repair(job_t *j)
+{
+    ptc_execute_t *ex = j->ex;
+    mcp_session_t *s = mcp_call_session(j->call);
+    bool sampling = s != NULL && mcp_session_client_has(s, "sampling");
+    if (!sampling && ex->repairer == NULL) {
+        stop_repairs(j, "this client cannot sample (no sampling capability) and no fallback "
+                        "repairer is configured (--repair-url)");
+        return;
+    }
+    sbuf_t tail = {0};
+    error_tail(&j->last, &tail);
+    char *sigs = signatures(j);
+    char *prompt =
+        tail.failed ? NULL : ptc_repair_prompt(job_code(j), j->attempt, tail.s ? tail.s : "", sigs);
+    free(tail.s);
+    free(sigs);
+    if (prompt == NULL) {
+        stop_repairs(j, "out of memory building the repair request");
+        return;
+    }
+    j->repairer = sampling ? "sampling" : "http";
+    int rc = sampling ? ptc_repair_ask_sampling(j->call, prompt, on_repaired, j, &j->ask)
+                      : ptc_repair_ask_http(ex->repairer, prompt, on_repaired, j, &j->ask);
+    free(prompt);
+    if (rc < 0) {
+        j->ask = NULL;
+        stop_repairs(j, "the repair request could not be sent: %s", mcp_strerror(rc));
+        return;
+    }
+    if (j->timer == NULL) {
+        j->timer = malloc(sizeof *j->timer);
+        if (j->timer != NULL && uv_timer_init(ex->loop, j->timer) < 0) {
+            free(j->timer);
+            j->timer = NULL;
+        }
+    }
+    if (j->timer == NULL) {
+        stop_repairs(j, "out of memory waiting for the repair");
+        return;
+    }
+    j->timer->data = j;
+    uv_timer_start(j->timer, on_deadline, j->deadline - uv_now(ex->loop), 0);
+    char msg[PTC_REPAIR_FP_MAX + 96];
+    snprintf(msg, sizeof msg, "attempt %u of %ld failed (%.200s); asking %s for a fix", j->attempt,
+             j->max_repairs + 1, j->last_fp,
+             sampling ? "the client's model" : ptc_repairer_http_name(ex->repairer));
+    mcp_call_progress(j->call, (double)(uv_now(ex->loop) - j->t0), (double)(j->deadline - j->t0),
+                      msg);
 }
 
 static void fetch_page(ptc_execute_t *ex, mcp_call_t *call, const char *cursor)
@@ -645,7 +1161,7 @@ static void fetch_page(ptc_execute_t *ex, mcp_call_t *call, const char *cursor)
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
     }
-    finish_page(call, sc, &page, false, NULL, NULL);
+    finish_page(call, sc, &page, false, NULL, NULL, NULL);
     ptc_page_clear(&page);
 }
 
@@ -655,8 +1171,9 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(args, "code");
     const cJSON *cursor = cJSON_GetObjectItemCaseSensitive(args, "cursor");
     const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(args, "timeout_seconds");
+    const cJSON *repairs = cJSON_GetObjectItemCaseSensitive(args, "max_repairs");
     if (cursor != NULL) {
-        if (code != NULL || timeout != NULL) {
+        if (code != NULL || timeout != NULL || repairs != NULL) {
             mcp_call_finish_text(call, true,
                                  "Invalid arguments: pass cursor alone (it fetches the next page "
                                  "of an earlier run), or code without a cursor.");
@@ -683,30 +1200,32 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
         return;
     }
     job_t *j = calloc(1, sizeof *j);
-    if (j == NULL) {
+    if (j != NULL) {
+        j->codes[0] = strdup(code->valuestring);
+        j->attempts = cJSON_CreateArray();
+    }
+    if (j == NULL || j->codes[0] == NULL || j->attempts == NULL) {
+        if (j != NULL) job_free(j);
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
     }
     j->ex = ex;
     j->call = call;
+    j->attempt = 1;
     j->timeout_ms = (uint64_t)(secs * 1000.0 + 0.5);
     if (j->timeout_ms == 0) j->timeout_ms = 1;
-    exec_callbacks_t cb = {.on_done = job_done, .on_progress = job_progress, .user = j};
-    exec_run_opts_t ro;
-    exec_run_opts_init(&ro);
-    ro.bridge_fd = open_bridge(ex, j);
-    if (ro.bridge_fd >= 0) ro.ro_dir = ptc_bundle_root(ex->bundle);
-    int rc = exec_run_start_ex(ex->pool, code->valuestring, j->timeout_ms, &ro, &cb, &j->run);
-    if (rc < 0) {
-        close_bridge(j, NULL, NULL); /* the executor closed the sandbox's end */
-        free(j);
-        char msg[400];
-        snprintf(msg, sizeof msg, "The run was not started: %s. %s", exec_strerror(rc),
-                 exec_error_hint(rc));
-        finish_refused(ex, call, msg);
+    j->max_repairs = repairs != NULL ? (long)repairs->valuedouble : ex->max_repairs;
+    j->t0 = uv_now(ex->loop);
+    /* A run asked to last longer than the deadline gets its time; repairs then get none. */
+    j->deadline = j->t0 + (j->timeout_ms > ex->deadline_ms ? j->timeout_ms : ex->deadline_ms);
+    if (healing(j) && ptc_journal_new(&j->journal) < 0) {
+        job_free(j);
+        mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
     }
+    /* Before the start, which may already answer (and free) the call. */
     mcp_call_on_cancel(call, job_cancelled, j);
+    start_run(j);
 }
 
 /* --- set-up -------------------------------------------------------------------------------- */
@@ -735,6 +1254,35 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
         }
     }
     ex->lim.audit = ex->audit;
+    ex->max_repairs = o->max_repairs;
+    if (ex->max_repairs > PTC_REPAIR_MAX) {
+        mcp_log(lg, MCP_LOG_ERROR, "--max-repairs: at most %d", PTC_REPAIR_MAX);
+        if (ex->audit != NULL) fclose(ex->audit);
+        free(ex);
+        return MCP_EINVAL;
+    }
+    ex->deadline_ms = EXECUTE_REQUEST_DEADLINE_MS;
+    /* Tests shorten the deadline to prove it without waiting for 50 s. */
+    const char *td = getenv("PTC_TEST_REQUEST_DEADLINE_MS");
+    if (td != NULL && atol(td) > 0) ex->deadline_ms = (uint64_t)atol(td);
+    if (o->repair_url != NULL || o->repair_model != NULL || o->repair_key_env != NULL) {
+        char msg[600];
+        int rrc =
+            o->repair_url == NULL
+                ? (snprintf(msg, sizeof msg,
+                            "--repair-model and --repair-key-env need --repair-url (the "
+                            "chat-completions endpoint)"),
+                   MCP_EINVAL)
+                : ptc_repairer_http_new(loop, o->repair_url, o->repair_model, o->repair_key_env,
+                                        o->ca_file, lg, &ex->repairer, msg, sizeof msg);
+        if (rrc < 0) {
+            mcp_log(lg, MCP_LOG_ERROR, "%s", msg);
+            if (ex->audit != NULL) fclose(ex->audit);
+            free(ex);
+            return MCP_EINVAL;
+        }
+        mcp_log(lg, MCP_LOG_INFO, "fallback repairer: %s", ptc_repairer_http_name(ex->repairer));
+    }
     exec_options_t eo;
     exec_options_init(&eo);
     if (o->python) eo.python = o->python;
@@ -749,6 +1297,8 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
     int rc = ptc_pages_new(EXECUTE_PAGES_MAX_BYTES, EXECUTE_PAGES_MAX_RUNS, EXECUTE_PAGES_TTL_MS,
                            &ex->pages);
     if (rc < 0) {
+        ptc_repairer_http_free(ex->repairer);
+        if (ex->audit != NULL) fclose(ex->audit);
         free(ex);
         return MCP_ENOMEM;
     }
@@ -756,6 +1306,8 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
     if (rc < 0) {
         mcp_log(lg, MCP_LOG_ERROR, "executor: %s. %s", exec_strerror(rc), exec_error_hint(rc));
         ptc_pages_free(ex->pages);
+        ptc_repairer_http_free(ex->repairer);
+        if (ex->audit != NULL) fclose(ex->audit);
         free(ex);
         return MCP_EINVAL;
     }
@@ -847,6 +1399,7 @@ void ptc_execute_free(ptc_execute_t *ex)
 {
     if (ex == NULL) return;
     if (ex->audit != NULL) fclose(ex->audit);
+    ptc_repairer_http_free(ex->repairer);
     free(ex->described);
     exec_pool_free(ex->pool);
     ptc_pages_free(ex->pages);

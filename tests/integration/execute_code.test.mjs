@@ -13,7 +13,7 @@ test('execute_code is listed with input and output schemas', async () => {
     const { tools } = await c.client.listTools();
     const t = tools.find((x) => x.name === 'execute_code');
     assert.ok(t, 'execute_code is listed');
-    assert.deepEqual(Object.keys(t.inputSchema.properties).sort(), ['code', 'cursor', 'timeout_seconds']);
+    assert.deepEqual(Object.keys(t.inputSchema.properties).sort(), ['code', 'cursor', 'max_repairs', 'timeout_seconds']);
     assert.ok(t.outputSchema.required.includes('next_cursor'));
   } finally {
     await c.close();
@@ -102,9 +102,15 @@ test('long output is paged behind cursors; the text ends with the cursor line', 
     assert.match(both.content[0].text, /cursor alone/);
     const neither = await c.client.callTool({ name: 'execute_code', arguments: {} });
     assert.equal(neither.isError, true);
-    const extra = await c.client.callTool({ name: 'execute_code', arguments: { code: 'print(1)', max_repairs: 1 } });
+    const extra = await c.client.callTool({ name: 'execute_code', arguments: { code: 'print(1)', repairs: 1 } });
     assert.equal(extra.isError, true);
-    assert.match(extra.content[0].text, /max_repairs: is not an allowed property/);
+    assert.match(extra.content[0].text, /repairs: is not an allowed property/);
+    const tooMany = await c.client.callTool({ name: 'execute_code', arguments: { code: 'print(1)', max_repairs: 11 } });
+    assert.equal(tooMany.isError, true);
+    assert.match(tooMany.content[0].text, /max_repairs/);
+    const pageAndRepairs = await c.client.callTool({ name: 'execute_code', arguments: { cursor: sc.next_cursor, max_repairs: 1 } });
+    assert.equal(pageAndRepairs.isError, true);
+    assert.match(pageAndRepairs.content[0].text, /cursor alone/);
   } finally {
     await c.close();
   }
@@ -138,7 +144,14 @@ test('progress notifications report elapsed time while a run goes on', async () 
     assert.ok(seen.length >= 2, `got ${seen.length} progress notifications`);
     for (let i = 1; i < seen.length; i++) assert.ok(seen[i].progress > seen[i - 1].progress);
     assert.match(seen.at(-1).message, /running \d+\.\d s, \d+ bytes of output/);
-    assert.equal(seen[0].total, 30000);
+    // With self-healing on (the default), total is the request's deadline: runs and repairs.
+    assert.equal(seen[0].total, 50000);
+    assert.match(seen.at(-1).message, /^attempt 1 of 3: running/);
+    const off = [];
+    await run(c, 'import time\ntime.sleep(1.5)', { max_repairs: 0 }, { onprogress: (p) => off.push(p) });
+    assert.ok(off.length >= 1);
+    assert.equal(off[0].total, 30000, 'without repairs, total is the run\'s timeout');
+    assert.match(off.at(-1).message, /^running/);
   } finally {
     await c.close();
   }

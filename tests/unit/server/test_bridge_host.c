@@ -824,11 +824,85 @@ static void bad_limits_are_refused_with_a_message(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* Two attempts of one request share a journal: the second gets the first's successful results
+ * for the same tool, arguments (in any key order) and occurrence; errors and read-only tools
+ * run again, and a further identical call is a new occurrence that runs. */
+static void the_journal_replays_successful_calls_of_an_earlier_attempt(void **state)
+{
+    (void)state;
+    ptc_journal_t *jr = NULL;
+    assert_int_equal(ptc_journal_new(&jr), 0);
+    ptc_bridge_limits_t lim = {.journal = jr};
+    env_t *e = env_new(&lim);
+    e->defer = true;
+    peer_send(e,
+              "{\"id\":1,\"method\":\"call\",\"params\":{\"server\":\"srv\",\"tool\":\"echo\","
+              "\"arguments\":{\"message\":\"a\"}}}\n"
+              "{\"id\":2,\"method\":\"call\",\"params\":{\"server\":\"srv\",\"tool\":\"echo\","
+              "\"arguments\":{\"message\":\"b\",\"n\":1}}}\n"
+              "{\"id\":3,\"method\":\"call\",\"params\":{\"server\":\"srv\",\"tool\":\"read\"}}\n"
+              "{\"id\":4,\"method\":\"call\",\"params\":{\"server\":\"srv\",\"tool\":\"echo\","
+              "\"arguments\":{\"message\":\"a\"}}}\n");
+    wait_calls(e, 4);
+    fake_answer(&e->calls[0], "first a");
+    e->calls[1].answered = true;
+    e->calls[1].done(e->calls[1].done_data, MCP_EREMOTE, NULL, "boom");
+    fake_answer(&e->calls[2], "read once");
+    fake_answer(&e->calls[3], "second a");
+    wait_answers(e, 4);
+    assert_int_equal(ptc_journal_count(jr), 2); /* the two echo "a" results */
+    env_free(e);
+
+    ptc_journal_begin_attempt(jr);
+    e = env_new(&lim);
+    peer_send(e,
+              "{\"id\":1,\"method\":\"call\",\"params\":{\"server\":\"srv\",\"tool\":\"echo\","
+              "\"arguments\":{\"message\":\"a\"}}}\n"
+              "{\"id\":2,\"method\":\"call\",\"params\":{\"server\":\"srv\",\"tool\":\"echo\","
+              "\"arguments\":{\"n\":1,\"message\":\"b\"}}}\n"
+              "{\"id\":3,\"method\":\"call\",\"params\":{\"server\":\"srv\",\"tool\":\"read\"}}\n"
+              "{\"id\":4,\"method\":\"call\",\"params\":{\"server\":\"srv\",\"tool\":\"echo\","
+              "\"arguments\":{\"message\":\"a\"}}}\n"
+              "{\"id\":5,\"method\":\"call\",\"params\":{\"server\":\"srv\",\"tool\":\"echo\","
+              "\"arguments\":{\"message\":\"a\"}}}\n");
+    wait_answers(e, 5);
+    assert_string_equal(result_text(e, 1), "first a");
+    assert_string_equal(result_text(e, 2), "echo:b"); /* the error was not kept: it ran again */
+    assert_string_equal(result_text(e, 3), "read:-"); /* read-only: always runs */
+    assert_string_equal(result_text(e, 4), "second a");
+    assert_string_equal(result_text(e, 5), "echo:a"); /* a third "a": nothing kept, it runs */
+    assert_int_equal(e->ncalls, 3);
+    ptc_bridge_counters_t n;
+    ptc_bridge_host_counters(e->h, &n);
+    assert_int_equal(n.replayed, 2);
+    assert_int_equal(n.tool_calls, 3);
+    int replayed_audits = 0;
+    const cJSON *a;
+    cJSON_ArrayForEach(a, e->audits)
+    {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(a, "outcome");
+        if (strcmp(o->valuestring, "replayed") == 0) replayed_audits++;
+    }
+    assert_int_equal(replayed_audits, 2);
+    cJSON *rp = ptc_journal_take_replayed(jr);
+    assert_int_equal(cJSON_GetArraySize(rp), 2);
+    assert_string_equal(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(rp, 1), "tool")->valuestring,
+        "srv__echo");
+    assert_int_equal(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(rp, 1), "occurrence")->valueint, 2);
+    cJSON_Delete(rp);
+    assert_int_equal(cJSON_GetArraySize(ptc_journal_used(jr)), 2); /* echo, read */
+    env_free(e);
+    ptc_journal_free(jr);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as the binary does */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(calls_and_searches_reach_ops_with_exact_arguments),
+        cmocka_unit_test(the_journal_replays_successful_calls_of_an_earlier_attempt),
         cmocka_unit_test(allow_and_deny_patterns_refuse_tools_by_id),
         cmocka_unit_test(schema_violation_is_refused_naming_the_field),
         cmocka_unit_test(call_budget_stops_a_runaway_loop),

@@ -82,6 +82,9 @@ static const flag_t flags[] = {
      "off", NULL},
     {"max-repairs", ARG_LONG, OFF(max_repairs), 0, "N", "self-healing budget (0 = off, at most 10)",
      "2", NULL},
+    {"request-deadline", ARG_NUM, OFF(request_deadline), 0, "S",
+     "one execute_code request, runs and repairs together (a longer timeout_seconds wins)", "50",
+     NULL},
     {"repair-url", ARG_STR, OFF(repair_url), 0, "URL", "fallback repairer (OpenAI-compatible chat)",
      "none", NULL},
     {"repair-model", ARG_STR, OFF(repair_model), 0, "NAME", "fallback repairer model", "none",
@@ -112,6 +115,7 @@ void ptc_options_init(ptc_options_t *o)
     o->max_timeout = 300;
     o->embedder = "auto";
     o->tool_timeout = 60;
+    o->request_deadline = 50;
     o->max_repairs = 2;
 }
 

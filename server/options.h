@@ -33,6 +33,7 @@ typedef struct ptc_options {
     const char *audit_log;
     bool confirm_writes;
     long max_repairs;
+    double request_deadline;
     const char *repair_url, *repair_model, *repair_key_env;
     const char *auth_token_env, *tls_cert, *tls_key, *ca_file;
 

@@ -23,8 +23,9 @@
 #define EXECUTE_PAGES_MAX_BYTES (64u << 20)
 #define EXECUTE_PAGES_MAX_RUNS  256u
 #define EXECUTE_PAGES_TTL_MS    (30u * 60 * 1000)
-/* One deadline covers a request's runs and repairs, under the common 60 s client timeout. */
-#define EXECUTE_REQUEST_DEADLINE_MS 50000u
+/* One deadline covers a request's runs and repairs (--request-deadline, by default 50 s: under
+ * the common 60 s client timeout); a day at most keeps the milliseconds far from overflow. */
+#define EXECUTE_REQUEST_DEADLINE_MAX_S 86400
 /* A repair is not asked for with less time than this left before the deadline. */
 #define EXECUTE_REPAIR_MIN_LEFT_MS 1000u
 
@@ -1261,10 +1262,15 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
         free(ex);
         return MCP_EINVAL;
     }
-    ex->deadline_ms = EXECUTE_REQUEST_DEADLINE_MS;
-    /* Tests shorten the deadline to prove it without waiting for 50 s. */
-    const char *td = getenv("PTC_TEST_REQUEST_DEADLINE_MS");
-    if (td != NULL && atol(td) > 0) ex->deadline_ms = (uint64_t)atol(td);
+    if (o->request_deadline > EXECUTE_REQUEST_DEADLINE_MAX_S) {
+        mcp_log(lg, MCP_LOG_ERROR, "--request-deadline: at most %d seconds",
+                EXECUTE_REQUEST_DEADLINE_MAX_S);
+        if (ex->audit != NULL) fclose(ex->audit);
+        free(ex);
+        return MCP_EINVAL;
+    }
+    ex->deadline_ms = (uint64_t)(o->request_deadline * 1000.0);
+    if (ex->deadline_ms == 0) ex->deadline_ms = 1;
     if (o->repair_url != NULL || o->repair_model != NULL || o->repair_key_env != NULL) {
         char msg[600];
         int rrc =

@@ -114,6 +114,11 @@ test('repair flags that cannot work are refused at start with what to do', () =>
   const tooMany = spawnSync(ptcBin, ['--max-repairs', '11'], { input: '', encoding: 'utf8' });
   assert.notEqual(tooMany.status, 0);
   assert.match(tooMany.stderr, /--max-repairs: at most 10/);
+  const longDeadline = spawnSync(ptcBin, ['--request-deadline', '86401'], { input: '', encoding: 'utf8' });
+  assert.notEqual(longDeadline.status, 0);
+  assert.match(longDeadline.stderr, /--request-deadline: at most 86400 seconds/);
+  const zeroDeadline = spawnSync(ptcBin, ['--request-deadline', '0'], { input: '', encoding: 'utf8' });
+  assert.equal(zeroDeadline.status, 2);
   const help = spawnSync(ptcBin, ['--help'], { encoding: 'utf8' });
   assert.match(help.stdout, /--max-repairs N +self-healing budget/);
   assert.doesNotMatch(help.stdout, /--repair-url.*not available yet/);

@@ -198,10 +198,10 @@ test('cancelling while the server waits for the sampling answer stops the loop',
 });
 
 test('one deadline covers runs and repairs together', async () => {
-  // A 5 s deadline (the test knob; 50 s by default): the first run takes 3 s and fails, the
+  // A 5 s deadline (--request-deadline; 50 s by default): the first run takes 3 s and fails, the
   // repaired one would sleep for 20 s but only gets what is left of the deadline.
   const { c, asked } = await withModel(() => reply('```python\nimport time\ntime.sleep(20)\nprint("never")\n```'), {
-    env: { PTC_TEST_REQUEST_DEADLINE_MS: '5000' },
+    args: ['--request-deadline', '5'],
   });
   try {
     const r = await run(c, 'import time\ntime.sleep(3)\nraise RuntimeError("late")\n', { timeout_seconds: 4, max_repairs: 3 });

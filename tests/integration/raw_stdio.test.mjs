@@ -210,7 +210,7 @@ test('the binary documents every flag and refuses unknown ones', () => {
     '--max-queue', '--max-timeout', '--mount', '--pass-env', '--unsafe-no-sandbox', '--embedder',
     '--embed-model-dir', '--embed-url', '--embed-remote-model', '--embed-key-env', '--expose-tools',
     '--allow-tools', '--deny-tools', '--tool-timeout', '--audit-log', '--confirm-writes', '--max-repairs',
-    '--repair-url', '--repair-model', '--repair-key-env', '--auth-token-env', '--tls-cert', '--tls-key',
+    '--request-deadline', '--repair-url', '--repair-model', '--repair-key-env', '--auth-token-env', '--tls-cert', '--tls-key',
     '--ca-file']) {
     assert.ok(text.includes(flag), `--help documents ${flag}`);
   }

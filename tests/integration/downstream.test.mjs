@@ -221,11 +221,14 @@ async function startHttpEverything(port) {
   return proc;
 }
 
+// A port free on the wildcard address, which is what server-everything binds: a port free on
+// 127.0.0.1 alone can still be held on another loopback address (e.g. by TIME_WAIT sockets of a
+// load test running beside this one), and then the wildcard bind fails.
 async function freePort() {
   const net = await import('node:net');
   return new Promise((resolve) => {
     const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+    s.listen(0, () => { const { port } = s.address(); s.close(() => resolve(port)); });
   });
 }
 

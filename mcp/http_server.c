@@ -595,6 +595,11 @@ static void dispatch(mcp__hconn_t *c)
     }
     const char *host = mcp__hconn_header(c, "Host");
     const char *origin = mcp__hconn_header(c, "Origin");
+    if (host == NULL && c->parser.http_minor >= 1) {
+        /* RFC 9112 3.2: an HTTP/1.1 request without Host is answered 400. */
+        mcp__hconn_error(c, 400, -32600, "Bad Request: Host header required", NULL);
+        return;
+    }
     if (hs->loopback && !mcp__http_host_allowed(host, hs->host, hs->port)) {
         mcp_log(hs->lg, MCP_LOG_WARNING, "http: refused a request for Host \"%.100s\" (403)", host);
         mcp__hconn_error(c, 403, -32000, "Forbidden: Host header not allowed", NULL);

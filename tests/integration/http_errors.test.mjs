@@ -87,6 +87,9 @@ test('status codes for refused requests, and the server keeps serving', async ()
 
     // Garbage gets a 400 and the connection is closed; chunked bodies and pipelining work.
     assert.match(await rawRequest(port, 'HELLO THERE\r\n\r\n'), /^HTTP\/1\.1 400 /);
+    const noHost = await rawRequest(port, `POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nAccept: ${JSON_SSE}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`);
+    assert.match(noHost, /^HTTP\/1\.1 400 /);
+    assert.match(noHost, /Host header required/);
     const chunked = await rawRequest(port,
       `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: ${JSON_SSE}\r\nMcp-Session-Id: ${sid}\r\nTransfer-Encoding: chunked\r\n\r\n` +
       ['{"jsonrpc":"2.0"', ',"id":7,"method":"p', 'ing"}'].map((c) => `${c.length.toString(16)}\r\n${c}\r\n`).join('') + '0\r\n\r\n' +

@@ -1,0 +1,269 @@
+// Abuse of the HTTP transport through raw sockets and fetch: a foreign Origin or Host, a 100 MB
+// body (refused early, never buffered), a slowloris client, garbage bytes, a half-closed socket;
+// over HTTPS with a self-signed certificate made here: a missing or wrong bearer token, plain
+// HTTP on the TLS port. After each abuse a normal SDK session must still work, and each server
+// must end cleanly on SIGTERM (exit 0, no sanitizer or leak report).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import tls from 'node:tls';
+import {
+  assertServes, fetchWithCa, makeSelfSignedCert, parseResponse, rawExchange, rawPost, rssKiB,
+  startHttp, statusOf,
+} from './http_helpers.mjs';
+
+const MAX_MESSAGE = 1 << 20; // --max-message-bytes for the plain server
+const BIG = 100 * 1024 * 1024; // the abusive body
+const PROTOCOL = '2025-11-25';
+const initMsg = (id = 1) => ({
+  jsonrpc: '2.0', id, method: 'initialize',
+  params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: 'abuse', version: '1' } },
+});
+const complete = (t) => parseResponse(t) !== null;
+
+let plain; // one server for the plain-HTTP abuse; every test checks it still serves
+
+before(async () => {
+  plain = await startHttp(['--max-message-bytes', String(MAX_MESSAGE)]);
+});
+
+after(async () => {
+  await plain?.stop();
+});
+
+test('/healthz answers 200 without a session', async () => {
+  const r = await fetch(`${plain.origin}/healthz`);
+  await r.arrayBuffer();
+  assert.equal(r.status, 200);
+});
+
+test('a foreign Origin gets 403, a foreign Host is refused, the loopback Origin is served', async () => {
+  const evil = await rawExchange(plain.port, rawPost(plain.port, initMsg(), { Origin: 'http://evil.example' }), { until: complete });
+  assert.equal(statusOf(evil.text), 403, evil.text);
+  const evilTls = await rawExchange(plain.port, rawPost(plain.port, initMsg(), { Origin: 'https://attacker.example:443' }), { until: complete });
+  assert.equal(statusOf(evilTls.text), 403, evilTls.text);
+  // DNS rebinding: the attacker's name resolving to 127.0.0.1 arrives as the Host header.
+  const rebound = await rawExchange(plain.port, rawPost(plain.port, initMsg(), { Host: `evil.example:${plain.port}` }), { until: complete });
+  assert.ok([400, 403, 421].includes(statusOf(rebound.text)), rebound.text);
+  const ok = await rawExchange(plain.port, rawPost(plain.port, initMsg(), { Origin: plain.origin }), { until: complete });
+  const r = parseResponse(ok.text);
+  assert.equal(r.status, 200, ok.text);
+  assert.ok(r.headers['mcp-session-id'], 'initialize issues Mcp-Session-Id');
+  assert.equal(r.json?.result?.serverInfo?.name !== undefined, true, ok.text);
+  await assertServes(plain.url);
+});
+
+// Streams `total` bytes of body after `head` with backpressure and stops as soon as the server
+// answers or closes. Resolves { sent, text, closed }.
+function streamBody(port, head, total, { chunked = false } = {}) {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect({ host: '127.0.0.1', port });
+    const chunk = Buffer.alloc(1 << 20, 0x61); // 'aaaa...': the size, not the content, is the abuse
+    const chunks = [];
+    let sent = 0;
+    let stop = false;
+    let closed = false;
+    const t = setTimeout(() => { sock.destroy(); reject(new Error(`neither answered nor closed after ${sent} bytes`)); }, 120000);
+    const finish = () => {
+      if (stop) return;
+      stop = true;
+      clearTimeout(t);
+      sock.destroy();
+      resolve({ sent, text: Buffer.concat(chunks).toString('latin1'), closed });
+    };
+    sock.on('data', (d) => {
+      chunks.push(d);
+      if (complete(Buffer.concat(chunks).toString('latin1'))) finish();
+    });
+    sock.on('end', () => { closed = true; finish(); });
+    sock.on('close', () => { closed = true; finish(); });
+    sock.on('error', () => { closed = true; finish(); });
+    sock.on('connect', async () => {
+      sock.write(head);
+      while (!stop && sent < total) {
+        const n = Math.min(chunk.length, total - sent);
+        const piece = chunked ? Buffer.concat([Buffer.from(`${n.toString(16)}\r\n`), chunk.subarray(0, n), Buffer.from('\r\n')]) : chunk.subarray(0, n);
+        sent += n;
+        if (!sock.write(piece)) await new Promise((r) => { sock.once('drain', r); sock.once('close', r); });
+      }
+      if (!stop && chunked) sock.write('0\r\n\r\n');
+    });
+  });
+}
+
+for (const chunked of [false, true]) {
+  test(`a 100 MB body (${chunked ? 'chunked' : 'Content-Length'}) gets 413 early and is not buffered`, async () => {
+    const rssBefore = rssKiB(plain.pid);
+    const head = [
+      'POST /mcp HTTP/1.1', `Host: 127.0.0.1:${plain.port}`, 'Content-Type: application/json',
+      'Accept: application/json, text/event-stream',
+      chunked ? 'Transfer-Encoding: chunked' : `Content-Length: ${BIG}`, '', '',
+    ].join('\r\n');
+    const r = await streamBody(plain.port, head, BIG, { chunked });
+    assert.equal(statusOf(r.text), 413, `answer after ${r.sent} bytes: ${JSON.stringify(r.text.slice(0, 300))}`);
+    // Answered while most of the body was still unsent: the server did not wait for all of it.
+    assert.ok(r.sent < BIG / 2, `the 413 came only after ${r.sent} of ${BIG} bytes`);
+    const grown = rssKiB(plain.pid) - rssBefore;
+    assert.ok(grown < 32 * 1024, `server RSS grew by ${grown} KiB for a refused body`);
+    await assertServes(plain.url);
+  });
+}
+
+test('a slowloris client is closed by the server while other clients are served', { timeout: 600000 }, async () => {
+  // Headers trickled one byte every 200 ms, never finished; and a client that sends nothing.
+  const trickle = new Promise((resolve, reject) => {
+    const sock = net.connect({ host: '127.0.0.1', port: plain.port });
+    const text = `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${plain.port}\r\n${'X-Slow: '.padEnd(8, 'x')}`;
+    let i = 0;
+    let got = '';
+    let timer = null;
+    const giveUp = setTimeout(() => { clearInterval(timer); sock.destroy(); reject(new Error(`not closed after ${i} trickled bytes`)); }, 540000);
+    sock.on('connect', () => {
+      timer = setInterval(() => {
+        // Endless header bytes: a header value that never ends.
+        if (!sock.destroyed) sock.write(i < text.length ? text[i] : 'x');
+        i++;
+      }, 200);
+    });
+    sock.on('data', (d) => { got += d.toString('latin1'); });
+    const done = () => { clearInterval(timer); clearTimeout(giveUp); resolve({ got, trickled: i }); };
+    sock.on('close', done);
+    sock.on('error', () => {});
+  });
+  const idle = rawExchange(plain.port, Buffer.alloc(0), { timeoutMs: 540000 });
+  // Meanwhile the server keeps serving normal sessions, one after another.
+  let served = 0;
+  let slowDone = false;
+  const both = Promise.all([trickle, idle]).finally(() => { slowDone = true; });
+  while (!slowDone) {
+    await assertServes(plain.url);
+    served++;
+    await Promise.race([both, new Promise((r) => setTimeout(r, 500))]);
+  }
+  const [slow, silent] = await both;
+  assert.ok(served >= 1);
+  assert.ok([null, 408].includes(statusOf(slow.got)), `slowloris answered ${JSON.stringify(slow.got.slice(0, 200))}`);
+  assert.ok(silent.closed, 'the idle connection was closed by the server');
+  assert.ok([null, 408].includes(statusOf(silent.text)), `idle client answered ${JSON.stringify(silent.text.slice(0, 200))}`);
+  await assertServes(plain.url);
+});
+
+// A fixed pseudo-random byte string (xorshift32), so every run sends the same garbage.
+function noise(n, seed) {
+  const b = Buffer.alloc(n);
+  let x = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+    b[i] = x & 0xff;
+  }
+  return b;
+}
+
+test('garbage bytes get 400', async () => {
+  const port = plain.port;
+  const cases = [
+    ['random bytes', noise(4096, 0x5eed)],
+    ['a TLS ClientHello on the plain port', Buffer.from('160301002c010000280303' + '00'.repeat(32) + '000002002f0100', 'hex')],
+    ['a request line without a version', Buffer.from('POST /mcp\r\n\r\n')],
+    ['an unknown HTTP version', Buffer.from(`POST /mcp HTTP/9.9\r\nHost: 127.0.0.1:${port}\r\n\r\n`)],
+    ['a header line without a colon', Buffer.from(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nthis is not a header\r\n\r\n`)],
+    ['a non-numeric Content-Length', Buffer.from(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Length: abc\r\n\r\n`)],
+    ['a bad chunk size', Buffer.from(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`)],
+    ['NUL bytes', Buffer.alloc(64)],
+  ];
+  for (const [what, bytes] of cases) {
+    const r = await rawExchange(port, bytes, { until: complete });
+    assert.equal(statusOf(r.text), 400, `${what}: ${JSON.stringify(r.text.slice(0, 300))}`);
+  }
+  // Well-formed HTTP whose body is not JSON-RPC.
+  const notJson = await rawExchange(port, Buffer.concat([
+    Buffer.from(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 9\r\n\r\n`),
+    Buffer.from('{"a":\x00\xff]'),
+  ]), { until: complete });
+  assert.equal(statusOf(notJson.text), 400, `a body that is not JSON: ${JSON.stringify(notJson.text.slice(0, 300))}`);
+  await assertServes(plain.url);
+});
+
+test('a half-closed socket (write side shut after the request) still gets its answer', async () => {
+  const init = await rawExchange(plain.port, rawPost(plain.port, initMsg(7)), { until: complete, halfClose: true });
+  const r = parseResponse(init.text, { closed: init.closed });
+  assert.ok(r, `no complete response: ${JSON.stringify(init.text.slice(0, 300))}`);
+  assert.equal(r.status, 200, init.text);
+  assert.equal(r.json?.id, 7, init.text);
+  assert.ok(r.json?.result?.protocolVersion, init.text);
+  const sid = r.headers['mcp-session-id'];
+  assert.ok(sid, 'initialize issues Mcp-Session-Id');
+  const h = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': r.json.result.protocolVersion };
+  const note = await rawExchange(plain.port, rawPost(plain.port, { jsonrpc: '2.0', method: 'notifications/initialized' }, h), { until: complete, halfClose: true });
+  assert.equal(statusOf(note.text), 202, note.text);
+  const list = await rawExchange(plain.port, rawPost(plain.port, { jsonrpc: '2.0', id: 8, method: 'tools/list' }, h), { until: complete, halfClose: true });
+  const lr = parseResponse(list.text, { closed: list.closed });
+  assert.equal(lr?.status, 200, list.text);
+  assert.ok(lr.json.result.tools.some((t) => t.name === 'execute_code'), list.text);
+  await assertServes(plain.url);
+});
+
+test('HTTPS with a self-signed certificate; a missing or wrong bearer token gets 401', async (t) => {
+  const cert = makeSelfSignedCert();
+  if (!cert) {
+    t.skip('the openssl CLI is missing (Debian package: openssl)');
+    return;
+  }
+  const token = randomBytes(24).toString('hex');
+  const server = await startHttp(['--tls-cert', cert.cert, '--tls-key', cert.key, '--auth-token-env', 'PTC_TEST_TOKEN'],
+    { env: { PTC_TEST_TOKEN: token }, tls: true });
+  try {
+    assert.match(server.url, /^https:/);
+    const f = fetchWithCa(cert.certPem);
+    const post = (headers) => f(server.url, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...headers },
+      body: JSON.stringify(initMsg()),
+    }).then(async (r) => ({ status: r.status, body: await r.text() }));
+    const wrongSameLength = token.slice(0, -1) + (token.endsWith('0') ? '1' : '0');
+    for (const [what, headers] of [
+      ['no Authorization', {}],
+      ['a wrong token', { Authorization: 'Bearer not-the-token' }],
+      ['a wrong token of the right length', { Authorization: `Bearer ${wrongSameLength}` }],
+      ['the token with another scheme', { Authorization: `Basic ${token}` }],
+      ['the token with nothing after it', { Authorization: 'Bearer ' }],
+    ]) {
+      const r = await post(headers);
+      assert.equal(r.status, 401, `${what}: ${r.status} ${r.body}`);
+    }
+    const good = await post({ Authorization: `Bearer ${token}` });
+    assert.equal(good.status, 200, good.body);
+
+    // The SDK client over HTTPS with the test CA and the token; and it keeps working after abuse.
+    const opts = { fetch: f, headers: { Authorization: `Bearer ${token}` } };
+    await assertServes(server.url, opts);
+
+    // A client that does not trust the certificate cannot connect.
+    await assert.rejects(fetch(server.url, { method: 'POST', body: '{}' }));
+
+    // Plain HTTP on the TLS port: closed (or a TLS alert), never an HTTP answer.
+    const plainOnTls = await rawExchange(server.port, rawPost(server.port, initMsg(), { Authorization: `Bearer ${token}` }), { timeoutMs: 60000 });
+    assert.ok(plainOnTls.closed);
+    assert.equal(statusOf(plainOnTls.text), null, JSON.stringify(plainOnTls.text.slice(0, 200)));
+
+    // Garbage inside TLS gets 400, like on the plain port.
+    const garbage = await new Promise((resolve, reject) => {
+      const s = tls.connect({ host: '127.0.0.1', port: server.port, ca: cert.certPem, servername: 'localhost' }, () => s.write(noise(2048, 42)));
+      let got = '';
+      const to = setTimeout(() => { s.destroy(); reject(new Error(`no answer over TLS: ${got}`)); }, 30000);
+      s.on('data', (d) => { got += d.toString('latin1'); if (complete(got)) { clearTimeout(to); s.destroy(); resolve(got); } });
+      s.on('close', () => { clearTimeout(to); resolve(got); });
+      s.on('error', () => {});
+    });
+    assert.equal(statusOf(garbage), 400, JSON.stringify(garbage.slice(0, 200)));
+    await assertServes(server.url, opts);
+    f.agent.destroy();
+  } finally {
+    try {
+      await server.stop();
+    } finally {
+      cert.cleanup();
+    }
+  }
+});

@@ -14,6 +14,7 @@
 #include <http_parser.h>
 #include <uv.h>
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -326,9 +327,20 @@ static void start_measuring(bench_t *b)
     b->measuring = true;
     b->t0 = uv_hrtime();
     uv_timer_stop(&b->timer);
-    uv_timer_start(&b->timer, on_timer, (uint64_t)b->seconds * 1000, 0);
+    if (uv_timer_start(&b->timer, on_timer, (uint64_t)b->seconds * 1000, 0) < 0)
+        on_timer(&b->timer);
     for (int i = 0; i < b->n_clients; i++)
         if (b->clients[i].state == ST_LOAD && !b->clients[i].closed) client_next(&b->clients[i]);
+}
+
+/* A decimal integer in [lo, hi], or -1. */
+static long parse_long(const char *v, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || n < lo || n > hi) return -1;
+    return n;
 }
 
 static int usage(void)
@@ -356,9 +368,9 @@ int main(int argc, char **argv)
         else if (strcmp(k, "--path") == 0)
             b.path = v;
         else if (strcmp(k, "--clients") == 0)
-            b.n_clients = atoi(v);
+            b.n_clients = (int)parse_long(v, 1, LOAD_MAX_CLIENTS);
         else if (strcmp(k, "--seconds") == 0)
-            b.seconds = atoi(v);
+            b.seconds = (int)parse_long(v, 1, LOAD_MAX_SECONDS);
         else if (strcmp(k, "--method") == 0)
             b.method = v;
         else
@@ -384,9 +396,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "http_load: out of memory\n");
         return 1;
     }
-    uv_timer_init(b.loop, &b.timer);
+    if ((rc = uv_timer_init(b.loop, &b.timer)) < 0 ||
+        (rc = uv_timer_start(&b.timer, on_timer, LOAD_CONNECT_WAIT * 1000, 0)) < 0) {
+        fprintf(stderr, "http_load: timer: %s\n", uv_strerror(rc));
+        free(b.clients);
+        return 1;
+    }
     b.timer.data = &b;
-    uv_timer_start(&b.timer, on_timer, LOAD_CONNECT_WAIT * 1000, 0);
     for (int i = 0; i < b.n_clients; i++) {
         client_t *c = &b.clients[i];
         c->b = &b;
@@ -399,10 +415,11 @@ int main(int argc, char **argv)
         }
         c->closed = false;
         c->tcp.data = c;
-        uv_tcp_nodelay(&c->tcp, 1);
         c->connect.data = c;
         c->state = ST_CONNECTING;
-        if ((rc = uv_tcp_connect(&c->connect, &c->tcp, (const struct sockaddr *)&b.addr,
+        /* Small requests and answers: no Nagle delay between them. */
+        if ((rc = uv_tcp_nodelay(&c->tcp, 1)) < 0 ||
+            (rc = uv_tcp_connect(&c->connect, &c->tcp, (const struct sockaddr *)&b.addr,
                                  on_connect)) < 0) {
             client_fail(c, uv_strerror(rc));
             continue;

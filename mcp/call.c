@@ -196,7 +196,7 @@ static void send_progress(mcp_call_t *c, double progress, double total, const ch
     c->sent_progress = true;
     c->last_progress = progress;
     c->last_progress_ms = mcp__now_ms();
-    mcp_session_notify(c->s, "notifications/progress", p);
+    mcp__session_send_related(c->s, mcp_jsonrpc_request(NULL, "notifications/progress", p), c->id);
 }
 
 static void on_progress_timer(uv_timer_t *t)
@@ -298,4 +298,39 @@ void mcp_call_finish_text(mcp_call_t *c, bool is_error, const char *fmt, ...)
 void mcp_call_finish_rpc_error(mcp_call_t *c, int code, const char *message)
 {
     complete(c, mcp_jsonrpc_error(c->id, code, message, NULL));
+}
+
+void mcp_call_log(mcp_call_t *call, mcp_level_t level, const char *logger, cJSON *data)
+{
+    if (call->s == NULL) {
+        cJSON_Delete(data);
+        return;
+    }
+    mcp__session_log(call->s, call->id, level, logger, data);
+}
+
+int mcp_call_request_ex(mcp_call_t *call, const char *method, cJSON *params,
+                        const char *need_capability, unsigned timeout_ms, mcp_outreq_cb cb,
+                        void *data, mcp_outreq_t **out)
+{
+    if (out != NULL) *out = NULL;
+    if (call->s == NULL) {
+        cJSON_Delete(params);
+        return MCP_ESTATE;
+    }
+    return mcp__session_request(call->s, call->id, method, params, need_capability, timeout_ms, cb,
+                                data, out);
+}
+
+int mcp_call_request(mcp_call_t *call, const char *method, cJSON *params, mcp_outreq_cb cb,
+                     void *data, mcp_outreq_t **out)
+{
+    const char *cap = NULL;
+    if (method != NULL && strncmp(method, "sampling/", 9) == 0)
+        cap = "sampling";
+    else if (method != NULL && strncmp(method, "elicitation/", 12) == 0)
+        cap = "elicitation";
+    else if (method != NULL && strncmp(method, "roots/", 6) == 0)
+        cap = "roots";
+    return mcp_call_request_ex(call, method, params, cap, 0, cb, data, out);
 }

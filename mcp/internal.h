@@ -58,6 +58,7 @@ struct mcp_outreq {
     char *method;
     mcp_outreq_cb cb;
     void *data;
+    cJSON *related; /* id of the tools/call it was made for, or NULL */
     uv_timer_t *timer;
     mcp_outreq_t *prev, *next;
 };
@@ -65,6 +66,7 @@ struct mcp_outreq {
 struct mcp_session {
     mcp_server_t *srv;
     const mcp_transport_ops_t *ops;
+    mcp_send_related_fn send_related; /* NULL: ops->send */
     void *tdata;
     char protocol[16]; /* "" before initialize */
     cJSON *client_caps;
@@ -83,6 +85,11 @@ struct mcp_session {
 
 /* session.c */
 int mcp__session_send(mcp_session_t *s, cJSON *msg); /* takes msg */
+/* Sends msg (taken) as belonging to the client request whose id is related (borrowed; NULL:
+ * none). A response (or batch of responses) always belongs to its own id. */
+int mcp__session_send_related(mcp_session_t *s, cJSON *msg, const cJSON *related);
+void mcp__session_log(mcp_session_t *s, const cJSON *related, mcp_level_t level, const char *logger,
+                      cJSON *data);
 /* Sends a response, or adds it to the batch it belongs to. Takes msg. */
 void mcp__session_answer(mcp_session_t *s, mcp__batch_t *batch, cJSON *msg);
 void mcp__session_check_idle(mcp_session_t *s);
@@ -103,6 +110,9 @@ void mcp__call_cancel(mcp_call_t *call, bool by_client);
 void mcp__call_detach(mcp_call_t *call);
 
 /* outreq.c */
+int mcp__session_request(mcp_session_t *s, const cJSON *related, const char *method, cJSON *params,
+                         const char *need_capability, unsigned timeout_ms, mcp_outreq_cb cb,
+                         void *data, mcp_outreq_t **out);
 bool mcp__outreq_route(mcp_session_t *s, const cJSON *msg, mcp_msg_kind_t kind);
 void mcp__outreq_fail_all(mcp_session_t *s, int err, const char *message);
 

@@ -220,6 +220,16 @@ typedef struct mcp_transport_ops {
     void (*closed)(void *tdata);
 } mcp_transport_ops_t;
 
+/**
+ * A send that also says where the message belongs (see mcp_session_set_router). related is the
+ * id of the client request the message belongs to (borrowed, valid during the call; NULL when
+ * it belongs to none, such as list_changed): the response to it, or progress, log messages and
+ * server-to-client requests made on its behalf. answer is true when the message is the response
+ * (or the JSON-RPC batch of responses) that completes that request. Same rules as ops->send.
+ */
+typedef int (*mcp_send_related_fn)(void *tdata, const char *json, size_t len, const cJSON *related,
+                                   bool answer);
+
 /** Called when a session has no more work after mcp_session_shutdown (all calls finished or
  *  cancelled and every server-to-client request answered or failed). It may run inside
  *  mcp_session_shutdown or a call's finish: free the session later (a loop turn), not in it. */
@@ -233,6 +243,9 @@ int mcp_session_new(mcp_server_t *srv, const mcp_transport_ops_t *ops, void *tda
  * answers what needs an answer (parse errors get -32700 with id null); never fails the session.
  */
 void mcp_session_receive(mcp_session_t *s, const char *json, size_t len);
+/** Makes the session send through fn (with tdata) instead of ops->send, so that a transport
+ *  with several streams (Streamable HTTP) can put each message on the right one. */
+void mcp_session_set_router(mcp_session_t *s, mcp_send_related_fn fn);
 /** Reports a message that was dropped by the transport because it exceeded max_bytes. */
 void mcp_session_reject_oversized(mcp_session_t *s, size_t bytes, size_t max_bytes);
 /**
@@ -279,6 +292,22 @@ int mcp_session_request(mcp_session_t *s, const char *method, cJSON *params,
 /** Cancels a pending request: notifies the client, calls cb with MCP_ECANCELED. */
 void mcp_outreq_cancel(mcp_outreq_t *r, const char *reason);
 
+/**
+ * mcp_session_request made on behalf of a tools/call: the request (and its cancellation) goes
+ * out with the call, so that Streamable HTTP sends it on the call's own POST stream. The
+ * capability is the one the method needs ("sampling" for sampling/createMessage,
+ * "elicitation" for elicitation/create, "roots" for roots/list, none for others: MCP_ENOTSUP
+ * at once when the client lacks it); no timeout (cancel it with mcp_outreq_cancel when the
+ * call is cancelled). Takes params. *out may be NULL. MCP_ESTATE once the call's session is
+ * gone.
+ */
+int mcp_call_request(mcp_call_t *call, const char *method, cJSON *params, mcp_outreq_cb cb,
+                     void *data, mcp_outreq_t **out);
+/** mcp_call_request with an explicit capability (NULL: none) and timeout (0: none). */
+int mcp_call_request_ex(mcp_call_t *call, const char *method, cJSON *params,
+                        const char *need_capability, unsigned timeout_ms, mcp_outreq_cb cb,
+                        void *data, mcp_outreq_t **out);
+
 /* Calls (in-flight tools/call requests) */
 
 /** The session the call belongs to. */
@@ -297,6 +326,8 @@ void mcp_call_on_cancel(mcp_call_t *call, void (*cb)(mcp_call_t *call, void *dat
 void mcp_call_progress(mcp_call_t *call, double progress, double total, const char *message);
 /** True if the client asked for progress on this call. */
 bool mcp_call_wants_progress(const mcp_call_t *call);
+/** mcp_session_log sent with the call (on its POST stream over Streamable HTTP). Takes data. */
+void mcp_call_log(mcp_call_t *call, mcp_level_t level, const char *logger, cJSON *data);
 
 /**
  * Finishes the call with a CallToolResult. Takes content (a JSON array, must not be NULL) and
@@ -343,6 +374,75 @@ void mcp_stdio_stop(mcp_stdio_t *io);
 /** Frees the transport after done_cb; its libuv handles close asynchronously, so run the loop
  *  once more (uv_run) before closing it. */
 void mcp_stdio_free(mcp_stdio_t *io);
+
+/* ---------------------------------------------------------------------------------------- */
+/* HTTP server: Streamable HTTP at /mcp (POST, GET, DELETE), the legacy HTTP+SSE transport   */
+/* (GET /sse, POST /messages?sessionId=ID) and /healthz, over HTTP/1.1 or HTTPS (mbedTLS).   */
+/* Every HTTP session is a full mcp_session_t of srv.                                       */
+
+typedef struct mcp_http_server mcp_http_server_t;
+
+#define MCP_HTTP_DEFAULT_MAX_CONNECTIONS   1024
+#define MCP_HTTP_DEFAULT_MAX_SESSIONS      1000
+#define MCP_HTTP_DEFAULT_MAX_STREAMS       64 /* open POST streams of one session */
+#define MCP_HTTP_DEFAULT_MAX_HEADER_BYTES  16384
+#define MCP_HTTP_DEFAULT_MAX_HEADERS       64
+#define MCP_HTTP_DEFAULT_HEADER_TIMEOUT_MS 10000  /* request line + headers (and TLS handshake) */
+#define MCP_HTTP_DEFAULT_BODY_TIMEOUT_MS   30000  /* the whole body, once headers are in */
+#define MCP_HTTP_DEFAULT_IDLE_TIMEOUT_MS   60000  /* a keep-alive connection between requests */
+#define MCP_HTTP_DEFAULT_SESSION_IDLE_MS   600000 /* a session with no request and no stream */
+#define MCP_HTTP_DEFAULT_KEEPALIVE_MS      15000  /* SSE comment on quiet streams */
+#define MCP_HTTP_DEFAULT_REPLAY_EVENTS     256    /* kept per stream for Last-Event-ID */
+#define MCP_HTTP_DEFAULT_REPLAY_BYTES      (4u << 20)
+#define MCP_HTTP_DEFAULT_MAX_OUTPUT_BYTES  (32u << 20) /* queued for one slow connection */
+
+typedef struct mcp_http_server_opts {
+    const char *host;          /* IP literal or "localhost" (default "127.0.0.1"); copied */
+    unsigned port;             /* 0: an ephemeral port (see mcp_http_server_port) */
+    const char *auth_token;    /* bearer token clients must send (copied); NULL: none, which is
+                                  refused for a non-loopback host */
+    const char *tls_cert_file; /* PEM certificate chain; with tls_key_file: HTTPS */
+    const char *tls_key_file;  /* PEM private key */
+    size_t max_message_bytes;  /* largest request body (413 past it); default 16 MiB */
+    size_t max_connections, max_sessions, max_streams_per_session;
+    size_t max_header_bytes, max_headers;
+    unsigned header_timeout_ms, body_timeout_ms, idle_timeout_ms;
+    unsigned session_idle_ms, keepalive_ms;
+    size_t replay_events, replay_bytes, max_output_bytes;
+} mcp_http_server_opts_t;
+
+/** Fills opts with the MCP_HTTP_DEFAULT_* values, host 127.0.0.1, port 8765, no token/TLS. */
+void mcp_http_server_opts_default(mcp_http_server_opts_t *opts);
+
+/**
+ * Binds and starts serving srv on its loop. Borrows srv (must outlive the server) and opts
+ * (strings copied; certificate files are read now, a blocking read at start-up). Fails with
+ * MCP_EINVAL (logged with what to do) for a non-loopback host without auth_token, a bad host,
+ * or unreadable TLS files; MCP_EIO when the address cannot be bound. On loopback without a
+ * token it logs a warning. *out is set on MCP_OK.
+ */
+int mcp_http_server_start(mcp_server_t *srv, const mcp_http_server_opts_t *opts,
+                          mcp_http_server_t **out);
+/** The bound port (the real one when opts.port was 0). */
+unsigned mcp_http_server_port(const mcp_http_server_t *h);
+/** "http://HOST:PORT/mcp" (https with TLS); borrowed, valid until free. */
+const char *mcp_http_server_url(const mcp_http_server_t *h);
+/** Live sessions (Streamable HTTP and legacy SSE). */
+size_t mcp_http_server_session_count(const mcp_http_server_t *h);
+/**
+ * Stops: closes the listener, ends every session (calls get the server's grace period, then
+ * are cancelled), ends open streams and closes every connection; done (may be NULL) runs once
+ * all of that is finished, from a fresh loop turn. A second call cancels calls at once.
+ */
+void mcp_http_server_stop(mcp_http_server_t *h, void (*done)(mcp_http_server_t *h, void *data),
+                          void *data);
+/** Frees the server (stopping it abruptly if needed: calls cancelled, connections dropped).
+ *  Handles close asynchronously: run the loop once more before uv_loop_close. */
+void mcp_http_server_free(mcp_http_server_t *h);
+
+/** Splits "HOST:PORT" ("[::1]:8765" for IPv6) into host (brackets removed) and port (0..65535).
+ *  MCP_EINVAL when malformed or when host does not fit host_size. */
+int mcp_http_parse_listen(const char *listen, char *host, size_t host_size, unsigned *port);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Outbound HTTP(S) client (libuv + mbedTLS), for remote embeddings, the repair fallback and  */

@@ -28,6 +28,7 @@ static void settle(mcp_outreq_t *r, int err, const cJSON *result, const cJSON *e
     }
     mcp_outreq_cb cb = r->cb;
     void *data = r->data;
+    cJSON_Delete(r->related);
     free(r->method);
     free(r);
     if (cb != NULL) cb(data, err, result, error, message);
@@ -42,7 +43,8 @@ static void notify_cancel(mcp_outreq_t *r, const char *reason)
         cJSON_Delete(p);
         return;
     }
-    mcp_session_notify(r->s, "notifications/cancelled", p);
+    mcp__session_send_related(r->s, mcp_jsonrpc_request(NULL, "notifications/cancelled", p),
+                              r->related);
 }
 
 static void on_timeout(uv_timer_t *t)
@@ -60,6 +62,14 @@ int mcp_session_request(mcp_session_t *s, const char *method, cJSON *params,
                         const char *need_capability, unsigned timeout_ms, mcp_outreq_cb cb,
                         void *data, mcp_outreq_t **out)
 {
+    return mcp__session_request(s, NULL, method, params, need_capability, timeout_ms, cb, data,
+                                out);
+}
+
+int mcp__session_request(mcp_session_t *s, const cJSON *related, const char *method, cJSON *params,
+                         const char *need_capability, unsigned timeout_ms, mcp_outreq_cb cb,
+                         void *data, mcp_outreq_t **out)
+{
     if (out != NULL) *out = NULL;
     if (s->protocol[0] == '\0' || s->shutting_down) {
         cJSON_Delete(params);
@@ -70,7 +80,9 @@ int mcp_session_request(mcp_session_t *s, const char *method, cJSON *params,
         return MCP_ENOTSUP;
     }
     mcp_outreq_t *r = calloc(1, sizeof *r);
-    if (r == NULL || (r->method = mcp__strdup(method)) == NULL) {
+    if (r == NULL || (r->method = mcp__strdup(method)) == NULL ||
+        (related != NULL && (r->related = cJSON_Duplicate(related, true)) == NULL)) {
+        if (r != NULL) free(r->method);
         free(r);
         cJSON_Delete(params);
         return MCP_ENOMEM;
@@ -84,6 +96,7 @@ int mcp_session_request(mcp_session_t *s, const char *method, cJSON *params,
         r->timer = malloc(sizeof *r->timer);
         if (r->timer == NULL || uv_timer_init(s->srv->loop, r->timer) < 0) {
             free(r->timer);
+            cJSON_Delete(r->related);
             free(r->method);
             free(r);
             cJSON_Delete(params);
@@ -99,7 +112,7 @@ int mcp_session_request(mcp_session_t *s, const char *method, cJSON *params,
     /* Sent before it is linked: a transport whose send fails may shut the session down from
      * inside the send, and the shutdown must not settle (and free) a request still being made.
      * The client cannot answer before the send returns, since answers arrive on the loop. */
-    int rc = msg != NULL ? mcp__session_send(s, msg) : MCP_ENOMEM;
+    int rc = msg != NULL ? mcp__session_send_related(s, msg, r->related) : MCP_ENOMEM;
     if (rc == 0 && s->shutting_down) rc = MCP_ECLOSED;
     if (rc < 0) {
         r->cb = NULL; /* the caller learns of the failure from the return value */

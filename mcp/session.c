@@ -24,6 +24,11 @@ int mcp_session_new(mcp_server_t *srv, const mcp_transport_ops_t *ops, void *tda
     return MCP_OK;
 }
 
+void mcp_session_set_router(mcp_session_t *s, mcp_send_related_fn fn)
+{
+    s->send_related = fn;
+}
+
 const char *mcp_session_protocol(const mcp_session_t *s)
 {
     return s->protocol[0] != '\0' ? s->protocol : NULL;
@@ -40,16 +45,32 @@ bool mcp_session_client_has(const mcp_session_t *s, const char *name)
            cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(s->client_caps, name));
 }
 
-int mcp__session_send(mcp_session_t *s, cJSON *msg)
+int mcp__session_send_related(mcp_session_t *s, cJSON *msg, const cJSON *related)
 {
     if (msg == NULL) return MCP_ENOMEM;
     char *text = cJSON_PrintUnformatted(msg);
-    cJSON_Delete(msg);
-    if (text == NULL) return MCP_ENOMEM;
+    if (text == NULL) {
+        cJSON_Delete(msg);
+        return MCP_ENOMEM;
+    }
     int rc = MCP_OK;
-    if (s->ops->send != NULL) rc = s->ops->send(s->tdata, text, strlen(text));
+    if (s->send_related != NULL) {
+        /* A response, or a batch of them (an array holds only responses), answers its id. */
+        const cJSON *first = cJSON_IsArray(msg) ? msg->child : msg;
+        bool answer = first != NULL && !cJSON_HasObjectItem(first, "method");
+        if (answer) related = cJSON_GetObjectItemCaseSensitive(first, "id");
+        rc = s->send_related(s->tdata, text, strlen(text), related, answer);
+    } else if (s->ops->send != NULL) {
+        rc = s->ops->send(s->tdata, text, strlen(text));
+    }
+    cJSON_Delete(msg);
     cJSON_free(text);
     return rc;
+}
+
+int mcp__session_send(mcp_session_t *s, cJSON *msg)
+{
+    return mcp__session_send_related(s, msg, NULL);
 }
 
 void mcp__session_answer(mcp_session_t *s, mcp__batch_t *batch, cJSON *msg)
@@ -84,6 +105,12 @@ int mcp_session_notify(mcp_session_t *s, const char *method, cJSON *params)
 
 void mcp_session_log(mcp_session_t *s, mcp_level_t level, const char *logger, cJSON *data)
 {
+    mcp__session_log(s, NULL, level, logger, data);
+}
+
+void mcp__session_log(mcp_session_t *s, const cJSON *related, mcp_level_t level, const char *logger,
+                      cJSON *data)
+{
     if (s->protocol[0] == '\0' || level > s->log_level) {
         cJSON_Delete(data);
         return;
@@ -101,7 +128,7 @@ void mcp_session_log(mcp_session_t *s, mcp_level_t level, const char *logger, cJ
         cJSON_Delete(p);
         return;
     }
-    mcp_session_notify(s, "notifications/message", p);
+    mcp__session_send_related(s, mcp_jsonrpc_request(NULL, "notifications/message", p), related);
 }
 
 /* --- requests ----------------------------------------------------------------------------- */

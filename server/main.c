@@ -15,6 +15,9 @@ typedef struct app {
     mcp_logger_t log;
     mcp_server_t *srv;
     mcp_stdio_t *io;
+    mcp_http_server_t *http;
+    uv_signal_t sig_int, sig_term;
+    bool signals_on, http_stopping;
     ptc_execute_t *exec;
     ptc_search_t *search;
     ptc_downstream_t *downstream;
@@ -39,6 +42,84 @@ static void on_stdio_done(mcp_stdio_t *io, void *data)
     ptc_search_stop(app->search);
     ptc_downstream_stop(app->downstream);
     ptc_bundle_stop(app->bundle);
+}
+
+static void on_signal_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void on_http_stopped(mcp_http_server_t *h, void *data)
+{
+    app_t *app = data;
+    mcp_http_server_free(h);
+    app->http = NULL;
+    if (app->signals_on) {
+        app->signals_on = false;
+        uv_close((uv_handle_t *)&app->sig_int, on_signal_closed);
+        uv_close((uv_handle_t *)&app->sig_term, on_signal_closed);
+    }
+    ptc_search_stop(app->search);
+    ptc_downstream_stop(app->downstream);
+    ptc_bundle_stop(app->bundle);
+}
+
+static void on_http_signal(uv_signal_t *h, int signum)
+{
+    app_t *app = h->data;
+    if (app->http == NULL) return;
+    mcp_log(&app->log, MCP_LOG_INFO, "received %s; %s", signum == SIGINT ? "SIGINT" : "SIGTERM",
+            app->http_stopping ? "cancelling work in flight" : "finishing work in flight");
+    app->http_stopping = true;
+    /* The signal handles stop keeping the loop alive; a second signal cancels at once. */
+    uv_unref((uv_handle_t *)&app->sig_int);
+    uv_unref((uv_handle_t *)&app->sig_term);
+    mcp_http_server_stop(app->http, on_http_stopped, app);
+}
+
+/* Serves MCP over HTTP until SIGINT/SIGTERM. Returns < 0 (logged) when it cannot start. */
+static int start_http(app_t *app, const ptc_options_t *o)
+{
+    mcp_http_server_opts_t ho;
+    mcp_http_server_opts_default(&ho);
+    char host[256];
+    unsigned port;
+    if (mcp_http_parse_listen(o->listen, host, sizeof host, &port) < 0) {
+        mcp_log(&app->log, MCP_LOG_ERROR,
+                "--listen \"%s\": expected HOST:PORT, such as 127.0.0.1:8765 or [::1]:8765 "
+                "(port 0 picks a free one)",
+                o->listen);
+        return MCP_EINVAL;
+    }
+    ho.host = host;
+    ho.port = port;
+    ho.max_message_bytes = o->max_message_bytes;
+    ho.tls_cert_file = o->tls_cert;
+    ho.tls_key_file = o->tls_key;
+    if (o->auth_token_env != NULL) {
+        const char *tok = getenv(o->auth_token_env);
+        if (tok == NULL || tok[0] == '\0') {
+            mcp_log(&app->log, MCP_LOG_ERROR,
+                    "--auth-token-env %s: that environment variable is not set or empty; set it "
+                    "to the bearer token clients must send",
+                    o->auth_token_env);
+            return MCP_EINVAL;
+        }
+        ho.auth_token = tok;
+    }
+    int rc = mcp_http_server_start(app->srv, &ho, &app->http);
+    if (rc < 0) return rc;
+    if (uv_signal_init(&app->loop, &app->sig_int) == 0 &&
+        uv_signal_init(&app->loop, &app->sig_term) == 0) {
+        app->signals_on = true;
+        app->sig_int.data = app->sig_term.data = app;
+        uv_signal_start(&app->sig_int, on_http_signal, SIGINT);
+        uv_signal_start(&app->sig_term, on_http_signal, SIGTERM);
+    }
+    /* Tests and scripts read the URL from this line. */
+    mcp_log(&app->log, MCP_LOG_NOTICE, "ptc-mcp %s listening on %s", PTC_VERSION,
+            mcp_http_server_url(app->http));
+    return MCP_OK;
 }
 
 static void registry_changed(void *data)
@@ -214,16 +295,28 @@ static int run(const ptc_options_t *o)
     ptc_bundle_refresh(app.bundle);
     ptc_downstream_set_server(app.downstream, app.srv);
     if (o->expose_tools) ptc_downstream_expose(app.downstream, app.srv);
-    if ((rc = mcp_stdio_start(app.srv, STDIN_FILENO, STDOUT_FILENO, o->max_message_bytes,
-                              on_stdio_done, &app, &app.io)) < 0) {
-        mcp_log(&app.log, MCP_LOG_ERROR, "cannot serve on stdio: %s", mcp_strerror(rc));
-        goto out;
+    if (strcmp(o->transport, "http") == 0) {
+        if ((rc = start_http(&app, o)) < 0) {
+            status = 2;
+            goto out;
+        }
+    } else {
+        if ((rc = mcp_stdio_start(app.srv, STDIN_FILENO, STDOUT_FILENO, o->max_message_bytes,
+                                  on_stdio_done, &app, &app.io)) < 0) {
+            mcp_log(&app.log, MCP_LOG_ERROR, "cannot serve on stdio: %s", mcp_strerror(rc));
+            goto out;
+        }
+        mcp_log(&app.log, MCP_LOG_INFO, "ptc-mcp %s serving MCP on stdio", PTC_VERSION);
     }
-    mcp_log(&app.log, MCP_LOG_INFO, "ptc-mcp %s serving MCP on stdio", PTC_VERSION);
     uv_run(&app.loop, UV_RUN_DEFAULT);
     status = 0;
 out:
     if (app.io != NULL) mcp_stdio_free(app.io);
+    if (app.http != NULL) mcp_http_server_free(app.http);
+    if (app.signals_on) {
+        uv_close((uv_handle_t *)&app.sig_int, on_signal_closed);
+        uv_close((uv_handle_t *)&app.sig_term, on_signal_closed);
+    }
     /* Runs still alive are killed and indexing stops; the loop then reaps the children, lets
      * work in flight finish and runs every close callback. */
     ptc_execute_free(app.exec);

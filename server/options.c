@@ -23,13 +23,11 @@ typedef struct flag {
 } flag_t;
 
 #define OFF(f)       offsetof(ptc_options_t, f)
-#define NOT_YET_HTTP "the HTTP transports are not in this version yet"
 #define NOT_YET_HEAL "self-healing (repairs) is not in this version yet"
 
 static const flag_t flags[] = {
     {"transport", ARG_STR, OFF(transport), 0, "stdio|http", "how clients connect", "stdio", NULL},
-    {"listen", ARG_STR, OFF(listen), 0, "HOST:PORT", "HTTP address", "127.0.0.1:8765",
-     NOT_YET_HTTP},
+    {"listen", ARG_STR, OFF(listen), 0, "HOST:PORT", "HTTP address", "127.0.0.1:8765", NULL},
     {"config", ARG_STR, OFF(config_file), 0, "FILE",
      "downstream servers, Claude Desktop format {\"mcpServers\": {...}}, plus an optional \"ptc\" "
      "object holding any of these flags by long name",
@@ -92,9 +90,9 @@ static const flag_t flags[] = {
     {"repair-key-env", ARG_STR, OFF(repair_key_env), 0, "NAME",
      "environment variable holding the fallback repairer's API key", "none", NOT_YET_HEAL},
     {"auth-token-env", ARG_STR, OFF(auth_token_env), 0, "NAME",
-     "HTTP bearer token; required for a non-loopback --listen", "none", NOT_YET_HTTP},
-    {"tls-cert", ARG_STR, OFF(tls_cert), 0, "FILE", "HTTPS certificate", "none", NOT_YET_HTTP},
-    {"tls-key", ARG_STR, OFF(tls_key), 0, "FILE", "HTTPS private key", "none", NOT_YET_HTTP},
+     "HTTP bearer token; required for a non-loopback --listen", "none", NULL},
+    {"tls-cert", ARG_STR, OFF(tls_cert), 0, "FILE", "HTTPS certificate", "none", NULL},
+    {"tls-key", ARG_STR, OFF(tls_key), 0, "FILE", "HTTPS private key", "none", NULL},
     {"ca-file", ARG_STR, OFF(ca_file), 0, "FILE", "CA bundle for every outbound HTTPS call",
      "system bundle", NULL},
     {"help", ARG_NONE, OFF(help), 0, NULL, "print this help and exit", NULL, NULL},
@@ -373,12 +371,8 @@ int ptc_options_parse(ptc_options_t *o, int argc, char **argv, FILE *err)
     }
     if (o->help || o->version) return 0;
     if (o->config_file && load_config(o, err) < 0) return -1;
-    if (strcmp(o->transport, "stdio") != 0) {
-        if (strcmp(o->transport, "http") == 0)
-            fprintf(err, "ptc-mcp: --transport http is not available in this version: %s\n",
-                    NOT_YET_HTTP);
-        else
-            fprintf(err, "ptc-mcp: --transport must be stdio or http, not \"%s\"\n", o->transport);
+    if (strcmp(o->transport, "stdio") != 0 && strcmp(o->transport, "http") != 0) {
+        fprintf(err, "ptc-mcp: --transport must be stdio or http, not \"%s\"\n", o->transport);
         return -1;
     }
     return 0;

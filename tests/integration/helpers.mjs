@@ -132,3 +132,54 @@ export class RawPeer {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// --- HTTP -------------------------------------------------------------------------------------
+
+// Starts a binary with --transport http on an ephemeral loopback port and resolves once its log
+// names the URL ("listening on http://127.0.0.1:PORT/mcp"). stop() sends SIGTERM and checks a
+// clean exit (0, no sanitizer report).
+export async function startHttp(bin = ptcBin, args = [], { env, timeoutMs = 20000 } = {}) {
+  const proc = spawn(bin, ['--transport', 'http', '--listen', '127.0.0.1:0', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...(env ?? {}) },
+  });
+  let stderr = '';
+  const exit = new Promise((resolve) => proc.on('close', (code, signal) => resolve({ code, signal })));
+  const url = await new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`no "listening on" line in ${timeoutMs} ms; stderr:\n${stderr}`)), timeoutMs);
+    proc.stderr.on('data', (d) => {
+      stderr += d.toString();
+      const m = /listening on (https?:\/\/\S+)/.exec(stderr);
+      if (m) { clearTimeout(t); resolve(m[1]); }
+    });
+    exit.then((how) => { clearTimeout(t); reject(new Error(`server exited ${JSON.stringify(how)} before listening; stderr:\n${stderr}`)); });
+  });
+  const server = {
+    url,
+    base: url.replace(/\/mcp$/, ''),
+    proc,
+    get stderr() { return stderr; },
+    exit,
+    async stop() {
+      proc.kill('SIGTERM');
+      const how = await exit;
+      assertCleanExit(how, stderr);
+      return how;
+    },
+  };
+  return server;
+}
+
+// The SDK client over Streamable HTTP (or the legacy SSE transport with { legacy: true }).
+export async function connectHttp(url, { capabilities = {}, setup, legacy = false, headers } = {}) {
+  const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+  const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
+  const requestInit = headers ? { headers } : undefined;
+  const transport = legacy
+    ? new SSEClientTransport(new URL(url.replace(/\/mcp$/, '/sse')), { requestInit, eventSourceInit: headers ? { fetch: (u, i) => fetch(u, { ...i, headers: { ...i?.headers, ...headers } }) } : undefined })
+    : new StreamableHTTPClientTransport(new URL(url), { requestInit });
+  const client = new Client({ name: 'ptc-mcp-tests', version: '1.0.0' }, { capabilities });
+  if (setup) setup(client);
+  await client.connect(transport);
+  return { client, transport, close: () => client.close() };
+}

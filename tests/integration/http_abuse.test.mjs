@@ -93,7 +93,7 @@ function streamBody(port, head, total, { chunked = false } = {}) {
 }
 
 for (const chunked of [false, true]) {
-  test(`a 100 MB body (${chunked ? 'chunked' : 'Content-Length'}) gets 413 early and is not buffered`, async () => {
+  test(`a 100 MB body (${chunked ? 'chunked' : 'Content-Length'}) gets 413 early and is not buffered`, async (t) => {
     const rssBefore = rssKiB(plain.pid);
     const head = [
       'POST /mcp HTTP/1.1', `Host: 127.0.0.1:${plain.port}`, 'Content-Type: application/json',
@@ -102,6 +102,7 @@ for (const chunked of [false, true]) {
     ].join('\r\n');
     const r = await streamBody(plain.port, head, BIG, { chunked });
     assert.equal(statusOf(r.text), 413, `answer after ${r.sent} bytes: ${JSON.stringify(r.text.slice(0, 300))}`);
+    t.diagnostic(`413 after ${r.sent} body bytes sent`);
     // Answered while most of the body was still unsent: the server did not wait for all of it.
     assert.ok(r.sent < BIG / 2, `the 413 came only after ${r.sent} of ${BIG} bytes`);
     const grown = rssKiB(plain.pid) - rssBefore;
@@ -160,21 +161,22 @@ function noise(n, seed) {
   return b;
 }
 
-test('garbage bytes get 400', async () => {
+test('garbage bytes get 400 (505 for an HTTP version other than 1.x)', async () => {
   const port = plain.port;
+  const version = [400, 505]; // a request line an HTTP parser reads as another version
   const cases = [
     ['random bytes', noise(4096, 0x5eed)],
     ['a TLS ClientHello on the plain port', Buffer.from('160301002c010000280303' + '00'.repeat(32) + '000002002f0100', 'hex')],
-    ['a request line without a version', Buffer.from('POST /mcp\r\n\r\n')],
-    ['an unknown HTTP version', Buffer.from(`POST /mcp HTTP/9.9\r\nHost: 127.0.0.1:${port}\r\n\r\n`)],
+    ['a request line without a version (HTTP/0.9)', Buffer.from('POST /mcp\r\n\r\n'), version],
+    ['an unknown HTTP version', Buffer.from(`POST /mcp HTTP/9.9\r\nHost: 127.0.0.1:${port}\r\n\r\n`), version],
     ['a header line without a colon', Buffer.from(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nthis is not a header\r\n\r\n`)],
     ['a non-numeric Content-Length', Buffer.from(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Length: abc\r\n\r\n`)],
     ['a bad chunk size', Buffer.from(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`)],
     ['NUL bytes', Buffer.alloc(64)],
   ];
-  for (const [what, bytes] of cases) {
+  for (const [what, bytes, allowed = [400]] of cases) {
     const r = await rawExchange(port, bytes, { until: complete });
-    assert.equal(statusOf(r.text), 400, `${what}: ${JSON.stringify(r.text.slice(0, 300))}`);
+    assert.ok(allowed.includes(statusOf(r.text)), `${what}: ${JSON.stringify(r.text.slice(0, 300))}`);
   }
   // Well-formed HTTP whose body is not JSON-RPC.
   const notJson = await rawExchange(port, Buffer.concat([

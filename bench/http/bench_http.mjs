@@ -114,7 +114,7 @@ function runLoad(server, method, clients, secs) {
   });
 }
 
-const ptc = await start('ptc-mcp', bin, ['--transport', 'http', '--listen', '127.0.0.1:0', '--log-level', 'warning', ...ptcExtra], {},
+const ptc = await start('ptc-mcp', bin, ['--transport', 'http', '--listen', '127.0.0.1:0', ...ptcExtra], {},
   (e) => { const m = /listening on https?:\/\/127\.0\.0\.1:(\d+)/.exec(e); return m ? Number(m[1]) : null; });
 const sePort = await freePort();
 const se = await start('server-everything', process.execPath, [everything, 'streamableHttp'], { PORT: String(sePort) },

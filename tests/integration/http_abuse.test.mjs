@@ -6,10 +6,16 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync, chmodSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import tls from 'node:tls';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+import { sleep } from './helpers.mjs';
 import {
-  assertServes, fetchWithCa, makeSelfSignedCert, parseResponse, rawExchange, rawPost, rssKiB,
+  assertServes, connectHttp, fetchWithCa, makeSelfSignedCert, parseResponse, rawExchange, rawPost, rssKiB,
   startHttp, statusOf,
 } from './http_helpers.mjs';
 
@@ -204,6 +210,88 @@ test('a half-closed socket (write side shut after the request) still gets its an
   assert.equal(lr?.status, 200, list.text);
   assert.ok(lr.json.result.tools.some((t) => t.name === 'execute_code'), list.text);
   await assertServes(plain.url);
+});
+
+test('oversized or too many headers are refused (431 or 400)', async () => {
+  const port = plain.port;
+  const big = `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nX-Big: ${'b'.repeat(64 * 1024)}\r\n\r\n`;
+  const many = `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n${Array.from({ length: 500 }, (_, i) => `X-H${i}: v\r\n`).join('')}\r\n`;
+  const longUrl = `GET /mcp?${'q'.repeat(64 * 1024)} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`;
+  for (const [what, text] of [['a 64 KiB header', big], ['500 headers', many], ['a 64 KiB URL', longUrl]]) {
+    const r = await rawExchange(port, Buffer.from(text), { until: complete });
+    assert.ok([400, 414, 431].includes(statusOf(r.text)), `${what}: ${JSON.stringify(r.text.slice(0, 300))}`);
+  }
+  await assertServes(plain.url);
+});
+
+test('pipelined requests on one keep-alive connection are answered in order', async () => {
+  const init = await rawExchange(plain.port, rawPost(plain.port, initMsg(1)), { until: complete });
+  const r = parseResponse(init.text);
+  assert.equal(r.status, 200, init.text);
+  const h = { 'Mcp-Session-Id': r.headers['mcp-session-id'], 'MCP-Protocol-Version': r.json.result.protocolVersion };
+  const burst = Buffer.concat([
+    rawPost(plain.port, { jsonrpc: '2.0', method: 'notifications/initialized' }, h),
+    rawPost(plain.port, { jsonrpc: '2.0', id: 11, method: 'tools/list' }, h),
+    rawPost(plain.port, { jsonrpc: '2.0', id: 12, method: 'ping' }, h),
+    rawPost(plain.port, { jsonrpc: '2.0', id: 13, method: 'no/such/method' }, h),
+  ]);
+  const split = (text) => {
+    const out = [];
+    for (let at = 0; ;) {
+      const one = parseResponse(text.slice(at));
+      if (!one) return out;
+      out.push(one);
+      at += one.length;
+    }
+  };
+  const got = await rawExchange(plain.port, burst, { until: (t) => split(t).length >= 4 });
+  const answers = split(got.text);
+  assert.deepEqual(answers.map((a) => a.status), [202, 200, 200, 200], got.text);
+  assert.deepEqual(answers.slice(1).map((a) => a.json?.id), [11, 12, 13], got.text);
+  assert.ok(answers[1].json.result.tools.length >= 2);
+  assert.deepEqual(answers[2].json.result, {});
+  assert.equal(answers[3].json.error.code, -32601);
+  await assertServes(plain.url);
+});
+
+test('ending a session mid-run cancels its run: DELETE, and a dropped legacy SSE stream', { timeout: 300000 }, async () => {
+  // One run slot: a run left behind by an ended session would block every later run.
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-http-abuse-'));
+  chmodSync(dir, 0o777); // the sandbox writes as an unprivileged user
+  const srv = await startHttp(['--max-concurrent', '1', '--mount', `${dir}:/data:rw`]);
+  const started = async (marker) => {
+    for (let i = 0; i < 1200 && !existsSync(path.join(dir, marker)); i++) await sleep(50);
+    assert.ok(existsSync(path.join(dir, marker)), `the run never started (${marker})`);
+  };
+  const hang = (marker) => ({
+    name: 'execute_code',
+    arguments: { code: `open("/data/${marker}", "w").close()\nimport time\ntime.sleep(600)`, timeout_seconds: 300 },
+  });
+  try {
+    // Streamable HTTP: DELETE while the run holds the only slot.
+    const a = await connectHttp(srv.url);
+    const pendingA = a.client.callTool(hang('a'), undefined, { timeout: 600000 }).then((r) => r, (e) => e);
+    await started('a');
+    await a.transport.terminateSession();
+    await a.client.close();
+    await pendingA;
+    await assertServes(srv.url); // its execute_code needs the slot: the hanging run was cancelled
+
+    // Legacy HTTP+SSE: the session lives as long as its GET /sse stream.
+    const legacy = new Client({ name: 'abuse-legacy', version: '1' });
+    await legacy.connect(new SSEClientTransport(new URL(`${srv.origin}/sse`)));
+    const pendingB = legacy.callTool(hang('b'), undefined, { timeout: 600000 }).then((r) => r, (e) => e);
+    await started('b');
+    await legacy.close(); // drops the stream without any goodbye
+    await pendingB;
+    await assertServes(srv.url);
+  } finally {
+    try {
+      await srv.stop();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
 });
 
 test('HTTPS with a self-signed certificate; a missing or wrong bearer token gets 401', async (t) => {

@@ -188,7 +188,8 @@ export function rawPost(port, message, headers = {}) {
 
 // One complete HTTP/1.1 response at the start of raw (latin1) text, or null when more is needed:
 // { status, headers (lower-case names), body (latin1), json (the JSON body or the first SSE
-// event's data, parsed; undefined when neither) }. A body without length needs the close.
+// event's data, parsed; undefined when neither), length (bytes of text it used) }. A body
+// without a length needs the close.
 export function parseResponse(text, { closed = false } = {}) {
   const he = text.indexOf('\r\n\r\n');
   if (he < 0) return null;
@@ -201,8 +202,11 @@ export function parseResponse(text, { closed = false } = {}) {
     if (i > 0) headers[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim();
   }
   let body;
-  if ((status >= 100 && status < 200) || status === 204 || status === 304) body = '';
-  else if (/chunked/i.test(headers['transfer-encoding'] ?? '')) {
+  let used = rest.length;
+  if ((status >= 100 && status < 200) || status === 204 || status === 304) {
+    body = '';
+    used = 0;
+  } else if (/chunked/i.test(headers['transfer-encoding'] ?? '')) {
     body = '';
     let at = 0;
     for (;;) {
@@ -210,7 +214,12 @@ export function parseResponse(text, { closed = false } = {}) {
       if (eol < 0) return null;
       const size = parseInt(rest.slice(at, eol), 16);
       if (Number.isNaN(size)) throw new Error(`bad chunk size in ${JSON.stringify(rest.slice(at, eol + 2))}`);
-      if (size === 0) break;
+      if (size === 0) {
+        const end = rest.indexOf('\r\n\r\n', eol);
+        if (end < 0) return null;
+        used = end + 4;
+        break;
+      }
       if (rest.length < eol + 2 + size + 2) return null;
       body += rest.slice(eol + 2, eol + 2 + size);
       at = eol + 2 + size + 2;
@@ -219,6 +228,7 @@ export function parseResponse(text, { closed = false } = {}) {
     const n = Number(headers['content-length']);
     if (rest.length < n) return null;
     body = rest.slice(0, n);
+    used = n;
   } else if (closed) body = rest;
   else return null;
   const utf8 = Buffer.from(body, 'latin1').toString('utf8');
@@ -233,7 +243,7 @@ export function parseResponse(text, { closed = false } = {}) {
       }
     } else if (/json/.test(headers['content-type'] ?? '')) json = JSON.parse(utf8);
   } catch { /* not JSON: json stays undefined */ }
-  return { status, headers, body, json };
+  return { status, headers, body, json, length: he + 4 + used };
 }
 
 // The status code of the first response in raw bytes, or null.

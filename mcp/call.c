@@ -53,6 +53,7 @@ static void complete(mcp_call_t *c, cJSON *msg)
         mcp__session_answer(s, c->batch, msg);
     } else {
         cJSON_Delete(msg);
+        if (s != NULL && c->batch == NULL) mcp__session_end_silent(s, c->id);
     }
     unlink_call(c);
     mcp__batch_t *batch = c->batch;
@@ -333,4 +334,11 @@ int mcp_call_request(mcp_call_t *call, const char *method, cJSON *params, mcp_ou
     else if (method != NULL && strncmp(method, "roots/", 6) == 0)
         cap = "roots";
     return mcp_call_request_ex(call, method, params, cap, 0, cb, data, out);
+}
+
+int mcp_call_close_stream(mcp_call_t *call)
+{
+    mcp_session_t *s = call->s;
+    if (s == NULL || s->send_related == NULL) return MCP_ENOTSUP;
+    return s->send_related(s->tdata, NULL, 0, call->id, false);
 }

@@ -659,7 +659,7 @@ static void conn_process(mcp__hconn_t *c)
                 else
                     conn_close(c, true);
             } else if (c->phase == PH_IDLE) {
-                conn_close(c, true);
+                conn_finish(c); /* after the last answer has been written */
             }
         }
         if (!c->closing && !c->reading && c->in_len < MAX_PENDING_INPUT / 2) start_reading(c);
@@ -842,11 +842,12 @@ static void on_connection(uv_stream_t *server, int status)
         if (c != NULL) free(c->hdrs);
         free(c);
         /* Take the connection off the backlog and drop it, or libuv keeps calling us. */
-        uv_tcp_t tmp;
-        if (uv_tcp_init(hs->loop, &tmp) == 0) {
-            if (uv_accept(server, (uv_stream_t *)&tmp) == 0) {
-            }
-            uv_close((uv_handle_t *)&tmp, NULL);
+        uv_tcp_t *tmp = malloc(sizeof *tmp);
+        if (tmp != NULL && uv_tcp_init(hs->loop, tmp) == 0) {
+            (void)uv_accept(server, (uv_stream_t *)tmp);
+            mcp__close_free((uv_handle_t *)tmp);
+        } else {
+            free(tmp);
         }
         return;
     }

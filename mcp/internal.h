@@ -88,6 +88,8 @@ int mcp__session_send(mcp_session_t *s, cJSON *msg); /* takes msg */
 /* Sends msg (taken) as belonging to the client request whose id is related (borrowed; NULL:
  * none). A response (or batch of responses) always belongs to its own id. */
 int mcp__session_send_related(mcp_session_t *s, cJSON *msg, const cJSON *related);
+/* Tells a routing transport that request id ended without an answer (the client cancelled). */
+void mcp__session_end_silent(mcp_session_t *s, const cJSON *id);
 void mcp__session_log(mcp_session_t *s, const cJSON *related, mcp_level_t level, const char *logger,
                       cJSON *data);
 /* Sends a response, or adds it to the batch it belongs to. Takes msg. */

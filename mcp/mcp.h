@@ -225,7 +225,10 @@ typedef struct mcp_transport_ops {
  * id of the client request the message belongs to (borrowed, valid during the call; NULL when
  * it belongs to none, such as list_changed): the response to it, or progress, log messages and
  * server-to-client requests made on its behalf. answer is true when the message is the response
- * (or the JSON-RPC batch of responses) that completes that request. Same rules as ops->send.
+ * (or the JSON-RPC batch of responses) that completes that request. json NULL (len 0) with
+ * answer true says the request ended with no answer at all (the client cancelled it); with
+ * answer false it asks the transport to close the stream carrying that request now
+ * (mcp_call_close_stream; MCP_ENOTSUP if it cannot). Same rules as ops->send.
  */
 typedef int (*mcp_send_related_fn)(void *tdata, const char *json, size_t len, const cJSON *related,
                                    bool answer);
@@ -326,6 +329,13 @@ void mcp_call_on_cancel(mcp_call_t *call, void (*cb)(mcp_call_t *call, void *dat
 void mcp_call_progress(mcp_call_t *call, double progress, double total, const char *message);
 /** True if the client asked for progress on this call. */
 bool mcp_call_wants_progress(const mcp_call_t *call);
+/**
+ * Streamable HTTP: closes the event stream carrying the call's answer now, before the answer
+ * (SEP-1699 polling): the client reconnects with Last-Event-ID and gets the events it missed,
+ * then the answer. The call goes on. MCP_ENOTSUP on other transports or when the answer is not
+ * on an open event stream.
+ */
+int mcp_call_close_stream(mcp_call_t *call);
 /** mcp_session_log sent with the call (on its POST stream over Streamable HTTP). Takes data. */
 void mcp_call_log(mcp_call_t *call, mcp_level_t level, const char *logger, cJSON *data);
 

@@ -68,6 +68,11 @@ int mcp__session_send_related(mcp_session_t *s, cJSON *msg, const cJSON *related
     return rc;
 }
 
+void mcp__session_end_silent(mcp_session_t *s, const cJSON *id)
+{
+    if (s->send_related != NULL) s->send_related(s->tdata, NULL, 0, id, true);
+}
+
 int mcp__session_send(mcp_session_t *s, cJSON *msg)
 {
     return mcp__session_send_related(s, msg, NULL);

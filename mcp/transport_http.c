@@ -43,6 +43,7 @@ struct mcp__hsess {
     bool legacy;
     bool ended;    /* no longer found by id */
     bool draining; /* ended by a server stop: answers in flight still go out */
+    bool lost;     /* legacy: the stream closed; ended from the next loop turn */
     mcp_session_t *s;
     mcp__hstream_t *streams; /* POST streams */
     size_t n_open, n_retained;
@@ -218,11 +219,33 @@ static int sess_send(void *tdata, const char *json, size_t len, const cJSON *rel
     mcp__hsess_t *se = tdata;
     if (se->ended && !se->draining) return MCP_OK; /* nobody can receive it any more */
     se->last_active_ms = mcp__now_ms();
+    mcp__hstream_t *st = related != NULL ? find_stream(se, related) : NULL;
+    if (json == NULL && !answer) {
+        /* Close the stream early; its events wait for a GET with Last-Event-ID. */
+        if (st == NULL || !st->sse || st->conn == NULL) return MCP_ENOTSUP;
+        mcp__hconn_t *c = st->conn;
+        st->conn = NULL;
+        mcp__hconn_stream_end(c);
+        return MCP_OK;
+    }
+    if (json == NULL) {
+        /* The client cancelled the request: it waits for no answer, so its stream ends. */
+        if (st == NULL) return MCP_OK;
+        st->answered = true;
+        se->n_open--;
+        mcp__hconn_t *c = st->conn;
+        st->conn = NULL;
+        if (c != NULL && st->sse)
+            mcp__hconn_stream_end(c);
+        else if (c != NULL)
+            mcp__hconn_respond(c, 202, NULL, NULL, "", 0);
+        stream_free(st);
+        return MCP_OK;
+    }
     if (se->legacy) {
         stream_emit(se->get, json, len);
         return MCP_OK;
     }
-    mcp__hstream_t *st = related != NULL ? find_stream(se, related) : NULL;
     if (st == NULL || (!st->sse && !answer)) {
         /* Unrelated, or a JSON answer stream that cannot carry it: the standalone stream. */
         stream_emit(se->get, json, len);
@@ -363,6 +386,13 @@ static void end_session(mcp__hsess_t *se, bool cancel_now, bool drain)
 
 void mcp__http_reap(mcp_http_server_t *hs)
 {
+    for (mcp__hsess_t *se = hs->sessions, *next; se != NULL; se = next) {
+        next = se->next;
+        if (se->lost) {
+            mcp_log(hs->lg, MCP_LOG_INFO, "http: an SSE client disconnected; ending its session");
+            end_session(se, true, false);
+        }
+    }
     while (hs->dead != NULL) {
         mcp__hsess_t *se = hs->dead;
         sess_unlink(&hs->dead, se);
@@ -409,9 +439,10 @@ void mcp__http_conn_lost(mcp_http_server_t *hs, void *owner)
     st->conn = NULL;
     mcp__hsess_t *se = st->sess;
     if (se->legacy && st == se->get && !se->ended) {
-        /* The legacy transport has no way back: its stream is the session. */
-        mcp_log(hs->lg, MCP_LOG_INFO, "http: an SSE client disconnected; ending its session");
-        end_session(se, true, false);
+        /* The legacy transport has no way back: its stream is the session. It ends from a fresh
+         * loop turn, since a failed write may have brought us here from inside the session. */
+        se->lost = true;
+        mcp__http_reap_later(se->hs);
     }
     /* Streamable HTTP: disconnection is not cancellation; the events wait for a resume. */
 }

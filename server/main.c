@@ -116,8 +116,10 @@ static int start_http(app_t *app, const ptc_options_t *o)
         uv_signal_start(&app->sig_int, on_http_signal, SIGINT);
         uv_signal_start(&app->sig_term, on_http_signal, SIGTERM);
     }
-    /* Tests and scripts read the URL from this line. */
-    mcp_log(&app->log, MCP_LOG_NOTICE, "ptc-mcp %s listening on %s", PTC_VERSION,
+    /* Tests and scripts read the URL from this line: it is written at every --log-level. */
+    mcp_logger_t always = app->log;
+    always.level = MCP_LOG_DEBUG;
+    mcp_log(&always, MCP_LOG_NOTICE, "ptc-mcp %s listening on %s", PTC_VERSION,
             mcp_http_server_url(app->http));
     return MCP_OK;
 }
@@ -205,6 +207,18 @@ static int check_report(const ptc_options_t *o)
 {
     printf("ptc-mcp %s\n", PTC_VERSION);
     printf("transport: %s\n", o->transport);
+    int http_status = 0;
+    if (strcmp(o->transport, "http") == 0) {
+        char host[256];
+        unsigned port;
+        bool ok = mcp_http_parse_listen(o->listen, host, sizeof host, &port) == 0;
+        const char *tok = o->auth_token_env ? getenv(o->auth_token_env) : NULL;
+        bool has_tok = tok != NULL && tok[0] != '\0';
+        printf("http: %s%s, bearer token %s, %s\n", ok ? "listen " : "BAD --listen ", o->listen,
+               has_tok ? "set" : (o->auth_token_env ? "MISSING (the variable is empty)" : "none"),
+               o->tls_cert ? "HTTPS" : "plain HTTP");
+        if (!ok || (o->auth_token_env && !has_tok)) http_status = 1;
+    }
     exec_options_t eo;
     exec_options_init(&eo);
     if (o->python) eo.python = o->python;
@@ -213,7 +227,7 @@ static int check_report(const ptc_options_t *o)
     eo.unsafe_no_sandbox = o->unsafe_no_sandbox;
     exec_probe_t probe;
     int rc = exec_probe(&eo, &probe);
-    int status = 0;
+    int status = http_status;
     if (rc < 0) {
         printf("sandbox: the probe could not run: %s. %s\n", exec_strerror(rc),
                exec_error_hint(rc));

@@ -391,8 +391,9 @@ static int op_ask_confirmation(job_t *j, bridge_op_t *op, const reg_tool_t *tool
         op_free(op);
         return MCP_ENOMEM;
     }
-    int rc = mcp_session_request(s, "elicitation/create", params, "elicitation", op->timeout_ms,
-                                 op_confirmed, op, &op->confirm);
+    /* Made with the call, so that over Streamable HTTP it rides the call's own stream. */
+    int rc = mcp_call_request_ex(j->call, "elicitation/create", params, "elicitation",
+                                 op->timeout_ms, op_confirmed, op, &op->confirm);
     if (rc < 0) {
         op_free(op);
         return rc;
@@ -481,8 +482,8 @@ static void op_cancel(void *data, void *handle)
 static void op_audit(void *data, const cJSON *record)
 {
     job_t *j = data;
-    mcp_session_t *s = j->call ? mcp_call_session(j->call) : NULL;
-    if (s != NULL) mcp_session_log(s, MCP_LOG_INFO, "ptc-audit", cJSON_Duplicate(record, true));
+    if (j->call != NULL && mcp_call_session(j->call) != NULL)
+        mcp_call_log(j->call, MCP_LOG_INFO, "ptc-audit", cJSON_Duplicate(record, true));
 }
 
 static const ptc_bridge_ops_t bridge_ops = {

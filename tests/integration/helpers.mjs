@@ -146,7 +146,10 @@ export async function startHttp(bin = ptcBin, args = [], { env, timeoutMs = 2000
   let stderr = '';
   const exit = new Promise((resolve) => proc.on('close', (code, signal) => resolve({ code, signal })));
   const url = await new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`no "listening on" line in ${timeoutMs} ms; stderr:\n${stderr}`)), timeoutMs);
+    const t = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`no "listening on" line in ${timeoutMs} ms; stderr:\n${stderr}`));
+    }, timeoutMs);
     proc.stderr.on('data', (d) => {
       stderr += d.toString();
       const m = /listening on (https?:\/\/\S+)/.exec(stderr);

@@ -218,9 +218,9 @@ test('the binary documents every flag and refuses unknown ones', () => {
   const bad = spawnSync(ptcBin, ['--frobnicate']);
   assert.equal(bad.status, 2);
   assert.match(bad.stderr.toString(), /unknown flag/);
-  const http = spawnSync(ptcBin, ['--transport', 'http']);
-  assert.equal(http.status, 2);
-  assert.match(http.stderr.toString(), /not available in this version/);
+  const pigeon = spawnSync(ptcBin, ['--transport', 'pigeon']);
+  assert.equal(pigeon.status, 2);
+  assert.match(pigeon.stderr.toString(), /--transport must be stdio or http/);
   const size = spawnSync(ptcBin, ['--max-message-bytes', 'lots']);
   assert.equal(size.status, 2);
 });

@@ -105,6 +105,7 @@ function runLoad(server, method, clients, secs) {
       server.sample();
       try {
         const r = JSON.parse(out.trim().split('\n').pop());
+        server.served = (server.served ?? 0) + r.requests;
         if (code !== 0 || r.errors) err && process.stderr.write(`${server.name} ${method}: ${err}`);
         resolve({ ...r, exit: code });
       } catch {
@@ -155,6 +156,7 @@ const result = {
   memory: {
     ptc_peak_kib: ptc.peak, ptc_idle_kib: ptc.idleRss, ptc_tree_peak_kib: ptc.peakTree, ptc_tree_idle_kib: ptc.idleTree,
     everything_peak_kib: se.peak, everything_idle_kib: se.idleRss,
+    ptc_requests: ptc.served, everything_requests: se.served,
   },
 };
 result.memory.peak_ratio = se.peak / ptc.peak;
@@ -173,6 +175,7 @@ if (asJson) {
   const m = result.memory;
   console.log(`peak RSS: ptc-mcp ${mib(m.ptc_peak_kib)} MiB (with its child processes ${mib(m.ptc_tree_peak_kib)} MiB), server-everything ${mib(m.everything_peak_kib)} MiB`);
   console.log(`idle RSS after start: ptc-mcp ${mib(m.ptc_idle_kib)} MiB (with children ${mib(m.ptc_tree_idle_kib)} MiB), server-everything ${mib(m.everything_idle_kib)} MiB`);
+  console.log(`requests served in the run (warm-ups included): ptc-mcp ${fmt(m.ptc_requests)}, server-everything ${fmt(m.everything_requests)}; RSS growth per request: ptc-mcp ${((m.ptc_peak_kib - m.ptc_idle_kib) * 1024 / m.ptc_requests).toFixed(2)} B, server-everything ${((m.everything_peak_kib - m.everything_idle_kib) * 1024 / m.everything_requests).toFixed(0)} B`);
   console.log(`memory ratio (server-everything / ptc-mcp, peak): ${m.peak_ratio.toFixed(1)}x (${m.tree_peak_ratio.toFixed(1)}x counting ptc-mcp's children)`);
   const met = result.min_rps_ratio >= 5 && m.tree_peak_ratio >= 10;
   console.log(`target (>= 5x requests/s, < 1/10 memory): ${met ? 'met' : 'NOT met'} (lowest rate ratio ${result.min_rps_ratio.toFixed(1)}x)`);

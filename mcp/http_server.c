@@ -66,7 +66,8 @@ struct mcp__hconn {
     int fail_status;
     bool keep_alive;
 
-    bool chunked, close_after;
+    bool chunked, close_after; /* close_after: the response says Connection: close */
+    bool finishing;            /* conn_finish waits for the queued output */
     size_t out_queued;
     void *owner;
     mcp__hconn_t *prev, *next;
@@ -162,7 +163,7 @@ static void on_written(uv_write_t *req, int status)
         conn_close(c, true);
         return;
     }
-    if (c->close_after && c->out_queued == 0 && !c->closing) conn_finish(c);
+    if (c->finishing && c->out_queued == 0 && !c->closing) conn_finish(c);
 }
 
 /* Queues bytes on the socket as they are (ciphertext with TLS). */
@@ -248,10 +249,14 @@ static void conn_finish(mcp__hconn_t *c)
 {
     if (c->closing || c->shutting) return;
     c->close_after = true;
+    c->finishing = true;
     if (c->out_queued > 0) return; /* on_written calls again */
     if (c->tls_on && c->handshake_done) mbedtls_ssl_close_notify(&c->ssl);
     c->shutting = true;
+    void *owner = c->owner;
     c->owner = NULL;
+    /* A response still owned by someone ends here: they must hear of it. */
+    if (owner != NULL) mcp__http_conn_lost(c->hs, owner);
     c->shutdown_req.data = c;
     if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
         conn_close(c, false);
@@ -448,6 +453,7 @@ static int on_url(http_parser *p, const char *at, size_t n)
 static int on_header_field(http_parser *p, const char *at, size_t n)
 {
     mcp__hconn_t *c = conn_of(p);
+    if (c->phase == PH_BODY) return 0; /* trailers of a chunked body: ignored */
     if (c->n_hdrs == 0 && !c->in_value && c->hlen == c->url_len) {
         if (!hbuf_nul(c)) return -1; /* ends the URL */
     }
@@ -468,6 +474,7 @@ static int on_header_field(http_parser *p, const char *at, size_t n)
 static int on_header_value(http_parser *p, const char *at, size_t n)
 {
     mcp__hconn_t *c = conn_of(p);
+    if (c->phase == PH_BODY) return 0;
     if (!c->in_value) {
         if (!hbuf_nul(c)) return -1; /* ends the name */
         c->hdrs[c->n_hdrs - 1].value = c->hlen;

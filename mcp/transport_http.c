@@ -473,6 +473,32 @@ void mcp__http_tick(mcp_http_server_t *hs, uint64_t now)
     }
 }
 
+/* True when the session may take one more (the limit is reached: the session idle the longest,
+ * with no open stream and nothing in flight, makes room; clients rarely DELETE). */
+static bool room_for_session(mcp_http_server_t *hs)
+{
+    if (hs->stopping) return false;
+    if (hs->n_sessions < hs->o.max_sessions) return true;
+    mcp__hsess_t *oldest = NULL;
+    for (mcp__hsess_t *se = hs->sessions; se != NULL; se = se->next) {
+        if (se->n_open > 0 || se->get->conn != NULL) continue;
+        bool live = false;
+        for (mcp__hstream_t *st = se->streams; st != NULL && !live; st = st->next)
+            live = st->conn != NULL;
+        if (!live && (oldest == NULL || se->last_active_ms < oldest->last_active_ms)) oldest = se;
+    }
+    if (oldest == NULL) {
+        mcp_log(hs->lg, MCP_LOG_WARNING,
+                "http: %zu sessions open (the limit), all busy: refusing a new one",
+                hs->n_sessions);
+        return false;
+    }
+    mcp_log(hs->lg, MCP_LOG_INFO,
+            "http: %zu sessions open (the limit): ending the one idle longest", hs->n_sessions);
+    end_session(oldest, true, false);
+    return true;
+}
+
 /* --- Streamable HTTP ---------------------------------------------------------------------- */
 
 static bool check_protocol_header(mcp__hconn_t *c)
@@ -577,9 +603,7 @@ static void post_mcp(mcp_http_server_t *hs, mcp__hconn_t *c, const mcp__hreq_t *
     mcp__hsess_t *se;
     bool fresh = false;
     if (bi.has_init) {
-        if (hs->stopping || hs->n_sessions >= hs->o.max_sessions) {
-            mcp_log(hs->lg, MCP_LOG_WARNING, "http: %zu sessions open (the limit): refusing one",
-                    hs->n_sessions);
+        if (!room_for_session(hs)) {
             mcp__hconn_error(c, 503, -32000, "Service Unavailable: too many sessions",
                              "Retry-After: 5\r\n");
             cJSON_Delete(bi.msg);
@@ -732,7 +756,7 @@ static void delete_mcp(mcp_http_server_t *hs, mcp__hconn_t *c)
 
 static void get_sse(mcp_http_server_t *hs, mcp__hconn_t *c)
 {
-    if (hs->stopping || hs->n_sessions >= hs->o.max_sessions) {
+    if (!room_for_session(hs)) {
         mcp__hconn_error(c, 503, -32000, "Service Unavailable: too many sessions",
                          "Retry-After: 5\r\n");
         return;

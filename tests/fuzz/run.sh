@@ -2,7 +2,7 @@
 # tests/fuzz/run.sh [SECONDS] - runs each libFuzzer target for SECONDS (default 600) from its
 # committed seeds: fuzz_session (framing + JSON-RPC dispatch of our server) and fuzz_downstream
 # (config parsing and what a downstream server writes to our client), fuzz_bridge (the
-# bridge protocol lines sandboxed code sends). Needs the clang build in
+# bridge protocol lines sandboxed code sends), fuzz_http (bytes on an HTTP connection). Needs the clang build in
 # build/fuzz (tests/run.sh makes it). Crash inputs are left in build/fuzz/artifacts/. Exits
 # non-zero when a target found a crash.
 set -euo pipefail
@@ -22,3 +22,4 @@ run() { # TARGET SEEDS
 run fuzz_session "$root/tests/fuzz/corpus"
 run fuzz_downstream "$root/tests/fuzz/corpus-downstream"
 run fuzz_bridge "$root/tests/fuzz/corpus-bridge"
+run fuzz_http "$root/tests/fuzz/corpus-http"

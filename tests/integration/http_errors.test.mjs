@@ -99,6 +99,13 @@ test('status codes for refused requests, and the server keeps serving', async ()
     assert.match(half, /^HTTP\/1\.1 200 [\s\S]*"id":8,"result":\{\}/);
     // A half-closed partial request gets a 400.
     assert.match(await rawRequest(port, `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n`, { halfClose: true }), /^HTTP\/1\.1 400 /);
+    // An event stream asked for with Connection: close (or over HTTP/1.0) runs to its answer.
+    for (const [version, extra] of [['1.1', 'Connection: close\r\n'], ['1.0', '']]) {
+      const body = JSON.stringify({ jsonrpc: '2.0', id: 11, method: 'tools/call', params: { name: 'execute_code', arguments: { code: 'print("streamed")' } } });
+      const out = await rawRequest(port,
+        `POST /mcp HTTP/${version}\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: ${JSON_SSE}\r\nMcp-Session-Id: ${sid}\r\n${extra}Content-Length: ${body.length}\r\n\r\n${body}`);
+      assert.match(out, /text\/event-stream[\s\S]*"id":11,"result"[\s\S]*streamed/, `HTTP/${version}`);
+    }
     // Headers past the limit.
     const huge = await rawRequest(port, `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nX-Big: ${'a'.repeat(20000)}\r\n\r\n`);
     assert.match(huge, /^HTTP\/1\.1 431 /);

@@ -58,9 +58,10 @@ function tree(pid) {
 }
 const treeRss = (pid) => tree(pid).reduce((s, p) => { try { return s + kib(p, 'VmRSS'); } catch { return s; } }, 0);
 
+// A port free on the wildcard address, which is what server-everything binds.
 async function freePort() {
   const s = net.createServer();
-  await new Promise((r) => s.listen(0, '127.0.0.1', r));
+  await new Promise((r) => s.listen(0, r));
   const { port } = s.address();
   await new Promise((r) => s.close(r));
   return port;
@@ -72,7 +73,7 @@ async function start(name, cmd, argv, env, ready) {
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d.toString(); });
   let exited = null;
-  proc.once('exit', (code, signal) => { exited = { code, signal }; });
+  proc.once('close', (code, signal) => { exited = { code, signal }; });
   let port = null;
   for (let i = 0; i < 600 && port === null; i++) {
     if (exited) throw new Error(`${name} exited ${JSON.stringify(exited)}: ${stderr}`);
@@ -81,6 +82,7 @@ async function start(name, cmd, argv, env, ready) {
   }
   if (port === null) throw new Error(`${name} did not start: ${stderr}`);
   await sleep(500); // let start-up work (warm sandbox, indexing) finish before the idle sample
+  if (exited) throw new Error(`${name} exited ${JSON.stringify(exited)} after starting: ${stderr}`);
   const s = { name, proc, port, idleRss: kib(proc.pid, 'VmRSS'), idleTree: treeRss(proc.pid), peakTree: 0 };
   s.sample = () => { if (!exited) s.peakTree = Math.max(s.peakTree, treeRss(proc.pid)); };
   s.peakRss = () => kib(proc.pid, 'VmHWM');
@@ -117,9 +119,22 @@ function runLoad(server, method, clients, secs) {
 
 const ptc = await start('ptc-mcp', bin, ['--transport', 'http', '--listen', '127.0.0.1:0', ...ptcExtra], {},
   (e) => { const m = /listening on https?:\/\/127\.0\.0\.1:(\d+)/.exec(e); return m ? Number(m[1]) : null; });
-const sePort = await freePort();
-const se = await start('server-everything', process.execPath, [everything, 'streamableHttp'], { PORT: String(sePort) },
-  (e) => (/listening on port/.test(e) ? sePort : null));
+// Express 5 prints server-everything's "listening" line even when listen fails (the port was
+// taken between freePort and its bind; the exit may swallow the reason), so a start that exits
+// is retried on another port.
+let se = null;
+for (let attempt = 1; !se; attempt++) {
+  const sePort = await freePort();
+  try {
+    se = await start('server-everything', process.execPath, [everything, 'streamableHttp'], { PORT: String(sePort) },
+      (e) => (/listening on port/.test(e) ? sePort : null));
+  } catch (e) {
+    if (attempt >= 5 || !/exited/.test(e.message)) {
+      await ptc.stop();
+      throw e;
+    }
+  }
+}
 
 const rows = [];
 try {

@@ -44,8 +44,12 @@ typedef struct {
     char *body; /* the current response's body, grown up to LOAD_BODY_CAP */
     size_t body_len, body_size;
     bool body_overflow;
-    bool header_is_session; /* the header field being read is Mcp-Session-Id */
+    /* The parser may hand a header's name or value over in pieces (split across reads). */
+    char field[16]; /* the name being read, if it may still be Mcp-Session-Id */
+    size_t field_len;
+    bool in_value;
     char session[LOAD_SESSION_CAP];
+    size_t session_len;
     uint64_t next_id;
     bool closed;
     bool writing;   /* c->write and c->request are in use until on_write */
@@ -94,20 +98,39 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = sizeof c->b->readbuf;
 }
 
+static bool field_is_session(const client_t *c)
+{
+    return c->field_len == 14 && strncasecmp(c->field, "mcp-session-id", 14) == 0;
+}
+
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
     client_t *c = p->data;
-    c->header_is_session = len == 14 && strncasecmp(at, "mcp-session-id", 14) == 0;
+    if (c->in_value) c->field_len = 0; /* a new header begins */
+    c->in_value = false;
+    if (c->field_len + len <= sizeof c->field) memcpy(c->field + c->field_len, at, len);
+    c->field_len += len; /* past the buffer: too long to be the one we want */
     return 0;
 }
 
 static int on_header_value(http_parser *p, const char *at, size_t len)
 {
     client_t *c = p->data;
-    if (c->header_is_session && len < sizeof c->session) {
-        memcpy(c->session, at, len);
-        c->session[len] = '\0';
+    if (!c->in_value && field_is_session(c)) c->session_len = 0;
+    c->in_value = true;
+    if (field_is_session(c) && c->session_len + len < sizeof c->session) {
+        memcpy(c->session + c->session_len, at, len);
+        c->session_len += len;
+        c->session[c->session_len] = '\0';
     }
+    return 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    client_t *c = p->data;
+    c->field_len = 0;
+    c->in_value = false;
     return 0;
 }
 
@@ -389,6 +412,7 @@ int main(int argc, char **argv)
     b.loop = uv_default_loop();
     b.settings.on_header_field = on_header_field;
     b.settings.on_header_value = on_header_value;
+    b.settings.on_headers_complete = on_headers_complete;
     b.settings.on_body = on_body;
     b.settings.on_message_complete = on_message_complete;
     b.clients = calloc((size_t)b.n_clients, sizeof *b.clients);

@@ -6,8 +6,10 @@
 // 0 with no LeakSanitizer (or other sanitizer) report in the ASan build.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { repoRoot, sleep } from './helpers.mjs';
+import { buildDir, repoRoot, sleep } from './helpers.mjs';
 import { connectHttp, isSanitizerBuild, rssKiB, startHttp } from './http_helpers.mjs';
 
 const catalog = path.join(repoRoot, 'tests', 'fixtures', 'catalog_small.json');
@@ -127,6 +129,35 @@ test('100 concurrent HTTP sessions: correct answers, runs queue, RSS settles, no
     const limit = rssWarm * (1 + RSS_TOLERANCE_FRACTION) + RSS_TOLERANCE_KIB;
     console.log(`server RSS: ${rssWarm} KiB after the warm-up round, ${rssAfter} KiB after the measured round (limit ${Math.round(limit)} KiB)`);
     assert.ok(rssAfter <= limit, `RSS grew from ${rssWarm} KiB to ${rssAfter} KiB over a round of ${SESSIONS} sessions`);
+    stopped = true;
+    await server.stop();
+  } finally {
+    if (!stopped) await server.stop().catch(() => {});
+  }
+});
+
+// The bench's load generator (bench/http/http_load.c), a client that is not Node: 50 keep-alive
+// connections, each with its own session, then ping and tools/list back to back. Every answer
+// must be a 200 with a JSON-RPC result and no connection may be dropped.
+test('50 keep-alive clients sending back to back get only correct answers (http_load)', async (t) => {
+  const load = path.join(buildDir, 'bench', 'http', 'http_load');
+  if (!existsSync(load)) {
+    t.skip(`${load} is not built`);
+    return;
+  }
+  const server = await startHttp([]);
+  let stopped = false;
+  try {
+    for (const method of ['ping', 'tools/list']) {
+      const r = spawnSync(load, ['--port', String(server.port), '--clients', '50', '--seconds', '2', '--method', method],
+        { encoding: 'utf8', timeout: 120000 });
+      assert.equal(r.status, 0, `http_load ${method}: ${r.stdout} ${r.stderr}`);
+      const out = JSON.parse(r.stdout);
+      assert.equal(out.ready, 50, r.stdout);
+      assert.equal(out.errors, 0, r.stdout);
+      assert.ok(out.requests > 0, r.stdout);
+      t.diagnostic(`${method}: ${out.requests} answers in ${out.seconds} s`);
+    }
     stopped = true;
     await server.stop();
   } finally {

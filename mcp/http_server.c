@@ -91,7 +91,8 @@ static void start_reading(mcp__hconn_t *c);
 /* Appends n bytes to a growable buffer capped at max; false past the cap or on ENOMEM. */
 static bool buf_add(char **buf, size_t *len, size_t *cap, size_t max, const char *p, size_t n)
 {
-    if (n > max - *len) return false;
+    /* Callers may pass different caps for one buffer (one spare byte for a final NUL). */
+    if (*len > max || n > max - *len) return false;
     if (*len + n > *cap) {
         size_t nc = *cap ? *cap : 256;
         while (nc < *len + n)

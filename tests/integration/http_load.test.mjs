@@ -10,7 +10,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { buildDir, repoRoot, sleep } from './helpers.mjs';
-import { connectHttp, isSanitizerBuild, rssKiB, startHttp } from './http_helpers.mjs';
+import net from 'node:net';
+import { assertServes, connectHttp, isSanitizerBuild, parseResponse, rawExchange, rawPost, rssKiB, startHttp, statusOf } from './http_helpers.mjs';
 
 const catalog = path.join(repoRoot, 'tests', 'fixtures', 'catalog_small.json');
 const SESSIONS = 100;
@@ -160,6 +161,58 @@ test('50 keep-alive clients sending back to back get only correct answers (http_
     }
     stopped = true;
     await server.stop();
+  } finally {
+    if (!stopped) await server.stop().catch(() => {});
+  }
+});
+
+// Clients that vanish: sockets destroyed mid-request (part of the body sent), or right after
+// a tools/call went out (its run still going), sessions never deleted; SDK clients closed with
+// calls in flight. The server keeps serving, and SIGTERM with all of that still live must end
+// cleanly: exit 0 and no LeakSanitizer report (every session, stream and run freed).
+test('clients that vanish mid-request or mid-run leave the server serving and leak-free', { timeout: 600000 }, async () => {
+  const server = await startHttp(['--max-concurrent', '2', '--max-queue', '200']);
+  let stopped = false;
+  try {
+    const post = (msg, sid, version) => rawPost(server.port, msg, sid ? { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': version } : {});
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'vanish', version: '1' } } };
+    const sessions = await Promise.all(Array.from({ length: 30 }, async () => {
+      const r = await rawExchange(server.port, post(init), { until: (t) => parseResponse(t) !== null });
+      const p = parseResponse(r.text);
+      assert.equal(p.status, 200, r.text);
+      const sid = p.headers['mcp-session-id'];
+      const version = p.json.result.protocolVersion;
+      const note = await rawExchange(server.port, post({ jsonrpc: '2.0', method: 'notifications/initialized' }, sid, version), { until: (t) => parseResponse(t) !== null });
+      assert.equal(statusOf(note.text), 202, note.text);
+      return { sid, version };
+    }));
+    const call = (i) => ({ jsonrpc: '2.0', id: 100 + i, method: 'tools/call', params: { name: 'execute_code', arguments: { code: `import time\ntime.sleep(1)\nprint(${i})`, timeout_seconds: 60 } } });
+    await Promise.all(sessions.map(({ sid, version }, i) => new Promise((resolve) => {
+      const bytes = post(call(i), sid, version);
+      const sock = net.connect({ host: '127.0.0.1', port: server.port });
+      sock.on('error', () => {});
+      sock.on('close', resolve);
+      sock.on('connect', () => {
+        if (i % 2 === 0) {
+          sock.write(bytes.subarray(0, bytes.length - 10)); // the body's last bytes never come
+          setTimeout(() => sock.destroy(), 100);
+        } else {
+          sock.write(bytes); // the whole call: its run starts or queues, then the client is gone
+          sock.once('data', () => sock.destroy());
+          setTimeout(() => sock.destroy(), 2000);
+        }
+      });
+    })));
+    // SDK clients closed with calls in flight (no DELETE). Per the transport spec a dropped
+    // connection is not a cancellation: these runs may finish; they only must not leak.
+    const sdk = await Promise.all(Array.from({ length: 10 }, () => connectHttp(server.url)));
+    const inflight = sdk.map((c, i) => c.client.callTool({ name: 'execute_code', arguments: { code: `import time\ntime.sleep(1)\nprint(${i})` } }, undefined, { timeout: 600000 }).catch((e) => e));
+    await sleep(200);
+    await Promise.all(sdk.map((c) => c.client.close()));
+    await Promise.all(inflight);
+    await assertServes(server.url);
+    stopped = true;
+    await server.stop(); // with the vanished sessions (and maybe their runs) still live
   } finally {
     if (!stopped) await server.stop().catch(() => {});
   }

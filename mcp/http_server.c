@@ -599,7 +599,7 @@ static void dispatch(mcp__hconn_t *c)
         mcp__hconn_error(c, 403, -32000, "Forbidden: Host header not allowed", NULL);
         return;
     }
-    if (origin != NULL && !mcp__http_origin_allowed(origin, hs->host, hs->port) &&
+    if (origin != NULL && !mcp__http_origin_allowed(origin, hs->host) &&
         (hs->loopback || !origin_is_host(origin, host))) {
         mcp_log(hs->lg, MCP_LOG_WARNING, "http: refused a request from Origin \"%.100s\" (403)",
                 origin);

@@ -24,13 +24,14 @@ bool mcp__http_secret_equal(const char *a, size_t alen, const char *b, size_t bl
 /** True for "localhost", 127.0.0.0/8 and ::1 (IPv6 without brackets). */
 bool mcp__http_is_loopback(const char *host);
 /**
- * DNS-rebinding checks. A Host header (or an Origin's host part) is allowed when its name is
- * the listen host, localhost, 127.0.0.1 or [::1] (case-insensitive) and its port, if written, is
- * the bound port. host may be NULL (HTTP/1.0): allowed. An Origin must be http(s)://HOST[:PORT]
- * with an allowed host; "null" and anything else are refused.
+ * DNS-rebinding checks. A Host header is allowed when its name is the listen host, localhost,
+ * 127.0.0.1 or [::1] (case-insensitive) and its port, if written, is the bound port; host may
+ * be NULL (HTTP/1.0): allowed. An Origin must be http(s)://NAME[:PORT] with one of those names
+ * (any port: pages of other local programs are local too); "null" and anything else are
+ * refused.
  */
 bool mcp__http_host_allowed(const char *host_header, const char *listen_host, unsigned port);
-bool mcp__http_origin_allowed(const char *origin, const char *listen_host, unsigned port);
+bool mcp__http_origin_allowed(const char *origin, const char *listen_host);
 /** Copies the value of query parameter `name` of a request target ("/messages?sessionId=x")
  *  into out (no percent-decoding: the values we read are plain tokens). MCP_EINVAL if absent
  *  or longer than size - 1. */

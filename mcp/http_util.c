@@ -128,27 +128,24 @@ bool mcp__http_host_allowed(const char *host_header, const char *listen_host, un
     return name_allowed(name, listen_host);
 }
 
-bool mcp__http_origin_allowed(const char *origin, const char *listen_host, unsigned port)
+bool mcp__http_origin_allowed(const char *origin, const char *listen_host)
 {
     if (origin == NULL) return false;
     const char *rest;
-    unsigned dflt;
-    if (strncasecmp(origin, "http://", 7) == 0) {
+    if (strncasecmp(origin, "http://", 7) == 0)
         rest = origin + 7;
-        dflt = 80;
-    } else if (strncasecmp(origin, "https://", 8) == 0) {
+    else if (strncasecmp(origin, "https://", 8) == 0)
         rest = origin + 8;
-        dflt = 443;
-    } else {
+    else
         return false;
-    }
     size_t len = strlen(rest);
     if (len > 0 && rest[len - 1] == '/') len--; /* tolerate a trailing slash */
     if (memchr(rest, '/', len) || memchr(rest, '@', len)) return false;
     char name[256];
     unsigned p;
     if (!split_host(rest, len, name, sizeof name, &p)) return false;
-    if ((p == 0 ? dflt : p) != port) return false;
+    /* Any port: a page served by another local program (the Inspector's UI) is local too;
+     * what DNS rebinding brings is a foreign name. */
     return name_allowed(name, listen_host);
 }
 

@@ -403,7 +403,7 @@ typedef struct mcp_http_server mcp_http_server_t;
 #define MCP_HTTP_DEFAULT_SESSION_IDLE_MS   600000 /* a session with no request and no stream */
 #define MCP_HTTP_DEFAULT_KEEPALIVE_MS      15000  /* SSE comment on quiet streams */
 #define MCP_HTTP_DEFAULT_REPLAY_EVENTS     256    /* kept per stream for Last-Event-ID */
-#define MCP_HTTP_DEFAULT_REPLAY_BYTES      (4u << 20)
+#define MCP_HTTP_DEFAULT_REPLAY_BYTES      (1u << 20)
 #define MCP_HTTP_DEFAULT_MAX_OUTPUT_BYTES  (32u << 20) /* queued for one slow connection */
 
 typedef struct mcp_http_server_opts {

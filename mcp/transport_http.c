@@ -13,6 +13,7 @@
 /* A POST stream whose answer could not be delivered (the client went away) is kept this long
  * for a GET with Last-Event-ID. */
 #define RETAIN_MS        120000
+#define MAX_RETAINED     16 /* such streams per session */
 #define SSE_RETRY_MS     1000
 #define PRIMING_PROTOCOL "2025-11-25"
 
@@ -278,7 +279,7 @@ static int sess_send(void *tdata, const char *json, size_t len, const cJSON *rel
             st->done_ms = mcp__now_ms();
             se->n_retained++;
             if (se->dispatching == st) se->dispatching = NULL;
-            while (se->n_retained > se->hs->o.max_streams_per_session) {
+            while (se->n_retained > MAX_RETAINED) {
                 mcp__hstream_t *oldest = NULL;
                 for (mcp__hstream_t *x = se->streams; x != NULL; x = x->next)
                     if (x->answered && (oldest == NULL || x->done_ms <= oldest->done_ms))
@@ -403,7 +404,7 @@ void mcp__http_reap(mcp_http_server_t *hs)
 void mcp__http_end_all(mcp_http_server_t *hs, bool cancel_now)
 {
     while (hs->sessions != NULL)
-        end_session(hs->sessions, cancel_now, !hs->sessions->legacy);
+        end_session(hs->sessions, cancel_now, true);
     if (cancel_now) {
         for (mcp__hsess_t *se = hs->ending, *next; se != NULL; se = next) {
             next = se->next;

@@ -95,10 +95,10 @@ test('legacy HTTP+SSE: the SDK SSE client runs code and searches; closing the st
   }
 });
 
-test('Streamable HTTP: progress arrives during the call and cancellation stops the run', async () => {
+for (const legacy of [false, true]) test(`${legacy ? 'legacy SSE' : 'Streamable HTTP'}: progress arrives during the call and cancellation stops the run`, async () => {
   const srv = await startHttp();
   try {
-    const c = await connectHttp(srv.url);
+    const c = await connectHttp(srv.url, { legacy });
     const seen = [];
     const r = await c.client.callTool({ name: 'execute_code', arguments: { code: 'import time\nprint("x", flush=True)\ntime.sleep(1.6)\nprint("done")' } },
       undefined, { onprogress: (p) => seen.push(p) });
@@ -256,4 +256,18 @@ test('unrelated notifications wait for the GET stream: list_changed sent before 
     await srv.stop();
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+for (const legacy of [false, true]) test(`SIGTERM with a call in flight (${legacy ? 'legacy SSE' : 'Streamable HTTP'}): its answer still arrives, then exit 0`, async () => {
+  const srv = await startHttp();
+  const c = await connectHttp(srv.url, { legacy });
+  const p = c.client.callTool({ name: 'execute_code', arguments: { code: 'import time\ntime.sleep(1)\nprint("finished")' } });
+  await sleep(400);
+  srv.proc.kill('SIGTERM');
+  const r = await p;
+  assert.equal(r.structuredContent.stdout, 'finished\n');
+  const how = await srv.exit;
+  assert.equal(how.code, 0, srv.stderr);
+  assert.doesNotMatch(srv.stderr, /Sanitizer|runtime error:/);
+  await c.close().catch(() => {});
 });

@@ -27,3 +27,30 @@ test('the Inspector CLI pages through every tool of the fixture server and calls
   assert.equal(call.content[0].text, 'from inspector');
   assert.deepEqual(call.structuredContent, { echo: 'from inspector' });
 });
+
+test('the Inspector CLI reaches ptc-mcp over Streamable HTTP and the legacy SSE transport', async () => {
+  const { startHttp } = await import('./helpers.mjs');
+  const srv = await startHttp(ptcBin, ['--embedder', 'lexical']);
+  try {
+    // spawnSync would block the loop the server's output is read on; spawn and wait instead.
+    const { spawn } = await import('node:child_process');
+    const run = (args) => new Promise((resolve) => {
+      const p = spawn(node22, [cli, '--cli', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '', err = '';
+      p.stdout.on('data', (d) => { out += d; });
+      p.stderr.on('data', (d) => { err += d; });
+      p.on('close', (code) => resolve({ code, out, err }));
+    });
+    const http = await run([srv.url, '--transport', 'http', '--method', 'tools/list']);
+    assert.equal(http.code, 0, http.err);
+    assert.ok(JSON.parse(http.out).tools.some((t) => t.name === 'execute_code'));
+    const call = await run([srv.url, '--transport', 'http', '--method', 'tools/call', '--tool-name', 'execute_code', '--tool-arg', 'code=print(2**10)']);
+    assert.equal(call.code, 0, call.err);
+    assert.equal(JSON.parse(call.out).structuredContent.stdout, '1024\n');
+    const sse = await run([`${srv.base}/sse`, '--transport', 'sse', '--method', 'tools/list']);
+    assert.equal(sse.code, 0, sse.err);
+    assert.ok(JSON.parse(sse.out).tools.some((t) => t.name === 'search_tools'));
+  } finally {
+    await srv.stop();
+  }
+});

@@ -43,6 +43,20 @@ typedef struct env {
     atomic_int done_calls;
 } env_t;
 
+static void hold_cancelled(mcp_call_t *call, void *data)
+{
+    (void)data;
+    mcp_call_finish_text(call, true, "cancelled");
+}
+
+/* Stays in flight until cancelled. */
+static void tool_hold(mcp_call_t *call, const cJSON *args, void *data)
+{
+    (void)args;
+    (void)data;
+    mcp_call_on_cancel(call, hold_cancelled, NULL);
+}
+
 static void on_stopped(mcp_http_server_t *h, void *data)
 {
     env_t *e = data;
@@ -75,6 +89,8 @@ static int setup(void **state)
     so.name = "t";
     so.version = "1";
     assert_int_equal(mcp_server_new(&e->loop, &so, &e->log, &e->srv), 0);
+    mcp_tool_def_t hold = {.name = "hold", .handler = tool_hold};
+    assert_int_equal(mcp_server_add_tool(e->srv, &hold), 0);
     mcp_http_server_opts_t o;
     mcp_http_server_opts_default(&o);
     o.port = 0;
@@ -83,6 +99,7 @@ static int setup(void **state)
     o.session_idle_ms = SESSION_IDLE_MS;
     o.max_sessions = 2;
     o.max_connections = 4;
+    o.max_streams_per_session = 2;
     assert_int_equal(mcp_http_server_start(e->srv, &o, &e->http), 0);
     e->port = mcp_http_server_port(e->http);
     assert_true(e->port > 0);
@@ -264,6 +281,47 @@ static void sessions_past_the_limit_get_503_and_idle_ones_expire(void **state)
     assert_non_null(strstr(buf, "HTTP/1.1 404 "));
 }
 
+static void requests_in_flight_past_the_limit_get_503(void **state)
+{
+    env_t *e = *state;
+    char buf[4096], sid[64], req[1024];
+    session_id(request(e, "POST", NULL, init_body, buf, sizeof buf), sid, sizeof sid);
+    int fds[2];
+    for (int i = 0; i < 2; i++) {
+        char body[160];
+        snprintf(body, sizeof body,
+                 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{\"name\":"
+                 "\"hold\"}}",
+                 i + 1);
+        snprintf(req, sizeof req,
+                 "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 "Accept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\n"
+                 "Content-Length: %zu\r\n\r\n%s",
+                 sid, strlen(body), body);
+        fds[i] = dial(e);
+        send_all(fds[i], req);
+        ssize_t r = recv(fds[i], buf, sizeof buf - 1, 0);
+        assert_true(r > 0);
+        buf[r] = '\0';
+        assert_non_null(strstr(buf, "text/event-stream"));
+    }
+    const char third[] = "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{"
+                         "\"name\":\"hold\"}}";
+    request(e, "POST", sid, third, buf, sizeof buf);
+    assert_non_null(strstr(buf, "HTTP/1.1 503 "));
+    /* Ending the session cancels the held calls; their streams end without an answer. */
+    request(e, "DELETE", sid, "", buf, sizeof buf);
+    assert_non_null(strstr(buf, "HTTP/1.1 200 "));
+    for (int i = 0; i < 2; i++) {
+        struct timeval tv = {.tv_sec = 1};
+        setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        read_all(fds[i], buf, sizeof buf); /* the stream's last chunk, then keep-alive */
+        close(fds[i]);
+        assert_non_null(strstr(buf, "0\r\n\r\n"));
+        assert_null(strstr(buf, "\"result\"")); /* no answer to a cancelled request */
+    }
+}
+
 static void connections_past_the_limit_get_503(void **state)
 {
     env_t *e = *state;
@@ -338,6 +396,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(slow_headers_and_bodies_get_408, setup, teardown),
         cmocka_unit_test_setup_teardown(sessions_past_the_limit_get_503_and_idle_ones_expire, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(requests_in_flight_past_the_limit_get_503, setup, teardown),
         cmocka_unit_test_setup_teardown(connections_past_the_limit_get_503, setup, teardown),
         cmocka_unit_test(start_refuses_a_public_address_without_a_token),
     };

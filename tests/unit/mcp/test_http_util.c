@@ -79,20 +79,22 @@ static void host_header_must_name_this_server(void **state)
     assert_false(mcp__http_host_allowed("", "127.0.0.1", 8765));
 }
 
-static void origin_must_be_this_server(void **state)
+static void origin_must_be_a_local_name(void **state)
 {
     (void)state;
-    assert_true(mcp__http_origin_allowed("http://127.0.0.1:8765", "127.0.0.1", 8765));
-    assert_true(mcp__http_origin_allowed("http://localhost:8765", "127.0.0.1", 8765));
-    assert_true(mcp__http_origin_allowed("https://[::1]:8765", "127.0.0.1", 8765));
-    assert_true(mcp__http_origin_allowed("http://localhost", "127.0.0.1", 80));
-    assert_false(mcp__http_origin_allowed("http://localhost", "127.0.0.1", 8765));
-    assert_false(mcp__http_origin_allowed("http://evil.example.com", "127.0.0.1", 8765));
-    assert_false(mcp__http_origin_allowed("http://evil.example.com:8765", "127.0.0.1", 8765));
-    assert_false(mcp__http_origin_allowed("http://localhost:8765@evil.com", "127.0.0.1", 8765));
-    assert_false(mcp__http_origin_allowed("null", "127.0.0.1", 8765));
-    assert_false(mcp__http_origin_allowed("file://", "127.0.0.1", 8765));
-    assert_false(mcp__http_origin_allowed(NULL, "127.0.0.1", 8765));
+    assert_true(mcp__http_origin_allowed("http://127.0.0.1:8765", "127.0.0.1"));
+    assert_true(mcp__http_origin_allowed("http://localhost:6274", "127.0.0.1"));
+    assert_true(mcp__http_origin_allowed("https://[::1]:8765", "127.0.0.1"));
+    assert_true(mcp__http_origin_allowed("http://localhost", "127.0.0.1"));
+    assert_true(mcp__http_origin_allowed("http://myhost:1", "myhost"));
+    assert_false(mcp__http_origin_allowed("http://evil.example.com", "127.0.0.1"));
+    assert_false(mcp__http_origin_allowed("http://evil.example.com:8765", "127.0.0.1"));
+    assert_false(mcp__http_origin_allowed("http://localhost.evil.com", "127.0.0.1"));
+    assert_false(mcp__http_origin_allowed("http://localhost:8765@evil.com", "127.0.0.1"));
+    assert_false(mcp__http_origin_allowed("http://localhost/x", "127.0.0.1"));
+    assert_false(mcp__http_origin_allowed("null", "127.0.0.1"));
+    assert_false(mcp__http_origin_allowed("file://", "127.0.0.1"));
+    assert_false(mcp__http_origin_allowed(NULL, "127.0.0.1"));
 }
 
 static void query_parameters(void **state)
@@ -423,7 +425,7 @@ int main(void)
         cmocka_unit_test(secret_compare_needs_equal_bytes_and_lengths),
         cmocka_unit_test(loopback_names),
         cmocka_unit_test(host_header_must_name_this_server),
-        cmocka_unit_test(origin_must_be_this_server),
+        cmocka_unit_test(origin_must_be_a_local_name),
         cmocka_unit_test(query_parameters),
         cmocka_unit_test(sse_events_are_formatted_line_by_line),
         cmocka_unit_test(event_ids_round_trip),

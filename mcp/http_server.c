@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 
 #define READ_CHUNK 65536
 /* Unparsed input held while a response is pending (pipelined requests): past it we stop
@@ -19,8 +20,8 @@
 #define LINGER_MS 2000
 /* Bodies up to this size keep their buffer for the next request of the connection. */
 #define KEEP_BODY_BUF 65536
-/* The client reconnects this long after a stream ends early (the SSE retry field). */
-#define SSE_RETRY_MS 1000
+/* Descriptors kept for everything but connections (runs, pipes, downstream servers). */
+#define RESERVED_FDS 256
 
 typedef enum phase {
     PH_HANDSHAKE, /* TLS handshake */
@@ -1049,6 +1050,16 @@ int mcp_http_server_start(mcp_server_t *srv, const mcp_http_server_opts_t *opts,
     hs->o.auth_token = hs->token;
     hs->o.tls_cert_file = hs->o.tls_key_file = NULL;
     hs->loopback = mcp__http_is_loopback(opts->host);
+    /* Past the descriptor limit accept fails; answer 503 before getting there. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur > 2 * RESERVED_FDS && hs->o.max_connections > rl.rlim_cur - RESERVED_FDS) {
+        hs->o.max_connections = (size_t)(rl.rlim_cur - RESERVED_FDS);
+        mcp_log(lg, MCP_LOG_INFO,
+                "http: at most %zu connections (the open-file limit is %llu; raise it with "
+                "ulimit -n for more)",
+                hs->o.max_connections, (unsigned long long)rl.rlim_cur);
+    }
     if (!hs->loopback && hs->token == NULL) {
         mcp_log(lg, MCP_LOG_ERROR,
                 "http: refusing to listen on %s without a bearer token: anyone who can reach "

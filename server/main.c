@@ -94,6 +94,11 @@ static int start_http(app_t *app, const ptc_options_t *o)
     ho.host = host;
     ho.port = port;
     ho.max_message_bytes = o->max_message_bytes;
+    /* Fairness between sessions: one session may hold at most half of what the executor can
+     * run and queue, so others always find room (it gets 503 with Retry-After past that). */
+    size_t runs =
+        (o->max_concurrent ? o->max_concurrent : uv_available_parallelism()) + o->max_queue;
+    ho.max_streams_per_session = runs / 2 > 4 ? runs / 2 : 4;
     ho.tls_cert_file = o->tls_cert;
     ho.tls_key_file = o->tls_key;
     if (o->auth_token_env != NULL) {

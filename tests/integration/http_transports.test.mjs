@@ -271,3 +271,34 @@ for (const legacy of [false, true]) test(`SIGTERM with a call in flight (${legac
   assert.doesNotMatch(srv.stderr, /Sanitizer|runtime error:/);
   await c.close().catch(() => {});
 });
+
+test('fairness: one session cannot take every executor slot; another session still runs', async () => {
+  // 1 running + 4 queued runs: one session may hold at most 4 requests in flight.
+  const srv = await startHttp(undefined, ['--max-concurrent', '1', '--max-queue', '4']);
+  try {
+    const a = await initRaw(srv.url);
+    const b = await initRaw(srv.url);
+    const slow = (id) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'execute_code', arguments: { code: 'import time\ntime.sleep(0.3)\nprint("slow")', timeout_seconds: 60 } } });
+    const held = [];
+    for (let i = 0; i < 4; i++) {
+      const res = await post(srv.url, a, slow(i));
+      assert.equal(res.status, 200);
+      held.push(res);
+    }
+    const over = await post(srv.url, a, slow(9));
+    assert.equal(over.status, 503);
+    assert.ok(over.headers.get('retry-after'));
+    await over.text();
+    const other = await post(srv.url, b, slow(1));
+    assert.equal(other.status, 200);
+    const answers = [other, ...held].map(async (res) => {
+      const rd = sseReader(res);
+      let m;
+      for (let ev = await rd.next(); ev; ev = await rd.next()) if (ev.data) m = JSON.parse(ev.data);
+      return m.result.structuredContent;
+    });
+    for (const sc of await Promise.all(answers)) assert.equal(sc.stdout, 'slow\n', JSON.stringify(sc));
+  } finally {
+    await srv.stop();
+  }
+});

@@ -373,6 +373,15 @@ const char *mcp__hconn_header(const mcp__hconn_t *c, const char *name)
     return NULL;
 }
 
+/* How many lines of header `name` the request has. */
+static size_t header_lines(const mcp__hconn_t *c, const char *name)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_hdrs; i++)
+        if (strcasecmp(c->hbuf + c->hdrs[i].name, name) == 0) n++;
+    return n;
+}
+
 /* --- closing ------------------------------------------------------------------------------ */
 
 static void on_conn_closed(uv_handle_t *h)
@@ -599,6 +608,18 @@ static void dispatch(mcp__hconn_t *c)
         /* RFC 9112 3.2: an HTTP/1.1 request without Host is answered 400. */
         mcp__hconn_error(c, 400, -32600, "Bad Request: Host header required", NULL);
         return;
+    }
+    /* A second Host (RFC 9112 3.2), Origin or Authorization line would carry a name or token
+     * that the checks below, which read the first, never looked at. */
+    static const char *const single[] = {"Host", "Origin", "Authorization"};
+    for (size_t i = 0; i < sizeof single / sizeof single[0]; i++) {
+        if (header_lines(c, single[i]) > 1) {
+            mcp_log(hs->lg, MCP_LOG_WARNING, "http: refused a request with %s twice (400)",
+                    single[i]);
+            mcp__hconn_error(c, 400, -32600, "Bad Request: a header that must appear once repeats",
+                             NULL);
+            return;
+        }
     }
     if (hs->loopback && !mcp__http_host_allowed(host, hs->host, hs->port)) {
         mcp_log(hs->lg, MCP_LOG_WARNING, "http: refused a request for Host \"%.100s\" (403)", host);

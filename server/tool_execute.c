@@ -198,20 +198,6 @@ static void sb_fmt(sbuf_t *b, const char *fmt, ...)
     sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
-/* Start of the last `lines` lines of s (ignoring a trailing newline). */
-static const char *last_lines(const char *s, int lines)
-{
-    size_t n = strlen(s);
-    while (n > 0 && s[n - 1] == '\n')
-        n--;
-    const char *p = s + n;
-    while (p > s) {
-        if (p[-1] == '\n' && --lines == 0) break;
-        p--;
-    }
-    return p;
-}
-
 static cJSON *meta_of(const cJSON *sc)
 {
     /* What a page repeats of its run: everything but the page's own text and cursor. */
@@ -263,7 +249,7 @@ static void finish_page(mcp_call_t *call, cJSON *sc, const ptc_page_t *page, boo
                            strlen(page->out) > EXECUTE_INLINE_OUTPUT);
         if (tail_first) {
             sb_str(&t, "Last lines of stderr:\n");
-            sb_str(&t, last_lines(err_tail, EXECUTE_TRACEBACK_LINES));
+            sb_str(&t, ptc_repair_last_lines(err_tail, EXECUTE_TRACEBACK_LINES));
             sb_str(&t, "\n");
         }
     }

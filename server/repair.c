@@ -535,7 +535,7 @@ char *ptc_repair_prompt(const char *code, unsigned attempt, const char *error_ta
     static const char head[] = "This Python program failed when it was run (attempt %u):\n\n"
                                "```python\n";
     static const char mid[] = "```\n\nThe last lines of the error:\n\n```\n";
-    static const char sigs[] = "```\n\nTools the program called (Python signatures):\n";
+    static const char sigs[] = "```\n\nTools the program uses (Python signatures):\n";
     static const char tail[] =
         "\nCalls to tools that already succeeded are answered again with their first results "
         "when the fixed program repeats them (same tool, same arguments, same order), so keep "

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -716,54 +717,135 @@ static void record_attempt(job_t *j, const outcome_t *o, const char *fp, cJSON *
     if (!ok || !cJSON_AddItemToArray(j->attempts, a)) cJSON_Delete(a);
 }
 
-/* The tools the failed attempt called, as Python signatures, one a line. Caller frees. */
+/* Appends tool t's line of the repair request: its Python signature and summary. */
+static void signature_line(sbuf_t *s, const reg_tool_t *t)
+{
+    char mod[PTC_PYBUNDLE_IDENT_MAX + 1], fn[PTC_PYBUNDLE_IDENT_MAX + 1];
+    ptc_pybundle_identifier(t->server, mod, sizeof mod);
+    ptc_pybundle_identifier(t->name, fn, sizeof fn);
+    sb_fmt(s, "- tools.%s.%s(", mod, fn);
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(t->input_schema, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(t->input_schema, "required");
+    const cJSON *p;
+    int k = 0;
+    cJSON_ArrayForEach(p, props)
+    {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type");
+        static const char *const map[][2] = {{"string", "str"},   {"integer", "int"},
+                                             {"number", "float"}, {"boolean", "bool"},
+                                             {"array", "list"},   {"object", "dict"}};
+        const char *py = "Any";
+        for (size_t i = 0; cJSON_IsString(type) && i < sizeof map / sizeof map[0]; i++)
+            if (strcmp(type->valuestring, map[i][0]) == 0) py = map[i][1];
+        bool required = false;
+        const cJSON *r;
+        cJSON_ArrayForEach(r, req)
+        {
+            if (cJSON_IsString(r) && strcmp(r->valuestring, p->string) == 0) required = true;
+        }
+        sb_fmt(s, "%s%.100s: %s%s", k++ ? ", " : "", p->string, py, required ? "" : " = None");
+    }
+    sb_str(s, ")");
+    if (t->description != NULL && t->description[0] != '\0') {
+        size_t dl = strcspn(t->description, "\n");
+        sb_fmt(s, "  # %.*s", (int)(dl > 160 ? 160 : dl), t->description);
+    }
+    sb_str(s, "\n");
+}
+
+/* True if `word` stands in code as a whole Python identifier. */
+static bool has_identifier(const char *code, const char *word)
+{
+    size_t wl = strlen(word);
+    if (wl == 0) return false;
+    for (const char *p = strstr(code, word); p != NULL; p = strstr(p + 1, word)) {
+        bool before = p == code || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+        bool after = !(isalnum((unsigned char)p[wl]) || p[wl] == '_');
+        if (before && after) return true;
+    }
+    return false;
+}
+
+#define SIG_MODULES_MAX 16 /* `tools.<module>` names read from one program */
+
+typedef struct sig_set {
+    const reg_tool_t *t[PTC_REPAIR_SIGS_MAX];
+    size_t n;
+} sig_set_t;
+
+static void sig_add(sig_set_t *set, const reg_tool_t *t)
+{
+    if (set->n >= PTC_REPAIR_SIGS_MAX) return;
+    for (size_t i = 0; i < set->n; i++)
+        if (set->t[i] == t) return;
+    set->t[set->n++] = t;
+}
+
+/*
+ * The tools of the failed attempt as Python signatures, one a line (caller frees): first those
+ * it called, then those the code names (`tools.<module>` and the function's name), and for a
+ * module whose named functions match no tool (a wrong import is the usual mistake) that
+ * module's functions, so the repairer sees what exists.
+ */
 static char *signatures(job_t *j)
 {
-    sbuf_t s = {0};
-    const cJSON *used = j->journal ? ptc_journal_used(j->journal) : NULL;
-    const cJSON *u;
-    size_t n = 0;
     const reg_catalog_t *cat =
         j->ex->search ? reg_registry_catalog(ptc_search_registry(j->ex->search)) : NULL;
+    if (cat == NULL) return NULL;
+    sig_set_t set = {.n = 0};
+    const cJSON *used = j->journal ? ptc_journal_used(j->journal) : NULL;
+    const cJSON *u;
     cJSON_ArrayForEach(u, used)
     {
-        if (n++ >= PTC_REPAIR_SIGS_MAX || cat == NULL) break;
-        const reg_tool_t *t = NULL;
-        for (size_t i = 0; i < reg_catalog_count(cat) && t == NULL; i++)
-            if (strcmp(reg_catalog_at(cat, i)->id, u->valuestring) == 0) t = reg_catalog_at(cat, i);
-        if (t == NULL) continue;
-        char mod[PTC_PYBUNDLE_IDENT_MAX + 1], fn[PTC_PYBUNDLE_IDENT_MAX + 1];
-        ptc_pybundle_identifier(t->server, mod, sizeof mod);
-        ptc_pybundle_identifier(t->name, fn, sizeof fn);
-        sb_fmt(&s, "- tools.%s.%s(", mod, fn);
-        const cJSON *props = cJSON_GetObjectItemCaseSensitive(t->input_schema, "properties");
-        const cJSON *req = cJSON_GetObjectItemCaseSensitive(t->input_schema, "required");
-        const cJSON *p;
-        int k = 0;
-        cJSON_ArrayForEach(p, props)
-        {
-            const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type");
-            static const char *const map[][2] = {{"string", "str"},   {"integer", "int"},
-                                                 {"number", "float"}, {"boolean", "bool"},
-                                                 {"array", "list"},   {"object", "dict"}};
-            const char *py = "Any";
-            for (size_t i = 0; cJSON_IsString(type) && i < sizeof map / sizeof map[0]; i++)
-                if (strcmp(type->valuestring, map[i][0]) == 0) py = map[i][1];
-            bool required = false;
-            const cJSON *r;
-            cJSON_ArrayForEach(r, req)
-            {
-                if (cJSON_IsString(r) && strcmp(r->valuestring, p->string) == 0) required = true;
+        for (size_t i = 0; i < reg_catalog_count(cat); i++)
+            if (strcmp(reg_catalog_at(cat, i)->id, u->valuestring) == 0) {
+                sig_add(&set, reg_catalog_at(cat, i));
+                break;
             }
-            sb_fmt(&s, "%s%.100s: %s%s", k++ ? ", " : "", p->string, py, required ? "" : " = None");
-        }
-        sb_str(&s, ")");
-        if (t->description != NULL && t->description[0] != '\0') {
-            size_t dl = strcspn(t->description, "\n");
-            sb_fmt(&s, "  # %.*s", (int)(dl > 160 ? 160 : dl), t->description);
-        }
-        sb_str(&s, "\n");
     }
+    /* The modules the code names, read once from the code. */
+    const char *code = job_code(j);
+    char mods[SIG_MODULES_MAX][PTC_PYBUNDLE_IDENT_MAX + 1];
+    bool named[SIG_MODULES_MAX] = {false};
+    size_t n_mods = 0;
+    for (const char *p = strstr(code, "tools."); p != NULL && n_mods < SIG_MODULES_MAX;
+         p = strstr(p + 1, "tools.")) {
+        if (p > code && (isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '.')) continue;
+        const char *q = p + 6;
+        size_t len = 0;
+        while (len < PTC_PYBUNDLE_IDENT_MAX && (isalnum((unsigned char)q[len]) || q[len] == '_'))
+            len++;
+        if (len == 0) continue;
+        bool seen = false;
+        for (size_t m = 0; m < n_mods && !seen; m++)
+            seen = strlen(mods[m]) == len && memcmp(mods[m], q, len) == 0;
+        if (seen) continue;
+        memcpy(mods[n_mods], q, len);
+        mods[n_mods++][len] = '\0';
+    }
+    for (int pass = 0; pass < 2 && n_mods > 0; pass++) {
+        for (size_t i = 0; i < reg_catalog_count(cat) && set.n < PTC_REPAIR_SIGS_MAX; i++) {
+            const reg_tool_t *t = reg_catalog_at(cat, i);
+            char mod[PTC_PYBUNDLE_IDENT_MAX + 1], fn[PTC_PYBUNDLE_IDENT_MAX + 1];
+            ptc_pybundle_identifier(t->server, mod, sizeof mod);
+            size_t m = 0;
+            while (m < n_mods && strcmp(mods[m], mod) != 0)
+                m++;
+            if (m == n_mods) continue;
+            if (pass == 0) {
+                ptc_pybundle_identifier(t->name, fn, sizeof fn);
+                if (has_identifier(code, fn)) {
+                    sig_add(&set, t);
+                    named[m] = true;
+                }
+            } else if (!named[m]) {
+                sig_add(&set, t);
+            }
+        }
+    }
+    sbuf_t s = {0};
+    for (size_t i = 0; i < set.n; i++)
+        signature_line(&s, set.t[i]);
     if (s.failed) {
         free(s.s);
         return NULL;

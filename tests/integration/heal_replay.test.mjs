@@ -126,3 +126,32 @@ test('a call that failed in the first run is made again in the repaired one', as
     s.cleanup();
   }
 });
+
+test('a wrong import gets the signatures of the module it names in the repair request', async () => {
+  const s = setup();
+  const asked = [];
+  const c = await connect(ptcBin, ['--config', s.config], {
+    env: s.env,
+    capabilities: { sampling: {} },
+    setup: (client) => client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
+      asked.push(req.params.messages[0].content.text);
+      return { model: 'm', role: 'assistant', content: { type: 'text', text: '```python\nfrom tools.memory import read_graph\nprint(len(read_graph()["entities"]) >= 0)\n```' } };
+    }),
+  });
+  try {
+    await ready(c);
+    // No call was made (the import fails first), so only the code names the module.
+    const r = await run(c, 'from tools.memory import create_entity\ncreate_entity(name="x")\n');
+    assert.equal(r.isError, undefined, r.content[0].text);
+    assert.equal(r.structuredContent.stdout, 'True\n');
+    assert.equal(asked.length, 1);
+    assert.match(asked[0], /ImportError: cannot import name 'create_entity'/);
+    assert.match(asked[0], /Tools the program uses/);
+    for (const fn of ['create_entities', 'read_graph', 'open_nodes']) {
+      assert.match(asked[0], new RegExp(`- tools\\.memory\\.${fn}\\(`), `${fn} listed:\n${asked[0]}`);
+    }
+  } finally {
+    await c.close();
+    s.cleanup();
+  }
+});

@@ -223,7 +223,7 @@ test('the repair request lists the signatures of the tools the program called', 
   try {
     const r = await run(c, 'raise KeyError("k")');
     assert.equal(r.structuredContent.status, 'ok');
-    assert.doesNotMatch(asked[0].messages[0].content.text, /Tools the program called/);
+    assert.doesNotMatch(asked[0].messages[0].content.text, /Tools the program uses/);
     await sleep(10);
   } finally {
     await c.close();

@@ -197,7 +197,7 @@ static void the_request_carries_program_error_tail_and_signatures(void **state)
     free(p);
     p = ptc_repair_prompt("print(x)\n", 1, "", NULL);
     assert_non_null(p);
-    assert_null(strstr(p, "Tools the program called"));
+    assert_null(strstr(p, "Tools the program uses"));
     free(p);
     cJSON *k = ptc_repair_packet("E: m", "tail\n", 3, "x = y");
     assert_int_equal(cJSON_GetObjectItemCaseSensitive(k, "line")->valueint, 3);

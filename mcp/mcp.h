@@ -202,8 +202,9 @@ int mcp_server_add_tool(mcp_server_t *srv, const mcp_tool_def_t *def);
 void mcp_server_hold_notifications(mcp_server_t *srv, bool hold);
 /** Removes a tool by name; MCP_EINVAL if absent. Calls in flight keep running. */
 int mcp_server_remove_tool(mcp_server_t *srv, const char *name);
-/** An initialized session whose client declared `capability` (NULL: any), or NULL: where a
- *  request must go that no particular session asked for (a downstream server's sampling). */
+/** The only initialized session, if its client declared `capability` (NULL: any); NULL when
+ *  there is none or several (which one a request that no session asked for, such as a
+ *  downstream server's sampling outside any call, belongs to cannot be told then). */
 mcp_session_t *mcp_server_pick_session(const mcp_server_t *srv, const char *capability);
 /** Number of registered tools. */
 size_t mcp_server_tool_count(const mcp_server_t *srv);

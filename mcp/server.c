@@ -368,11 +368,14 @@ char *mcp__cursor_decode(const char *cursor, bool *bad)
 
 mcp_session_t *mcp_server_pick_session(const mcp_server_t *srv, const char *capability)
 {
-    for (mcp_session_t *s = srv->sessions; s != NULL; s = s->next)
-        if (s->protocol[0] != '\0' && !s->shutting_down &&
-            (capability == NULL || mcp_session_client_has(s, capability)))
-            return s;
-    return NULL;
+    mcp_session_t *only = NULL;
+    for (mcp_session_t *s = srv->sessions; s != NULL; s = s->next) {
+        if (s->protocol[0] == '\0' || s->shutting_down) continue;
+        if (only != NULL) return NULL;
+        only = s;
+    }
+    return only != NULL && (capability == NULL || mcp_session_client_has(only, capability)) ? only
+                                                                                            : NULL;
 }
 
 void mcp__server_link_session(mcp_server_t *srv, mcp_session_t *s)

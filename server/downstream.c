@@ -15,7 +15,15 @@ typedef struct exposed {
 typedef struct proxy_call {
     mcp_call_t *call;
     mcp_client_call_t *downstream;
+    ptc_downstream_owner_t *owner;
 } proxy_call_t;
+
+struct ptc_downstream_owner {
+    struct ptc_downstream *d;
+    const mcp_client_t *client;
+    mcp_call_t *call;
+    struct ptc_downstream_owner *prev, *next;
+};
 
 struct ptc_downstream {
     uv_loop_t *loop;
@@ -31,8 +39,35 @@ struct ptc_downstream {
     bool expose;
     exposed_t **exposed;
     size_t n_exposed, cap_exposed;
-    struct forwarded *forwarded; /* requests of downstream servers waiting on our client */
+    struct forwarded *forwarded;    /* requests of downstream servers waiting on our client */
+    ptc_downstream_owner_t *owners; /* our calls waiting on a downstream call, newest first */
 };
+
+ptc_downstream_owner_t *ptc_downstream_own(ptc_downstream_t *d, const mcp_client_t *c,
+                                           mcp_call_t *call)
+{
+    if (d == NULL || c == NULL || call == NULL) return NULL;
+    ptc_downstream_owner_t *o = calloc(1, sizeof *o);
+    if (o == NULL) return NULL;
+    o->d = d;
+    o->client = c;
+    o->call = call;
+    o->next = d->owners;
+    if (d->owners) d->owners->prev = o;
+    d->owners = o;
+    return o;
+}
+
+void ptc_downstream_disown(ptc_downstream_owner_t *o)
+{
+    if (o == NULL) return;
+    if (o->prev)
+        o->prev->next = o->next;
+    else
+        o->d->owners = o->next;
+    if (o->next) o->next->prev = o->prev;
+    free(o);
+}
 
 static mcp_client_t *find_client(const ptc_downstream_t *d, const char *server)
 {
@@ -48,6 +83,7 @@ static void proxy_done(void *data, int err, const cJSON *result, const cJSON *er
 {
     proxy_call_t *p = data;
     mcp_call_t *call = p->call;
+    ptc_downstream_disown(p->owner);
     free(p);
     (void)error;
     if (err < 0) {
@@ -87,10 +123,12 @@ static void proxy_handle(mcp_call_t *call, const cJSON *args, void *data)
         return;
     }
     p->call = call;
+    p->owner = ptc_downstream_own(e->d, c, call);
     int rc = mcp_client_call_tool(c, e->tool, args, e->d->tool_timeout_ms,
                                   mcp_call_wants_progress(call) ? proxy_progress : NULL, proxy_done,
                                   p, &p->downstream);
     if (rc < 0) {
+        ptc_downstream_disown(p->owner);
         free(p);
         char m[400];
         ptc_downstream_refusal(c, rc, m, sizeof m);
@@ -211,14 +249,39 @@ static void on_peer_request(mcp_client_t *c, mcp_client_peer_req_t *req, void *d
     ptc_downstream_t *d = data;
     const char *method = mcp_client_peer_method(req);
     const char *cap = strcmp(method, "sampling/createMessage") == 0 ? "sampling" : "elicitation";
-    mcp_session_t *s = d->srv ? mcp_server_pick_session(d->srv, cap) : NULL;
-    forwarded_t *f = s ? calloc(1, sizeof *f) : NULL;
+    /* The request belongs to the client whose call is waiting on this server: never ask
+     * another client's user (over HTTP many sessions share the downstream servers). */
+    mcp_call_t *owner = NULL;
+    bool ambiguous = false;
+    for (ptc_downstream_owner_t *o = d->owners; o != NULL; o = o->next) {
+        if (o->client != c) continue;
+        if (owner == NULL)
+            owner = o->call;
+        else if (mcp_call_session(o->call) != mcp_call_session(owner))
+            ambiguous = true;
+    }
+    mcp_session_t *s = owner != NULL ? mcp_call_session(owner)
+                       : d->srv      ? mcp_server_pick_session(d->srv, cap)
+                                     : NULL;
+    bool capable = s != NULL && mcp_session_client_has(s, cap);
+    forwarded_t *f = capable && !ambiguous ? calloc(1, sizeof *f) : NULL;
     cJSON *params = f ? cJSON_Duplicate(mcp_client_peer_params(req), true) : NULL;
     if (params == NULL) {
         free(f);
-        char m[200];
-        snprintf(m, sizeof m, "%s from server %s: no connected client supports %s", method,
-                 mcp_client_name(c), cap);
+        char m[300];
+        if (ambiguous)
+            snprintf(m, sizeof m,
+                     "%s from server %s: calls of several clients are waiting on this server, so "
+                     "which client to ask cannot be told; refused",
+                     method, mcp_client_name(c));
+        else if (owner != NULL)
+            snprintf(m, sizeof m,
+                     "%s from server %s: the client that made the call does not "
+                     "support %s",
+                     method, mcp_client_name(c), cap);
+        else
+            snprintf(m, sizeof m, "%s from server %s: no single connected client supports %s",
+                     method, mcp_client_name(c), cap);
         mcp_client_peer_fail(req, MCP_JSONRPC_METHOD_NOT_FOUND, m);
         return;
     }
@@ -227,8 +290,10 @@ static void on_peer_request(mcp_client_t *c, mcp_client_peer_req_t *req, void *d
     f->next = d->forwarded;
     if (d->forwarded) d->forwarded->prev = f;
     d->forwarded = f;
-    int rc =
-        mcp_session_request(s, method, params, cap, FORWARD_TIMEOUT_MS, forward_done, f, &f->out);
+    int rc = owner != NULL ? mcp_call_request_ex(owner, method, params, cap, FORWARD_TIMEOUT_MS,
+                                                 forward_done, f, &f->out)
+                           : mcp_session_request(s, method, params, cap, FORWARD_TIMEOUT_MS,
+                                                 forward_done, f, &f->out);
     if (rc < 0) {
         forward_unlink(f);
         free(f);
@@ -422,6 +487,9 @@ void ptc_downstream_free(ptc_downstream_t *d)
     if (d == NULL) return;
     while (d->forwarded != NULL)
         mcp_outreq_cancel(d->forwarded->out, "ptc-mcp is stopping");
+    /* Every call has finished by now, and with it its notes; this frees what a leak left. */
+    while (d->owners != NULL)
+        ptc_downstream_disown(d->owners);
     for (size_t i = 0; i < d->n_clients; i++)
         mcp_client_free(d->clients[i]);
     free(d->clients);

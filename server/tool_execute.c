@@ -100,6 +100,7 @@ typedef struct bridge_op {
     ptc_bridge_done_cb done;
     void *done_data;
     mcp_client_call_t *call;
+    ptc_downstream_owner_t *owner; /* routes the server's sampling/elicitation to our client */
     void *query;
     /* --confirm-writes: the call waits for the user's answer to an elicitation. */
     mcp_outreq_t *confirm;
@@ -348,6 +349,7 @@ static const reg_tool_t *op_find_tool(void *data, const char *server, const char
 
 static void op_free(bridge_op_t *op)
 {
+    ptc_downstream_disown(op->owner);
     free(op->server);
     free(op->tool);
     cJSON_Delete(op->args);
@@ -366,6 +368,7 @@ static void op_call_done(void *data, int err, const cJSON *result, const cJSON *
 /* Sends the call downstream; on failure answers through done, frees op and returns false. */
 static bool op_forward(bridge_op_t *op, mcp_client_t *c, const char *name, const cJSON *args)
 {
+    op->owner = ptc_downstream_own(op->job->ex->downstream, c, op->job->call);
     int rc = mcp_client_call_tool(c, name, args, op->timeout_ms, NULL, op_call_done, op, &op->call);
     if (rc < 0) {
         char m[400];

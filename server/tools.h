@@ -28,9 +28,21 @@ typedef struct ptc_downstream ptc_downstream_t;
  */
 int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
                        ptc_search_t *search, ptc_downstream_t **out);
-/** Where sampling and elicitation requests of downstream servers go (a session of srv whose
- *  client supports them). */
+/** Where sampling and elicitation requests of downstream servers go: to the client whose call is
+ *  in flight to that server (see ptc_downstream_own), else to srv's only session. */
 void ptc_downstream_set_server(ptc_downstream_t *d, mcp_server_t *srv);
+/** A note that one of our client's calls has a call in flight to a downstream server. */
+typedef struct ptc_downstream_owner ptc_downstream_owner_t;
+/**
+ * Notes that `call` (borrowed: disown before it finishes) is waiting on a call to server c, so
+ * that a sampling or elicitation request c sends meanwhile goes to that call's client, on its
+ * stream, and never to another client's session. NULL when d, c or call is NULL or memory ran
+ * out (then c's requests reach a client only when one session is connected).
+ */
+ptc_downstream_owner_t *ptc_downstream_own(ptc_downstream_t *d, const mcp_client_t *c,
+                                           mcp_call_t *call);
+/** Ends the note (NULL: nothing). */
+void ptc_downstream_disown(ptc_downstream_owner_t *o);
 /** --expose-tools: list every downstream tool on srv under its registry id and proxy calls. */
 void ptc_downstream_expose(ptc_downstream_t *d, mcp_server_t *srv);
 /** One line per server ("NAME: ready, 12 tools" / "NAME: failed, 0 tools; why") into buf, like

@@ -79,7 +79,7 @@ void mcp__call_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const c
                                      "tools/call needs params.name (a string)", NULL));
         return;
     }
-    const mcp__tool_t *tool = mcp__server_find_tool(s->srv, name->valuestring);
+    const mcp__entry_t *tool = mcp__server_find_tool(s->srv, name->valuestring);
     if (tool == NULL) {
         char m[220];
         snprintf(m, sizeof m, "Unknown tool: %.160s (tools/list shows the tools)",
@@ -90,7 +90,7 @@ void mcp__call_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const c
     mcp_call_t *c = calloc(1, sizeof *c);
     if (c == NULL || (c->id = cJSON_Duplicate(id, true)) == NULL ||
         (c->params = cJSON_Duplicate(params, true)) == NULL ||
-        (c->tool = mcp__strdup(tool->name)) == NULL) {
+        (c->tool = mcp__strdup(tool->key)) == NULL) {
         if (c != NULL) call_free(c);
         answer_now(s, b, mcp_jsonrpc_error(id, MCP_JSONRPC_INTERNAL_ERROR, "out of memory", NULL));
         return;

@@ -299,8 +299,11 @@ void mcp__hconn_respond(mcp__hconn_t *c, int status, const char *content_type,
     if (c->closing || c->shutting) return;
     c->owner = NULL;
     if (status >= 400 && c->phase != PH_WAIT && c->phase != PH_STREAM) c->close_after = true;
+    /* RFC 9110 9.3.2: a HEAD answer has the Content-Length GET would have, and no body. The
+     * method is only this request's once its request line is parsed (PH_BODY on). */
+    bool head = (c->phase == PH_BODY || c->phase == PH_WAIT) && c->parser.method == HTTP_HEAD;
     write_head(c, status, content_type, extra_headers, false, len);
-    if (len > 0 && !c->closing) conn_write(c, body, len);
+    if (len > 0 && !head && !c->closing) conn_write(c, body, len);
     if (c->closing) return;
     if (c->close_after)
         conn_finish(c);
@@ -598,8 +601,7 @@ static void dispatch(mcp__hconn_t *c)
         }
         /* No session and no secrets: load balancers call it without a token. */
         static const char ok[] = "{\"status\":\"ok\"}";
-        mcp__hconn_respond(c, 200, "application/json", NULL, ok,
-                           req.method == HTTP_HEAD ? 0 : sizeof ok - 1);
+        mcp__hconn_respond(c, 200, "application/json", NULL, ok, sizeof ok - 1);
         return;
     }
     const char *host = mcp__hconn_header(c, "Host");

@@ -4,27 +4,28 @@
 
 #include "mcp.h"
 
-typedef struct mcp__tool {
-    char *name;
-    cJSON *listing;            /* the Tool object as tools/list shows it (newest revision) */
-    const cJSON *input_schema; /* borrowed from listing */
-    mcp_tool_fn handler;
-    void *data;
-} mcp__tool_t;
-
-/* A resource, resource template or prompt: what its list shows, sorted by key. */
+/* A tool, resource, resource template or prompt: what its list shows, sorted by key. */
 typedef struct mcp__entry {
-    char *key;      /* uri, uri template or prompt name */
-    cJSON *listing; /* the object resources/list, resources/templates/list or prompts/list shows */
+    char *key;                 /* tool name, uri, uri template or prompt name */
+    cJSON *listing;            /* the object its list method shows (newest protocol revision) */
+    const cJSON *input_schema; /* tools: borrowed from listing */
+    mcp_tool_fn handler;       /* tools */
     mcp_resource_read_fn read;
     mcp_prompt_get_fn get;
     mcp_complete_fn complete;
     void *data;
 } mcp__entry_t;
 
+/* Drops from a copied listing the fields a client of `protocol` does not know. */
+typedef void (*mcp__trim_fn)(cJSON *listing, const char *protocol);
+
 typedef struct mcp__table {
     mcp__entry_t **v; /* sorted by key (strcmp): the stable order of the list and its cursors */
     size_t n, cap;
+    /* Zero means the defaults of resources and prompts: cursors up to the length an
+     * MCP_MAX_URI_BYTES key gives, and only "title" trimmed for old protocol revisions. */
+    size_t max_cursor; /* a longer cursor is rejected without decoding */
+    mcp__trim_fn trim;
 } mcp__table_t;
 
 struct mcp_server {
@@ -33,8 +34,7 @@ struct mcp_server {
     char *name, *title, *version, *instructions;
     size_t page_size;
     unsigned progress_ms, grace_ms;
-    mcp__tool_t **tools; /* sorted by name: the stable order of tools/list */
-    size_t n_tools, cap_tools;
+    mcp__table_t tools;      /* keyed by name: the stable order of tools/list */
     mcp_session_t *sessions; /* every live session, for list_changed */
     bool hold_notify, changed_while_held;
     mcp__table_t resources, templates, prompts;
@@ -52,7 +52,7 @@ struct mcp_call {
     mcp_session_t *s; /* NULL once the session is gone: finishing then only frees */
     cJSON *id;
     cJSON *params; /* owned copy of the request's params; handler args point into it */
-    const mcp__tool_t *tool_ref;
+    const mcp__entry_t *tool_ref;
     char *tool;
     cJSON *progress_token; /* NULL when the client asked for no progress */
     double last_progress;
@@ -117,7 +117,7 @@ void mcp__session_check_idle(mcp_session_t *s);
 void mcp__batch_done_one(mcp_session_t *s, mcp__batch_t *batch);
 
 /* server.c */
-const mcp__tool_t *mcp__server_find_tool(const mcp_server_t *srv, const char *name);
+const mcp__entry_t *mcp__server_find_tool(const mcp_server_t *srv, const char *name);
 /* Builds the tools/list result for a cursor; on a bad cursor returns NULL with *bad = true. */
 cJSON *mcp__server_list_tools(const mcp_server_t *srv, const char *protocol, const char *cursor,
                               bool *bad);
@@ -142,7 +142,7 @@ void mcp__outreq_fail_all(mcp_session_t *s, int err, const char *message);
 char *mcp__cursor_encode(const char *key);
 char *mcp__cursor_decode(const char *cursor, bool *bad);
 
-/* listing.c: the tables of resources, templates and prompts */
+/* listing.c: the tables of tools, resources, templates and prompts */
 mcp__entry_t *mcp__table_find(const mcp__table_t *t, const char *key);
 int mcp__table_insert(mcp__table_t *t, mcp__entry_t *e); /* takes e on MCP_OK only */
 int mcp__table_remove(mcp__table_t *t, const char *key);

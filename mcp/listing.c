@@ -1,6 +1,6 @@
-/* listing.c - sorted tables of resources, resource templates and prompts, and the pages that
- * their list methods cut from them (the same opaque "after:<key>" cursors as tools/list, so a
- * page boundary survives entries being added or removed between two pages). */
+/* listing.c - sorted tables of tools, resources, resource templates and prompts, and the pages
+ * that their list methods cut from them (opaque "after:<key>" cursors, so a page boundary
+ * survives entries being added or removed between two pages). */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -77,7 +77,8 @@ cJSON *mcp__table_page(const mcp__table_t *t, const char *field, const char *pro
     size_t start = 0;
     if (cursor != NULL) {
         /* A cursor longer than any key we could have issued is not ours. */
-        if (strlen(cursor) > 4 * (MCP_MAX_URI_BYTES + 16) / 3) {
+        size_t max = t->max_cursor ? t->max_cursor : 4 * (MCP_MAX_URI_BYTES + 16) / 3;
+        if (strlen(cursor) > max) {
             *bad = true;
             return NULL;
         }
@@ -96,8 +97,9 @@ cJSON *mcp__table_page(const mcp__table_t *t, const char *field, const char *pro
             cJSON_Delete(l);
             goto fail;
         }
+        if (t->trim != NULL) t->trim(l, protocol);
         /* Titles arrived with 2025-06-18; older clients get the listing of their revision. */
-        if (mcp_protocol_cmp(protocol, "2025-06-18") < 0)
+        else if (mcp_protocol_cmp(protocol, "2025-06-18") < 0)
             cJSON_DeleteItemFromObjectCaseSensitive(l, "title");
     }
     if (end < t->n) {

@@ -1,5 +1,5 @@
-/* server.c - the server object: settings and the tool table shared by all sessions, and the
- * tools/list pages cut from it. */
+/* server.c - the server object: settings and the tool table shared by all sessions (a
+ * listing.c table, which also cuts the tools/list pages), and the cursors of every list. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -16,6 +16,17 @@ void mcp_server_opts_default(mcp_server_opts_t *opts)
     opts->list_page_size = 50;
     opts->progress_min_interval_ms = 100;
     opts->shutdown_grace_ms = 3000;
+}
+
+/* Fields newer than a client's protocol revision are dropped from what it is shown. */
+static void trim_tool_listing(cJSON *l, const char *protocol)
+{
+    if (mcp_protocol_cmp(protocol, "2025-06-18") < 0) {
+        cJSON_DeleteItemFromObjectCaseSensitive(l, "title");
+        cJSON_DeleteItemFromObjectCaseSensitive(l, "outputSchema");
+    }
+    if (mcp_protocol_cmp(protocol, "2025-03-26") < 0)
+        cJSON_DeleteItemFromObjectCaseSensitive(l, "annotations");
 }
 
 int mcp_server_new(uv_loop_t *loop, const mcp_server_opts_t *opts, const mcp_logger_t *lg,
@@ -36,6 +47,10 @@ int mcp_server_new(uv_loop_t *loop, const mcp_server_opts_t *opts, const mcp_log
     srv->page_size = opts->list_page_size;
     srv->progress_ms = opts->progress_min_interval_ms;
     srv->grace_ms = opts->shutdown_grace_ms;
+    /* Kept from before tools shared the table code: tools/list accepts exactly the cursors
+     * it always did. */
+    srv->tools.max_cursor = 4 * (MAX_TOOL_NAME + 16);
+    srv->tools.trim = trim_tool_listing;
     if (srv->name == NULL || srv->version == NULL || (opts->title && !srv->title) ||
         (opts->instructions && !srv->instructions)) {
         mcp_server_free(srv);
@@ -45,20 +60,10 @@ int mcp_server_new(uv_loop_t *loop, const mcp_server_opts_t *opts, const mcp_log
     return MCP_OK;
 }
 
-static void tool_free(mcp__tool_t *t)
-{
-    if (t == NULL) return;
-    free(t->name);
-    cJSON_Delete(t->listing);
-    free(t);
-}
-
 void mcp_server_free(mcp_server_t *srv)
 {
     if (srv == NULL) return;
-    for (size_t i = 0; i < srv->n_tools; i++)
-        tool_free(srv->tools[i]);
-    free(srv->tools);
+    mcp__table_free(&srv->tools);
     free(srv->name);
     free(srv->title);
     free(srv->version);
@@ -79,7 +84,7 @@ const mcp_logger_t *mcp_server_logger(const mcp_server_t *srv)
 
 size_t mcp_server_tool_count(const mcp_server_t *srv)
 {
-    return srv->n_tools;
+    return srv->tools.n;
 }
 
 static bool name_ok(const char *name)
@@ -95,26 +100,9 @@ static bool name_ok(const char *name)
     return true;
 }
 
-/* Index of the first tool whose name is > name (strictly after), or >= when inclusive. */
-static size_t lower_bound(const mcp_server_t *srv, const char *name, bool inclusive)
+const mcp__entry_t *mcp__server_find_tool(const mcp_server_t *srv, const char *name)
 {
-    size_t lo = 0, hi = srv->n_tools;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(srv->tools[mid]->name, name);
-        if (c < 0 || (!inclusive && c == 0))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-const mcp__tool_t *mcp__server_find_tool(const mcp_server_t *srv, const char *name)
-{
-    size_t i = lower_bound(srv, name, true);
-    if (i < srv->n_tools && strcmp(srv->tools[i]->name, name) == 0) return srv->tools[i];
-    return NULL;
+    return mcp__table_find(&srv->tools, name);
 }
 
 static int add_json(cJSON *obj, const char *key, const char *text, const char *tool,
@@ -154,14 +142,14 @@ int mcp_server_add_tool(mcp_server_t *srv, const mcp_tool_def_t *def)
         mcp_log(srv->lg, MCP_LOG_ERROR, "tool %s is registered twice", def->name);
         return MCP_EINVAL;
     }
-    mcp__tool_t *t = calloc(1, sizeof *t);
+    mcp__entry_t *t = calloc(1, sizeof *t);
     if (t == NULL) return MCP_ENOMEM;
     t->handler = def->handler;
     t->data = def->data;
-    t->name = mcp__strdup(def->name);
+    t->key = mcp__strdup(def->name);
     t->listing = cJSON_CreateObject();
     int rc = MCP_ENOMEM;
-    if (t->name == NULL || t->listing == NULL ||
+    if (t->key == NULL || t->listing == NULL ||
         cJSON_AddStringToObject(t->listing, "name", def->name) == NULL)
         goto fail;
     if (def->title && cJSON_AddStringToObject(t->listing, "title", def->title) == NULL) goto fail;
@@ -180,22 +168,12 @@ int mcp_server_add_tool(mcp_server_t *srv, const mcp_tool_def_t *def)
         goto fail;
     t->input_schema = cJSON_GetObjectItemCaseSensitive(t->listing, "inputSchema");
 
-    rc = MCP_ENOMEM;
-    if (srv->n_tools == srv->cap_tools) {
-        size_t cap = srv->cap_tools ? srv->cap_tools * 2 : 16;
-        mcp__tool_t **nt = realloc(srv->tools, cap * sizeof *nt);
-        if (nt == NULL) goto fail;
-        srv->tools = nt;
-        srv->cap_tools = cap;
-    }
-    size_t at = lower_bound(srv, def->name, true);
-    memmove(srv->tools + at + 1, srv->tools + at, (srv->n_tools - at) * sizeof *srv->tools);
-    srv->tools[at] = t;
-    srv->n_tools++;
+    /* The name is known to be new, so the only failure left is ENOMEM. */
+    if ((rc = mcp__table_insert(&srv->tools, t)) < 0) goto fail;
     notify_list_changed(srv);
     return MCP_OK;
 fail:
-    tool_free(t);
+    mcp__entry_free(t);
     return rc;
 }
 
@@ -211,18 +189,14 @@ void mcp_server_hold_notifications(mcp_server_t *srv, bool hold)
 
 int mcp_server_remove_tool(mcp_server_t *srv, const char *name)
 {
-    size_t i = lower_bound(srv, name, true);
-    if (i >= srv->n_tools || strcmp(srv->tools[i]->name, name) != 0) return MCP_EINVAL;
-    mcp__tool_t *t = srv->tools[i];
     /* Calls in flight keep a pointer to the tool only until they start: they copy the name. */
-    memmove(srv->tools + i, srv->tools + i + 1, (srv->n_tools - i - 1) * sizeof *srv->tools);
-    srv->n_tools--;
-    tool_free(t);
+    int rc = mcp__table_remove(&srv->tools, name);
+    if (rc < 0) return rc;
     notify_list_changed(srv);
     return MCP_OK;
 }
 
-/* --- cursors: base64url of "after:<last name>", so a page boundary survives tools being added
+/* --- cursors: base64url of "after:<last key>", so a page boundary survives entries being added
  * or removed between two pages, and the client cannot mistake it for anything meaningful. */
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -277,65 +251,10 @@ static long b64url_decode(const char *in, char *out)
     return (long)o;
 }
 
-/* The listing as a client of `protocol` expects it: fields newer than its revision dropped. */
-static cJSON *listing_for(const mcp__tool_t *t, const char *protocol)
-{
-    cJSON *l = cJSON_Duplicate(t->listing, true);
-    if (l == NULL) return NULL;
-    if (mcp_protocol_cmp(protocol, "2025-06-18") < 0) {
-        cJSON_DeleteItemFromObjectCaseSensitive(l, "title");
-        cJSON_DeleteItemFromObjectCaseSensitive(l, "outputSchema");
-    }
-    if (mcp_protocol_cmp(protocol, "2025-03-26") < 0)
-        cJSON_DeleteItemFromObjectCaseSensitive(l, "annotations");
-    return l;
-}
-
 cJSON *mcp__server_list_tools(const mcp_server_t *srv, const char *protocol, const char *cursor,
                               bool *bad)
 {
-    *bad = false;
-    size_t start = 0;
-    if (cursor != NULL) {
-        size_t n = strlen(cursor);
-        char *dec = malloc(n + 1);
-        if (dec == NULL) return NULL;
-        long len = n > 4 * (MAX_TOOL_NAME + 16) ? -1 : b64url_decode(cursor, dec);
-        if (len < (long)strlen(CURSOR_PREFIX) || (size_t)len != strlen(dec) ||
-            strncmp(dec, CURSOR_PREFIX, strlen(CURSOR_PREFIX)) != 0) {
-            free(dec);
-            *bad = true;
-            return NULL;
-        }
-        start = lower_bound(srv, dec + strlen(CURSOR_PREFIX), false);
-        free(dec);
-    }
-    cJSON *res = cJSON_CreateObject();
-    cJSON *arr = cJSON_AddArrayToObject(res, "tools");
-    if (arr == NULL) goto fail;
-    size_t end = start + srv->page_size < srv->n_tools ? start + srv->page_size : srv->n_tools;
-    for (size_t i = start; i < end; i++) {
-        cJSON *l = listing_for(srv->tools[i], protocol);
-        if (l == NULL || !cJSON_AddItemToArray(arr, l)) {
-            cJSON_Delete(l);
-            goto fail;
-        }
-    }
-    if (end < srv->n_tools) {
-        const char *last = srv->tools[end - 1]->name;
-        char plain[MAX_TOOL_NAME + sizeof CURSOR_PREFIX];
-        snprintf(plain, sizeof plain, "%s%s", CURSOR_PREFIX, last);
-        char *enc = b64url_encode(plain, strlen(plain));
-        if (enc == NULL || cJSON_AddStringToObject(res, "nextCursor", enc) == NULL) {
-            free(enc);
-            goto fail;
-        }
-        free(enc);
-    }
-    return res;
-fail:
-    cJSON_Delete(res);
-    return NULL;
+    return mcp__table_page(&srv->tools, "tools", protocol, cursor, srv->page_size, bad);
 }
 
 char *mcp__cursor_encode(const char *key)

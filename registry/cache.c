@@ -32,6 +32,21 @@ struct reg_cache {
     size_t bytes;
 };
 
+int reg_cache_base(char *out, size_t out_size)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    int n;
+    /* The XDG spec says to ignore a relative XDG_CACHE_HOME. */
+    if (xdg != NULL && xdg[0] == '/')
+        n = snprintf(out, out_size, "%s/ptc-mcp", xdg);
+    else if (home != NULL && home[0] == '/')
+        n = snprintf(out, out_size, "%s/.cache/ptc-mcp", home);
+    else
+        return REG_EINVAL;
+    return n < 0 || (size_t)n >= out_size ? REG_ETOOBIG : REG_OK;
+}
+
 static int mkdirs(char *path)
 {
     /* mkdir -p: create each prefix in turn, tolerating the ones that exist. */
@@ -93,17 +108,12 @@ int reg_cache_open(const char *dir, size_t max_bytes, reg_cache_t **out, char *m
     if (dir != NULL) {
         n = snprintf(path, sizeof path, "%s", dir);
     } else {
-        const char *xdg = getenv("XDG_CACHE_HOME");
-        const char *home = getenv("HOME");
-        /* The XDG spec says to ignore a relative XDG_CACHE_HOME. */
-        if (xdg != NULL && xdg[0] == '/')
-            n = snprintf(path, sizeof path, "%s/ptc-mcp/embeddings", xdg);
-        else if (home != NULL && home[0] == '/')
-            n = snprintf(path, sizeof path, "%s/.cache/ptc-mcp/embeddings", home);
-        else
+        char base[PATH_MAX];
+        if (reg_cache_base(base, sizeof base - 16) < 0)
             return reg__fail(msg, msg_size, REG_EINVAL,
                              "no cache directory: set XDG_CACHE_HOME or HOME to an absolute "
                              "path, or give a cache directory");
+        n = snprintf(path, sizeof path, "%s/embeddings", base);
     }
     if (n <= 0 || (size_t)n >= sizeof path - 80)
         return reg__fail(msg, msg_size, REG_ETOOBIG, "cache directory path is too long");
@@ -189,10 +199,12 @@ static int entry_path(const reg_cache_t *c, const unsigned char key[32], char *s
     return n < 0 || (size_t)n >= path_size ? -1 : 0;
 }
 
-/* Caller holds c->lock. */
-static void drop(reg_cache_t *c, const char *path, size_t size)
+/* Caller holds c->lock. Returns whether the file was removed. */
+static bool drop(reg_cache_t *c, const char *path, size_t size)
 {
-    if (unlink(path) == 0) c->bytes = c->bytes > size ? c->bytes - size : 0;
+    if (unlink(path) != 0) return false;
+    c->bytes = c->bytes > size ? c->bytes - size : 0;
+    return true;
 }
 
 int reg_cache_get(reg_cache_t *c, const char *provider, const char *model, const char *text,
@@ -319,6 +331,29 @@ static void evict(reg_cache_t *c)
     for (size_t i = 0; i < vs.n; i++)
         free(vs.v[i].path);
     free(vs.v);
+}
+
+typedef struct prune {
+    reg_cache_t *c;
+    int64_t before; /* entries with an older mtime go */
+    long removed;
+} prune_t;
+
+static void prune_one(void *data, const char *path, const struct stat *st)
+{
+    prune_t *p = data;
+    if ((int64_t)st->st_mtim.tv_sec < p->before && drop(p->c, path, (size_t)st->st_size))
+        p->removed++;
+}
+
+long reg_cache_prune(reg_cache_t *c, int64_t now, long max_age_s)
+{
+    if (c == NULL || max_age_s < 0) return REG_EINVAL;
+    prune_t p = {c, now - max_age_s, 0};
+    pthread_mutex_lock(&c->lock);
+    walk(c, prune_one, &p);
+    pthread_mutex_unlock(&c->lock);
+    return p.removed;
 }
 
 int reg_cache_put(reg_cache_t *c, const char *provider, const char *model, const char *text,

@@ -434,15 +434,25 @@ int reg_fuse(const reg_ranked_t *lists, size_t nlists, reg_fuse_method_t method,
 /* Embedding cache on disk                                                                   */
 
 #define REG_CACHE_DEFAULT_MAX_BYTES (256u << 20)
+/* Entries (and, in the server, other cache folders) unused this long are removed at start-up. */
+#define REG_CACHE_PRUNE_AGE_S (30L * 24 * 60 * 60)
+
+/**
+ * Writes ptc-mcp's cache base into out: $XDG_CACHE_HOME/ptc-mcp when XDG_CACHE_HOME is an
+ * absolute path, else $HOME/.cache/ptc-mcp. Creates nothing. Every cache of the program (the
+ * embeddings here, the server's generated packages) lives under it. Returns REG_OK, REG_EINVAL
+ * when neither variable is an absolute path, or REG_ETOOBIG when out is too small.
+ */
+int reg_cache_base(char *out, size_t out_size);
 
 /* One cache handle may be shared by threads (its bookkeeping is locked) and processes (entries
  * are written to a temporary file and renamed into place). */
 typedef struct reg_cache reg_cache_t;
 
 /**
- * Opens (creating as needed) a cache directory. dir NULL means $XDG_CACHE_HOME/ptc-mcp/embeddings
- * or, without XDG_CACHE_HOME, $HOME/.cache/ptc-mcp/embeddings. max_bytes bounds the total size
- * of entries (0 means REG_CACHE_DEFAULT_MAX_BYTES); the oldest entries are evicted past it.
+ * Opens (creating as needed) a cache directory. dir NULL means <reg_cache_base()>/embeddings.
+ * max_bytes bounds the total size of entries (0 means REG_CACHE_DEFAULT_MAX_BYTES); the oldest
+ * entries are evicted past it.
  */
 int reg_cache_open(const char *dir, size_t max_bytes, reg_cache_t **out, char *msg,
                    size_t msg_size);
@@ -463,6 +473,13 @@ int reg_cache_put(reg_cache_t *c, const char *provider, const char *model, const
                   size_t dim, const float *vec);
 /** Total bytes of entries as counted by this handle. */
 size_t reg_cache_bytes(reg_cache_t *c);
+/**
+ * Removes the entries last used (a hit touches its file's mtime) more than max_age_s seconds
+ * before now (seconds since the epoch; pass time(NULL)). Blocking file I/O, one walk of the
+ * folder, like reg_cache_open: call it at start-up or off the event loop. Returns the number
+ * of entries removed, or REG_EINVAL.
+ */
+long reg_cache_prune(reg_cache_t *c, int64_t now, long max_age_s);
 
 /**
  * Wraps an embedder so that each text is looked up in the cache first and only misses are

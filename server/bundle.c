@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 struct ptc_bundle {
     uv_loop_t *loop;
@@ -22,6 +23,8 @@ struct ptc_bundle {
     int rc;
     char msg[256];
     ptc_pybundle_info_t info;
+    bool prune_done;    /* old packages are pruned after the first build only */
+    long pruned;        /* folders the worker removed, -1 when it did not prune */
     cJSON *new_modules; /* read by the worker from the new package's _catalog.json */
     /* The newest finished package. */
     char *root;
@@ -31,21 +34,16 @@ struct ptc_bundle {
     void *on_built_data;
 };
 
-/* $XDG_CACHE_HOME/ptc-mcp, else $HOME/.cache/ptc-mcp; created 0700 as needed. */
+/* The program's cache base (reg_cache_base), created 0700 as needed with its parent. */
 static int cache_dir(char *out, size_t size)
 {
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    const char *home = getenv("HOME");
-    char base[PTC_PYBUNDLE_PATH_MAX];
-    if (xdg != NULL && xdg[0] == '/')
-        snprintf(base, sizeof base, "%s", xdg);
-    else if (home != NULL && home[0] == '/')
-        snprintf(base, sizeof base, "%s/.cache", home);
-    else
-        return -1;
-    if (mkdir(base, 0700) < 0 && errno != EEXIST) return -1;
-    if ((size_t)snprintf(out, size, "%s/ptc-mcp", base) >= size) return -1;
-    if (mkdir(out, 0700) < 0 && errno != EEXIST) return -1;
+    if (reg_cache_base(out, size) < 0) return -1;
+    char *slash = strrchr(out, '/');
+    if (slash == NULL || slash == out) return -1;
+    *slash = '\0';
+    int rc = mkdir(out, 0700) < 0 && errno != EEXIST ? -1 : 0;
+    *slash = '/';
+    if (rc < 0 || (mkdir(out, 0700) < 0 && errno != EEXIST)) return -1;
     return 0;
 }
 
@@ -139,6 +137,15 @@ static void build_work(uv_work_t *w)
         b->rc = reg_catalog_load_json(cat, b->snapshot, NULL, NULL, b->msg, sizeof b->msg);
     if (b->rc == 0) b->rc = ptc_pybundle_build(cat, b->cache_dir, &b->info, b->msg, sizeof b->msg);
     reg_catalog_free(cat);
+    /* Once per process, here on the thread pool: packages of catalogs gone for a month. The
+     * one just built is in use; the folder of any other running server was touched when
+     * that server last built it. */
+    b->pruned = -1;
+    if (b->rc == 0 && !b->prune_done) {
+        b->prune_done = true;
+        b->pruned = ptc_pybundle_prune(b->cache_dir, b->info.root, (int64_t)time(NULL),
+                                       REG_CACHE_PRUNE_AGE_S);
+    }
     b->new_modules = b->rc == 0 ? read_modules(b->info.root) : NULL;
 }
 
@@ -171,6 +178,9 @@ static void build_done(uv_work_t *w, int status)
             mcp_log(b->lg, MCP_LOG_DEBUG, "tools package unchanged: %s", b->info.root);
         }
     }
+    if (b->pruned > 0)
+        mcp_log(b->lg, MCP_LOG_INFO, "removed %ld tools package(s) unused for %ld days from %s",
+                b->pruned, REG_CACHE_PRUNE_AGE_S / (24 * 60 * 60), b->cache_dir);
     cJSON_Delete(b->new_modules); /* when it was not taken above */
     b->new_modules = NULL;
     if (status == 0 && b->rc == 0 && b->on_built != NULL && !b->stopping)

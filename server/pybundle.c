@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -572,6 +573,45 @@ static void remove_tmp(const char *tmp)
     rmdir(tmp);
 }
 
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    /* Depth first, so a folder is empty by the time it comes; a failure leaves it in place. */
+    if (type == FTW_DP)
+        (void)rmdir(path);
+    else
+        (void)unlink(path);
+    return 0;
+}
+
+long ptc_pybundle_prune(const char *cache_dir, const char *keep_root, int64_t now, long max_age_s)
+{
+    if (cache_dir == NULL || !cache_dir[0] || max_age_s < 0) return PTC_PYBUNDLE_EINVAL;
+    const char *keep = keep_root != NULL ? strrchr(keep_root, '/') : NULL;
+    keep = keep != NULL ? keep + 1 : keep_root;
+    DIR *d = opendir(cache_dir);
+    if (d == NULL) return 0;
+    long removed = 0;
+    struct dirent *e;
+    char path[PTC_PYBUNDLE_PATH_MAX];
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name;
+        if (strncmp(n, "pybundle-", 9) != 0 && strncmp(n, ".pybundle-", 10) != 0) continue;
+        if (keep != NULL && strcmp(n, keep) == 0) continue;
+        struct stat st;
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", cache_dir, n) >= sizeof path ||
+            lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) ||
+            (int64_t)st.st_mtim.tv_sec >= now - max_age_s)
+            continue;
+        /* FTW_PHYS: a symlink planted inside is removed, never followed. */
+        (void)nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+        if (lstat(path, &st) != 0) removed++;
+    }
+    closedir(d);
+    return removed;
+}
+
 static void set_msg(char *msg, size_t msg_size, const char *what, const char *path, int err)
 {
     if (msg && msg_size)
@@ -743,8 +783,12 @@ int ptc_pybundle_build(const reg_catalog_t *cat, const char *cache_dir, ptc_pybu
         return PTC_PYBUNDLE_EINVAL;
     size_t tmp_len = strlen(tmp);
     struct stat st;
-    /* rename() publishes whole folders only, so a present folder is a complete bundle. */
-    if (stat(probe, &st) == 0) return PTC_PYBUNDLE_OK;
+    /* rename() publishes whole folders only, so a present folder is a complete bundle. Its
+     * mtime records the use, so that pruning (ptc_pybundle_prune) leaves it alone. */
+    if (stat(probe, &st) == 0) {
+        (void)utimensat(AT_FDCWD, info->root, NULL, 0);
+        return PTC_PYBUNDLE_OK;
+    }
 
     if (mkdir(cache_dir, 0700) != 0 && errno != EEXIST) {
         set_msg(msg, msg_size, "cannot create the cache folder", cache_dir, errno);
@@ -775,7 +819,10 @@ int ptc_pybundle_build(const reg_catalog_t *cat, const char *cache_dir, ptc_pybu
         int e = errno;
         remove_tmp(tmp);
         /* Another process published the same key first: its folder is just as good. */
-        if ((e == EEXIST || e == ENOTEMPTY) && stat(probe, &st) == 0) return PTC_PYBUNDLE_OK;
+        if ((e == EEXIST || e == ENOTEMPTY) && stat(probe, &st) == 0) {
+            (void)utimensat(AT_FDCWD, info->root, NULL, 0);
+            return PTC_PYBUNDLE_OK;
+        }
         set_msg(msg, msg_size, "cannot publish the tools package as", info->root, e);
         return PTC_PYBUNDLE_EIO;
     }

@@ -31,6 +31,7 @@
 #define PTC_SERVER_PYBUNDLE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 
 #include "registry.h"
@@ -82,6 +83,16 @@ int ptc_pybundle_key(const reg_catalog_t *cat, char key[65]);
  */
 int ptc_pybundle_build(const reg_catalog_t *cat, const char *cache_dir, ptc_pybundle_info_t *info,
                        char *msg, size_t msg_size);
+
+/**
+ * Removes from cache_dir the packages (pybundle-<key>, and .pybundle-* leftovers of builds
+ * that died) last used more than max_age_s seconds before now (seconds since the epoch): a
+ * build touches the folder it returns, so a folder's mtime is its last use. keep_root (the
+ * package in use, as in ptc_pybundle_info_t.root; may be NULL) is never removed, whatever its
+ * age. Borrows both paths. Blocking file I/O: call it off the event loop thread. Returns the
+ * number of folders removed, or PTC_PYBUNDLE_EINVAL.
+ */
+long ptc_pybundle_prune(const char *cache_dir, const char *keep_root, int64_t now, long max_age_s);
 
 /**
  * Writes the Python identifier for `name` into out (out_size >= PTC_PYBUNDLE_IDENT_MAX + 1),

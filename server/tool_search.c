@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SEARCH_DEFAULT_TOP_K   5
 #define SEARCH_MAX_TOP_K       50
@@ -380,6 +381,14 @@ int ptc_search_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *
         reg_cache_close(s->cache);
         free(s);
         return MCP_ENOMEM;
+    }
+    if (s->cache != NULL) {
+        /* At start-up, before the loop serves anyone: one more walk of the folder that
+         * reg_cache_open has just walked. */
+        long pruned = reg_cache_prune(s->cache, (int64_t)time(NULL), REG_CACHE_PRUNE_AGE_S);
+        if (pruned > 0)
+            mcp_log(lg, MCP_LOG_INFO, "removed %ld embedding cache entries unused for %ld days",
+                    pruned, REG_CACHE_PRUNE_AGE_S / (24 * 60 * 60));
     }
     if ((rc = reg_registry_new(emb, NULL, &s->reg)) < 0) {
         reg_cache_close(s->cache);

@@ -120,6 +120,33 @@ test('status codes for refused requests, and the server keeps serving', async ()
   }
 });
 
+test('HEAD answers carry the Content-Length GET would have and no body bytes', async () => {
+  const srv = await startHttp();
+  try {
+    const port = new URL(srv.base).port;
+    const host = `Host: 127.0.0.1:${port}\r\n`;
+    // Pipelined on one connection: a body byte after a HEAD answer would show up in front of the
+    // next status line.
+    const out = await rawRequest(port,
+      `HEAD /healthz HTTP/1.1\r\n${host}\r\n` +
+      `HEAD /mcp HTTP/1.1\r\n${host}\r\n` +
+      `GET /healthz HTTP/1.1\r\n${host}Connection: close\r\n\r\n`);
+    const answers = out.split(/(?=HTTP\/1\.1 )/);
+    assert.equal(answers.length, 3, out);
+    const [headHealth, headMcp, getHealth] = answers;
+    assert.match(headHealth, /^HTTP\/1\.1 200 /);
+    assert.match(headHealth, /\r\nContent-Length: 15\r\n/i);
+    assert.ok(headHealth.endsWith('\r\n\r\n'), `HEAD /healthz sent body bytes: ${JSON.stringify(headHealth)}`);
+    assert.match(headMcp, /^HTTP\/1\.1 405 /);
+    const len = Number(/\r\nContent-Length: (\d+)\r\n/i.exec(headMcp)?.[1]);
+    assert.ok(len > 0, headMcp);
+    assert.ok(headMcp.endsWith('\r\n\r\n'), `HEAD /mcp sent body bytes: ${JSON.stringify(headMcp)}`);
+    assert.match(getHealth, /^HTTP\/1\.1 200 [\s\S]*\r\nContent-Length: 15\r\n[\s\S]*\r\n\r\n\{"status":"ok"\}$/i);
+  } finally {
+    await srv.stop();
+  }
+});
+
 test('--auth-token-env: 401 without or with a wrong token, /healthz exempt', async () => {
   const srv = await startHttp(undefined, ['--auth-token-env', 'PTC_TEST_TOKEN'], { env: { PTC_TEST_TOKEN: 'sesame-123' } });
   try {

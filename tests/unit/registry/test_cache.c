@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -217,6 +218,123 @@ static void test_default_dir_follows_xdg(void **state)
     free(dir);
 }
 
+static void set_or_unset(const char *name, char *saved)
+{
+    if (saved) {
+        setenv(name, saved, 1);
+        free(saved);
+    } else {
+        unsetenv(name);
+    }
+}
+
+static void test_cache_base_is_xdg_then_home(void **state)
+{
+    (void)state;
+    const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+    char *saved_xdg = x ? strdup(x) : NULL, *saved_home = h ? strdup(h) : NULL;
+    char out[4096];
+    setenv("XDG_CACHE_HOME", "/xdg/cache", 1);
+    setenv("HOME", "/home/u", 1);
+    assert_int_equal(reg_cache_base(out, sizeof out), REG_OK);
+    assert_string_equal(out, "/xdg/cache/ptc-mcp");
+    assert_int_equal(reg_cache_base(out, 8), REG_ETOOBIG);
+    /* A relative XDG_CACHE_HOME is ignored, as the XDG spec says. */
+    setenv("XDG_CACHE_HOME", "rel/cache", 1);
+    assert_int_equal(reg_cache_base(out, sizeof out), REG_OK);
+    assert_string_equal(out, "/home/u/.cache/ptc-mcp");
+    unsetenv("XDG_CACHE_HOME");
+    unsetenv("HOME");
+    assert_int_equal(reg_cache_base(out, sizeof out), REG_EINVAL);
+    set_or_unset("XDG_CACHE_HOME", saved_xdg);
+    set_or_unset("HOME", saved_home);
+}
+
+/* Every entry file under dir (dir/xx/<hex>.vec), up to max. */
+static size_t list_entries(const char *dir, char paths[][4096], size_t max)
+{
+    size_t n = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (strlen(e->d_name) != 2 || e->d_name[0] == '.') continue;
+        char sub[2048];
+        snprintf(sub, sizeof sub, "%.1000s/%.2s", dir, e->d_name);
+        DIR *s = opendir(sub);
+        struct dirent *f;
+        while (s && (f = readdir(s)) != NULL)
+            if (strstr(f->d_name, ".vec") != NULL && n < max)
+                snprintf(paths[n++], 4096, "%.2048s/%.255s", sub, f->d_name);
+        if (s) closedir(s);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* The path of the one entry in now[] that is not in before[]. */
+static void new_entry(const char *dir, char before[][4096], size_t n_before, char *out)
+{
+    char now[8][4096];
+    size_t n = list_entries(dir, now, 8);
+    assert_int_equal(n, n_before + 1);
+    for (size_t i = 0; i < n; i++) {
+        bool old = false;
+        for (size_t j = 0; j < n_before; j++)
+            old = old || strcmp(now[i], before[j]) == 0;
+        if (!old) {
+            snprintf(out, 4096, "%s", now[i]);
+            return;
+        }
+    }
+    fail_msg("no new entry in %s", dir);
+}
+
+static void set_mtime(const char *path, time_t t)
+{
+    struct timespec ts[2] = {{t, 0}, {t, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+static void test_prune_removes_entries_unused_past_the_age(void **state)
+{
+    (void)state;
+    char *dir = temp_dir();
+    reg_cache_t *c;
+    char msg[512];
+    assert_int_equal(reg_cache_open(dir, 0, &c, msg, sizeof msg), REG_OK);
+    float v[DIM], out[DIM];
+    fill(v, 1.0f);
+    static char paths[3][4096];
+    const char *texts[3] = {"old", "recent", "fresh"};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(reg_cache_put(c, "model", "m", texts[i], DIM, v), REG_OK);
+        new_entry(dir, paths, i, paths[i]);
+    }
+    const time_t now = time(NULL);
+    const long day = 24 * 60 * 60;
+    set_mtime(paths[0], now - 31 * day);
+    set_mtime(paths[1], now - 29 * day);
+    size_t bytes = reg_cache_bytes(c);
+
+    assert_int_equal(reg_cache_prune(c, now, REG_CACHE_PRUNE_AGE_S), 1);
+    assert_true(reg_cache_bytes(c) < bytes);
+    assert_int_equal(reg_cache_get(c, "model", "m", "old", DIM, out), REG_ENOENT);
+    assert_int_equal(reg_cache_get(c, "model", "m", "fresh", DIM, out), REG_OK);
+    /* Two days on, "recent" is past the age too; "fresh" was just used and stays. */
+    assert_int_equal(reg_cache_prune(c, now + 2 * day, REG_CACHE_PRUNE_AGE_S), 1);
+    assert_int_equal(reg_cache_get(c, "model", "m", "recent", DIM, out), REG_ENOENT);
+    assert_int_equal(reg_cache_get(c, "model", "m", "fresh", DIM, out), REG_OK);
+    assert_memory_equal(v, out, sizeof v);
+    /* A hit touches its entry: used entries are never "unused". */
+    set_mtime(paths[2], now - 40 * day);
+    assert_int_equal(reg_cache_get(c, "model", "m", "fresh", DIM, out), REG_OK);
+    assert_int_equal(reg_cache_prune(c, now, REG_CACHE_PRUNE_AGE_S), 0);
+    assert_int_equal(reg_cache_prune(NULL, now, REG_CACHE_PRUNE_AGE_S), REG_EINVAL);
+    reg_cache_close(c);
+    rm_rf(dir);
+    free(dir);
+}
+
 /* A provider that counts the texts it was asked to embed: the wrapper must only pass misses. */
 typedef struct counting {
     size_t texts;
@@ -299,6 +417,8 @@ int main(void)
         cmocka_unit_test(test_corrupt_files_are_detected_and_removed),
         cmocka_unit_test(test_size_is_bounded),
         cmocka_unit_test(test_default_dir_follows_xdg),
+        cmocka_unit_test(test_cache_base_is_xdg_then_home),
+        cmocka_unit_test(test_prune_removes_entries_unused_past_the_age),
         cmocka_unit_test(test_cached_embedder_embeds_only_misses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bridge_proto.h"
@@ -229,6 +230,77 @@ static void unchanged_catalog_hits_the_cache_and_a_change_regenerates(void **sta
     char cmd[4300];
     snprintf(cmd, sizeof cmd, "test \"$(ls -A '%s' | wc -l)\" -eq 2", cache);
     assert_int_equal(system(cmd), 0);
+    reg_catalog_free(cat);
+    remove_tree(cache);
+}
+
+static void make_folder(const char *cache, const char *name, time_t mtime)
+{
+    char path[4200], file[4300];
+    snprintf(path, sizeof path, "%s/%s", cache, name);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(file, sizeof file, "%s/tools", path);
+    assert_int_equal(mkdir(file, 0700), 0);
+    snprintf(file, sizeof file, "%s/tools/mod.py", path);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("x = 1\n", f);
+    assert_int_equal(fclose(f), 0);
+    struct timespec ts[2] = {{mtime, 0}, {mtime, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+static bool exists(const char *cache, const char *name)
+{
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", cache, name);
+    return lstat(path, &st) == 0;
+}
+
+static void prune_removes_packages_unused_past_the_age_but_never_the_one_in_use(void **state)
+{
+    (void)state;
+    char cache[4096];
+    make_cache(cache, sizeof cache);
+    const time_t now = time(NULL);
+    const long day = 24 * 60 * 60;
+    make_folder(cache, "pybundle-old", now - 31 * day);
+    make_folder(cache, "pybundle-recent", now - 29 * day);
+    make_folder(cache, "pybundle-inuse", now - 60 * day);
+    make_folder(cache, ".pybundle-0123456789abcdef-Ab12Cd", now - 31 * day);
+    make_folder(cache, "embeddings", now - 90 * day); /* not a package: not ours to remove */
+    char keep[4200];
+    snprintf(keep, sizeof keep, "%s/pybundle-inuse", cache);
+
+    assert_int_equal(ptc_pybundle_prune(cache, keep, now, 30 * day), 2);
+    assert_false(exists(cache, "pybundle-old"));
+    assert_false(exists(cache, ".pybundle-0123456789abcdef-Ab12Cd"));
+    assert_true(exists(cache, "pybundle-recent"));
+    assert_true(exists(cache, "pybundle-inuse/tools/mod.py"));
+    assert_true(exists(cache, "embeddings/tools/mod.py"));
+    /* Two days on, "recent" has passed the age too. */
+    assert_int_equal(ptc_pybundle_prune(cache, keep, now + 2 * day, 30 * day), 1);
+    assert_false(exists(cache, "pybundle-recent"));
+    assert_true(exists(cache, "pybundle-inuse"));
+    assert_int_equal(ptc_pybundle_prune(NULL, keep, now, 30 * day), PTC_PYBUNDLE_EINVAL);
+
+    /* A build that finds its package touches it, so a package in use looks used. */
+    reg_catalog_t *cat = load_catalog();
+    char msg[512] = "";
+    ptc_pybundle_info_t a, b;
+    assert_int_equal(ptc_pybundle_build(cat, cache, &a, msg, sizeof msg), 0);
+    struct timespec old[2] = {{now - 40 * day, 0}, {now - 40 * day, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, a.root, old, 0), 0);
+    assert_int_equal(ptc_pybundle_build(cat, cache, &b, msg, sizeof msg), 0);
+    assert_false(b.generated);
+    /* Nothing kept by name now: the 60-day-old "inuse" goes, the touched package stays. */
+    assert_int_equal(ptc_pybundle_prune(cache, NULL, now, 30 * day), 1);
+    assert_false(exists(cache, "pybundle-inuse"));
+    char probe[4300];
+    snprintf(probe, sizeof probe, "%s/tools/_catalog.json", a.root);
+    struct stat st;
+    assert_int_equal(stat(probe, &st), 0);
     reg_catalog_free(cat);
     remove_tree(cache);
 }
@@ -841,6 +913,7 @@ int main(void)
         cmocka_unit_test(identifiers_are_sanitised),
         cmocka_unit_test(bundle_has_modules_functions_and_escaped_text),
         cmocka_unit_test(unchanged_catalog_hits_the_cache_and_a_change_regenerates),
+        cmocka_unit_test(prune_removes_packages_unused_past_the_age_but_never_the_one_in_use),
         cmocka_unit_test(concurrent_builds_publish_one_complete_bundle),
         cmocka_unit_test(key_depends_on_schema_and_order),
         cmocka_unit_test(tools_past_the_cap_get_no_function),

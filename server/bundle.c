@@ -32,7 +32,14 @@ struct ptc_bundle {
     unsigned long generated;
     void (*on_built)(void *data);
     void *on_built_data;
+    /* The package in use is touched daily, so that another server's pruning (of packages unused
+     * for REG_CACHE_PRUNE_AGE_S) never takes it from a server that runs for months. */
+    uv_timer_t touch;
+    bool touch_on, touching;
+    uv_fs_t touch_req;
 };
+
+#define BUNDLE_TOUCH_MS (24u * 60 * 60 * 1000)
 
 /* The program's cache base (reg_cache_base), created 0700 as needed with its parent. */
 static int cache_dir(char *out, size_t size)
@@ -207,6 +214,26 @@ static void start_build(ptc_bundle_t *b)
     b->building = true;
 }
 
+static void touch_done(uv_fs_t *req)
+{
+    ptc_bundle_t *b = req->data;
+    if (req->result < 0)
+        mcp_log(b->lg, MCP_LOG_WARNING, "tools package %s: not marked as in use: %s", req->path,
+                uv_strerror((int)req->result));
+    uv_fs_req_cleanup(req);
+    b->touching = false;
+}
+
+static void touch_cb(uv_timer_t *t)
+{
+    ptc_bundle_t *b = t->data;
+    if (b->root == NULL || b->touching || b->stopping) return;
+    double now = (double)time(NULL);
+    b->touch_req.data = b;
+    /* libuv copies the path: b->root may be replaced by a build meanwhile. */
+    if (uv_fs_utime(b->loop, &b->touch_req, b->root, now, now, touch_done) == 0) b->touching = true;
+}
+
 int ptc_bundle_new(uv_loop_t *loop, const mcp_logger_t *lg, ptc_search_t *search,
                    ptc_bundle_t **out)
 {
@@ -220,6 +247,12 @@ int ptc_bundle_new(uv_loop_t *loop, const mcp_logger_t *lg, ptc_search_t *search
         mcp_log(lg, MCP_LOG_WARNING,
                 "no cache folder ($XDG_CACHE_HOME or $HOME): sandboxed code cannot import tools");
         b->cache_dir[0] = '\0';
+    }
+    if (uv_timer_init(loop, &b->touch) == 0) {
+        b->touch.data = b;
+        b->touch_on = true;
+        if (uv_timer_start(&b->touch, touch_cb, BUNDLE_TOUCH_MS, BUNDLE_TOUCH_MS) == 0)
+            uv_unref((uv_handle_t *)&b->touch); /* never keeps the loop alive by itself */
     }
     *out = b;
     return MCP_OK;
@@ -258,7 +291,12 @@ unsigned long ptc_bundle_generated(const ptc_bundle_t *b)
 
 void ptc_bundle_stop(ptc_bundle_t *b)
 {
-    if (b != NULL) b->stopping = true;
+    if (b == NULL) return;
+    b->stopping = true;
+    if (b->touch_on) {
+        b->touch_on = false;
+        uv_close((uv_handle_t *)&b->touch, NULL); /* b outlives the loop run that closes it */
+    }
 }
 
 void ptc_bundle_free(ptc_bundle_t *b)

@@ -17,9 +17,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define EXEC_READ_CHUNK  (64u << 10)
-#define EXEC_EOF_WAIT_MS 2000u /* after exit, how long pipes may stay open before we stop */
-#define N_PIPES          3
+#define EXEC_WARM_MAX_DEATHS 3 /* see warm_deaths */
+#define EXEC_READ_CHUNK      (64u << 10)
+#define EXEC_EOF_WAIT_MS     2000u /* after exit, how long pipes may stay open before we stop */
+#define N_PIPES              3
 
 enum { P_OUT, P_ERR, P_REP };
 enum run_state { RUN_QUEUED, RUN_WARM, RUN_RUNNING, RUN_FINISHED };
@@ -89,7 +90,11 @@ struct exec_pool {
     bool refusing;
     char refusal[700];
     unsigned warm_target; /* sandboxes kept set up ahead (0: keep_warm off) */
-    bool warm_failed;     /* a warm sandbox died unused: stop making them (runs report why) */
+    /* Warm sandboxes that died unused in a row (a stray kill, the OOM killer): at
+     * EXEC_WARM_MAX_DEATHS none are made any more, since something kills them all. A warm
+     * run that ends starts the count again. */
+    unsigned warm_deaths;
+    bool warm_failed;
     exec_run_t *warm[EXEC_MAX_WARM]; /* set up, interpreter waiting for code; oldest first */
     unsigned n_warm;
     char *warm_dir; /* the ro_dir the warm sandboxes were made with; NULL: none */
@@ -349,7 +354,10 @@ static void finish(exec_run_t *run)
     bool had_slot = run->state == RUN_RUNNING;
     if (run->state == RUN_WARM) { /* died (or was let go) before a run took it */
         warm_remove(pool, run);
-        if (!pool->closing && !run->discarded) pool->warm_failed = true;
+        if (!pool->closing && !run->discarded && ++pool->warm_deaths >= EXEC_WARM_MAX_DEATHS)
+            pool->warm_failed = true;
+    } else if (run->took_warm) {
+        pool->warm_deaths = 0;
     }
     run->state = RUN_FINISHED;
     uv_timer_stop(&run->timer);

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1136,6 +1137,87 @@ static void test_warm_run_memory_bomb_is_contained(void **state)
 
 /* a warm run cancelled, and a queued run that a warm sandbox took over, cancelled through the
    handle its callbacks get: no on_done, and the pool goes on */
+static void noop_timer(uv_timer_t *t)
+{
+    (void)t;
+}
+
+/* The live children of this process that are not zombies (the pool's launchers). */
+static size_t live_children(pid_t *out, size_t max)
+{
+    size_t n = 0;
+    DIR *d = opendir("/proc");
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < max) {
+        char path[300], buf[512];
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%.255s/stat", e->d_name);
+        FILE *f = fopen(path, "re");
+        if (f == NULL) continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        const char *rp = strrchr(buf, ')'); /* the command name may hold spaces */
+        char st = 0;
+        int ppid = 0;
+        if (rp != NULL && sscanf(rp + 1, " %c %d", &st, &ppid) == 2 && ppid == getpid() &&
+            st != 'Z')
+            out[n++] = (pid_t)atoi(e->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+/* A warm sandbox that dies unused (a stray kill) is replaced: warm start stays on. */
+static void test_a_warm_sandbox_killed_while_idle_is_replaced(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.warm_sandboxes = 1;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    capture_t c = {0};
+    start(pool, "print(1)", T_TIMEOUT_MS, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    capture_free(&c);
+    /* The run's end made one warm sandbox: kill its launcher and let the pool see it go. */
+    pid_t kids[8];
+    size_t n = live_children(kids, 8);
+    assert_int_equal(n, 1);
+    assert_int_equal(kill(kids[0], SIGKILL), 0);
+    /* Reaped (kill(pid, 0) fails) only once libuv's child watcher ran, which marks it exited;
+     * a ref'd timer makes each turn really wait for events. */
+    uv_timer_t tick;
+    uv_timer_init(&loop, &tick);
+    for (int i = 0; i < 500 && kill(kids[0], 0) == 0; i++) {
+        uv_timer_start(&tick, noop_timer, 10, 0);
+        uv_run(&loop, UV_RUN_ONCE);
+    }
+    uv_close((uv_handle_t *)&tick, NULL);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    assert_int_equal(kill(kids[0], 0), -1);
+    assert_int_equal(errno, ESRCH);
+    /* The pool makes new warm sandboxes (by this run's end at the latest): the next run is warm.
+     * (Before, one death turned warm start off for good.) */
+    start(pool, "print(2)", T_TIMEOUT_MS, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    capture_free(&c);
+    start(pool, "print(3)", T_TIMEOUT_MS, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)c.out, "3\n");
+    assert_true(c.warm);
+    capture_free(&c);
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 static void test_warm_and_queued_runs_cancel(void **state)
 {
     (void)state;
@@ -1181,6 +1263,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_round_trip),
+        cmocka_unit_test(test_a_warm_sandbox_killed_while_idle_is_replaced),
         cmocka_unit_test(test_hello_world_runs_in_the_sandbox),
         cmocka_unit_test(test_identity_inside_is_unprivileged),
         cmocka_unit_test(test_exception_is_error_with_traceback),

@@ -148,6 +148,10 @@ int mcp__table_insert(mcp__table_t *t, mcp__entry_t *e); /* takes e on MCP_OK on
 int mcp__table_remove(mcp__table_t *t, const char *key);
 void mcp__table_free(mcp__table_t *t);
 void mcp__entry_free(mcp__entry_t *e);
+/* An entry keyed `key` whose listing holds name, and title and description when not NULL;
+ * NULL on ENOMEM. */
+mcp__entry_t *mcp__entry_new(const char *key, const char *name, const char *title,
+                             const char *description);
 /* The page after `cursor` as {<field>: [...], nextCursor?} as a client of `protocol` expects
  * it; NULL with *bad on a bad cursor. */
 cJSON *mcp__table_page(const mcp__table_t *t, const char *field, const char *protocol,

@@ -14,6 +14,25 @@ void mcp__entry_free(mcp__entry_t *e)
     free(e);
 }
 
+mcp__entry_t *mcp__entry_new(const char *key, const char *name, const char *title,
+                             const char *description)
+{
+    mcp__entry_t *e = calloc(1, sizeof *e);
+    if (e == NULL) return NULL;
+    e->key = mcp__strdup(key);
+    e->listing = cJSON_CreateObject();
+    bool ok = e->key != NULL && e->listing != NULL &&
+              cJSON_AddStringToObject(e->listing, "name", name) != NULL &&
+              (title == NULL || cJSON_AddStringToObject(e->listing, "title", title) != NULL) &&
+              (description == NULL ||
+               cJSON_AddStringToObject(e->listing, "description", description) != NULL);
+    if (!ok) {
+        mcp__entry_free(e);
+        return NULL;
+    }
+    return e;
+}
+
 /* Index of the first entry whose key is >= key (inclusive) or > key. */
 static size_t lower_bound(const mcp__table_t *t, const char *key, bool inclusive)
 {

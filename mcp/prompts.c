@@ -73,21 +73,12 @@ int mcp_server_add_prompt(mcp_server_t *srv, const mcp_prompt_def_t *def)
         mcp_log(srv->lg, MCP_LOG_ERROR, "prompt %s is registered twice", def->name);
         return MCP_EINVAL;
     }
-    mcp__entry_t *e = calloc(1, sizeof *e);
+    mcp__entry_t *e = mcp__entry_new(def->name, def->name, def->title, def->description);
     if (e == NULL) return MCP_ENOMEM;
     e->get = def->get;
     e->complete = def->complete;
     e->data = def->data;
-    e->key = mcp__strdup(def->name);
-    e->listing = cJSON_CreateObject();
     int rc = MCP_ENOMEM;
-    if (e->key == NULL || e->listing == NULL ||
-        cJSON_AddStringToObject(e->listing, "name", def->name) == NULL)
-        goto fail;
-    if (def->title && cJSON_AddStringToObject(e->listing, "title", def->title) == NULL) goto fail;
-    if (def->description &&
-        cJSON_AddStringToObject(e->listing, "description", def->description) == NULL)
-        goto fail;
     cJSON *args = arguments_listing(def, srv->lg);
     if (args == NULL) {
         rc = def->n_args > 0 ? MCP_EINVAL : MCP_ENOMEM;

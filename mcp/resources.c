@@ -99,19 +99,13 @@ static int add_entry(mcp_server_t *srv, const mcp_resource_def_t *def, bool is_t
         mcp_log(srv->lg, MCP_LOG_ERROR, "%s %s is registered twice", what, def->uri);
         return MCP_EINVAL;
     }
-    mcp__entry_t *e = calloc(1, sizeof *e);
+    mcp__entry_t *e = mcp__entry_new(def->uri, def->name, def->title, def->description);
     if (e == NULL) return MCP_ENOMEM;
     e->read = def->read;
     e->complete = is_template ? def->complete : NULL;
     e->data = def->data;
-    e->key = mcp__strdup(def->uri);
-    e->listing = cJSON_CreateObject();
-    bool ok = e->key != NULL && e->listing != NULL &&
-              cJSON_AddStringToObject(e->listing, is_template ? "uriTemplate" : "uri", def->uri) &&
-              cJSON_AddStringToObject(e->listing, "name", def->name);
-    if (ok && def->title) ok = cJSON_AddStringToObject(e->listing, "title", def->title) != NULL;
-    if (ok && def->description)
-        ok = cJSON_AddStringToObject(e->listing, "description", def->description) != NULL;
+    bool ok =
+        cJSON_AddStringToObject(e->listing, is_template ? "uriTemplate" : "uri", def->uri) != NULL;
     if (ok && def->mime_type)
         ok = cJSON_AddStringToObject(e->listing, "mimeType", def->mime_type) != NULL;
     int rc = ok ? mcp__table_insert(t, e) : MCP_ENOMEM;

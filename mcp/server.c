@@ -142,23 +142,13 @@ int mcp_server_add_tool(mcp_server_t *srv, const mcp_tool_def_t *def)
         mcp_log(srv->lg, MCP_LOG_ERROR, "tool %s is registered twice", def->name);
         return MCP_EINVAL;
     }
-    mcp__entry_t *t = calloc(1, sizeof *t);
+    mcp__entry_t *t = mcp__entry_new(def->name, def->name, def->title, def->description);
     if (t == NULL) return MCP_ENOMEM;
     t->handler = def->handler;
     t->data = def->data;
-    t->key = mcp__strdup(def->name);
-    t->listing = cJSON_CreateObject();
-    int rc = MCP_ENOMEM;
-    if (t->key == NULL || t->listing == NULL ||
-        cJSON_AddStringToObject(t->listing, "name", def->name) == NULL)
-        goto fail;
-    if (def->title && cJSON_AddStringToObject(t->listing, "title", def->title) == NULL) goto fail;
-    if (def->description &&
-        cJSON_AddStringToObject(t->listing, "description", def->description) == NULL)
-        goto fail;
-    rc = add_json(t->listing, "inputSchema",
-                  def->input_schema ? def->input_schema : "{\"type\":\"object\"}", def->name,
-                  srv->lg);
+    int rc = add_json(t->listing, "inputSchema",
+                      def->input_schema ? def->input_schema : "{\"type\":\"object\"}", def->name,
+                      srv->lg);
     if (rc < 0) goto fail;
     if (def->output_schema &&
         (rc = add_json(t->listing, "outputSchema", def->output_schema, def->name, srv->lg)) < 0)

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "../test_util.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -72,27 +74,13 @@ static void write_text(const char *dir, const char *name, const char *text)
 
 static char *make_tmpdir(void)
 {
-    const char *base = getenv("TMPDIR");
-    char tmpl[512];
-    snprintf(tmpl, sizeof tmpl, "%s/ptc-model-test-XXXXXX", base && *base ? base : "/tmp");
-    char *d = mkdtemp(tmpl);
-    assert_non_null(d);
-    return strdup(d);
+    return tu_temp_dir("ptc-model-test");
 }
 
+/* Removes dir and what is in it, and frees the path. */
 static void remove_tree(char *dir)
 {
-    static const char *const names[] = {
-        "config.json",           "vocab.txt",      "model.safetensors",
-        "modules.json",          "tokenizer.json", "README.md",
-        "1_Pooling/config.json", "1_Pooling",      "sentence_bert_config.json",
-        "tokenizer_config.json"};
-    char path[1024];
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        if (unlink(path) != 0) rmdir(path);
-    }
-    rmdir(dir);
+    tu_remove_tree(dir);
     free(dir);
 }
 
@@ -750,14 +738,7 @@ static void test_find_installed_looks_in_xdg_data_home(void **state)
     else
         unsetenv("XDG_DATA_HOME");
     free(old);
-    snprintf(cfg, sizeof cfg, "%s/%s/config.json", xdg, parts[2]);
-    unlink(cfg);
-    for (size_t i = 3; i-- > 0;) {
-        snprintf(path, sizeof path, "%s/%s", xdg, parts[i]);
-        rmdir(path);
-    }
-    rmdir(xdg);
-    free(xdg);
+    remove_tree(xdg);
 }
 
 /* ---- real-model tests ---------------------------------------------------------------------- */

@@ -14,37 +14,11 @@
 
 #include <cmocka.h>
 
+#include "../test_util.h"
+
 #include "registry.h"
 
 #define DIM 16
-
-static char *temp_dir(void)
-{
-    const char *tmp = getenv("TMPDIR");
-    char *d = malloc(4096);
-    assert_non_null(d);
-    snprintf(d, 4096, "%s/ptc-reg-cache-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-    assert_non_null(mkdtemp(d));
-    return d;
-}
-
-static void rm_rf(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d == NULL) {
-        unlink(path);
-        return;
-    }
-    struct dirent *e;
-    char sub[4096];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-        rm_rf(sub);
-    }
-    closedir(d);
-    rmdir(path);
-}
 
 /* Finds the one entry file under dir (dir/xx/<hex>.vec). */
 static int find_entry(const char *dir, char *out, size_t out_size)
@@ -78,7 +52,7 @@ static void fill(float *v, float base)
 static void test_round_trip_and_miss(void **state)
 {
     (void)state;
-    char *dir = temp_dir();
+    char *dir = tu_temp_dir("ptc-reg-cache");
     reg_cache_t *c;
     char msg[512];
     assert_int_equal(reg_cache_open(dir, 0, &c, msg, sizeof msg), REG_OK);
@@ -103,13 +77,13 @@ static void test_round_trip_and_miss(void **state)
     assert_int_equal(reg_cache_get(c, "model", "m1", "hello", DIM, out), REG_OK);
     assert_memory_equal(v, out, sizeof v);
     reg_cache_close(c);
-    rm_rf(dir);
+    tu_remove_tree(dir);
     free(dir);
 }
 
 static void corrupt_and_check(void (*damage)(const char *path))
 {
-    char *dir = temp_dir();
+    char *dir = tu_temp_dir("ptc-reg-cache");
     reg_cache_t *c;
     assert_int_equal(reg_cache_open(dir, 0, &c, NULL, 0), REG_OK);
     float v[DIM], out[DIM];
@@ -125,7 +99,7 @@ static void corrupt_and_check(void (*damage)(const char *path))
     assert_int_equal(reg_cache_put(c, "model", "m", "text", DIM, v), REG_OK);
     assert_int_equal(reg_cache_get(c, "model", "m", "text", DIM, out), REG_OK);
     reg_cache_close(c);
-    rm_rf(dir);
+    tu_remove_tree(dir);
     free(dir);
 }
 
@@ -171,7 +145,7 @@ static void test_corrupt_files_are_detected_and_removed(void **state)
 static void test_size_is_bounded(void **state)
 {
     (void)state;
-    char *dir = temp_dir();
+    char *dir = tu_temp_dir("ptc-reg-cache");
     reg_cache_t *c;
     const size_t entry = 48 + DIM * 4 + 32, max = 10 * entry;
     assert_int_equal(reg_cache_open(dir, max, &c, NULL, 0), REG_OK);
@@ -187,14 +161,14 @@ static void test_size_is_bounded(void **state)
     assert_int_equal(reg_cache_get(c, "model", "m", "text 39", DIM, out), REG_OK);
     assert_true(out[0] == 39.0f);
     reg_cache_close(c);
-    rm_rf(dir);
+    tu_remove_tree(dir);
     free(dir);
 }
 
 static void test_default_dir_follows_xdg(void **state)
 {
     (void)state;
-    char *dir = temp_dir();
+    char *dir = tu_temp_dir("ptc-reg-cache");
     const char *old = getenv("XDG_CACHE_HOME");
     char *saved = old ? strdup(old) : NULL;
     setenv("XDG_CACHE_HOME", dir, 1);
@@ -214,7 +188,7 @@ static void test_default_dir_follows_xdg(void **state)
     } else {
         unsetenv("XDG_CACHE_HOME");
     }
-    rm_rf(dir);
+    tu_remove_tree(dir);
     free(dir);
 }
 
@@ -298,7 +272,7 @@ static void set_mtime(const char *path, time_t t)
 static void test_prune_removes_entries_unused_past_the_age(void **state)
 {
     (void)state;
-    char *dir = temp_dir();
+    char *dir = tu_temp_dir("ptc-reg-cache");
     reg_cache_t *c;
     char msg[512];
     assert_int_equal(reg_cache_open(dir, 0, &c, msg, sizeof msg), REG_OK);
@@ -331,7 +305,7 @@ static void test_prune_removes_entries_unused_past_the_age(void **state)
     assert_int_equal(reg_cache_prune(c, now, REG_CACHE_PRUNE_AGE_S), 0);
     assert_int_equal(reg_cache_prune(NULL, now, REG_CACHE_PRUNE_AGE_S), REG_EINVAL);
     reg_cache_close(c);
-    rm_rf(dir);
+    tu_remove_tree(dir);
     free(dir);
 }
 
@@ -377,7 +351,7 @@ static reg_embedder_t *counting_new(void)
 static void test_cached_embedder_embeds_only_misses(void **state)
 {
     (void)state;
-    char *dir = temp_dir();
+    char *dir = tu_temp_dir("ptc-reg-cache");
     reg_cache_t *c;
     assert_int_equal(reg_cache_open(dir, 0, &c, NULL, 0), REG_OK);
     reg_embedder_t *inner = counting_new();
@@ -406,7 +380,7 @@ static void test_cached_embedder_embeds_only_misses(void **state)
     assert_ptr_equal(w, lex);
     reg_embedder_free(w);
     reg_cache_close(c);
-    rm_rf(dir);
+    tu_remove_tree(dir);
     free(dir);
 }
 

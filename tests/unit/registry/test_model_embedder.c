@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "../test_util.h"
 #include <uv.h>
 
 #include "registry.h"
@@ -143,34 +145,6 @@ static double dot(const float *a, const float *b, size_t n)
     for (size_t i = 0; i < n; i++)
         s += (double)a[i] * (double)b[i];
     return s;
-}
-
-static char *temp_dir(void)
-{
-    const char *tmp = getenv("TMPDIR");
-    char *d = malloc(4096);
-    assert_non_null(d);
-    snprintf(d, 4096, "%s/ptc-reg-model-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-    assert_non_null(mkdtemp(d));
-    return d;
-}
-
-static void rm_rf(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d == NULL) {
-        unlink(path);
-        return;
-    }
-    struct dirent *e;
-    char sub[4096];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-        rm_rf(sub);
-    }
-    closedir(d);
-    rmdir(path);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -697,7 +671,7 @@ static reg_embedder_t *counted_model(const char *dir, counted_t *c)
 static void test_cache_hit_avoids_re_embedding(void **state)
 {
     const char *dir = model_dir(state);
-    char *cdir = temp_dir();
+    char *cdir = tu_temp_dir("ptc-reg-model");
     char msg[512];
     reg_cache_t *cache;
     assert_int_equal(reg_cache_open(cdir, 0, &cache, msg, sizeof msg), REG_OK);
@@ -759,7 +733,7 @@ static void test_cache_hit_avoids_re_embedding(void **state)
     reg_registry_free(r1);
     reg_registry_free(r2);
     reg_cache_close(cache);
-    rm_rf(cdir);
+    tu_remove_tree(cdir);
     free(cdir);
 }
 

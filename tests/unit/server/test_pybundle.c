@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "../test_util.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -63,16 +65,14 @@ static char *read_text(const char *path)
 
 static void make_cache(char *dir, size_t size)
 {
-    const char *base = getenv("TMPDIR");
-    snprintf(dir, size, "%s/ptc-pybundle-test-XXXXXX", base && base[0] ? base : "/tmp");
-    assert_non_null(mkdtemp(dir));
+    char *d = tu_temp_dir("ptc-pybundle-test");
+    assert_true((size_t)snprintf(dir, size, "%s", d) < size);
+    free(d);
 }
 
 static void remove_tree(const char *dir)
 {
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tu_remove_tree(dir), 0);
 }
 
 static char *bundle_file(const ptc_pybundle_info_t *info, const char *name)

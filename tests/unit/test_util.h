@@ -37,8 +37,8 @@ static inline int tu_remove_tree(const char *path)
         char sub[TU_PATH_MAX];
         while ((e = readdir(d)) != NULL) {
             if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-            tu_remove_tree(sub);
+            int n = snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+            if (n > 0 && (size_t)n < sizeof sub) tu_remove_tree(sub); /* else rmdir fails below */
         }
         closedir(d);
     }

@@ -307,6 +307,53 @@ void exec_run_cancel(exec_run_t *run);
  */
 char *exec_utf8_text(const unsigned char *data, size_t len, size_t *out_len);
 
+/* ---- output pages ------------------------------------------------------------------------ */
+/* execute_code output kept server-side and handed out in pages behind opaque cursors (pages.c).
+ * Bounded: total bytes, number of entries, and an idle TTL; least recently used goes first. */
+typedef struct exec_pages exec_pages_t;
+
+typedef struct exec_page {
+    char *out;    /* the page's part of stdout (UTF-8, NUL-terminated), owned */
+    char *err;    /* the page's part of stderr, owned */
+    char *cursor; /* opaque cursor of the next page, or NULL when this was the last; owned */
+    char *meta;   /* copy of the meta text stored with the run (NULL if none); owned */
+} exec_page_t;
+
+enum {
+    EXEC_PAGES_OK = 0,
+    EXEC_PAGES_ENOMEM = -1,
+    EXEC_PAGES_EINVAL = -2,
+    EXEC_PAGES_EXPIRED = -3, /* unknown, expired or evicted cursor */
+};
+
+/** max_bytes: all stored output together; max_entries: runs kept; ttl_ms: idle lifetime. */
+int exec_pages_new(size_t max_bytes, size_t max_entries, uint64_t ttl_ms, exec_pages_t **out);
+void exec_pages_free(exec_pages_t *p);
+
+/**
+ * Cuts the first page (page_chars Unicode characters: stdout first, then stderr) of a run's
+ * output and, when more is left, keeps the whole output and returns a cursor for the rest.
+ * meta (borrowed, may be NULL) is text kept with the run and returned with every page of it.
+ * out/err are borrowed and must be valid UTF-8 (see exec_pages_utf8_sanitize). Output larger than
+ * the store's byte budget is still paged for what fits: the rest is counted as dropped.
+ */
+int exec_pages_first(exec_pages_t *p, const char *meta, const char *out, size_t out_len,
+                     const char *err, size_t err_len, size_t page_chars, uint64_t now_ms,
+                     exec_page_t *page);
+/** The page behind a cursor (repeatable until it expires). EXEC_PAGES_EXPIRED when unknown. */
+int exec_pages_next(exec_pages_t *p, const char *cursor, uint64_t now_ms, exec_page_t *page);
+/** Frees a page's strings. */
+void exec_page_clear(exec_page_t *page);
+/** Entries and bytes currently kept (for tests and --check). */
+size_t exec_pages_entries(const exec_pages_t *p);
+size_t exec_pages_bytes(const exec_pages_t *p);
+
+/**
+ * Returns a NUL-terminated copy of bytes with every invalid UTF-8 sequence (and NUL byte)
+ * replaced by U+FFFD; *out_len gets its length. NULL on allocation failure.
+ */
+char *exec_pages_utf8_sanitize(const char *bytes, size_t len, size_t *out_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,12 +2,10 @@
  * output becomes a result shaped for a model, paged behind cursors. */
 #include "tools.h"
 
-#include "bridge_host.h"
+#include "bridge.h"
 #include "executor.h"
-#include "journal.h"
-#include "pages.h"
 #include "pybundle.h"
-#include "repair.h"
+#include "repairers.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -34,7 +32,7 @@ struct ptc_execute {
     uv_loop_t *loop;
     const mcp_logger_t *lg;
     exec_pool_t *pool;
-    ptc_pages_t *pages;
+    exec_pages_t *pages;
     size_t page_chars;
     double max_timeout_s;
     bool unsafe;
@@ -218,7 +216,7 @@ static cJSON *meta_of(const cJSON *sc)
  * gets the page's stdout, stderr and next_cursor added; the text puts failures' last traceback
  * lines first and always ends with the cursor line when there is more.
  */
-static void finish_page(mcp_call_t *call, cJSON *sc, const ptc_page_t *page, bool first,
+static void finish_page(mcp_call_t *call, cJSON *sc, const exec_page_t *page, bool first,
                         const char *note, const char *err_tail, const char *heal)
 {
     const char *status = cJSON_GetObjectItemCaseSensitive(sc, "status")->valuestring;
@@ -326,7 +324,7 @@ static void finish_refused(ptc_execute_t *ex, mcp_call_t *call, const char *mess
 {
     cJSON *sc = base_fields("refused", -1, NULL, 0, 0, false, 0, ex->unsafe ? "none" : "full");
     char empty_out[1] = "", empty_err[1] = "";
-    ptc_page_t page = {.out = empty_out, .err = empty_err, .cursor = NULL};
+    exec_page_t page = {.out = empty_out, .err = empty_err, .cursor = NULL};
     if (sc == NULL) {
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
@@ -672,8 +670,8 @@ static int capture(job_t *j, const exec_result_t *r, outcome_t *o)
     memset(o, 0, sizeof *o);
     o->status = r->status;
     o->exit_code = r->exit_code;
-    o->out = ptc_utf8_sanitize((const char *)r->out.data, r->out.len, &o->out_len);
-    o->err = ptc_utf8_sanitize((const char *)r->err.data, r->err.len, &o->err_len);
+    o->out = exec_pages_utf8_sanitize((const char *)r->out.data, r->out.len, &o->out_len);
+    o->err = exec_pages_utf8_sanitize((const char *)r->err.data, r->err.len, &o->err_len);
     o->signal_name = r->signal_name ? strdup(r->signal_name) : NULL;
     o->out_total = r->out.total;
     o->err_total = r->err.total;
@@ -973,10 +971,10 @@ static void finish_job(job_t *j)
     cJSON *meta = ok ? meta_of(sc) : NULL;
     char *meta_text = meta ? cJSON_PrintUnformatted(meta) : NULL;
     cJSON_Delete(meta);
-    ptc_page_t page;
-    int rc = meta_text ? ptc_pages_first(ex->pages, meta_text, o->out, o->out_len, o->err,
-                                         o->err_len, ex->page_chars, uv_now(ex->loop), &page)
-                       : PTC_PAGES_ENOMEM;
+    exec_page_t page;
+    int rc = meta_text ? exec_pages_first(ex->pages, meta_text, o->out, o->out_len, o->err,
+                                          o->err_len, ex->page_chars, uv_now(ex->loop), &page)
+                       : EXEC_PAGES_ENOMEM;
     cJSON_free(meta_text);
     char *err = o->err;
     o->err = NULL;
@@ -986,7 +984,7 @@ static void finish_job(job_t *j)
         free(note.s);
         free(heal.s);
         cJSON_Delete(sc);
-        if (rc == 0) ptc_page_clear(&page);
+        if (rc == 0) exec_page_clear(&page);
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR,
                                   "out of memory building the result");
         return;
@@ -995,7 +993,7 @@ static void finish_job(job_t *j)
     free(note.s);
     free(heal.s);
     free(err);
-    ptc_page_clear(&page);
+    exec_page_clear(&page);
 }
 
 /* Ends the loop with the last failure and says why no (further) repair was made. */
@@ -1219,9 +1217,9 @@ static void ask_repair(job_t *j)
 
 static void fetch_page(ptc_execute_t *ex, mcp_call_t *call, const char *cursor)
 {
-    ptc_page_t page;
-    int rc = ptc_pages_next(ex->pages, cursor, uv_now(ex->loop), &page);
-    if (rc == PTC_PAGES_EXPIRED) {
+    exec_page_t page;
+    int rc = exec_pages_next(ex->pages, cursor, uv_now(ex->loop), &page);
+    if (rc == EXEC_PAGES_EXPIRED) {
         mcp_call_finish_text(call, true,
                              "Unknown or expired cursor: output is kept for 30 minutes after its "
                              "last page was read. Run the code again.");
@@ -1229,12 +1227,12 @@ static void fetch_page(ptc_execute_t *ex, mcp_call_t *call, const char *cursor)
     }
     cJSON *sc = rc == 0 && page.meta ? cJSON_Parse(page.meta) : NULL;
     if (sc == NULL) {
-        ptc_page_clear(&page);
+        exec_page_clear(&page);
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
     }
     finish_page(call, sc, &page, false, NULL, NULL, NULL);
-    ptc_page_clear(&page);
+    exec_page_clear(&page);
 }
 
 static void handle(mcp_call_t *call, const cJSON *args, void *data)
@@ -1371,8 +1369,8 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
     eo.n_pass_env = o->n_pass_env;
     eo.unsafe_no_sandbox = o->unsafe_no_sandbox;
     eo.test_disable_layer = getenv("PTC_TEST_DISABLE_LAYER");
-    int rc = ptc_pages_new(EXECUTE_PAGES_MAX_BYTES, EXECUTE_PAGES_MAX_RUNS, EXECUTE_PAGES_TTL_MS,
-                           &ex->pages);
+    int rc = exec_pages_new(EXECUTE_PAGES_MAX_BYTES, EXECUTE_PAGES_MAX_RUNS, EXECUTE_PAGES_TTL_MS,
+                            &ex->pages);
     if (rc < 0) {
         ptc_repairer_http_free(ex->repairer);
         if (ex->audit != NULL) fclose(ex->audit);
@@ -1382,7 +1380,7 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
     rc = exec_pool_new(loop, &eo, &ex->pool);
     if (rc < 0) {
         mcp_log(lg, MCP_LOG_ERROR, "executor: %s. %s", exec_strerror(rc), exec_error_hint(rc));
-        ptc_pages_free(ex->pages);
+        exec_pages_free(ex->pages);
         ptc_repairer_http_free(ex->repairer);
         if (ex->audit != NULL) fclose(ex->audit);
         free(ex);
@@ -1479,11 +1477,11 @@ void ptc_execute_free(ptc_execute_t *ex)
     ptc_repairer_http_free(ex->repairer);
     free(ex->described);
     exec_pool_free(ex->pool);
-    ptc_pages_free(ex->pages);
+    exec_pages_free(ex->pages);
     free(ex);
 }
 
-ptc_pages_t *ptc_execute_pages(const ptc_execute_t *ex)
+exec_pages_t *ptc_execute_pages(const ptc_execute_t *ex)
 {
     return ex->pages;
 }

@@ -150,7 +150,7 @@ void ptc_bundle_stop(ptc_bundle_t *b);
 void ptc_bundle_free(ptc_bundle_t *b);
 
 /** The store of execute_code's output pages and the loop (borrowed; they live as long as ex). */
-struct ptc_pages *ptc_execute_pages(const ptc_execute_t *ex);
+struct exec_pages *ptc_execute_pages(const ptc_execute_t *ex);
 uv_loop_t *ptc_execute_loop(const ptc_execute_t *ex);
 /** Adds the resource template ptc://output/{cursor}: reading it returns the execute_code output
  *  page behind that cursor (output_resources.c). */

@@ -27,8 +27,8 @@
  * parameter names are what goes on the wire. Every text from the catalog is written as an
  * ASCII Python string literal with escapes, so no description or name can inject code.
  */
-#ifndef PTC_SERVER_PYBUNDLE_H
-#define PTC_SERVER_PYBUNDLE_H
+#ifndef PTC_PYBUNDLE_H
+#define PTC_PYBUNDLE_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
-/* bridge_proto.c - parsing bridge request lines and building answer lines (bridge_proto.h). */
-#include "bridge_proto.h"
+/* proto.c - parsing bridge request lines and building answer lines (bridge.h). */
+#include "bridge.h"
 
 #include <inttypes.h>
 #include <stdbool.h>

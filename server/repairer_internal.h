@@ -1,8 +1,8 @@
-/* repair_internal.h - what the two repairers share (not a public header). */
-#ifndef PTC_SERVER_REPAIR_INTERNAL_H
-#define PTC_SERVER_REPAIR_INTERNAL_H
+/* repairer_internal.h - what the two repairers share (not a public header). */
+#ifndef PTC_SERVER_REPAIRER_INTERNAL_H
+#define PTC_SERVER_REPAIRER_INTERNAL_H
 
-#include "repair.h"
+#include "repairers.h"
 
 typedef enum repair_kind { REPAIR_SAMPLING, REPAIR_HTTP } repair_kind_t;
 

@@ -20,16 +20,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bridge_proto.h"
+#include "bridge.h"
 #include "pybundle.h"
 
 #define PYTHON "/usr/bin/python3"
 
-/* tests/unit/server/test_pybundle.c -> tests/fixtures/<name> (CMake compiles by full path). */
+/* tests/unit/pybundle/test_pybundle.c -> tests/fixtures/<name> (CMake compiles by full path). */
 static void fixture_path(const char *name, char *out, size_t size)
 {
     const char *me = __FILE__;
-    const char *cut = strstr(me, "unit/server/test_pybundle.c");
+    const char *cut = strstr(me, "unit/pybundle/test_pybundle.c");
     assert_non_null(cut);
     int n = snprintf(out, size, "%.*sfixtures/%s", (int)(cut - me), me, name);
     assert_true(n > 0 && (size_t)n < size);

@@ -1,5 +1,5 @@
 /* journal.c - the replay journal: kept results of side-effecting calls, by key and occurrence. */
-#include "journal.h"
+#include "repair.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -15,7 +15,7 @@
 
 #include <mbedtls/sha256.h>
 
-#include "bridge_host.h"
+#include "bridge.h"
 
 #define FAKE_CALLS_MAX 80
 #define LOOP_TURNS_MAX 100000 /* a test that waits for more turns than this is stuck */

@@ -1,7 +1,5 @@
-/* bridge_host.c - the host end of one run's bridge: checks, dispatch, answers, emit, audit. */
-#include "bridge_host.h"
-
-#include "journal.h"
+/* host.c - the host end of one run's bridge: checks, dispatch, answers, emit, audit. */
+#include "bridge.h"
 
 #include <fnmatch.h>
 #include <inttypes.h>

@@ -1,5 +1,5 @@
 /* pages.c - the output page store behind execute_code's cursors. */
-#include "pages.h"
+#include "executor.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,26 +18,26 @@ typedef struct entry {
     struct entry *prev, *next; /* most recently used first */
 } entry_t;
 
-struct ptc_pages {
+struct exec_pages {
     size_t max_bytes, max_entries, bytes, n;
     uint64_t ttl_ms;
     entry_t *head, *tail;
 };
 
-int ptc_pages_new(size_t max_bytes, size_t max_entries, uint64_t ttl_ms, ptc_pages_t **out)
+int exec_pages_new(size_t max_bytes, size_t max_entries, uint64_t ttl_ms, exec_pages_t **out)
 {
     *out = NULL;
-    if (max_bytes == 0 || max_entries == 0 || ttl_ms == 0) return PTC_PAGES_EINVAL;
-    ptc_pages_t *p = calloc(1, sizeof *p);
-    if (p == NULL) return PTC_PAGES_ENOMEM;
+    if (max_bytes == 0 || max_entries == 0 || ttl_ms == 0) return EXEC_PAGES_EINVAL;
+    exec_pages_t *p = calloc(1, sizeof *p);
+    if (p == NULL) return EXEC_PAGES_ENOMEM;
     p->max_bytes = max_bytes;
     p->max_entries = max_entries;
     p->ttl_ms = ttl_ms;
     *out = p;
-    return PTC_PAGES_OK;
+    return EXEC_PAGES_OK;
 }
 
-static void unlink_entry(ptc_pages_t *p, entry_t *e)
+static void unlink_entry(exec_pages_t *p, entry_t *e)
 {
     if (e->prev)
         e->prev->next = e->next;
@@ -50,7 +50,7 @@ static void unlink_entry(ptc_pages_t *p, entry_t *e)
     e->prev = e->next = NULL;
 }
 
-static void push_front(ptc_pages_t *p, entry_t *e)
+static void push_front(exec_pages_t *p, entry_t *e)
 {
     e->next = p->head;
     e->prev = NULL;
@@ -59,7 +59,7 @@ static void push_front(ptc_pages_t *p, entry_t *e)
     if (p->tail == NULL) p->tail = e;
 }
 
-static void drop(ptc_pages_t *p, entry_t *e)
+static void drop(exec_pages_t *p, entry_t *e)
 {
     unlink_entry(p, e);
     p->bytes -= e->out_len + e->err_len;
@@ -69,7 +69,7 @@ static void drop(ptc_pages_t *p, entry_t *e)
     free(e);
 }
 
-void ptc_pages_free(ptc_pages_t *p)
+void exec_pages_free(exec_pages_t *p)
 {
     if (p == NULL) return;
     while (p->head)
@@ -77,17 +77,17 @@ void ptc_pages_free(ptc_pages_t *p)
     free(p);
 }
 
-size_t ptc_pages_entries(const ptc_pages_t *p)
+size_t exec_pages_entries(const exec_pages_t *p)
 {
     return p->n;
 }
 
-size_t ptc_pages_bytes(const ptc_pages_t *p)
+size_t exec_pages_bytes(const exec_pages_t *p)
 {
     return p->bytes;
 }
 
-static void expire(ptc_pages_t *p, uint64_t now_ms)
+static void expire(exec_pages_t *p, uint64_t now_ms)
 {
     while (p->tail && now_ms - p->tail->last_used_ms >= p->ttl_ms)
         drop(p, p->tail);
@@ -149,7 +149,7 @@ static char *make_cursor(const entry_t *e, uint64_t offset)
 }
 
 /* Fills page with chars characters from character offset `from` of e's text. */
-static int cut(const entry_t *e, uint64_t from, size_t chars, ptc_page_t *page)
+static int cut(const entry_t *e, uint64_t from, size_t chars, exec_page_t *page)
 {
     memset(page, 0, sizeof *page);
     size_t total = e->out_len + e->err_len;
@@ -161,42 +161,42 @@ static int cut(const entry_t *e, uint64_t from, size_t chars, ptc_page_t *page)
     page->out = dup_n(e->text + o0, o1 - o0);
     page->err = dup_n(e->text + e0, e1 - e0);
     if (page->out == NULL || page->err == NULL) {
-        ptc_page_clear(page);
-        return PTC_PAGES_ENOMEM;
+        exec_page_clear(page);
+        return EXEC_PAGES_ENOMEM;
     }
     if (e->meta != NULL && (page->meta = dup_n(e->meta, strlen(e->meta))) == NULL) {
-        ptc_page_clear(page);
-        return PTC_PAGES_ENOMEM;
+        exec_page_clear(page);
+        return EXEC_PAGES_ENOMEM;
     }
     if (end < total) {
         page->cursor = make_cursor(e, from + chars);
         if (page->cursor == NULL) {
-            ptc_page_clear(page);
-            return PTC_PAGES_ENOMEM;
+            exec_page_clear(page);
+            return EXEC_PAGES_ENOMEM;
         }
     }
-    return PTC_PAGES_OK;
+    return EXEC_PAGES_OK;
 }
 
-int ptc_pages_first(ptc_pages_t *p, const char *meta, const char *out, size_t out_len,
-                    const char *err, size_t err_len, size_t page_chars, uint64_t now_ms,
-                    ptc_page_t *page)
+int exec_pages_first(exec_pages_t *p, const char *meta, const char *out, size_t out_len,
+                     const char *err, size_t err_len, size_t page_chars, uint64_t now_ms,
+                     exec_page_t *page)
 {
     memset(page, 0, sizeof *page);
-    if (page_chars == 0) return PTC_PAGES_EINVAL;
+    if (page_chars == 0) return EXEC_PAGES_EINVAL;
     expire(p, now_ms);
     /* Keep at most the store's whole budget for one run; the caller reports the rest. */
     out_len = utf8_floor(out, out_len, p->max_bytes);
     err_len = utf8_floor(err, err_len, p->max_bytes - out_len);
     entry_t *e = calloc(1, sizeof *e);
-    if (e == NULL) return PTC_PAGES_ENOMEM;
+    if (e == NULL) return EXEC_PAGES_ENOMEM;
     e->text = malloc(out_len + err_len + 1);
     e->meta = meta != NULL ? dup_n(meta, strlen(meta)) : NULL;
     if (e->text == NULL || (meta != NULL && e->meta == NULL)) {
         free(e->text);
         free(e->meta);
         free(e);
-        return PTC_PAGES_ENOMEM;
+        return EXEC_PAGES_ENOMEM;
     }
     if (out_len) memcpy(e->text, out, out_len);
     if (err_len) memcpy(e->text + out_len, err, err_len);
@@ -208,13 +208,13 @@ int ptc_pages_first(ptc_pages_t *p, const char *meta, const char *out, size_t ou
     int rc = cut(e, 0, page_chars, page);
     if (rc == 0 && page->cursor != NULL) {
         if (getrandom(e->id, sizeof e->id, 0) != (ssize_t)sizeof e->id) {
-            rc = PTC_PAGES_ENOMEM;
+            rc = EXEC_PAGES_ENOMEM;
         } else {
             free(page->cursor);
             page->cursor = make_cursor(e, page_chars); /* now with the entry's real id */
-            if (page->cursor == NULL) rc = PTC_PAGES_ENOMEM;
+            if (page->cursor == NULL) rc = EXEC_PAGES_ENOMEM;
         }
-        if (rc < 0) ptc_page_clear(page);
+        if (rc < 0) exec_page_clear(page);
     }
     if (rc < 0 || page->cursor == NULL) {
         /* Failed, or everything fitted on one page: nothing to keep. */
@@ -228,7 +228,7 @@ int ptc_pages_first(ptc_pages_t *p, const char *meta, const char *out, size_t ou
     push_front(p, e);
     p->n++;
     p->bytes += out_len + err_len;
-    return PTC_PAGES_OK;
+    return EXEC_PAGES_OK;
 }
 
 static int hexval(char c)
@@ -237,35 +237,35 @@ static int hexval(char c)
     return c != '\0' && q ? (int)(q - hexdig) : -1;
 }
 
-int ptc_pages_next(ptc_pages_t *p, const char *cursor, uint64_t now_ms, ptc_page_t *page)
+int exec_pages_next(exec_pages_t *p, const char *cursor, uint64_t now_ms, exec_page_t *page)
 {
     memset(page, 0, sizeof *page);
     expire(p, now_ms);
     unsigned char id[CURSOR_ID_BYTES];
     if (cursor == NULL || strlen(cursor) < 2 * CURSOR_ID_BYTES + 2 ||
         cursor[2 * CURSOR_ID_BYTES] != '.')
-        return PTC_PAGES_EXPIRED;
+        return EXEC_PAGES_EXPIRED;
     for (size_t i = 0; i < CURSOR_ID_BYTES; i++) {
         int hi = hexval(cursor[2 * i]), lo = hexval(cursor[2 * i + 1]);
-        if (hi < 0 || lo < 0) return PTC_PAGES_EXPIRED;
+        if (hi < 0 || lo < 0) return EXEC_PAGES_EXPIRED;
         id[i] = (unsigned char)(hi << 4 | lo);
     }
     char *end;
     unsigned long long offset = strtoull(cursor + 2 * CURSOR_ID_BYTES + 1, &end, 10);
-    if (*end != '\0' || end == cursor + 2 * CURSOR_ID_BYTES + 1) return PTC_PAGES_EXPIRED;
+    if (*end != '\0' || end == cursor + 2 * CURSOR_ID_BYTES + 1) return EXEC_PAGES_EXPIRED;
     entry_t *e = p->head;
     while (e && memcmp(e->id, id, sizeof id) != 0)
         e = e->next;
-    if (e == NULL) return PTC_PAGES_EXPIRED;
+    if (e == NULL) return EXEC_PAGES_EXPIRED;
     size_t total_chars = utf8_count(e->text, e->out_len + e->err_len);
-    if (offset >= total_chars) return PTC_PAGES_EXPIRED;
+    if (offset >= total_chars) return EXEC_PAGES_EXPIRED;
     e->last_used_ms = now_ms;
     unlink_entry(p, e);
     push_front(p, e);
     return cut(e, offset, e->page_chars, page);
 }
 
-void ptc_page_clear(ptc_page_t *page)
+void exec_page_clear(exec_page_t *page)
 {
     free(page->out);
     free(page->err);
@@ -274,7 +274,7 @@ void ptc_page_clear(ptc_page_t *page)
     memset(page, 0, sizeof *page);
 }
 
-char *ptc_utf8_sanitize(const char *bytes, size_t len, size_t *out_len)
+char *exec_pages_utf8_sanitize(const char *bytes, size_t len, size_t *out_len)
 {
     /* Each bad byte becomes U+FFFD (3 bytes), so 3x is the worst case. */
     char *o = malloc(len * 3 + 1);

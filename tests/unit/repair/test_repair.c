@@ -6,10 +6,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "journal.h"
+#include "repair.h"
 #include "repair.h"
 
 static void fp_of(const char *status, int exit_code, const char *sig, const char *err, char *out,

@@ -1,5 +1,5 @@
 /* pybundle.c - generates the sandbox's `tools` Python package from a catalog (pybundle.h). */
-#include "pybundle.h"
+#include "internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -34,50 +34,6 @@ const char *ptc_pybundle_strerror(int err)
     default:
         return "unknown pybundle error";
     }
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* A capped text buffer: the first failure sticks, so callers check once at the end.        */
-
-typedef struct buf {
-    char *p;
-    size_t len, cap;
-    int err;
-} buf_t;
-
-static void buf_put(buf_t *b, const char *s, size_t n)
-{
-    if (b->err) return;
-    if (n > PTC_PYBUNDLE_FILE_MAX - b->len) {
-        b->err = PTC_PYBUNDLE_ETOOBIG;
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->err = PTC_PYBUNDLE_ENOMEM;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void buf_puts(buf_t *b, const char *s)
-{
-    buf_put(b, s, strlen(s));
-}
-
-static void buf_free(buf_t *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -126,7 +82,7 @@ static size_t utf8_cut(const char *s, size_t max)
 static void py_str(buf_t *b, const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;
-    buf_put(b, "\"", 1);
+    ptc__pybundle_put(b, "\"", 1);
     size_t i = 0;
     while (i < n && !b->err) {
         uint32_t cp;
@@ -152,9 +108,9 @@ static void py_str(buf_t *b, const char *s, size_t n)
         } else {
             snprintf(esc, sizeof esc, "\\U%08x", (unsigned)cp);
         }
-        buf_puts(b, esc);
+        ptc__pybundle_puts(b, esc);
     }
-    buf_put(b, "\"", 1);
+    ptc__pybundle_put(b, "\"", 1);
 }
 
 static const char *const PY_KEYWORDS[] = {
@@ -371,7 +327,7 @@ static void first_line(const char *s, size_t max, buf_t *out)
 {
     size_t n = strcspn(s, "\r\n");
     if (n > max) n = utf8_cut(s, max);
-    buf_put(out, s, n);
+    ptc__pybundle_put(out, s, n);
 }
 
 /* Writes one function into mod and its entry into fns (the _catalog.json list). */
@@ -389,46 +345,46 @@ static int gen_function(buf_t *mod, cJSON *fns, names_t *fnames, const reg_tool_
         rc = unique_name(&pnames, MODULE_RESERVED, NRES(MODULE_RESERVED), ps[i].wire, ps[i].ident);
     if (rc) goto out;
 
-    buf_puts(mod, "\n\ndef ");
-    buf_puts(mod, fname);
-    buf_puts(mod, "(");
-    buf_puts(&sig, fname);
-    buf_puts(&sig, "(");
+    ptc__pybundle_puts(mod, "\n\ndef ");
+    ptc__pybundle_puts(mod, fname);
+    ptc__pybundle_puts(mod, "(");
+    ptc__pybundle_puts(&sig, fname);
+    ptc__pybundle_puts(&sig, "(");
     for (size_t i = 0; i < np; i++) {
         const char *annot, *shown;
         type_hint(ps[i].prop, &annot, &shown);
         const char *sep = i ? ", " : "";
-        buf_puts(mod, sep);
-        buf_puts(mod, ps[i].ident);
-        buf_puts(mod, ": ");
-        buf_puts(mod, annot);
-        buf_puts(&sig, sep);
-        buf_puts(&sig, ps[i].ident);
-        buf_puts(&sig, ": ");
-        buf_puts(&sig, shown);
+        ptc__pybundle_puts(mod, sep);
+        ptc__pybundle_puts(mod, ps[i].ident);
+        ptc__pybundle_puts(mod, ": ");
+        ptc__pybundle_puts(mod, annot);
+        ptc__pybundle_puts(&sig, sep);
+        ptc__pybundle_puts(&sig, ps[i].ident);
+        ptc__pybundle_puts(&sig, ": ");
+        ptc__pybundle_puts(&sig, shown);
         if (!ps[i].required) {
-            buf_puts(mod, " = None");
-            buf_puts(&sig, " = None");
+            ptc__pybundle_puts(mod, " = None");
+            ptc__pybundle_puts(&sig, " = None");
         }
     }
-    buf_puts(mod, ") -> _ptc_Any:\n    ");
-    buf_puts(&sig, ")");
+    ptc__pybundle_puts(mod, ") -> _ptc_Any:\n    ");
+    ptc__pybundle_puts(&sig, ")");
 
     /* Docstring: the description, then one line per parameter, all within DOC_MAX. */
-    buf_put(&doc, t->description, utf8_cut(t->description, PTC_PYBUNDLE_DOC_MAX));
-    if (np) buf_puts(&doc, doc.len ? "\n\nArgs:" : "Args:");
+    ptc__pybundle_put(&doc, t->description, utf8_cut(t->description, PTC_PYBUNDLE_DOC_MAX));
+    if (np) ptc__pybundle_puts(&doc, doc.len ? "\n\nArgs:" : "Args:");
     for (size_t i = 0; i < np && doc.len < PTC_PYBUNDLE_DOC_MAX; i++) {
         const char *annot, *shown;
         type_hint(ps[i].prop, &annot, &shown);
-        buf_puts(&doc, "\n    ");
-        buf_puts(&doc, ps[i].ident);
-        buf_puts(&doc, " (");
-        buf_puts(&doc, shown);
-        buf_puts(&doc, ps[i].required ? ", required)" : ", optional)");
+        ptc__pybundle_puts(&doc, "\n    ");
+        ptc__pybundle_puts(&doc, ps[i].ident);
+        ptc__pybundle_puts(&doc, " (");
+        ptc__pybundle_puts(&doc, shown);
+        ptc__pybundle_puts(&doc, ps[i].required ? ", required)" : ", optional)");
         const cJSON *d =
             ps[i].prop ? cJSON_GetObjectItemCaseSensitive(ps[i].prop, "description") : NULL;
         if (cJSON_IsString(d) && d->valuestring[0]) {
-            buf_puts(&doc, ": ");
+            ptc__pybundle_puts(&doc, ": ");
             first_line(d->valuestring, 400, &doc);
         }
     }
@@ -437,24 +393,24 @@ static int gen_function(buf_t *mod, cJSON *fns, names_t *fnames, const reg_tool_
         goto out;
     }
     py_str(mod, doc.p ? doc.p : "", doc.len);
-    buf_puts(mod, "\n    return _ptc_rt._invoke(");
+    ptc__pybundle_puts(mod, "\n    return _ptc_rt._invoke(");
     py_str(mod, t->server, strlen(t->server));
-    buf_puts(mod, ", ");
+    ptc__pybundle_puts(mod, ", ");
     py_str(mod, t->name, strlen(t->name));
     for (int want = 1; want >= 0; want--) {
-        buf_puts(mod, ", {");
+        ptc__pybundle_puts(mod, ", {");
         bool first = true;
         for (size_t i = 0; i < np; i++) {
             if (ps[i].required != (want == 1)) continue;
-            if (!first) buf_puts(mod, ", ");
+            if (!first) ptc__pybundle_puts(mod, ", ");
             first = false;
             py_str(mod, ps[i].wire, strlen(ps[i].wire));
-            buf_puts(mod, ": ");
-            buf_puts(mod, ps[i].ident);
+            ptc__pybundle_puts(mod, ": ");
+            ptc__pybundle_puts(mod, ps[i].ident);
         }
-        buf_puts(mod, "}");
+        ptc__pybundle_puts(mod, "}");
     }
-    buf_puts(mod, ")\n");
+    ptc__pybundle_puts(mod, ")\n");
 
     buf_t summary = {0};
     first_line(t->description, 200, &summary);
@@ -467,10 +423,10 @@ static int gen_function(buf_t *mod, cJSON *fns, names_t *fnames, const reg_tool_
         !cJSON_AddStringToObject(fn, "summary", summary.p ? summary.p : "")) {
         rc = sig.err ? sig.err : summary.err ? summary.err : PTC_PYBUNDLE_ENOMEM;
     }
-    buf_free(&summary);
+    ptc__pybundle_buf_free(&summary);
 out:
-    buf_free(&sig);
-    buf_free(&doc);
+    ptc__pybundle_buf_free(&sig);
+    ptc__pybundle_buf_free(&doc);
     names_free(&pnames);
     free(ps);
     return rc;
@@ -679,16 +635,16 @@ static int gen_module(gen_t *g, names_t *mnames, const char *server, size_t ntoo
         cJSON_Delete(fns);
         return PTC_PYBUNDLE_ENOMEM;
     }
-    buf_puts(&mod, "# Generated by ptc-mcp from the tool registry; do not edit.\n");
+    ptc__pybundle_puts(&mod, "# Generated by ptc-mcp from the tool registry; do not edit.\n");
     buf_t doc = {0};
-    buf_puts(&doc, "Tools of the MCP server ");
-    buf_puts(&doc, server);
-    buf_puts(&doc, ".");
+    ptc__pybundle_puts(&doc, "Tools of the MCP server ");
+    ptc__pybundle_puts(&doc, server);
+    ptc__pybundle_puts(&doc, ".");
     py_str(&mod, doc.p ? doc.p : "", doc.len);
     rc = doc.err;
-    buf_free(&doc);
-    buf_puts(&mod, "\n");
-    buf_puts(&mod, MODULE_HEAD);
+    ptc__pybundle_buf_free(&doc);
+    ptc__pybundle_puts(&mod, "\n");
+    ptc__pybundle_puts(&mod, MODULE_HEAD);
     for (size_t i = 0; i < ntools && !rc; i++) {
         const reg_tool_t *t = reg_catalog_at(g->cat, i);
         if (strcmp(t->server, server) != 0) continue;
@@ -707,12 +663,12 @@ static int gen_module(gen_t *g, names_t *mnames, const char *server, size_t ntoo
         rc = write_file(g->tools_dir, file, mod.p, mod.len);
     }
     if (!rc) {
-        if (g->modules) buf_puts(&g->init, ", ");
+        if (g->modules) ptc__pybundle_puts(&g->init, ", ");
         py_str(&g->init, mname, strlen(mname));
         g->modules++;
     }
     names_free(&fnames);
-    buf_free(&mod);
+    ptc__pybundle_buf_free(&mod);
     return rc;
 }
 
@@ -723,7 +679,7 @@ static int generate(gen_t *g, const char *key)
         !cJSON_AddStringToObject(g->catalog, "key", key) ||
         !cJSON_AddObjectToObject(g->catalog, "modules"))
         return PTC_PYBUNDLE_ENOMEM;
-    buf_puts(&g->init, INIT_PY_HEAD);
+    ptc__pybundle_puts(&g->init, INIT_PY_HEAD);
 
     names_t mnames = {0}, servers = {0};
     /* Only the first TOOLS_MAX tools become functions: this also bounds the quadratic name
@@ -745,7 +701,7 @@ static int generate(gen_t *g, const char *key)
     names_free(&servers);
     if (rc) return rc;
 
-    buf_puts(&g->init, INIT_PY_TAIL);
+    ptc__pybundle_puts(&g->init, INIT_PY_TAIL);
     if (g->init.err) return g->init.err;
     rc = write_file(g->tools_dir, "__init__.py", g->init.p, g->init.len);
     if (!rc)
@@ -807,7 +763,7 @@ int ptc_pybundle_build(const reg_catalog_t *cat, const char *cache_dir, ptc_pybu
     gen_t g = {.cat = cat, .tools_dir = tools};
     rc = generate(&g, info->key);
     cJSON_Delete(g.catalog);
-    buf_free(&g.init);
+    ptc__pybundle_buf_free(&g.init);
     if (rc) {
         if (msg && msg_size)
             snprintf(msg, msg_size, "generating the tools package in %s failed: %s", tmp,

@@ -46,6 +46,7 @@
 #define PTC_PYBUNDLE_FILE_MAX    (64u << 20) /* bytes of one generated file */
 #define PTC_PYBUNDLE_MODULE_SOFT (32u << 20) /* past this, a module's further tools are skipped */
 #define PTC_PYBUNDLE_PATH_MAX    4096
+#define PTC_PYBUNDLE_SIGS_MAX    20 /* tools in one ptc_pybundle_signatures text */
 
 enum {
     PTC_PYBUNDLE_OK = 0,
@@ -102,5 +103,16 @@ long ptc_pybundle_prune(const char *cache_dir, const char *keep_root, int64_t no
  * Exposed for tests.
  */
 size_t ptc_pybundle_identifier(const char *name, char *out, size_t out_size);
+
+/**
+ * The tools a program uses, as the generated package's Python signatures, one a line
+ * ("- tools.MOD.FN(a: str, b: int = None)  # first line of the description"), for a repair
+ * request: first the tools whose ids are in used (an array of strings, may be NULL), then
+ * those the code names (`tools.<module>` and the function's name), and for a module whose named
+ * functions match no tool (a wrong import is the usual mistake) that module's functions, so the
+ * repairer sees what exists; at most PTC_PYBUNDLE_SIGS_MAX. Borrows everything. Caller frees;
+ * NULL when no tool fits or on ENOMEM.
+ */
+char *ptc_pybundle_signatures(const reg_catalog_t *cat, const char *code, const cJSON *used);
 
 #endif

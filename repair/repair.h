@@ -14,8 +14,10 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
+#include <uv.h>
 
 #define PTC_REPAIR_MAX         10   /* the largest max_repairs a caller or --max-repairs may ask */
 #define PTC_REPAIR_ERROR_LINES 5    /* lines of the error sent to a repairer */
@@ -24,7 +26,12 @@
 #define PTC_REPAIR_FRAMES      3    /* innermost frames in a fingerprint */
 #define PTC_REPAIR_MAX_TOKENS  4096 /* asked of the model */
 #define PTC_REPAIR_REPLY_MAX   (256u << 10) /* a reply's text; longer replies are refused */
-#define PTC_REPAIR_SIGS_MAX    20           /* tool signatures in one request */
+#define PTC_REPAIR_MIN_LEFT_MS 1000u        /* no repair is asked for with less time left */
+
+enum {
+    PTC_REPAIR_ENOMEM = -1,
+    PTC_REPAIR_EINVAL = -2, /* max_repairs out of 0..PTC_REPAIR_MAX */
+};
 
 /** The system prompt of every repair request (static). */
 extern const char ptc_repair_system_prompt[];
@@ -173,5 +180,108 @@ const cJSON *ptc_journal_used(const ptc_journal_t *j);
 bool ptc_journal_lost(const ptc_journal_t *j);
 /** Results kept. */
 size_t ptc_journal_count(const ptc_journal_t *j);
+
+/* ---- the repair loop ------------------------------------------------------------------------ */
+/*
+ * One execute_code request: its runs and, with self-healing (max_repairs > 0), the repairs of
+ * a failed run, under one deadline for everything. The host runs the code and asks the model
+ * (ptc_repair_ops_t); the loop keeps the attempts, their history and the replay journal, and
+ * stops at the first of: success; no repairer; the same error again; a repair that changes
+ * nothing; the budget (max_repairs); a journal that lost a result (a rerun could repeat a side
+ * effect); less than PTC_REPAIR_MIN_LEFT_MS left, or the deadline passing while a repair is
+ * asked for. Loop-thread only.
+ */
+
+typedef struct ptc_repair_loop ptc_repair_loop_t;
+
+/** A finished run as the loop sees it (plain data, borrowed for the call). */
+typedef struct ptc_repair_run {
+    const char *status;      /* "ok", "error", "timeout", "killed", "oom" */
+    int exit_code;           /* < 0: none */
+    const char *signal_name; /* NULL: none */
+    const char *err;         /* its stderr, valid UTF-8 without NUL (NULL: none) */
+    uint64_t timeout_ms;     /* the timeout the run had */
+    uint64_t duration_ms;
+    uint64_t tool_calls; /* answered by a tool or from the journal */
+} ptc_repair_run_t;
+
+/** Who repairs, in the words of the result (all static or outliving the loop). */
+typedef struct ptc_repairer_desc {
+    const char *id;     /* an attempt's "repaired_by": "sampling", "http" */
+    const char *who;    /* "the WHO did not give a fix: ..." */
+    const char *by;     /* "N repairs by BY" */
+    const char *asking; /* progress: "asking ASKING for a fix" */
+} ptc_repairer_desc_t;
+
+/** What the host does for the loop. data is the loop's data pointer. */
+typedef struct ptc_repair_ops {
+    /** Starts a run of code (borrowed) with timeout_ms; returns 0 and later calls
+     *  ptc_repair_loop_ran or ptc_repair_loop_refused once, or < 0 with a sentence in msg. */
+    int (*run)(void *data, const char *code, uint64_t timeout_ms, char *msg, size_t msg_size);
+    /** The first run could not be started or run: answer "refused" with message. */
+    void (*refused)(void *data, const char *message);
+    /** The loop is over: answer from the last run and ptc_repair_loop_report. May free the
+     *  loop. Called exactly once (or refused is), unless the loop is freed first. */
+    void (*finish)(void *data);
+    /** The repairer to ask now, or NULL with why (a sentence) when there is none. */
+    const ptc_repairer_desc_t *(*repairer)(void *data, char *why, size_t why_size);
+    /** Sends prompt (borrowed) to that repairer: 0 with *handle set, cb to run once later
+     *  (never before this returns), or < 0 (cb never runs). */
+    int (*ask)(void *data, const char *prompt, ptc_repair_cb cb, void *cb_data, void **handle);
+    /** Stops a request in flight: its cb does not run. */
+    void (*cancel)(void *data, void *handle);
+    /** A sentence for an error code of ask or of its cb (static). */
+    const char *(*strerror)(int err);
+    /** Optional: the signatures of the tools the code uses (used: their ids) for the prompt;
+     *  caller frees, NULL for none. */
+    char *(*signatures)(void *data, const char *code, const cJSON *used);
+    /** Optional: progress of the request (elapsed and total: its deadline, in ms). */
+    void (*progress)(void *data, double elapsed_ms, double total_ms, const char *msg);
+} ptc_repair_ops_t;
+
+/**
+ * A loop for code (copied) whose runs get timeout_ms each, repaired up to max_repairs times
+ * (0..PTC_REPAIR_MAX; 0: no self-healing, no journal), all within deadline_ms from now (or
+ * timeout_ms when longer). A repair longer than code_max bytes holds no usable code. Borrows
+ * uv, ops and data. *out set on 0; PTC_REPAIR_ENOMEM or PTC_REPAIR_EINVAL otherwise.
+ */
+int ptc_repair_loop_new(uv_loop_t *uv, const char *code, uint64_t timeout_ms, long max_repairs,
+                        uint64_t deadline_ms, size_t code_max, const ptc_repair_ops_t *ops,
+                        void *data, ptc_repair_loop_t **out);
+/** Starts the first run (ops may answer and free the loop before this returns). */
+void ptc_repair_loop_start(ptc_repair_loop_t *l);
+/** The current run finished (the host keeps what its answer needs first: finish may run and
+ *  free the loop inside). */
+void ptc_repair_loop_ran(ptc_repair_loop_t *l, const ptc_repair_run_t *run);
+/** The current run could not be run (the sandbox refused): refused or finish runs inside. */
+void ptc_repair_loop_refused(ptc_repair_loop_t *l, const char *message);
+/** Cancels a repair request in flight (through ops->cancel) and frees. NULL allowed. */
+void ptc_repair_loop_free(ptc_repair_loop_t *l);
+
+bool ptc_repair_loop_healing(const ptc_repair_loop_t *l);
+/** The current attempt (1-based) and the budget. */
+unsigned ptc_repair_loop_attempt(const ptc_repair_loop_t *l);
+long ptc_repair_loop_max_repairs(const ptc_repair_loop_t *l);
+/** The current attempt's program (borrowed). */
+const char *ptc_repair_loop_code(const ptc_repair_loop_t *l);
+/** The request's replay journal for the bridge (borrowed; NULL without self-healing). */
+ptc_journal_t *ptc_repair_loop_journal(const ptc_repair_loop_t *l);
+/** True while a repair request is in flight. */
+bool ptc_repair_loop_asking(const ptc_repair_loop_t *l);
+/** Time since the request began and the whole of its deadline, in ms. */
+void ptc_repair_loop_clock(const ptc_repair_loop_t *l, double *elapsed_ms, double *total_ms);
+/** Why the repairs stopped ("" when they did not: success, or no self-healing). */
+const char *ptc_repair_loop_stopped(const ptc_repair_loop_t *l);
+/**
+ * What the result says of self-healing, for last (the run that ends the request): *text the
+ * history, the stop reason, the final code and the packet's line ("" when there is nothing to
+ * say; caller frees), *packet the repair packet for a failed run with self-healing on (with
+ * "stopped"; else NULL; caller deletes). Call before taking the attempts. PTC_REPAIR_ENOMEM.
+ */
+int ptc_repair_loop_report(const ptc_repair_loop_t *l, const ptc_repair_run_t *last, char **text,
+                           cJSON **packet);
+/** The attempts' history [{"attempt", "status", "exit_code", "error", "changes",
+ *  "repaired_by", "duration_ms", "tool_calls", "replayed"}] (caller deletes; then NULL). */
+cJSON *ptc_repair_loop_take_attempts(ptc_repair_loop_t *l);
 
 #endif

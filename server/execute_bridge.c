@@ -13,12 +13,8 @@
 static const reg_tool_t *op_find_tool(void *data, const char *server, const char *tool)
 {
     job_t *j = data;
-    const reg_catalog_t *cat = reg_registry_catalog(ptc_search_registry(j->ex->search));
-    for (size_t i = 0; i < reg_catalog_count(cat); i++) {
-        const reg_tool_t *t = reg_catalog_at(cat, i);
-        if (strcmp(t->server, server) == 0 && strcmp(t->name, tool) == 0) return t;
-    }
-    return NULL;
+    return reg_catalog_find_tool(reg_registry_catalog(ptc_search_registry(j->ex->search)), server,
+                                 tool);
 }
 
 static void op_free(bridge_op_t *op)

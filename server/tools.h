@@ -101,6 +101,21 @@ int ptc_search_query(ptc_search_t *s, const char *query, size_t top_k, ptc_searc
                      void *data, void **handle);
 /** done is not called after this returns. */
 void ptc_search_query_cancel(void *handle);
+/* search_tools' results (search_results.c). */
+/**
+ * Builds search_tools' structuredContent: {"embedder": NAME, "tools": [{"id", "server",
+ * "name", "description", "inputSchema", "score"}]}, scores rounded to 4 decimals. Borrows
+ * res; the caller owns (and cJSON_Deletes) the result. NULL on ENOMEM.
+ */
+cJSON *ptc_search_results_json(const reg_registry_t *reg, const reg_result_t *res, size_t n);
+
+/**
+ * Renders results as the compact text the model reads: one line per tool with its id, score,
+ * description (cut to desc_max bytes on a UTF-8 boundary; 0 means 200) and parameters
+ * (required ones marked *). Returns a malloc'd string the caller frees, or NULL on ENOMEM.
+ */
+char *ptc_search_results_text(const reg_result_t *res, size_t n, size_t desc_max);
+
 /** Stops starting new indexing batches, so the loop can end. */
 void ptc_search_stop(ptc_search_t *s);
 /** Frees; call when the loop has ended (no batch or query in flight). */

@@ -1,5 +1,6 @@
-/* results.c - search results as search_tools returns them: JSON and text for the model. */
-#include "internal.h"
+/* search_results.c - registry search results as search_tools returns them: the MCP
+ * structuredContent and the text for the model. */
+#include "tools.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -8,7 +9,7 @@
 
 #define TEXT_MAX (1u << 20) /* the rendered list never grows past this */
 
-cJSON *reg_results_json(const reg_registry_t *reg, const reg_result_t *res, size_t n)
+cJSON *ptc_search_results_json(const reg_registry_t *reg, const reg_result_t *res, size_t n)
 {
     if (n > 0 && res == NULL) return NULL;
     cJSON *root = cJSON_CreateObject();
@@ -112,7 +113,7 @@ static int is_required(const cJSON *schema, const char *name)
     return 0;
 }
 
-char *reg_results_text(const reg_result_t *res, size_t n, size_t desc_max)
+char *ptc_search_results_text(const reg_result_t *res, size_t n, size_t desc_max)
 {
     if (n > 0 && res == NULL) return NULL;
     if (desc_max == 0) desc_max = 200;

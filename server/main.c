@@ -195,7 +195,7 @@ static int check_downstream(const ptc_options_t *o)
         char buf[8192];
         ptc_downstream_status(d, buf, sizeof buf);
         printf("downstream servers:\n%s", buf);
-        if (strstr(buf, ": failed") != NULL) status = 1;
+        if (ptc_downstream_failed(d) > 0) status = 1;
     }
     ptc_search_stop(search);
     ptc_downstream_stop(d);

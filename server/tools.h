@@ -52,6 +52,8 @@ size_t ptc_downstream_status(const ptc_downstream_t *d, char *buf, size_t size);
  *  ENOMEM. */
 cJSON *ptc_downstream_status_json(const ptc_downstream_t *d);
 size_t ptc_downstream_count(const ptc_downstream_t *d);
+/** Servers that gave up (state failed), for --check's exit status. */
+size_t ptc_downstream_failed(const ptc_downstream_t *d);
 /** Why mcp_client_call_tool on c returned rc, as one sentence naming the server's state. */
 void ptc_downstream_refusal(mcp_client_t *c, int rc, char *buf, size_t size);
 /** The client of a configured server, or NULL (borrowed). */

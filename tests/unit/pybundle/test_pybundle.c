@@ -907,10 +907,43 @@ static void random_hostile_catalog_round_trips_through_python(void **state)
     remove_tree(cache);
 }
 
+/* The repair request's signatures: the tools called first, then those the code names, and for
+ * a module whose named functions match nothing, the module's functions. */
+static void signatures_list_called_named_and_module_tools(void **state)
+{
+    (void)state;
+    reg_catalog_t *cat = load_catalog();
+    cJSON *used = cJSON_CreateArray();
+    assert_non_null(used);
+    assert_true(cJSON_AddItemToArray(used, cJSON_CreateString("everything__fail")));
+    char *s = ptc_pybundle_signatures(cat, "from tools.everything import echo\necho(message='x')\n",
+                                      used);
+    assert_non_null(s);
+    const char *fail = strstr(s, "- tools.everything.fail(reason: str)  # Always fails.\n");
+    const char *echo = strstr(s, "- tools.everything.echo(count: int = None, message: str, ratio: "
+                                 "float = None, flag: bool = None, tags: list = None");
+    assert_non_null(fail);
+    assert_non_null(echo);
+    assert_true(fail < echo);                          /* the called tool first */
+    assert_null(strstr(s, "tools.everything.plain(")); /* named functions matched: no others */
+    free(s);
+    /* A wrong name in a known module: the module's functions, so the repairer sees them. */
+    s = ptc_pybundle_signatures(cat, "import tools.everything\ntools.everything.nosuch()\n", NULL);
+    assert_non_null(s);
+    assert_non_null(strstr(s, "- tools.everything.plain()  # Answers plain text.\n"));
+    assert_non_null(strstr(s, "- tools.everything.echo("));
+    free(s);
+    /* No tools called or named: nothing. */
+    assert_null(ptc_pybundle_signatures(cat, "print(1)\n", NULL));
+    cJSON_Delete(used);
+    reg_catalog_free(cat);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(identifiers_are_sanitised),
+        cmocka_unit_test(signatures_list_called_named_and_module_tools),
         cmocka_unit_test(bundle_has_modules_functions_and_escaped_text),
         cmocka_unit_test(unchanged_catalog_hits_the_cache_and_a_change_regenerates),
         cmocka_unit_test(prune_removes_packages_unused_past_the_age_but_never_the_one_in_use),

@@ -34,6 +34,8 @@
 #include <stdint.h>
 #include <stddef.h>
 
+#include <uv.h>
+
 #include "registry.h"
 
 /* Bumped whenever the generated text changes: it is part of the cache key. */
@@ -114,5 +116,37 @@ size_t ptc_pybundle_identifier(const char *name, char *out, size_t out_size);
  * NULL when no tool fits or on ENOMEM.
  */
 char *ptc_pybundle_signatures(const reg_catalog_t *cat, const char *code, const cJSON *used);
+
+/* ---- the package in use, kept in step with a registry (cache.c) ------------------------ */
+
+enum {
+    PTC_PYBUNDLE_LOG_DEBUG = 0,
+    PTC_PYBUNDLE_LOG_INFO = 1,
+    PTC_PYBUNDLE_LOG_WARNING = 2,
+    PTC_PYBUNDLE_LOG_ERROR = 3,
+};
+
+/** Where the cache's lines go (one sentence, borrowed for the call; loop thread). */
+typedef void (*ptc_pybundle_log_fn)(void *data, int level, const char *line);
+
+typedef struct ptc_pybundle_cache ptc_pybundle_cache_t;
+
+/** Creates the manager for reg (borrowed; log may be NULL); packages go under
+ *  $XDG_CACHE_HOME/ptc-mcp (or ~/.cache/ptc-mcp). PTC_PYBUNDLE_ENOMEM. */
+int ptc_pybundle_cache_new(uv_loop_t *loop, reg_registry_t *reg, ptc_pybundle_log_fn log,
+                           void *log_data, ptc_pybundle_cache_t **out);
+/** The registry changed: builds a package for it on the thread pool (coalescing changes). */
+void ptc_pybundle_cache_refresh(ptc_pybundle_cache_t *b);
+/** The newest finished package's folder (mount it read-only), or NULL before the first. */
+const char *ptc_pybundle_cache_root(const ptc_pybundle_cache_t *b);
+/** Its modules: [{"module", "server"}] (borrowed; NULL before the first build). */
+const cJSON *ptc_pybundle_cache_modules(const ptc_pybundle_cache_t *b);
+/** cb runs on the loop after every finished build (to describe the new modules). */
+void ptc_pybundle_cache_on_built(ptc_pybundle_cache_t *b, void (*cb)(void *data), void *data);
+/** Packages actually generated (not reused from the cache) since start. */
+unsigned long ptc_pybundle_cache_generated(const ptc_pybundle_cache_t *b);
+/** No more builds (the loop can end); free once it has. */
+void ptc_pybundle_cache_stop(ptc_pybundle_cache_t *b);
+void ptc_pybundle_cache_free(ptc_pybundle_cache_t *b);
 
 #endif

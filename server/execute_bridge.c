@@ -214,7 +214,7 @@ static const ptc_bridge_ops_t bridge_ops = {
 
 int ptc__execute_open_bridge(ptc_execute_t *ex, job_t *j)
 {
-    if (ex->bundle == NULL || ptc_bundle_root(ex->bundle) == NULL) return -1;
+    if (ex->bundle == NULL || ptc_pybundle_cache_root(ex->bundle) == NULL) return -1;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
         mcp_log(ex->lg, MCP_LOG_ERROR, "bridge: socketpair: %s", strerror(errno));

@@ -33,7 +33,7 @@ struct ptc_execute {
     /* Programmatic tool calling (ptc_execute_attach): the bridge's settings and peers. */
     ptc_search_t *search;
     ptc_downstream_t *downstream;
-    ptc_bundle_t *bundle;
+    ptc_pybundle_cache_t *bundle;
     ptc_bridge_limits_t lim;
     FILE *audit;
     unsigned long runs;

@@ -175,7 +175,7 @@ static int op_run(void *data, const char *code, uint64_t timeout_ms, char *msg, 
     exec_run_opts_t ro;
     exec_run_opts_init(&ro);
     ro.bridge_fd = ptc__execute_open_bridge(ex, j);
-    if (ro.bridge_fd >= 0) ro.ro_dir = ptc_bundle_root(ex->bundle);
+    if (ro.bridge_fd >= 0) ro.ro_dir = ptc_pybundle_cache_root(ex->bundle);
     int rc = exec_run_start_ex(ex->pool, code, timeout_ms, &ro, &cb, &j->run);
     if (rc >= 0) return 0;
     j->run = NULL;
@@ -454,7 +454,7 @@ int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv)
 void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *modules)
 {
     /* runs will bind this package folder: have the warm sandboxes made with it */
-    const char *root = ex->bundle ? ptc_bundle_root(ex->bundle) : NULL;
+    const char *root = ex->bundle ? ptc_pybundle_cache_root(ex->bundle) : NULL;
     if (root != NULL && !ex->unsafe) exec_pool_warm_for(ex->pool, root);
     sbuf_t d = {0};
     ptc__sb_str(&d, description);
@@ -493,7 +493,7 @@ void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *mod
 }
 
 void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_t *downstream,
-                        ptc_bundle_t *bundle)
+                        ptc_pybundle_cache_t *bundle)
 {
     ex->search = search;
     ex->downstream = downstream;

@@ -1,20 +1,21 @@
-/* bundle.c - keeps the sandbox's `tools` Python package in step with the registry: after every
- * change, a snapshot of the catalog is turned into a package (server/pybundle.c) on the thread
- * pool, since generating writes files. Runs use the newest finished package. */
-#include "tools.h"
-
+/* cache.c - keeps the sandbox's `tools` Python package in step with the registry: after every
+ * change, a snapshot of the catalog is turned into a package (pybundle.c) on the thread pool,
+ * since generating writes files. Runs use the newest finished package. */
 #include "pybundle.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
-struct ptc_bundle {
+struct ptc_pybundle_cache {
     uv_loop_t *loop;
-    const mcp_logger_t *lg;
-    ptc_search_t *search;
+    ptc_pybundle_log_fn log;
+    void *log_data;
+    reg_registry_t *reg;
     char cache_dir[PTC_PYBUNDLE_PATH_MAX];
     /* The build on the thread pool and its inputs/outputs. */
     uv_work_t work;
@@ -40,6 +41,21 @@ struct ptc_bundle {
 };
 
 #define BUNDLE_TOUCH_MS (24u * 60 * 60 * 1000)
+
+static void say(const ptc_pybundle_cache_t *b, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* One line for the owner's log (room for a full path and its sentence). */
+static void say(const ptc_pybundle_cache_t *b, int level, const char *fmt, ...)
+{
+    if (b->log == NULL) return;
+    char line[PTC_PYBUNDLE_PATH_MAX + 512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    b->log(b->log_data, level, line);
+}
 
 /* The program's cache base (reg_cache_base), created 0700 as needed with its parent. */
 static int cache_dir(char *out, size_t size)
@@ -137,7 +153,7 @@ static cJSON *read_modules(const char *root)
 
 static void build_work(uv_work_t *w)
 {
-    ptc_bundle_t *b = w->data;
+    ptc_pybundle_cache_t *b = w->data;
     reg_catalog_t *cat = NULL;
     b->rc = reg_catalog_new(&cat);
     if (b->rc == 0)
@@ -156,17 +172,17 @@ static void build_work(uv_work_t *w)
     b->new_modules = b->rc == 0 ? read_modules(b->info.root) : NULL;
 }
 
-static void start_build(ptc_bundle_t *b);
+static void start_build(ptc_pybundle_cache_t *b);
 
 static void build_done(uv_work_t *w, int status)
 {
-    ptc_bundle_t *b = w->data;
+    ptc_pybundle_cache_t *b = w->data;
     b->building = false;
     cJSON_Delete(b->snapshot);
     b->snapshot = NULL;
     if (status != 0 || b->rc < 0) {
-        mcp_log(b->lg, MCP_LOG_ERROR, "tools package for sandboxed code not built: %s",
-                status != 0 ? uv_strerror(status) : b->msg);
+        say(b, PTC_PYBUNDLE_LOG_ERROR, "tools package for sandboxed code not built: %s",
+            status != 0 ? uv_strerror(status) : b->msg);
     } else {
         char *root = strdup(b->info.root);
         if (root != NULL) {
@@ -178,16 +194,16 @@ static void build_done(uv_work_t *w, int status)
         }
         if (b->info.generated) {
             b->generated++;
-            mcp_log(b->lg, MCP_LOG_INFO,
-                    "tools package generated: %zu modules, %zu functions (%zu without one) in %s",
-                    b->info.modules, b->info.functions, b->info.skipped, b->info.root);
+            say(b, PTC_PYBUNDLE_LOG_INFO,
+                "tools package generated: %zu modules, %zu functions (%zu without one) in %s",
+                b->info.modules, b->info.functions, b->info.skipped, b->info.root);
         } else {
-            mcp_log(b->lg, MCP_LOG_DEBUG, "tools package unchanged: %s", b->info.root);
+            say(b, PTC_PYBUNDLE_LOG_DEBUG, "tools package unchanged: %s", b->info.root);
         }
     }
     if (b->pruned > 0)
-        mcp_log(b->lg, MCP_LOG_INFO, "removed %ld tools package(s) unused for %ld days from %s",
-                b->pruned, REG_CACHE_PRUNE_AGE_S / (24 * 60 * 60), b->cache_dir);
+        say(b, PTC_PYBUNDLE_LOG_INFO, "removed %ld tools package(s) unused for %ld days from %s",
+            b->pruned, REG_CACHE_PRUNE_AGE_S / (24 * 60 * 60), b->cache_dir);
     cJSON_Delete(b->new_modules); /* when it was not taken above */
     b->new_modules = NULL;
     if (status == 0 && b->rc == 0 && b->on_built != NULL && !b->stopping)
@@ -195,12 +211,12 @@ static void build_done(uv_work_t *w, int status)
     if (b->dirty && !b->stopping) start_build(b);
 }
 
-static void start_build(ptc_bundle_t *b)
+static void start_build(ptc_pybundle_cache_t *b)
 {
     b->dirty = false;
-    b->snapshot = snapshot(reg_registry_catalog(ptc_search_registry(b->search)));
+    b->snapshot = snapshot(reg_registry_catalog(b->reg));
     if (b->snapshot == NULL) {
-        mcp_log(b->lg, MCP_LOG_ERROR, "tools package: out of memory");
+        say(b, PTC_PYBUNDLE_LOG_ERROR, "tools package: out of memory");
         return;
     }
     b->work.data = b;
@@ -208,7 +224,7 @@ static void start_build(ptc_bundle_t *b)
     if (rc < 0) {
         cJSON_Delete(b->snapshot);
         b->snapshot = NULL;
-        mcp_log(b->lg, MCP_LOG_ERROR, "tools package: %s", uv_strerror(rc));
+        say(b, PTC_PYBUNDLE_LOG_ERROR, "tools package: %s", uv_strerror(rc));
         return;
     }
     b->building = true;
@@ -216,17 +232,17 @@ static void start_build(ptc_bundle_t *b)
 
 static void touch_done(uv_fs_t *req)
 {
-    ptc_bundle_t *b = req->data;
+    ptc_pybundle_cache_t *b = req->data;
     if (req->result < 0)
-        mcp_log(b->lg, MCP_LOG_WARNING, "tools package %s: not marked as in use: %s", req->path,
-                uv_strerror((int)req->result));
+        say(b, PTC_PYBUNDLE_LOG_WARNING, "tools package %s: not marked as in use: %s", req->path,
+            uv_strerror((int)req->result));
     uv_fs_req_cleanup(req);
     b->touching = false;
 }
 
 static void touch_cb(uv_timer_t *t)
 {
-    ptc_bundle_t *b = t->data;
+    ptc_pybundle_cache_t *b = t->data;
     if (b->root == NULL || b->touching || b->stopping) return;
     double now = (double)time(NULL);
     b->touch_req.data = b;
@@ -234,18 +250,19 @@ static void touch_cb(uv_timer_t *t)
     if (uv_fs_utime(b->loop, &b->touch_req, b->root, now, now, touch_done) == 0) b->touching = true;
 }
 
-int ptc_bundle_new(uv_loop_t *loop, const mcp_logger_t *lg, ptc_search_t *search,
-                   ptc_bundle_t **out)
+int ptc_pybundle_cache_new(uv_loop_t *loop, reg_registry_t *reg, ptc_pybundle_log_fn log,
+                           void *log_data, ptc_pybundle_cache_t **out)
 {
     *out = NULL;
-    ptc_bundle_t *b = calloc(1, sizeof *b);
-    if (b == NULL) return MCP_ENOMEM;
+    ptc_pybundle_cache_t *b = calloc(1, sizeof *b);
+    if (b == NULL) return PTC_PYBUNDLE_ENOMEM;
     b->loop = loop;
-    b->lg = lg;
-    b->search = search;
+    b->log = log;
+    b->log_data = log_data;
+    b->reg = reg;
     if (cache_dir(b->cache_dir, sizeof b->cache_dir) < 0) {
-        mcp_log(lg, MCP_LOG_WARNING,
-                "no cache folder ($XDG_CACHE_HOME or $HOME): sandboxed code cannot import tools");
+        say(b, PTC_PYBUNDLE_LOG_WARNING,
+            "no cache folder ($XDG_CACHE_HOME or $HOME): sandboxed code cannot import tools");
         b->cache_dir[0] = '\0';
     }
     if (uv_timer_init(loop, &b->touch) == 0) {
@@ -255,10 +272,10 @@ int ptc_bundle_new(uv_loop_t *loop, const mcp_logger_t *lg, ptc_search_t *search
             uv_unref((uv_handle_t *)&b->touch); /* never keeps the loop alive by itself */
     }
     *out = b;
-    return MCP_OK;
+    return 0;
 }
 
-void ptc_bundle_refresh(ptc_bundle_t *b)
+void ptc_pybundle_cache_refresh(ptc_pybundle_cache_t *b)
 {
     if (b == NULL || b->stopping || b->cache_dir[0] == '\0') return;
     if (b->building) {
@@ -268,28 +285,28 @@ void ptc_bundle_refresh(ptc_bundle_t *b)
     start_build(b);
 }
 
-const char *ptc_bundle_root(const ptc_bundle_t *b)
+const char *ptc_pybundle_cache_root(const ptc_pybundle_cache_t *b)
 {
     return b ? b->root : NULL;
 }
 
-const cJSON *ptc_bundle_modules(const ptc_bundle_t *b)
+const cJSON *ptc_pybundle_cache_modules(const ptc_pybundle_cache_t *b)
 {
     return b ? b->modules : NULL;
 }
 
-void ptc_bundle_on_built(ptc_bundle_t *b, void (*cb)(void *data), void *data)
+void ptc_pybundle_cache_on_built(ptc_pybundle_cache_t *b, void (*cb)(void *data), void *data)
 {
     b->on_built = cb;
     b->on_built_data = data;
 }
 
-unsigned long ptc_bundle_generated(const ptc_bundle_t *b)
+unsigned long ptc_pybundle_cache_generated(const ptc_pybundle_cache_t *b)
 {
     return b ? b->generated : 0;
 }
 
-void ptc_bundle_stop(ptc_bundle_t *b)
+void ptc_pybundle_cache_stop(ptc_pybundle_cache_t *b)
 {
     if (b == NULL) return;
     b->stopping = true;
@@ -299,7 +316,7 @@ void ptc_bundle_stop(ptc_bundle_t *b)
     }
 }
 
-void ptc_bundle_free(ptc_bundle_t *b)
+void ptc_pybundle_cache_free(ptc_pybundle_cache_t *b)
 {
     if (b == NULL) return;
     cJSON_Delete(b->snapshot);

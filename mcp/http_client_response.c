@@ -157,19 +157,27 @@ static const http_parser_settings parser_settings = {
     .on_message_complete = on_message_complete,
 };
 
+/* After the parser ran: finishes a request whose response is complete or was refused by a
+ * callback. True when the request is over (the caller must not finish it again). */
+static bool ended(mcp_http_req_t *r)
+{
+    if (r->done) return true;
+    if (r->complete) {
+        mcp__http_req_succeed(r);
+        return true;
+    }
+    if (r->perr < 0) {
+        mcp__http_req_finish(r, r->perr, NULL, r->msg);
+        return true;
+    }
+    return false;
+}
+
 /* Feeds response bytes (plaintext); n == 0 reports the end of the stream. */
 void mcp__http_req_feed(mcp_http_req_t *r, const char *data, size_t n)
 {
     size_t used = http_parser_execute(&r->parser, &parser_settings, data, n);
-    if (r->done) return;
-    if (r->complete) {
-        mcp__http_req_succeed(r);
-        return;
-    }
-    if (r->perr < 0) {
-        mcp__http_req_finish(r, r->perr, NULL, r->msg);
-        return;
-    }
+    if (ended(r)) return;
     enum http_errno e = HTTP_PARSER_ERRNO(&r->parser);
     if (e != HPE_OK || used != n) {
         mcp__http_req_fail(r, MCP_EPROTO, "malformed HTTP response from %s: %s (%s)", r->where,
@@ -186,15 +194,7 @@ void mcp__http_req_on_eof(mcp_http_req_t *r)
     /* An empty read tells http-parser the stream ended: that completes a body that runs until
      * the close, and is an error for any other unfinished message. */
     http_parser_execute(&r->parser, &parser_settings, NULL, 0);
-    if (r->done) return;
-    if (r->complete) {
-        mcp__http_req_succeed(r);
-        return;
-    }
-    if (r->perr < 0) {
-        mcp__http_req_finish(r, r->perr, NULL, r->msg);
-        return;
-    }
+    if (ended(r)) return;
     mcp__http_req_fail(r, MCP_EPROTO, "%s closed the connection before the response was complete",
                        r->where);
 }

@@ -5,6 +5,7 @@
  * READY at once (no pip) -> PIP into <cache>/.env-<hex>.tmp-XXXXXX/site -> marker written ->
  * rename to <cache>/env-<hex>. A builder that loses the rename race to another process uses the
  * winner's folder and removes its own. Removal of a temporary folder runs on the thread pool. */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -541,7 +542,11 @@ static char *list_installed(const char *site)
         }
         char *s = strndup(e->d_name, len - 10);
         if (s == NULL) break;
-        s[dash - e->d_name] = ' '; /* "numpy-2.1.3" -> "numpy 2.1.3" */
+        /* "python_dateutil-2.9.0" -> "python-dateutil 2.9.0": the name as PEP 503 spells it */
+        size_t name_len = (size_t)(dash - e->d_name);
+        for (size_t k = 0; k < name_len; k++)
+            s[k] = s[k] == '_' || s[k] == '.' ? '-' : (char)tolower((unsigned char)s[k]);
+        s[name_len] = ' ';
         names[n++] = s;
         total += strlen(s) + 2;
     }

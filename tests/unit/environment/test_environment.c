@@ -42,7 +42,8 @@ static char *path_join(const char *a, const char *b)
 {
     char *p = malloc(TU_PATH_MAX);
     assert_non_null(p);
-    snprintf(p, TU_PATH_MAX, "%s/%s", a, b);
+    int n = snprintf(p, TU_PATH_MAX, "%s/%s", a, b);
+    assert_true(n > 0 && n < TU_PATH_MAX);
     return p;
 }
 
@@ -294,7 +295,7 @@ static void offline_build_installs_and_second_start_reuses_it(void **state)
     assert_true(st.pip_ran);
     assert_false(st.reused);
     assert_non_null(st.site_dir);
-    assert_non_null(strstr(st.installed, PKG_MODULE " 1.0"));
+    assert_non_null(strstr(st.installed, PKG_NAME " 1.0"));
     assert_true(lb.pip_lines > 0);
     assert_int_equal(import_value(st.site_dir), 42);
     char *site = strdup(st.site_dir);
@@ -317,7 +318,7 @@ static void offline_build_installs_and_second_start_reuses_it(void **state)
     assert_int_equal(lb2.pip_lines, 0);
     assert_string_equal(st.key_hex, key);
     assert_string_equal(st.site_dir, site);
-    assert_non_null(strstr(st.installed, PKG_MODULE " 1.0"));
+    assert_non_null(strstr(st.installed, PKG_NAME " 1.0"));
     struct stat m2;
     assert_int_equal(stat(marker, &m2), 0);
     assert_int_equal(m1.st_ino, m2.st_ino);

@@ -506,7 +506,7 @@ static void requirements_file_is_installed(void **state)
 typedef struct run_result {
     int done;
     exec_status_t status;
-    char out[512];
+    char out[4096];
 } run_result_t;
 
 static void on_run_done(exec_run_t *run, const exec_result_t *res, void *user)
@@ -548,22 +548,72 @@ static void package_imports_in_a_sandboxed_run_and_is_read_only(void **state)
         free_env(&fx->loop, env);
         return;
     }
+    /* a helper beside the packages, as the wiring mounts them: packages, then helpers */
+    char *hdir = path_join(fx->base, "sandbox-helpers");
+    assert_int_equal(mkdir(hdir, 0755), 0);
+    char *hfile = path_join(hdir, "sbxhelper.py");
+    write_text(hfile, "def twice(n: int) -> int:\n    \"\"\"Two times n.\"\"\"\n    return 2 * n\n"
+                      "def broken(:\n");
+    const char *hpaths[] = {hfile};
+    env_custom_t custom;
+    char msg[512];
+    assert_int_equal(env_custom_publish(hdir, hpaths, 1, &custom, msg, sizeof msg), 0);
+    write_text(hfile,
+               "def twice(n: int) -> int:\n    \"\"\"Two times n.\"\"\"\n    return 2 * n\n");
+    env_custom_t good;
+    assert_int_equal(env_custom_publish(hdir, hpaths, 1, &good, msg, sizeof msg), 0);
+
     exec_run_opts_t ro;
     exec_run_opts_init(&ro);
-    ro.ro_dir = st.site_dir;
+    const char *dirs[] = {st.site_dir, good.dir};
+    ro.path_dirs = dirs;
+    ro.n_path_dirs = 2;
     run_result_t r = {0};
     exec_callbacks_t cb = {.on_done = on_run_done, .user = &r};
-    const char *code = "import os, " PKG_MODULE " as m\n"
-                       "print(m.VALUE)\n"
-                       "try:\n"
-                       "    open(os.path.join(os.path.dirname(m.__file__), 'x'), 'w')\n"
-                       "    print('writable')\n"
-                       "except OSError:\n"
-                       "    print('read-only')\n";
+    const char *code = "import os, sbxhelper, " PKG_MODULE " as m\n"
+                       "print(m.VALUE, sbxhelper.twice(21))\n"
+                       "for p in (m.__file__, sbxhelper.__file__):\n"
+                       "    try:\n"
+                       "        open(os.path.join(os.path.dirname(p), 'x'), 'w')\n"
+                       "        print('writable')\n"
+                       "    except OSError:\n"
+                       "        print('read-only')\n";
     assert_int_equal(exec_run_start_ex(pool, code, 30000, &ro, &cb, NULL), 0);
     uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_int_equal(r.done, 1);
-    assert_string_equal(r.out, "42\nread-only\n");
+    assert_string_equal(r.out, "42 42\nread-only\nread-only\n");
+
+    /* the scanner as the wiring runs it: the code of a run whose read-only folder holds the
+       helpers (here the version with a file that does not parse) */
+    exec_run_opts_init(&ro);
+    ro.ro_dir = custom.dir;
+    run_result_t r2 = {0};
+    cb.user = &r2;
+    assert_int_equal(exec_run_start_ex(pool, env_custom_scan_script(NULL), 30000, &ro, &cb, NULL),
+                     0);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
+    assert_int_equal(r2.status, EXEC_STATUS_OK);
+    cJSON *j = cJSON_Parse(r2.out);
+    assert_non_null(j);
+    const cJSON *errors = cJSON_GetObjectItemCaseSensitive(j, "errors");
+    assert_int_equal(cJSON_GetArraySize(errors), 1);
+    const cJSON *e0 = cJSON_GetArrayItem(errors, 0);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(e0, "module")->valuestring, "sbxhelper");
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(e0, "line")->valueint, 4);
+    cJSON_Delete(j);
+    /* and the good version lists its function */
+    ro.ro_dir = good.dir;
+    run_result_t r3 = {0};
+    cb.user = &r3;
+    assert_int_equal(exec_run_start_ex(pool, env_custom_scan_script(NULL), 30000, &ro, &cb, NULL),
+                     0);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
+    assert_non_null(strstr(r3.out, "\"signature\": \"twice(n: int) -> int\""));
+
+    env_custom_free(&custom);
+    env_custom_free(&good);
+    free(hfile);
+    free(hdir);
     exec_pool_free(pool);
     uv_run(&fx->loop, UV_RUN_DEFAULT);
     free_env(&fx->loop, env);

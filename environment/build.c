@@ -650,6 +650,13 @@ static void pip_done(env_t *env)
         return;
     }
     if (env->term_signal != 0 || env->exit_status != 0) {
+        if (env->tail_count > 0 && strstr(env->tail_text, "No module named pip")) {
+            fail(env,
+                 "%s has no pip: install it (Debian: apt-get install python3-pip) or pass "
+                 "--python a virtual environment's interpreter; the next start tries again",
+                 env->python);
+            return;
+        }
         const char *pkg = env->named[0] ? env->named : env->collecting;
         fail(env, "pip failed%s%s (%s %d): %s; the next start tries again",
              pkg[0] ? " installing " : "", pkg, env->term_signal ? "signal" : "exit",

@@ -208,7 +208,6 @@ bool exec_pool_refusing(const exec_pool_t *pool);
  */
 int exec_pool_warm_for(exec_pool_t *pool, const char *ro_dir);
 
-
 /** Runs started but not finished / waiting for a slot. */
 unsigned exec_pool_running(const exec_pool_t *pool);
 unsigned exec_pool_queued(const exec_pool_t *pool);

@@ -486,6 +486,39 @@ static void bad_options_are_refused_at_start(void **state)
     free_env(&fx->loop, env);
 }
 
+/* an interpreter without pip (a venv made --without-pip): a failure that says what to do */
+static void interpreter_without_pip_is_a_clear_failure(void **state)
+{
+    fixture_t *fx = *state;
+    char *venv = path_join(fx->base, "venv-without-pip");
+    if (run_capture(NULL, 0, "%s -m venv --without-pip %s 2>/dev/null", TEST_PYTHON, venv) != 0) {
+        fprintf(stderr, "SKIP: %s cannot make a venv\n", TEST_PYTHON);
+        free(venv);
+        skip();
+    }
+    char *python = path_join(venv, "bin/python3");
+    const char *specs[] = {PKG_NAME};
+    env_options_t o;
+    offline_options(fx, &o, specs, 1);
+    o.python = python;
+    /* a cache of its own: the venv reports its base's version, so it shares the base's key
+       and would reuse the folder the other tests published (right: the same ABI) */
+    char *cache = path_join(fx->base, "cache-no-pip");
+    o.cache_dir = cache;
+    env_t *env;
+    assert_int_equal(build(&fx->loop, &o, &env), ENV_STATE_FAILED);
+    env_status_t st;
+    env_status(env, &st);
+    assert_non_null(strstr(st.message, "has no pip"));
+    assert_non_null(strstr(st.tail, "No module named pip"));
+    assert_int_equal(count_prefixed(cache, ".env-"), 0);
+    assert_int_equal(count_prefixed(cache, "env-"), 0);
+    free(cache);
+    free_env(&fx->loop, env);
+    free(python);
+    free(venv);
+}
+
 static void requirements_file_is_installed(void **state)
 {
     fixture_t *fx = *state;
@@ -766,6 +799,7 @@ int main(void)
         cmocka_unit_test(concurrent_builders_of_one_key_end_with_one_folder),
         cmocka_unit_test(free_during_pip_removes_its_folder),
         cmocka_unit_test(bad_options_are_refused_at_start),
+        cmocka_unit_test(interpreter_without_pip_is_a_clear_failure),
         cmocka_unit_test(requirements_file_is_installed),
         cmocka_unit_test(package_imports_in_a_sandboxed_run_and_is_read_only),
         cmocka_unit_test(installs_from_the_default_index),

@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,6 +166,9 @@ static void finish(env_t *env, env_state_t state)
 {
     env->state = state;
     env->stage = STAGE_NONE;
+    /* a use touches the folder: pruning of old cache folders goes by mtime, as for the tools
+       packages (one syscall; a failure only makes the folder look older) */
+    if (state == ENV_STATE_READY) (void)utimensat(AT_FDCWD, env->final_dir, NULL, 0);
     if (state == ENV_STATE_READY)
         logf_(env, ENV_LOG_INFO, "packages ready in %s%s: %s", env->site_dir,
               env->reused ? " (reused)" : "", env->installed ? env->installed : "");

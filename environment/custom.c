@@ -343,7 +343,10 @@ int env_custom_publish(const char *cache_dir, const char *const *paths, size_t n
         goto fail;
     }
     struct stat st;
-    if (stat(out->dir, &st) == 0 && S_ISDIR(st.st_mode)) goto done; /* published before */
+    if (stat(out->dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+        (void)utimensat(AT_FDCWD, out->dir, NULL, 0); /* used: pruning goes by mtime */
+        goto done;                                    /* published before */
+    }
     if (mkdtemp(tmp) == NULL || chmod(tmp, 0755) != 0) {
         env__msg(msg, msg_len, "cannot make a folder in %s: %s", cache_dir, strerror(errno));
         rc = ENV_EIO;

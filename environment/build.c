@@ -597,24 +597,44 @@ static int write_marker(env_t *env, const char *dir)
     return rc;
 }
 
-/* The published folder is complete when its marker is there (written before the rename). */
-static bool read_published(env_t *env)
+/* The published folder final_dir is complete when its marker, naming hex, is there (written
+   before the rename). *installed (may be NULL) gets the marker's list, malloc'd. */
+static bool marker_says(const char *final_dir, const char *hex, char **installed)
 {
     char path[PATH_LEN + 32];
-    snprintf(path, sizeof path, "%s/%s", env->final_dir, ENV_MARKER_FILE);
+    snprintf(path, sizeof path, "%s/%s", final_dir, ENV_MARKER_FILE);
     char *text = NULL;
     if (env__read_file(path, 1u << 20, &text, NULL) != 0) return false;
     cJSON *m = cJSON_Parse(text);
     free(text);
     const cJSON *key = cJSON_GetObjectItemCaseSensitive(m, "key");
     const cJSON *inst = cJSON_GetObjectItemCaseSensitive(m, "installed");
-    bool ok = cJSON_IsString(key) && strcmp(key->valuestring, env->key.hex) == 0;
-    if (ok) {
-        free(env->installed);
-        env->installed = strdup(cJSON_IsString(inst) ? inst->valuestring : "");
-    }
+    bool ok = cJSON_IsString(key) && strcmp(key->valuestring, hex) == 0;
+    if (ok && installed) *installed = strdup(cJSON_IsString(inst) ? inst->valuestring : "");
     cJSON_Delete(m);
     return ok;
+}
+
+static bool read_published(env_t *env)
+{
+    char *installed = NULL;
+    if (!marker_says(env->final_dir, env->key.hex, &installed)) return false;
+    free(env->installed);
+    env->installed = installed;
+    return true;
+}
+
+int env_lookup(const char *cache_dir, const env_key_t *key, char *site, size_t site_len,
+               char **installed)
+{
+    if (cache_dir == NULL || key == NULL || strlen(key->hex) != ENV_KEY_HEX_LEN) return ENV_EINVAL;
+    if (installed) *installed = NULL;
+    char final_dir[PATH_LEN];
+    int n = snprintf(final_dir, sizeof final_dir, "%s/env-%s", cache_dir, key->hex);
+    if (n < 0 || (size_t)n >= sizeof final_dir) return ENV_EINVAL;
+    if (!marker_says(final_dir, key->hex, installed)) return 0;
+    if (site && site_len) snprintf(site, site_len, "%s/%s", final_dir, ENV_SITE_DIR);
+    return 1;
 }
 
 static void build_tail(env_t *env)

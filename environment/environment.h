@@ -106,6 +106,15 @@ void env_key_free(env_key_t *key);
 int env_key_from_parts(const char *python_version, const char *const *specs, size_t n,
                        const char *requirements, env_key_t *key, char *msg, size_t msg_len);
 
+/**
+ * Whether the folder of key is published under cache_dir, without building anything (for
+ * `--check`): returns 1 and fills site (the folder to mount; may be NULL) and *installed (may be
+ * NULL; malloc'd "name version, ..." the caller frees) when it is, 0 when it is not, ENV_EINVAL
+ * for bad arguments. BLOCKS on the file system (two small reads).
+ */
+int env_lookup(const char *cache_dir, const env_key_t *key, char *site, size_t site_len,
+               char **installed);
+
 /* ---- declared packages: the build -------------------------------------------------------- */
 typedef enum {
     ENV_STATE_ABSENT,   /* nothing declared, or not started */

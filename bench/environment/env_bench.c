@@ -2,6 +2,7 @@
  * what a run pays for the folder: median wall time of sandboxed runs of `pass` without it, of
  * `pass` with it bound read-only on sys.path, and of an import of what the set offers.
  *   env_bench CACHE_DIR PYTHON SPEC[,SPEC...] [RUNS (20)] [IMPORT_CODE]
+ * PTC_BENCH_MEMORY_MB sets the runs' memory limit (default: the executor's, 256 MiB).
  * For a first-install figure from a fresh machine, point XDG_CACHE_HOME at an empty folder
  * (pip's own download cache) and CACHE_DIR at a new one. */
 #include <stdio.h>
@@ -115,7 +116,9 @@ int main(int argc, char **argv)
     exec_options_init(&eo);
     eo.python = argv[2];
     eo.launcher = BENCH_LAUNCHER;
-    eo.memory_bytes = 1ull << 30; /* numpy and pandas need more than the default 256 MiB */
+    /* PTC_BENCH_MEMORY_MB: the runs' memory limit (default: the executor's) */
+    const char *mem = getenv("PTC_BENCH_MEMORY_MB");
+    if (mem && atoi(mem) > 0) eo.memory_bytes = (uint64_t)atoi(mem) << 20;
     bench_t b = {.loop = &loop};
     if (exec_pool_new(&loop, &eo, &b.pool) != 0 || exec_pool_refusing(b.pool)) {
         fprintf(stderr, "the sandbox refuses runs here\n");

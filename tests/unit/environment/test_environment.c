@@ -319,6 +319,20 @@ static void offline_build_installs_and_second_start_reuses_it(void **state)
     assert_string_equal(st.key_hex, key);
     assert_string_equal(st.site_dir, site);
     assert_non_null(strstr(st.installed, PKG_NAME " 1.0"));
+    /* what --check sees, without building */
+    env_key_t k;
+    char msg[256], found[TU_PATH_MAX];
+    assert_int_equal(env_key_compute(TEST_PYTHON, specs, 1, NULL, &k, msg, sizeof msg), 0);
+    assert_string_equal(k.hex, key);
+    char *installed = NULL;
+    assert_int_equal(env_lookup(fx->cache, &k, found, sizeof found, &installed), 1);
+    assert_string_equal(found, site);
+    assert_non_null(strstr(installed, PKG_NAME " 1.0"));
+    free(installed);
+    char *empty = path_join(fx->base, "cache-empty");
+    assert_int_equal(env_lookup(empty, &k, found, sizeof found, NULL), 0);
+    free(empty);
+    env_key_free(&k);
     struct stat m2;
     assert_int_equal(stat(marker, &m2), 0);
     assert_int_equal(m1.st_ino, m2.st_ino);

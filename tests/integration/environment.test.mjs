@@ -7,9 +7,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, mkdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { connect, ptcBin, sleep } from './helpers.mjs';
 
 const python = '/usr/bin/python3'; // the sandbox's default interpreter, whose pip installs
@@ -56,17 +57,32 @@ test('declared packages: command line and requirements file, read-only, reused b
     const env = { XDG_CACHE_HOME: path.join(dir, 'cache') };
     const args = ['--packages', 'ptcpkga>=1,<2', '--requirements', req, '--pip-find-links', wh];
 
-    const c = await connect(ptcBin, args, { env });
+    let changed = 0;
+    const c = await connect(ptcBin, args, {
+      env,
+      setup: (client) => client.setNotificationHandler(ToolListChangedNotificationSchema, () => { changed++; }),
+    });
     try {
-      // A run during the build waits for it (bounded) and then sees the packages.
+      await c.client.listTools();
+      assert.match(await description(c), /being installed .*ptcpkga>=1,<2/);
+      // A run during the build waits at most its own timeout (here shorter than pip needs),
+      // then says the environment is still being built.
+      const early = await run(c, 'print(1)', { timeout_seconds: 0.3 });
+      assert.equal(early.isError, true);
+      assert.equal(early.structuredContent.status, 'refused');
+      assert.equal(early.structuredContent.environment.state, 'building');
+      assert.match(early.content[0].text, /still being built \(\d+ s so far\): pip is installing ptcpkga>=1,<2/);
+      // A longer one waits for it (bounded to about 10 s) and then sees the packages.
       const first = await run(c, 'import ptcpkga, ptcpkgb\nprint(ptcpkga.VALUE, ptcpkgb.VALUE)', { timeout_seconds: 60 });
       if (first.structuredContent.status === 'refused') {
         // a slow machine: the build took longer than the wait; the result said so
         assert.match(first.content[0].text, /still being built \(\d+ s so far\)/);
-        assert.equal(first.structuredContent.environment.state, 'building');
         await waitFor(c, /packages installed in/);
+      } else {
+        assert.equal(first.structuredContent.stdout, '1 2\n');
       }
       await waitFor(c, /packages installed in [\d.]+ s/);
+      assert.ok(changed >= 1, 'tools/list_changed after the packages became ready');
       assert.match(await description(c), /ptcpkga 1\.1/);
       assert.doesNotMatch(await description(c), /the standard library is available\./);
       const r = await run(c, 'import ptcpkga, ptcpkgb\nprint(ptcpkga.VALUE, ptcpkgb.VALUE)');
@@ -238,6 +254,57 @@ test('custom helpers: importable, searchable, private ones absent, refused throu
     assert.match(check.stdout, /import textutils/);
     assert.match(check.stdout, /custom__textutils\.slugify/);
     assert.ok(check.stdout.includes(`ERROR ${broken}:4`), check.stdout);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('--packages splitting and the ptc config keys, seen by --check', { skip }, async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-env-'));
+  try {
+    const helper = path.join(dir, 'cfghelper.py');
+    writeFileSync(helper, 'def hello(name: str) -> str:\n    """Greets."""\n    return "hi " + name\n');
+    const cfg = path.join(dir, 'config.json');
+    writeFileSync(cfg, JSON.stringify({ mcpServers: {}, ptc: { packages: ['Foo_Bar[x]>=1,<2, baz', 'qux==3'], 'custom-tools': [helper], 'package-install-timeout': 30 } }));
+    const env = { ...process.env, XDG_CACHE_HOME: path.join(dir, 'cache') };
+    const r = spawnSync(ptcBin, ['--check', '--config', cfg], { env, encoding: 'utf8' });
+    assert.match(r.stdout, /packages: baz, foo-bar\[x\]>=1,<2, qux==3\n/);
+    assert.match(r.stdout, /state: not built yet/);
+    assert.match(r.stdout, /import cfghelper/);
+    assert.match(r.stdout, /custom__cfghelper\.hello: hello\(name: str\) -> str/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('start-up pruning: package and helper folders unused for 30 days go, the one in use stays', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-env-'));
+  try {
+    const cache = path.join(dir, 'cache', 'ptc-mcp');
+    const old = (Date.now() / 1000) - 40 * 24 * 3600;
+    const twoDays = (Date.now() / 1000) - 2 * 24 * 3600;
+    const mk = (name, t) => {
+      mkdirSync(path.join(cache, name, 'site'), { recursive: true });
+      writeFileSync(path.join(cache, name, 'site', 'f.py'), 'x = 1\n');
+      utimesSync(path.join(cache, name), t, t);
+    };
+    mk('env-' + 'a'.repeat(64), old);
+    mk('custom-' + 'b'.repeat(64), old);
+    mk('.env-' + 'c'.repeat(64) + '.tmp-XYZ123', twoDays);
+    mk('env-' + 'd'.repeat(64), twoDays); // recent enough: kept
+    const helper = path.join(dir, 'keepme.py');
+    writeFileSync(helper, 'def f():\n    """f."""\n');
+    const c = await connect(ptcBin, ['--custom-tools', helper, '--embedder', 'lexical'], { env: { XDG_CACHE_HOME: path.join(dir, 'cache') } });
+    try {
+      await waitFor(c, /removed 3 package or helper folder/, 20000);
+      assert.ok(!existsSync(path.join(cache, 'env-' + 'a'.repeat(64))));
+      assert.ok(!existsSync(path.join(cache, 'custom-' + 'b'.repeat(64))));
+      assert.ok(existsSync(path.join(cache, 'env-' + 'd'.repeat(64))));
+      const r = await run(c, 'import keepme\nprint("ok")');
+      assert.equal(r.structuredContent.stdout, 'ok\n');
+    } finally {
+      await c.close();
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

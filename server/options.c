@@ -32,7 +32,9 @@ static const flag_t flags[] = {
     {"tools-file", ARG_STR, OFF(tools_file), 0, "FILE",
      "static catalog: JSON array of MCP Tool objects with optional \"server\"", "none"},
     {"check", ARG_NONE, OFF(check), 0, NULL,
-     "print the active sandbox layers, embedder, downstream servers, then exit", NULL},
+     "print the active sandbox layers, embedder, packages and helpers, downstream servers, then "
+     "exit",
+     NULL},
     {"log-level", ARG_STR, OFF(log_level), 0, "LEVEL",
      "stderr log level (debug, info, notice, warning, error, critical, alert, emergency)", "info"},
     {"max-message-bytes", ARG_SIZE, OFF(max_message_bytes), 0, "N",

@@ -15,12 +15,13 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#define ENV_PRUNE_AGE_S      (30L * 24 * 60 * 60) /* env-* and custom-* unused this long go */
-#define ENV_PRUNE_TMP_AGE_S  (24L * 60 * 60)      /* a dead builder's temporary folder */
-#define ENV_SCAN_TIMEOUT_MS  10000u
-#define ENV_WAIT_TICK_MS     200u
-#define ENV_CUSTOM_SERVER    "custom"
-#define ENV_SANDBOX_LIB_ROOT EXEC_RO_LIB_PATH "/"
+#define ENV_PRUNE_AGE_S           (30L * 24 * 60 * 60) /* env-* and custom-* unused this long go */
+#define ENV_PRUNE_TMP_AGE_S       (24L * 60 * 60)      /* a dead builder's temporary folder */
+#define ENV_SCAN_TIMEOUT_MS       10000u
+#define ENV_MAX_INSTALL_TIMEOUT_S 86400u /* a day: far from the unsigned's range */
+#define ENV_WAIT_TICK_MS          200u
+#define ENV_CUSTOM_SERVER         "custom"
+#define ENV_SANDBOX_LIB_ROOT      EXEC_RO_LIB_PATH "/"
 /* <cache>/env-<hex>.failed: the last failed build of that set, for --check (one line). */
 #define ENV_FAILED_SUFFIX ".failed"
 
@@ -201,6 +202,10 @@ void ptc_env_wait_cancel(ptc_env_waiter_t *handle)
 {
     env_waiter_t *w = (env_waiter_t *)handle;
     if (w == NULL) return;
+    if (w->env == NULL) { /* ptc_env_free let it go: its owner frees it */
+        free(w);
+        return;
+    }
     for (env_waiter_t **p = &w->env->waiters; *p != NULL; p = &(*p)->next)
         if (*p == w) {
             *p = w->next;
@@ -304,6 +309,11 @@ int ptc_env_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
     if (n < 0) return MCP_EINVAL;
     e->n_specs = (size_t)n;
     e->has_requirements = o->requirements != NULL;
+    if (o->package_install_timeout > ENV_MAX_INSTALL_TIMEOUT_S) {
+        mcp_log(lg, MCP_LOG_ERROR, "--package-install-timeout: at most %u seconds",
+                ENV_MAX_INSTALL_TIMEOUT_S);
+        return MCP_EINVAL;
+    }
     bool declared = e->n_specs > 0 || e->has_requirements;
     if ((declared || o->n_custom_tools > 0) && cache_base(e->cache_dir, sizeof e->cache_dir) < 0) {
         mcp_log(lg, MCP_LOG_ERROR,
@@ -370,10 +380,13 @@ void ptc_env_free(ptc_env_t *e)
     e->closing = true;
     exec_run_cancel(e->scan);
     e->scan = NULL;
+    /* Waiting requests are cancelled by their sessions (which end before this); a waiter
+       still held is only detached, so that its owner's cancel frees it safely. */
     while (e->waiters != NULL) {
         env_waiter_t *w = e->waiters;
         e->waiters = w->next;
-        free(w);
+        w->env = NULL;
+        w->next = NULL;
     }
     env_free(e->env);
     e->env = NULL;

@@ -516,15 +516,24 @@ static char *compose(const ptc_execute_t *ex, const cJSON *modules)
         ptc__sb_str(&d, libs);
     free(libs);
     ptc__sb_str(&d, description);
-    if (cJSON_GetArraySize(modules) > 0) {
+    /* The user's helpers (server "custom") are imported directly, not through tools. */
+    int served = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, modules)
+    {
+        const cJSON *server = cJSON_GetObjectItemCaseSensitive(m, "server");
+        if (!cJSON_IsString(server) || !ptc_env_is_custom(server->valuestring)) served++;
+    }
+    if (served > 0) {
         ptc__sb_str(&d, " Tools of the connected MCP servers are Python functions here: "
                         "`from tools.MODULE import FUNCTION` (modules: ");
-        const cJSON *m;
         int i = 0;
         cJSON_ArrayForEach(m, modules)
         {
             const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "module");
+            const cJSON *server = cJSON_GetObjectItemCaseSensitive(m, "server");
             if (!cJSON_IsString(name)) continue;
+            if (cJSON_IsString(server) && ptc_env_is_custom(server->valuestring)) continue;
             if (i++ > 0) ptc__sb_str(&d, ", ");
             ptc__sb_str(&d, name->valuestring);
         }

@@ -235,6 +235,8 @@ test('custom helpers: importable, searchable, private ones absent, refused throu
 
       // tools.search lists them; a call through the bridge is refused with what to do instead.
       await waitFor(c, /tools package generated/, 30000);
+      // the helpers are imported directly: the description does not offer them as tools.custom
+      assert.doesNotMatch(await description(c), /\(modules: [^)]*custom/);
       const code = [
         'import tools',
         'print([t["id"] for t in tools.search("slug of a title", top_k=10)])',

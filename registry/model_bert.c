@@ -828,9 +828,16 @@ REG_HOT static void attend_head(const float *Q, const float *K, const float *V, 
     }
 }
 
-/* Runs the encoder over ns texts packed in ids (seq_off/seq_len) and writes ns unit vectors. */
-static void forward(const reg_model_t *m, scratch_t *s, const int32_t *ids, size_t T,
-                    const size_t *seq_off, const size_t *seq_len, size_t ns, float *out)
+static bool stopped(const atomic_bool *stop)
+{
+    return stop != NULL && atomic_load_explicit(stop, memory_order_relaxed);
+}
+
+/* Runs the encoder over ns texts packed in ids (seq_off/seq_len) and writes ns unit vectors.
+ * Returns false, leaving out unfinished, when *stop is set (checked before each layer). */
+static bool forward(const reg_model_t *m, scratch_t *s, const int32_t *ids, size_t T,
+                    const size_t *seq_off, const size_t *seq_len, size_t ns,
+                    const atomic_bool *stop, float *out)
 {
     size_t H = m->hidden, d = m->head_dim, H3 = 3 * H;
     float scale = 1.0f / sqrtf((float)d);
@@ -847,6 +854,7 @@ static void forward(const reg_model_t *m, scratch_t *s, const int32_t *ids, size
     add_layer_norm(s->x, NULL, T, H, m->emb_ln_g, m->emb_ln_b, m->ln_eps);
 
     for (size_t l = 0; l < m->n_layers; l++) {
+        if (stopped(stop)) return false;
         const layer_t *L = &m->layers[l];
         linear(s->x, T, H, L->qkv_wt, true, L->qkv_b, H3, s->qkv);
         for (size_t q = 0; q < ns; q++) {
@@ -884,9 +892,16 @@ static void forward(const reg_model_t *m, scratch_t *s, const int32_t *ids, size
         for (size_t i = 0; i < H; i++)
             v[i] *= inv;
     }
+    return true;
 }
 
 int reg_model_embed(const reg_model_t *m, const char *const *texts, size_t n, float *out)
+{
+    return reg_model_embed_stop(m, texts, n, NULL, out);
+}
+
+int reg_model_embed_stop(const reg_model_t *m, const char *const *texts, size_t n,
+                         const atomic_bool *stop, float *out)
 {
     if (m == NULL || (n > 0 && (texts == NULL || out == NULL))) return REG_MODEL_EINVAL;
     for (size_t i = 0; i < n; i++)
@@ -906,6 +921,10 @@ int reg_model_embed(const reg_model_t *m, const char *const *texts, size_t n, fl
         goto out;
     }
     while (i < n) {
+        if (stopped(stop)) {
+            rc = REG_MODEL_ECANCELED;
+            goto out;
+        }
         size_t T = 0, ns = 0, first = i;
         /* A chunk closes when the next text might not fit whole (max_seq <= chunk). */
         while (i < n && ns < MAX_SEQS && MODEL_CHUNK_TOKENS - T >= m->max_seq) {
@@ -920,7 +939,10 @@ int reg_model_embed(const reg_model_t *m, const char *const *texts, size_t n, fl
             i++;
         }
         if ((rc = scratch_reserve(&s, m, T)) != REG_MODEL_OK) goto out;
-        forward(m, &s, ids, T, seq_off, seq_len, ns, out + first * m->hidden);
+        if (!forward(m, &s, ids, T, seq_off, seq_len, ns, stop, out + first * m->hidden)) {
+            rc = REG_MODEL_ECANCELED;
+            goto out;
+        }
     }
 out:
     scratch_free(&s);

@@ -723,17 +723,32 @@ REG_HOT static void softmax_rows(float *s, size_t T, size_t ld)
 {
     for (size_t r = 0; r < T; r++) {
         float *row = s + r * ld;
+        /* Maximum and sum in eight lanes, each in order, combined at the end: one running
+         * value would wait on every comparison's or addition's latency. */
+        float m8[8], s8[8] = {0};
+        for (size_t l = 0; l < 8; l++)
+            m8[l] = row[0];
+        size_t c = 0;
+        for (; c + 8 <= T; c += 8)
+            for (size_t l = 0; l < 8; l++)
+                m8[l] = row[c + l] > m8[l] ? row[c + l] : m8[l];
         float mx = row[0];
-        for (size_t c = 1; c < T; c++)
-            if (row[c] > mx) mx = row[c];
-        /* Two loops: the first vectorises, the sum (kept in order) cannot. */
-        for (size_t c = 0; c < T; c++)
+        for (size_t l = 0; l < 8; l++)
+            mx = m8[l] > mx ? m8[l] : mx;
+        for (; c < T; c++)
+            mx = row[c] > mx ? row[c] : mx;
+        for (c = 0; c < T; c++)
             row[c] = exp_approx(row[c] - mx);
+        for (c = 0; c + 8 <= T; c += 8)
+            for (size_t l = 0; l < 8; l++)
+                s8[l] += row[c + l];
         float sum = 0.0f;
-        for (size_t c = 0; c < T; c++)
+        for (size_t l = 0; l < 8; l++)
+            sum += s8[l];
+        for (; c < T; c++)
             sum += row[c];
         float inv = 1.0f / sum;
-        for (size_t c = 0; c < T; c++)
+        for (c = 0; c < T; c++)
             row[c] *= inv;
     }
 }

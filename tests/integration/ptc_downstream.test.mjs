@@ -47,7 +47,7 @@ test('tools of real downstream servers are searchable by meaning; a broken one s
     await until('both servers ready and indexed', async () => {
       const r = await search('anything');
       return /everything: ready/.test(r.content[0].text) && /memory: ready/.test(r.content[0].text) &&
-        !/still being indexed/.test(r.content[0].text);
+        r.structuredContent.index.pending === 0 && !/indexed so far/.test(r.content[0].text);
     });
     const echo = await search('repeat back the text I send', { top_k: 3 });
     assert.equal(echo.structuredContent.tools[0].id, 'everything__echo');

@@ -393,6 +393,39 @@ int mcp__proc_send(mcp__proc_t *p, const cJSON *msg)
 
 /* --- spawning ------------------------------------------------------------------------------ */
 
+/* envp with MCP_DOWNSTREAM_PARENT_ENV set to our pid (replacing one the entry set): a ptc-mcp
+ * started through any wrapper (npx, a shell script) then knows it is a downstream server and
+ * starts no processes, which ends the chain a config listing ptc-mcp would start. The strings
+ * are borrowed but for the marker, the last one before NULL. */
+static char **env_with_marker(char **envp)
+{
+    size_t n = 0, plen = strlen(MCP_DOWNSTREAM_PARENT_ENV);
+    while (envp != NULL && envp[n] != NULL)
+        n++;
+    char **out = calloc(n + 2, sizeof *out);
+    if (out == NULL) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(envp[i], MCP_DOWNSTREAM_PARENT_ENV, plen) != 0 || envp[i][plen] != '=')
+            out[k++] = envp[i];
+    char marker[64];
+    snprintf(marker, sizeof marker, "%s=%ld", MCP_DOWNSTREAM_PARENT_ENV, (long)getpid());
+    if ((out[k] = mcp__strdup(marker)) == NULL) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static void free_env_with_marker(char **env)
+{
+    size_t n = 0;
+    while (env[n] != NULL)
+        n++;
+    if (n > 0) free(env[n - 1]);
+    free(env);
+}
+
 int mcp__proc_spawn(mcp_client_t *c, const char *file, char **argv, char **envp, const char *cwd,
                     unsigned gen, size_t max_message, size_t max_stderr_line, unsigned grace_ms,
                     mcp__proc_t **out)
@@ -404,6 +437,13 @@ int mcp__proc_spawn(mcp_client_t *c, const char *file, char **argv, char **envp,
     p->errbuf = malloc(max_stderr_line + 1);
     if (p->errbuf == NULL || mcp_framer_init(&p->framer, max_message, on_line, p) < 0) {
         free(p->errbuf);
+        free(p);
+        return UV_ENOMEM;
+    }
+    char **env = env_with_marker(envp);
+    if (env == NULL) {
+        free(p->errbuf);
+        mcp_framer_close(&p->framer);
         free(p);
         return UV_ENOMEM;
     }
@@ -432,12 +472,13 @@ int mcp__proc_spawn(mcp_client_t *c, const char *file, char **argv, char **envp,
     o.exit_cb = on_exit_cb;
     o.file = file;
     o.args = argv;
-    o.env = envp;
+    o.env = env;
     o.cwd = cwd;
     o.flags = UV_PROCESS_DETACHED;
     o.stdio_count = 3;
     o.stdio = stdio;
     int rc = uv_spawn(p->loop, &p->process, &o);
+    free_env_with_marker(env); /* the child has its copy */
     if (rc == 0) {
         p->pid = p->process.pid;
         p->in_open = true;

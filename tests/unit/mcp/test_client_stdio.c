@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mcp.h"
 
@@ -796,6 +797,10 @@ static void expands_vars_and_finds_the_command_on_the_entry_path(void **state)
     char want[8192];
     FMT(want, sizeof want, "%s:%s", e->fixtures, pathvar + 5);
     assert_non_null(strstr(child_path, want));
+    /* Every child carries the marker that stops a ptc-mcp started by us from starting more. */
+    const cJSON *marker = cJSON_GetObjectItem(r, "parent_marker");
+    assert_true(cJSON_IsString(marker));
+    assert_int_equal(atol(marker->valuestring), (long)getpid());
     cJSON_Delete(r);
 }
 

@@ -206,8 +206,7 @@ static int parse_entry(const cJSON *entry, mcp_downstream_server_t *s, char *msg
 static const char *const known_keys[] = {"command", "args", "env", "cwd", "type", "url", "headers",
                                          /* other clients' keys, not used here */
                                          "disabled", "alwaysLoad", "autoApprove", "alwaysAllow",
-                                         "timeout", "description", "envFile", "transportType",
-                                         NULL};
+                                         "timeout", "description", "transportType", NULL};
 
 static bool known_key(const char *k)
 {
@@ -223,10 +222,15 @@ static int warn_unknown_keys(mcp_downstream_config_t *cfg, const cJSON *entry, c
     {
         if (known_key(it->string)) continue;
         char m[512];
-        snprintf(m, sizeof m,
-                 "mcpServers.%s.%.128s: unknown key, ignored (an entry has \"command\", \"args\", "
-                 "\"env\", \"cwd\" or \"type\", \"url\", \"headers\")",
-                 name, it->string);
+        if (strcmp(it->string, "envFile") == 0) /* VS Code's: the server would lack them */
+            snprintf(m, sizeof m,
+                     "mcpServers.%s.envFile: not read by ptc-mcp; put the variables in \"env\"",
+                     name);
+        else
+            snprintf(m, sizeof m,
+                     "mcpServers.%s.%.128s: unknown key, ignored (an entry has \"command\", "
+                     "\"args\", \"env\", \"cwd\" or \"type\", \"url\", \"headers\")",
+                     name, it->string);
         int rc = add_problem(cfg, name, false, m);
         if (rc < 0) return rc;
     }
@@ -310,22 +314,29 @@ static int add_entry(mcp_downstream_config_t *cfg, const cJSON *entry)
             return add_problem(cfg, name, true, m);
         }
     }
+    /* Cline's and others' switch: the user asked for this server not to run. */
+    const cJSON *disabled =
+        cJSON_IsObject(entry) ? cJSON_GetObjectItemCaseSensitive(entry, "disabled") : NULL;
+    if (disabled != NULL && !cJSON_IsBool(disabled) && !cJSON_IsNull(disabled)) {
+        snprintf(m, sizeof m, "mcpServers.%s.disabled: expected true or false", name);
+        return add_problem(cfg, name, true, m);
+    }
+    if (cJSON_IsTrue(disabled)) {
+        snprintf(m, sizeof m, "mcpServers.%s: \"disabled\": true, not started", name);
+        return add_problem(cfg, name, true, m);
+    }
+    /* Built in the first free slot, which counts only once the entry is kept. */
     mcp_downstream_server_t *s = &cfg->servers[cfg->n_servers];
     memset(s, 0, sizeof *s);
     if ((s->name = mcp__strdup(name)) == NULL) return MCP_ENOMEM;
     m[0] = '\0';
     int rc = parse_entry(entry, s, m, sizeof m);
-    bool drop = rc < 0;
-    if (rc == 0 && s->kind == MCP_DOWNSTREAM_STDIO) drop = starts_itself(s, m, sizeof m);
-    free_server(s);
-    if (rc == MCP_ENOMEM) return rc;
-    if (drop) return add_problem(cfg, name, true, m);
-    /* Parsed twice (the first time for the checks above) so that a dropped entry never sits
-     * half-built in servers[]. */
-    memset(s, 0, sizeof *s);
-    if ((s->name = mcp__strdup(name)) == NULL) return MCP_ENOMEM;
+    bool drop = rc < 0 || (s->kind == MCP_DOWNSTREAM_STDIO && starts_itself(s, m, sizeof m));
+    if (drop) {
+        free_server(s);
+        return rc == MCP_ENOMEM ? rc : add_problem(cfg, name, true, m);
+    }
     cfg->n_servers++;
-    if ((rc = parse_entry(entry, s, m, sizeof m)) < 0) return rc;
     return warn_unknown_keys(cfg, entry, name);
 }
 

@@ -711,7 +711,8 @@ typedef struct mcp_downstream_config {
  * too many servers) fails with MCP_EINVAL and the message in msg. A malformed entry (no
  * "command", a value of the wrong type, a duplicate name) drops only that entry: MCP_OK and a
  * dropped problem naming the entry and field ("mcpServers.github.args[2]: expected a
- * string"). Unknown keys in an entry are warnings naming them. Entries that would start
+ * string"). An entry with "disabled": true is left out too. Unknown keys in an entry (and
+ * VS Code's "envFile", which is not read) are warnings naming them. Entries that would start
  * ptc-mcp itself are dropped: a command that resolves to this process's own binary
  * (/proc/self/exe), and every stdio entry when this process was started by a ptc-mcp
  * (MCP_DOWNSTREAM_PARENT_ENV in its environment). Other top-level keys (such as "ptc") are

@@ -63,6 +63,26 @@ test('a downstream server dies with ptc-mcp even when ptc-mcp is SIGKILLed', asy
   }
 });
 
+test('a normal shutdown ends a downstream server that ignores SIGTERM and stdin EOF', async () => {
+  const c = withConfig({ fake: { command: 'python3', args: [fake, '--mode', 'stubborn'] } });
+  let pid = 0;
+  const ptc = spawn(ptcBin, ['--config', c.config, '--log-level', 'info'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let err = '';
+  ptc.stderr.on('data', (d) => { err += d.toString(); });
+  const exited = new Promise((resolve) => ptc.once('close', (code) => resolve(code)));
+  try {
+    pid = Number(await until('the downstream server to start', () => err.match(/started \S+ \(pid (\d+)\)/)?.[1]));
+    await until('the downstream server to be ready', () => /downstream server fake is ready/.test(err));
+    ptc.stdin.end(); // the client goes away: ptc-mcp stops its servers and exits
+    assert.equal(await exited, 0, err);
+    await until(`downstream pid ${pid} to end`, () => !alive(pid), 10000);
+  } finally {
+    ptc.kill('SIGKILL');
+    if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
+    c.cleanup();
+  }
+});
+
 test('an entry that is ptc-mcp itself starts no ptc-mcp; one invalid entry leaves the others', async () => {
   const c = withConfig({
     self: { command: ptcBin, args: ['--config', 'CONFIG'] },

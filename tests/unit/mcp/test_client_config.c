@@ -197,6 +197,30 @@ static void unknown_keys_are_warnings_naming_them(void **state)
     mcp_downstream_config_close(&cfg);
 }
 
+/* "disabled": true (Cline and others) means the user asked for the server not to run; VS Code's
+ * "envFile" is not read, so the server would miss variables without a word. */
+static void disabled_entries_stay_off_and_env_file_warns(void **state)
+{
+    (void)state;
+    const char *json = "{\"mcpServers\": {\"off\": {\"command\": \"x\", \"disabled\": true},"
+                       " \"on\": {\"command\": \"y\", \"disabled\": false, \"envFile\": \".env\"},"
+                       " \"odd\": {\"command\": \"z\", \"disabled\": \"yes\"}}}";
+    mcp_downstream_config_t cfg;
+    parse_ok(json, &cfg);
+    assert_int_equal(cfg.n_servers, 1);
+    assert_string_equal(cfg.servers[0].name, "on");
+    const mcp_downstream_problem_t *pr = problem(&cfg, "mcpServers.off: \"disabled\": true");
+    assert_non_null(pr);
+    assert_true(pr->dropped);
+    pr = problem(&cfg, "mcpServers.odd.disabled: expected true or false");
+    assert_non_null(pr);
+    assert_true(pr->dropped);
+    pr = problem(&cfg, "mcpServers.on.envFile: not read");
+    assert_non_null(pr);
+    assert_false(pr->dropped);
+    mcp_downstream_config_close(&cfg);
+}
+
 /* A config that lists the program itself (here the test binary, as ptc-mcp in real use) would
  * start an endless chain of processes. */
 static void an_entry_that_starts_itself_is_refused(void **state)
@@ -259,6 +283,7 @@ int main(void)
         cmocka_unit_test(a_duplicate_name_drops_the_second),
         cmocka_unit_test(invalid_json_names_the_line_and_column),
         cmocka_unit_test(unknown_keys_are_warnings_naming_them),
+        cmocka_unit_test(disabled_entries_stay_off_and_env_file_warns),
         cmocka_unit_test(an_entry_that_starts_itself_is_refused),
         cmocka_unit_test(a_downstream_ptc_mcp_starts_no_processes),
     };

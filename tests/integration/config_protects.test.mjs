@@ -42,45 +42,39 @@ function childrenOf(pid) {
   return out;
 }
 
-test('a downstream server dies with ptc-mcp even when ptc-mcp is SIGKILLed', async () => {
-  // stubborn: ignores SIGTERM and stdin EOF, so only PR_SET_PDEATHSIG can end it.
+// ptc-mcp with one stubborn downstream server (it ignores SIGTERM and stdin EOF), run until
+// that server is ready; then how(ptc, stderr) ends ptc-mcp, and the server must end too.
+async function stubbornServerEnds(how) {
   const c = withConfig({ fake: { command: 'python3', args: [fake, '--mode', 'stubborn'] } });
   let pid = 0;
   const ptc = spawn(ptcBin, ['--config', c.config, '--log-level', 'info'], { stdio: ['pipe', 'pipe', 'pipe'] });
   let err = '';
   ptc.stderr.on('data', (d) => { err += d.toString(); });
+  const exited = new Promise((resolve) => ptc.once('close', (code, signal) => resolve({ code, signal })));
   try {
     pid = Number(await until('the downstream server to start', () => err.match(/started \S+ \(pid (\d+)\)/)?.[1]));
     // Ready: the server runs its main loop (a wrapper such as a pyenv shim has exec'ed it).
     await until('the downstream server to be ready', () => /downstream server fake is ready/.test(err));
     assert.ok(alive(pid));
-    ptc.kill('SIGKILL'); // no stop runs
+    await how(ptc, exited, () => err);
     await until(`downstream pid ${pid} to end`, () => !alive(pid), 10000);
   } finally {
     ptc.kill('SIGKILL');
     if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
     c.cleanup();
   }
+}
+
+test('a downstream server dies with ptc-mcp even when ptc-mcp is SIGKILLed', async () => {
+  // No stop runs: only PR_SET_PDEATHSIG can end it.
+  await stubbornServerEnds(async (ptc) => { ptc.kill('SIGKILL'); });
 });
 
 test('a normal shutdown ends a downstream server that ignores SIGTERM and stdin EOF', async () => {
-  const c = withConfig({ fake: { command: 'python3', args: [fake, '--mode', 'stubborn'] } });
-  let pid = 0;
-  const ptc = spawn(ptcBin, ['--config', c.config, '--log-level', 'info'], { stdio: ['pipe', 'pipe', 'pipe'] });
-  let err = '';
-  ptc.stderr.on('data', (d) => { err += d.toString(); });
-  const exited = new Promise((resolve) => ptc.once('close', (code) => resolve(code)));
-  try {
-    pid = Number(await until('the downstream server to start', () => err.match(/started \S+ \(pid (\d+)\)/)?.[1]));
-    await until('the downstream server to be ready', () => /downstream server fake is ready/.test(err));
+  await stubbornServerEnds(async (ptc, exited, err) => {
     ptc.stdin.end(); // the client goes away: ptc-mcp stops its servers and exits
-    assert.equal(await exited, 0, err);
-    await until(`downstream pid ${pid} to end`, () => !alive(pid), 10000);
-  } finally {
-    ptc.kill('SIGKILL');
-    if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
-    c.cleanup();
-  }
+    assert.deepEqual(await exited, { code: 0, signal: null }, err());
+  });
 });
 
 test('an entry that is ptc-mcp itself starts no ptc-mcp; one invalid entry leaves the others', async () => {

@@ -150,6 +150,10 @@ size_t reg_catalog_count(const reg_catalog_t *cat);
 const reg_tool_t *reg_catalog_at(const reg_catalog_t *cat, size_t i);
 /** The tool with this id, or NULL. */
 const reg_tool_t *reg_catalog_find(const reg_catalog_t *cat, const char *id);
+/** The tool `name` of `server` (the original names, as a bridge call gives them), or NULL; the
+ *  first added when the server listed the name twice. A hash lookup, not a scan. */
+const reg_tool_t *reg_catalog_find_tool(const reg_catalog_t *cat, const char *server,
+                                        const char *name);
 
 /**
  * The text a tool is indexed by: name (identifier-split), title, description, then each
@@ -621,20 +625,6 @@ typedef struct reg_result {
  */
 int reg_registry_search(reg_registry_t *reg, const char *query, const float *qvec, size_t k,
                         const reg_filter_t *filter, reg_result_t *out, char *msg, size_t msg_size);
-
-/**
- * Builds search_tools' structuredContent: {"embedder": NAME, "tools": [{"id", "server",
- * "name", "description", "inputSchema", "score"}]}, scores rounded to 4 decimals. Borrows
- * res; the caller owns (and cJSON_Deletes) the result. NULL on ENOMEM.
- */
-cJSON *reg_results_json(const reg_registry_t *reg, const reg_result_t *res, size_t n);
-
-/**
- * Renders results as the compact text the model reads: one line per tool with its id, score,
- * description (cut to desc_max bytes on a UTF-8 boundary; 0 means 200) and parameters
- * (required ones marked *). Returns a malloc'd string the caller frees, or NULL on ENOMEM.
- */
-char *reg_results_text(const reg_result_t *res, size_t n, size_t desc_max);
 
 /* ---- sentence-embedding model (model_*.c) ---- */
 /*

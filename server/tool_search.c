@@ -155,13 +155,13 @@ static void answer(ptc_search_t *s, mcp_call_t *call, const char *query, const f
         mcp_call_finish_text(call, true, "search failed: %s", msg[0] ? msg : reg_strerror(n));
         return;
     }
-    cJSON *sc = reg_results_json(s->reg, res, (size_t)n);
+    cJSON *sc = ptc_search_results_json(s->reg, res, (size_t)n);
     if (sc != NULL && s->status_json != NULL) {
         cJSON *servers = s->status_json(s->status_data);
         if (servers != NULL && !cJSON_AddItemToObject(sc, "servers", servers))
             cJSON_Delete(servers);
     }
-    char *list = reg_results_text(res, (size_t)n, 0);
+    char *list = ptc_search_results_text(res, (size_t)n, 0);
     reg_registry_stats_t st;
     reg_registry_stats(s->reg, &st);
     if (sc == NULL || list == NULL) {
@@ -213,7 +213,7 @@ static void answer_data(ptc_search_t *s, const char *query, const float *vec, si
         done(data, MCP_EINVAL, NULL, msg[0] ? msg : reg_strerror(n));
         return;
     }
-    cJSON *sc = reg_results_json(s->reg, res, (size_t)n);
+    cJSON *sc = ptc_search_results_json(s->reg, res, (size_t)n);
     if (sc == NULL) {
         done(data, MCP_ENOMEM, NULL, "out of memory");
         return;

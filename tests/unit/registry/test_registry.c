@@ -226,42 +226,6 @@ static void test_bm25_only_registry(void **state)
     reg_registry_free(r);
 }
 
-static void test_results_as_json_and_text(void **state)
-{
-    (void)state;
-    reg_registry_t *r = lexical_registry(true);
-    char msg[256];
-    assert_int_equal(reg_registry_index_all(r, msg, sizeof msg), REG_OK);
-    reg_result_t res[3];
-    int n = reg_registry_search(r, "issues of a repository", NULL, 3, NULL, res, msg, sizeof msg);
-    assert_true(n >= 1);
-    cJSON *j = reg_results_json(r, res, (size_t)n);
-    assert_non_null(j);
-    assert_string_equal(cJSON_GetObjectItem(j, "embedder")->valuestring, "lexical");
-    cJSON *tools = cJSON_GetObjectItem(j, "tools");
-    assert_int_equal(cJSON_GetArraySize(tools), n);
-    cJSON *t0 = cJSON_GetArrayItem(tools, 0);
-    assert_string_equal(cJSON_GetObjectItem(t0, "id")->valuestring, "github__list_issues");
-    assert_string_equal(cJSON_GetObjectItem(t0, "server")->valuestring, "github");
-    assert_string_equal(cJSON_GetObjectItem(t0, "name")->valuestring, "list_issues");
-    assert_string_equal(cJSON_GetObjectItem(t0, "description")->valuestring,
-                        "List the issues of a repository.");
-    assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(t0, "inputSchema"), "properties"));
-    assert_true(cJSON_IsNumber(cJSON_GetObjectItem(t0, "score")));
-    cJSON_Delete(j);
-
-    char *text = reg_results_text(res, (size_t)n, 10);
-    assert_non_null(text);
-    assert_non_null(strstr(text, "1. github__list_issues (score "));
-    assert_non_null(strstr(text, ": List the i...")); /* cut at 10 bytes */
-    assert_non_null(strstr(text, "| params: repo"));
-    free(text);
-    text = reg_results_text(NULL, 0, 0);
-    assert_string_equal(text, "No matching tools.");
-    free(text);
-    reg_registry_free(r);
-}
-
 /* A provider that is not safe to use from two threads and counts its embed() calls. */
 typedef struct guarded {
     int calls;
@@ -337,7 +301,6 @@ int main(void)
         cmocka_unit_test(test_batches_survive_concurrent_changes),
         cmocka_unit_test(test_unembedded_batch_goes_back_to_pending),
         cmocka_unit_test(test_bm25_only_registry),
-        cmocka_unit_test(test_results_as_json_and_text),
         cmocka_unit_test(test_non_concurrent_embedder_is_not_raced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { CreateMessageRequestSchema, ElicitRequestSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { connect, ptcBin, repoRoot, sleep } from './helpers.mjs';
+import { connect, ptcBin, repoRoot, until } from './helpers.mjs';
 
 const modules = path.join(repoRoot, 'tests', 'node_modules', '@modelcontextprotocol');
 
@@ -27,16 +27,6 @@ function setup() {
     },
   }));
   return { dir, config, memoryLink, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
-}
-
-async function until(what, fn, ms = 30000) {
-  const t0 = Date.now();
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
 }
 
 test('tools of real downstream servers are searchable by meaning; a broken one shows as failed', async () => {

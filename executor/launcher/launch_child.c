@@ -620,6 +620,9 @@ static const char bootstrap[] =
 _Noreturn static void exec_interpreter(const struct launch_cfg *cfg, const struct launch_plan *plan,
                                        int chan)
 {
+    /* execve's argv is not const; copied before the rlimits (RLIMIT_AS may refuse it later) */
+    char *boot = strdup(cfg->session ? launch_session_driver : bootstrap);
+    if (!boot) die_errno("exec", "strdup");
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull < 0 || dup2(devnull, 0) < 0) die_errno("exec", "stdin /dev/null");
     close(devnull);
@@ -634,7 +637,11 @@ _Noreturn static void exec_interpreter(const struct launch_cfg *cfg, const struc
     if (plan->landlock_only) {
         /* init is not PID 1 here: make sure the interpreter does not outlive it */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (setenv("HOME", tmp, 1) < 0 || setenv("TMPDIR", tmp, 1) < 0) die_errno("exec", "setenv");
+        char outputs[LAUNCH_PATH_MAX];
+        fmt_path(outputs, sizeof outputs, tmp, "/" LAUNCH_OUTPUT_DIR_NAME);
+        if (setenv("HOME", tmp, 1) < 0 || setenv("TMPDIR", tmp, 1) < 0 ||
+            setenv("PTC_OUTPUT_DIR", outputs, 1) < 0)
+            die_errno("exec", "setenv");
     }
     if (cfg->ro_lib) set_module_path(cfg, plan);
     sigset_t none;
@@ -654,8 +661,6 @@ _Noreturn static void exec_interpreter(const struct launch_cfg *cfg, const struc
        -s and the variables set above instead, since -I ignores PYTHONPATH (docs/sandbox.md,
        "The interpreter's flags") */
     char o_i[] = "-I", o_s[] = "-s", o_b[] = "-B", o_u[] = "-u", o_c[] = "-c";
-    char boot[sizeof bootstrap]; /* execve's argv is not const */
-    memcpy(boot, bootstrap, sizeof bootstrap);
     char *args[] = {cfg->python, cfg->ro_lib ? o_s : o_i, o_b, o_u, o_c, boot, NULL};
     execve(cfg->python, args, environ);
     int e = errno;
@@ -685,6 +690,13 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
     struct pollfd pf = {.fd = life_fd, .events = POLLIN};
     if (poll(&pf, 1, 0) > 0 && (pf.revents & (POLLHUP | POLLIN))) _exit(125);
     prctl(PR_SET_DUMPABLE, 0);
+    /* the folder whose new files come back with the result; EROFS when the test switch took
+       the private /tmp away, and then there is none */
+    char outputs[LAUNCH_PATH_MAX];
+    fmt_path(outputs, sizeof outputs, plan->landlock_only ? plan->run_dir : "/tmp",
+             "/" LAUNCH_OUTPUT_DIR_NAME);
+    if (mkdir(outputs, 0755) < 0 && errno != EEXIST && errno != EROFS && errno != EACCES)
+        die_errno("outputs", outputs);
 
     if (launch_disabled(cfg, EXEC_LAYER_NO_NEW_PRIVS)) {
         launch_layer(EXEC_LAYER_NO_NEW_PRIVS, EXEC_LAYER_DISABLED, "test switch");
@@ -749,6 +761,7 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
     }
     close(limits[0]);
 
+    if (cfg->session) launch_session_init(cfg, plan, py, chan[0]);
     struct launch_cfg run = *cfg;
     char *code_buf = NULL;
     if (!run.code) {

@@ -632,14 +632,10 @@ static void test_output_so_far_of_a_running_cell(void **state)
 static bool mpl_python(char *path, size_t len)
 {
     snprintf(path, len, "%s/bin/python3", TEST_MPL_VENV);
-    char check[1024];
-    snprintf(check, sizeof check, "%s -c 'import matplotlib' 2>/dev/null", path);
+    static const char check[] = TEST_MPL_VENV "/bin/python3 -c 'import matplotlib' 2>/dev/null";
     if (access(path, X_OK) == 0 && system(check) == 0) return true;
-    char make[2048];
-    snprintf(make, sizeof make,
-             PYTHON " -m venv %s >/dev/null 2>&1 && %s/bin/pip install -q matplotlib "
-                    ">/dev/null 2>&1",
-             TEST_MPL_VENV, TEST_MPL_VENV);
+    static const char make[] = PYTHON " -m venv " TEST_MPL_VENV " >/dev/null 2>&1 && " TEST_MPL_VENV
+                                      "/bin/pip install -q matplotlib >/dev/null 2>&1";
     if (system(make) != 0 || system(check) != 0) return false;
     return true;
 }

@@ -67,6 +67,37 @@ struct exec__report {
 /* feeds bytes of the status pipe; complete lines update *r */
 void exec__report_feed(struct exec__report *r, const char *data, size_t n);
 
+/* Files out as they come from init (files.c): the records of one run or cell. */
+struct exec__owned {
+    char *name;
+    unsigned char *data;
+};
+struct exec__files_rx {
+    bool active; /* a run or cell is on: records may come */
+    exec_files_limits_t lim;
+    exec_file_t *files; /* n_files, for the result */
+    struct exec__owned *owned;
+    size_t n_files, cap_files;
+    uint64_t file_bytes; /* handed back so far */
+    unsigned n_sent;     /* records with bytes */
+    enum { EXEC__RX_LINE, EXEC__RX_NAME, EXEC__RX_DATA } state;
+    char line[128];
+    size_t clen;
+    exec_file_t cur; /* the record being read */
+    char *cur_name;
+    unsigned char *cur_data;
+    size_t need, got, name_len;
+};
+/* forgets the records (their memory too) and expects new ones within *lim */
+void exec__files_rx_start(struct exec__files_rx *rx, const exec_files_limits_t *lim);
+void exec__files_rx_clear(struct exec__files_rx *rx);
+void exec__files_rx_free(struct exec__files_rx *rx);
+/* Parses bytes from init. Returns 0 when all were taken, 1 when a "D EXIT" line came (*code;
+   *used bytes taken up to it), EXEC_EINVAL when the sandbox broke the format or a bound,
+   EXEC_ENOMEM. */
+int exec__files_rx_feed(struct exec__files_rx *rx, const char *p, size_t n, size_t *used,
+                        int *code);
+
 /* A run (pool.c), also what a warm sandbox (warm.c) is until a run takes it. */
 #define N_PIPES 3
 
@@ -92,9 +123,14 @@ struct exec_run {
 
     uv_process_t proc;
     uv_pipe_t pipes[N_PIPES];
-    uv_pipe_t in; /* the launcher's stdin: "CPU_SECONDS[ B]\nCODE" (+ bridge), then closed */
+    /* the launcher's stdin, a socket: "CPU_SECONDS FILE_CAP CALL_CAP COUNT_CAP[ B]\nCODE"
+       (+ bridge), then shut for writing and read for the output files init sends at the end */
+    uv_pipe_t in;
+    uv_shutdown_t shut;
+    bool in_reading, in_eof;
+    struct exec__files_rx rx;
     uv_write_t wreq;
-    char header[24];
+    char header[96];
     bool in_closed, in_counted;
     uv_timer_t timer;
     uv_timer_t tick;

@@ -52,6 +52,7 @@ void exec__run_free(exec_run_t *run)
     free(run->code);
     free(run->out.data);
     free(run->err.data);
+    exec__files_rx_free(&run->rx);
     free(run);
     pool->n_alive--;
     exec__pool_maybe_free(pool);
@@ -129,6 +130,10 @@ static void on_timer(uv_timer_t *t)
                 run->eof[i] = true;
             }
         }
+        if (run->in_reading && !run->in_eof) {
+            uv_read_stop((uv_stream_t *)&run->in);
+            run->in_eof = true;
+        }
         run->phase = T_IDLE;
         maybe_finish(run);
         break;
@@ -158,6 +163,8 @@ static void build_result(exec_run_t *run, exec_result_t *res)
     res->exit_code = -1;
     res->out = exec__buf_output(&run->out);
     res->err = exec__buf_output(&run->err);
+    res->files = run->rx.n_files ? run->rx.files : NULL;
+    res->n_files = run->rx.n_files;
     uint64_t end = run->end_ns ? run->end_ns : uv_hrtime();
     res->duration_ms = run->start_ns ? (end - run->start_ns) / 1000000u : 0;
     res->sandbox = run->pool->unsafe ? EXEC_SANDBOX_NONE : exec__level(run->rep.layers);
@@ -253,6 +260,7 @@ static void maybe_finish(exec_run_t *run)
 {
     if (run->state != RUN_RUNNING && run->state != RUN_WARM) return;
     if (!run->exited || !run->eof[P_OUT] || !run->eof[P_ERR] || !run->eof[P_REP]) return;
+    if (run->in_reading && !run->in_eof) return; /* the output files may still be coming */
     finish(run);
 }
 
@@ -265,7 +273,8 @@ static void on_proc_exit(uv_process_t *p, int64_t status, int sig)
     run->term_signal = sig;
     if (run->pool->unsafe) kill(-p->pid, SIGKILL); /* grandchildren of an unsandboxed run */
     uv_timer_stop(&run->timer);
-    bool all_eof = run->eof[P_OUT] && run->eof[P_ERR] && run->eof[P_REP];
+    bool all_eof =
+        run->eof[P_OUT] && run->eof[P_ERR] && run->eof[P_REP] && (!run->in_reading || run->in_eof);
     if (!all_eof) {
         run->phase = T_EOF;
         uv_timer_start(&run->timer, on_timer, EXEC_EOF_WAIT_MS, 0);
@@ -290,9 +299,25 @@ static int pipe_index(exec_run_t *run, uv_stream_t *s)
     return -1;
 }
 
+/* the output files init sends after the run; anything out of bounds stops them */
+static void on_files(exec_run_t *run, ssize_t n, const uv_buf_t *buf)
+{
+    size_t used;
+    int code;
+    if (n >= 0 && exec__files_rx_feed(&run->rx, buf->base, (size_t)n, &used, &code) == 0) return;
+    uv_read_stop((uv_stream_t *)&run->in);
+    run->in_eof = true;
+    run->rx.active = false;
+    maybe_finish(run);
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     exec_run_t *run = s->data;
+    if (s == (uv_stream_t *)&run->in) {
+        on_files(run, n, buf);
+        return;
+    }
     int i = pipe_index(run, s);
     if (i < 0) return;
     if (n < 0) {
@@ -330,13 +355,26 @@ void exec__on_in_closed(uv_handle_t *h)
     if (run->in_counted) on_handle_closed(h);
 }
 
+static void on_in_shut(uv_shutdown_t *req, int status)
+{
+    (void)req;
+    (void)status; /* cancelled when the run ended first; a failure shows as EOF */
+}
+
 static void on_code_written(uv_write_t *req, int status)
 {
-    (void)status; /* a failure means init is gone: its exit ends the run */
     exec_run_t *run = req->data;
     /* the end of the run may have closed it already (the write is then cancelled) */
-    if (!uv_is_closing((uv_handle_t *)&run->in))
-        uv_close((uv_handle_t *)&run->in, exec__on_in_closed);
+    if (uv_is_closing((uv_handle_t *)&run->in)) return;
+    /* init reads EOF after the code, then sends the output files back on the same socket */
+    run->shut.data = run;
+    if (status == 0 && uv_shutdown(&run->shut, (uv_stream_t *)&run->in, on_in_shut) == 0 &&
+        uv_read_start((uv_stream_t *)&run->in, on_alloc, on_read) == 0) {
+        run->in_reading = true;
+        return;
+    }
+    /* a failure means init is gone: its exit ends the run */
+    uv_close((uv_handle_t *)&run->in, exec__on_in_closed);
 }
 
 /* handles of a run that is about to spawn; it joins the active list (killed by pool free) */
@@ -409,7 +447,8 @@ int exec__run_spawn(exec_run_t *run)
         }
         o.file = pool->cmd.launcher;
         o.stdio_count = 4;
-        stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
+        /* both ways: the output files come back on it after the run */
+        stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE;
         stdio[0].data.stream = (uv_stream_t *)&run->in;
     }
     argv[n] = NULL;
@@ -480,9 +519,12 @@ static void run_begin(exec_run_t *run)
     if (!run->spawned) return; /* refused: the deferred end is on its way */
     if (!pool->unsafe) {
         /* CPU seconds follow the wall clock: a spinning run is stopped by either */
-        int hl = snprintf(run->header, sizeof run->header, "%llu%s\n",
+        const exec_files_limits_t *lim = &pool->files;
+        exec__files_rx_start(&run->rx, lim);
+        int hl = snprintf(run->header, sizeof run->header, "%llu %llu %llu %u%s\n",
                           (unsigned long long)(run->timeout_ms / 1000 + 2),
-                          run->bridge_fd >= 0 ? " B" : "");
+                          (unsigned long long)lim->file_bytes, (unsigned long long)lim->call_bytes,
+                          lim->count, run->bridge_fd >= 0 ? " B" : "");
         uv_buf_t bufs[2] = {uv_buf_init(run->header, (unsigned)hl),
                             uv_buf_init(run->code, (unsigned)strlen(run->code))};
         unsigned first = 0;

@@ -18,17 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SES_CTL_LINE 128
-
 enum { H_OUT, H_ERR, H_REP, H_CTL, N_SES_PIPES };
 enum ses_phase { SP_IDLE, SP_TIMEOUT, SP_INTERRUPT, SP_KILL, SP_EOF };
-enum ctl_state { C_LINE, C_NAME, C_DATA };
-
-static const char R_FILE_CAP[] = "larger than the per-file bound";
-static const char R_CALL_CAP[] = "the call's bound on file bytes was reached";
-static const char R_COUNT[] = "more changed files than the per-call bound";
-static const char R_TYPE[] = "not a regular file (links, FIFOs and folders are not followed)";
-static const char R_READ[] = "could not be read";
 
 struct exec_session {
     exec_pool_t *pool;
@@ -53,25 +44,7 @@ struct exec_session {
     uint64_t timeout_ms, start_ns;
     bool interrupt_sent, cancelled, killed;
     exec__outbuf_t out, err;
-    exec_files_limits_t lim;
-    exec_file_t *files;
-    struct owned {
-        char *name;
-        unsigned char *data;
-    } * owned; /* what files[i] points to */
-    size_t n_files, cap_files;
-    uint64_t file_bytes; /* handed back in this cell */
-    unsigned n_sent;     /* files with bytes in this cell */
-
-    /* ctl parsing */
-    enum ctl_state cstate;
-    char cline[SES_CTL_LINE];
-    size_t clen;
-    exec_file_t cur; /* the record being read */
-    char *cur_name;
-    unsigned char *cur_data;
-    size_t need, got; /* bytes of the name or data still to come */
-    size_t name_len;
+    struct exec__files_rx rx; /* the files of the running cell */
 
     struct exec__report rep;
     char message[700];
@@ -83,17 +56,6 @@ static void ses_end(exec_session_t *s);
 
 /* ---- lifetime ----------------------------------------------------------------------------- */
 
-static void files_clear(exec_session_t *s)
-{
-    for (size_t i = 0; i < s->n_files; i++) {
-        free(s->owned[i].name);
-        free(s->owned[i].data);
-    }
-    s->n_files = 0;
-    s->file_bytes = 0;
-    s->n_sent = 0;
-}
-
 static void ses_free(exec_session_t *s)
 {
     exec_pool_t *pool = s->pool;
@@ -102,11 +64,7 @@ static void ses_free(exec_session_t *s)
     else
         pool->sessions = s->next;
     if (s->next) s->next->prev = s->prev;
-    files_clear(s);
-    free(s->files);
-    free(s->owned);
-    free(s->cur_name);
-    free(s->cur_data);
+    exec__files_rx_free(&s->rx);
     free(s->out.data);
     free(s->err.data);
     free(s);
@@ -194,11 +152,11 @@ static void cell_done(exec_session_t *s, exec_result_t *res)
     res->err = exec__buf_output(&s->err);
     res->duration_ms = (uv_hrtime() - s->start_ns) / 1000000u;
     res->sandbox = exec__level(s->rep.layers);
-    res->files = s->n_files ? s->files : NULL;
-    res->n_files = s->n_files;
+    res->files = s->rx.n_files ? s->rx.files : NULL;
+    res->n_files = s->rx.n_files;
     res->cancelled = s->cancelled;
     if (!s->user_closed && s->cb.on_done) s->cb.on_done(s, res, s->cb.user);
-    files_clear(s);
+    exec__files_rx_clear(&s->rx);
 }
 
 /* "D EXIT": the cell ended and the session lives on */
@@ -340,129 +298,25 @@ static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
 
 /* ---- files from ctl ----------------------------------------------------------------------- */
 
-static int file_push(exec_session_t *s)
-{
-    if (s->n_files == s->cap_files) {
-        size_t cap = s->cap_files ? s->cap_files * 2 : 8;
-        exec_file_t *f = realloc(s->files, cap * sizeof *f);
-        if (!f) return -1;
-        s->files = f;
-        struct owned *o = realloc(s->owned, cap * sizeof *o);
-        if (!o) return -1;
-        s->owned = o;
-        s->cap_files = cap;
-    }
-    s->owned[s->n_files] = (struct owned){s->cur_name, s->cur_data};
-    s->cur.name = s->cur_name;
-    s->cur.data = s->cur_data;
-    s->files[s->n_files++] = s->cur;
-    s->cur_name = NULL;
-    s->cur_data = NULL;
-    return 0;
-}
-
-static const char *omit_reason(const char *word)
-{
-    if (strcmp(word, "count") == 0) return R_COUNT;
-    if (strcmp(word, "budget") == 0) return R_CALL_CAP;
-    if (strcmp(word, "type") == 0) return R_TYPE;
-    if (strcmp(word, "read") == 0) return R_READ;
-    return NULL;
-}
-
-/* one control line from init; false: the sandbox broke the protocol */
-static bool ctl_line(exec_session_t *s, const char *line)
-{
-    unsigned long long size, sent;
-    size_t nl;
-    char word[16];
-    int code;
-    memset(&s->cur, 0, sizeof s->cur);
-    if (sscanf(line, "D %d", &code) == 1 && line[0] == 'D') {
-        cell_finished(s, code);
-        return true;
-    }
-    if (!s->busy || s->n_files >= s->lim.count + EXEC_FILES_LIMIT_COUNT) return false;
-    if (line[0] == 'F' && sscanf(line, "F %llu %llu %zu", &size, &sent, &nl) == 3) {
-        if (sent > size || sent > s->lim.file_bytes || s->file_bytes + sent > s->lim.call_bytes ||
-            s->n_sent >= s->lim.count)
-            return false;
-        s->cur.size = size;
-        s->cur.len = (size_t)sent;
-        s->cur.truncated = sent < size;
-        if (s->cur.truncated) s->cur.reason = sent == s->lim.file_bytes ? R_FILE_CAP : R_CALL_CAP;
-        s->file_bytes += sent;
-        s->n_sent++;
-    } else if (line[0] == 'O' && sscanf(line, "O %llu %15s %zu", &size, word, &nl) == 3) {
-        if (!(s->cur.reason = omit_reason(word))) return false;
-        s->cur.size = size;
-        s->cur.omitted = true;
-    } else {
-        return false;
-    }
-    if (nl == 0 || nl > EXEC_FILE_NAME_MAX) return false;
-    if (!(s->cur_name = malloc(nl + 1)) || !(s->cur_data = malloc(s->cur.len ? s->cur.len : 1))) {
-        fail_session(s, "out of memory for the files the cell wrote; the session was ended");
-        return true;
-    }
-    s->name_len = nl;
-    s->need = nl;
-    s->got = 0;
-    s->cstate = C_NAME;
-    return true;
-}
-
-/* bytes of the record being read; false: the sandbox broke the protocol */
-static bool ctl_bytes(exec_session_t *s, const char *p, size_t n, size_t *used)
-{
-    size_t take = s->need - s->got < n ? s->need - s->got : n;
-    *used = take;
-    if (s->cstate == C_NAME)
-        memcpy(s->cur_name + s->got, p, take);
-    else
-        memcpy(s->cur_data + s->got, p, take);
-    s->got += take;
-    if (s->got < s->need) return true;
-    if (s->cstate == C_NAME) {
-        s->cur_name[s->name_len] = '\0';
-        if (memchr(s->cur_name, '/', s->name_len) || strlen(s->cur_name) != s->name_len)
-            return false;
-        if (s->cur.len) {
-            s->cstate = C_DATA;
-            s->need = s->cur.len;
-            s->got = 0;
-            return true;
-        }
-    }
-    s->cstate = C_LINE;
-    if (file_push(s) < 0) fail_session(s, "out of memory for the files the cell wrote");
-    return true;
-}
-
 static void ctl_feed(exec_session_t *s, const char *p, size_t n)
 {
     while (n && !s->killed) {
-        if (s->cstate != C_LINE) {
-            size_t used;
-            if (!ctl_bytes(s, p, n, &used)) goto broken;
-            p += used;
-            n -= used;
-            continue;
+        size_t used;
+        int code;
+        int r = exec__files_rx_feed(&s->rx, p, n, &used, &code);
+        if (r == 0) return;
+        if (r < 0) {
+            fail_session(s, r == EXEC_ENOMEM
+                                ? "out of memory for the files the cell wrote; the session was "
+                                  "ended"
+                                : "the sandbox broke the session protocol (files out); the "
+                                  "session was killed");
+            return;
         }
-        char c = *p++;
-        n--;
-        if (c != '\n') {
-            if (s->clen == sizeof s->cline - 1) goto broken;
-            s->cline[s->clen++] = c;
-            continue;
-        }
-        s->cline[s->clen] = '\0';
-        s->clen = 0;
-        if (!ctl_line(s, s->cline)) goto broken;
+        cell_finished(s, code);
+        p += used;
+        n -= used;
     }
-    return;
-broken:
-    fail_session(s, "the sandbox broke the session protocol (files out); the session was killed");
 }
 
 /* ---- reading ------------------------------------------------------------------------------ */
@@ -665,7 +519,7 @@ int exec_session_run(exec_session_t *s, const char *code, uint64_t timeout_ms,
     free(s->err.data);
     s->out = (exec__outbuf_t){.keep = s->pool->keep_out};
     s->err = (exec__outbuf_t){.keep = s->pool->keep_err};
-    s->lim = lim;
+    exec__files_rx_start(&s->rx, &lim);
     s->busy = true;
     s->cb = *cb;
     s->timeout_ms = timeout_ms;

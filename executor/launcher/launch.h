@@ -89,9 +89,12 @@ struct launch_cfg {
     unsigned pids;
     unsigned cpu_seconds;
     unsigned nofile;
-    int disabled;       /* a layer id turned off by the test switch, or -1 */
-    int bridge_fd;      /* the bridge that came with the code (SCM_RIGHTS), else -1 */
-    bool session;       /* --session: cells, not one run (launch_session.c) */
+    int disabled;  /* a layer id turned off by the test switch, or -1 */
+    int bridge_fd; /* the bridge that came with the code (SCM_RIGHTS), else -1 */
+    bool session;  /* --session: cells, not one run (launch_session.c) */
+    bool files;    /* the request asked for the output files back, within: */
+    uint64_t files_file_cap, files_call_cap;
+    unsigned files_count_cap;
     const char *ro_lib; /* --ro-lib: host folder bound read-only at EXEC_RO_LIB_PATH */
     char *code;
 };
@@ -126,6 +129,10 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
 /* A session's init after the interpreter started (launch_session.c). Never returns. */
 _Noreturn void launch_session_init(const struct launch_cfg *cfg, const struct launch_plan *plan,
                                    pid_t py, int chan);
+/* After a one-shot run: the files in the output folder, on stdin, in the session's format
+   (a failed send only stops them). */
+void launch_outputs_send(const struct launch_plan *plan, uint64_t file_cap, uint64_t call_cap,
+                         unsigned count_cap);
 /* the interpreter's first code in a session */
 extern const char launch_session_driver[];
 

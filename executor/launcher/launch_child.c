@@ -437,8 +437,8 @@ static ssize_t recv_part(char *buf, size_t len, int *fd_out, bool first)
     return n;
 }
 
-/* "CPU_SECONDS[ B]\nCODE" from stdin (B: the bridge descriptor came on the first bytes),
-   bounded; NULL on EOF before any byte (a warm sandbox the pool discarded). */
+/* "CPU_SECONDS[ FILE_CAP CALL_CAP COUNT_CAP][ B]\nCODE" from stdin (B: the bridge descriptor came
+   on the first bytes), bounded; NULL on EOF before any byte (a warm sandbox the pool discarded). */
 static char *read_request(struct launch_cfg *run)
 {
     size_t cap = EXEC_MAX_CODE_BYTES + 32, len = 0;
@@ -464,6 +464,17 @@ static char *read_request(struct launch_cfg *run)
     *nl = '\0';
     char *end;
     unsigned long cpu = strtoul(buf, &end, 10);
+    /* " FILE_CAP CALL_CAP COUNT_CAP": hand the output files back after the run */
+    unsigned long long fcap, ccap;
+    unsigned count;
+    int used = 0;
+    if (sscanf(end, " %llu %llu %u%n", &fcap, &ccap, &count, &used) == 3 && used > 0) {
+        run->files = true;
+        run->files_file_cap = fcap;
+        run->files_call_cap = ccap;
+        run->files_count_cap = count;
+        end += used;
+    }
     bool bridge = strcmp(end, " B") == 0;
     if ((*end && !bridge) || cpu == 0 || cpu > LAUNCH_WARM_CPU_SECONDS)
         launch_fatal("code", "bad request line '%s'", buf);
@@ -578,8 +589,7 @@ static void set_module_path(const struct launch_cfg *cfg, const struct launch_pl
 static const char bootstrap[] =
     "def _ptc_boot():\n"
     "    import os, sys, _socket\n"
-    "    del globals()['_ptc_boot']\n"
-    "    s = _socket.socket(fileno=3)\n"
+    "    del globals()['_ptc_boot']\n" LAUNCH_PLOT_HOOK "    s = _socket.socket(fileno=3)\n"
     "    h, anc, _f, _a = s.recvmsg(1, _socket.CMSG_SPACE(4), _socket.MSG_CMSG_CLOEXEC)\n"
     "    parts = []\n"
     "    while True:\n"
@@ -611,6 +621,8 @@ static const char bootstrap[] =
     "        sys.last_type, sys.last_value, sys.last_traceback = type(e), e, t\n"
     "        sys.excepthook(type(e), e, t)\n"
     "        raise SystemExit(1)\n"
+    "    finally:\n"
+    "        _ptc_plots_end()\n"
     "_ptc_boot()\n";
 
 /* The interpreter's child of init: limits, directory, environment, then descriptors 0
@@ -804,6 +816,8 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
             launch_fatal("wait", "%s", strerror(errno));
         }
         if (r != py) continue;
+        if (run.files)
+            launch_outputs_send(plan, run.files_file_cap, run.files_call_cap, run.files_count_cap);
         if (WIFSIGNALED(st))
             launch_report("signal %d", WTERMSIG(st));
         else

@@ -39,7 +39,9 @@
     "usage: ptc-sandbox-launch --python PATH [--prefix DIR]... [--mount SRC:DST:ro|rw]...\n"       \
     "       [--memory BYTES] [--tmp-size BYTES] [--pids N] [--cpu-seconds N] [--fsize BYTES]\n"    \
     "       [--nofile N] [--disable LAYER] [--ro-lib DIR] [--session] [-- CODE]\n"                 \
-    "Without CODE, init reads \"CPU_SECONDS[ B]\\nCODE\" from stdin once it is set up (B: the\n"   \
+    "Without CODE, init reads \"CPU_SECONDS[ FILE_CAP CALL_CAP COUNT][ B]\\nCODE\" from stdin "    \
+    "once\n"                                                                                       \
+    "it is set up (the caps: send the output files back on stdin after the run; B: the\n"          \
     "bridge descriptor comes with the first bytes, SCM_RIGHTS). --session: cells come on stdin\n"  \
     "until EOF (launch_session.c).\n"                                                              \
     "Status lines go to fd 3. Started by ptc-mcp; see docs/sandbox.md.\n"

@@ -137,6 +137,8 @@ struct ses {
     size_t n_before;
     struct snap_ent *after;
     bool busy;
+    bool oneshot;   /* after a one-shot run: a failed send only stops the files */
+    bool host_dead; /* a send to the pool failed */
     uint64_t file_cap, call_cap;
     unsigned count_cap;
     int pending_fd; /* a descriptor that came from the pool, for the next "B" line */
@@ -193,12 +195,13 @@ _Noreturn static void host_gone(struct ses *s)
 static void send_all(struct ses *s, int fd, const void *data, size_t len)
 {
     const char *p = data;
-    while (len) {
+    while (len && !(fd == STDIN_FILENO && s->host_dead)) {
         ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && errno == ENOTSOCK) w = write(fd, p, len);
         if (w <= 0) {
-            if (fd == STDIN_FILENO) host_gone(s);
+            if (fd == STDIN_FILENO && !s->oneshot) host_gone(s);
+            if (fd == STDIN_FILENO) s->host_dead = true;
             return; /* the driver is gone: its end is reported when it is reaped */
         }
         p += w;
@@ -263,8 +266,8 @@ static void send_changed(struct ses *s)
     unsigned count = 0;
     for (size_t i = 0; i < n; i++) {
         const struct snap_ent *e = &s->after[i];
-        const struct snap_ent *old = bsearch(e, s->before, s->n_before, sizeof *e,
-                                             (int (*)(const void *, const void *))cmp_ent);
+        const struct snap_ent *old =
+            s->n_before ? bsearch(e, s->before, s->n_before, sizeof *e, cmp_ent) : NULL;
         if (old && unchanged(old, e)) continue;
         if (++count > s->count_cap)
             send_omitted(s, e, "count");
@@ -431,6 +434,27 @@ static void reap(struct ses *s)
     }
 }
 
+void launch_outputs_send(const struct launch_plan *plan, uint64_t file_cap, uint64_t call_cap,
+                         unsigned count_cap)
+{
+    char outdir[LAUNCH_PATH_MAX];
+    snprintf(outdir, sizeof outdir, "%s/" LAUNCH_OUTPUT_DIR_NAME,
+             plan->landlock_only ? plan->run_dir : "/tmp");
+    struct ses s = {.py = -1,
+                    .chan = -1,
+                    .outdir = outdir,
+                    .oneshot = true,
+                    .file_cap = file_cap,
+                    .call_cap = call_cap,
+                    .count_cap = count_cap,
+                    .pending_fd = -1};
+    /* a fresh folder: everything in it is the run's */
+    s.after = calloc(SES_SNAP_MAX, sizeof *s.after);
+    if (!s.after) return;
+    send_changed(&s);
+    free(s.after);
+}
+
 _Noreturn void launch_session_init(const struct launch_cfg *cfg, const struct launch_plan *plan,
                                    pid_t py, int chan)
 {
@@ -439,7 +463,8 @@ _Noreturn void launch_session_init(const struct launch_cfg *cfg, const struct la
     struct snap_ent *after = calloc(SES_SNAP_MAX, sizeof *after);
     if (!before || !after) launch_fatal("session", "out of memory");
     char outdir[LAUNCH_PATH_MAX];
-    snprintf(outdir, sizeof outdir, "%s/outputs", plan->landlock_only ? plan->run_dir : "/tmp");
+    snprintf(outdir, sizeof outdir, "%s/" LAUNCH_OUTPUT_DIR_NAME,
+             plan->landlock_only ? plan->run_dir : "/tmp");
     struct ses s = {.py = py,
                     .chan = chan,
                     .outdir = outdir,

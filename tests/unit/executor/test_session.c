@@ -204,6 +204,11 @@ typedef struct {
     exec_status_t status;
     exec_run_t *run;
     char seen[64];
+    size_t n_files;
+    char names[8][64];
+    size_t lens[8];
+    bool omitted[8];
+    unsigned char head[8][8]; /* first bytes of each file */
 } oneshot_t;
 
 static void on_run_done(exec_run_t *run, const exec_result_t *r, void *user)
@@ -213,6 +218,13 @@ static void on_run_done(exec_run_t *run, const exec_result_t *r, void *user)
     o->done = true;
     o->status = r->status;
     snprintf(o->out, sizeof o->out, "%.*s", (int)r->out.len, (const char *)r->out.data);
+    o->n_files = r->n_files;
+    for (size_t i = 0; i < r->n_files && i < 8; i++) {
+        snprintf(o->names[i], sizeof o->names[i], "%s", r->files[i].name);
+        o->lens[i] = r->files[i].len;
+        o->omitted[i] = r->files[i].omitted;
+        memcpy(o->head[i], r->files[i].data, r->files[i].len < 8 ? r->files[i].len : 8);
+    }
 }
 
 static void run_peek(uv_timer_t *t)
@@ -628,6 +640,32 @@ static void test_output_so_far_of_a_running_cell(void **state)
     exec_session_close(s);
 }
 
+static void test_a_one_shot_run_hands_files_back(void **state)
+{
+    fixture_t *fx = *state;
+    oneshot_t o = {0};
+    oneshot(&fx->loop, fx->pool,
+            "import os\nd = os.environ['PTC_OUTPUT_DIR']\n"
+            "open(os.path.join(d, 'data.csv'), 'w').write('a,b\\n1,2\\n')\n"
+            "os.symlink('/etc/hostname', os.path.join(d, 'link'))\n"
+            "print('wrote')",
+            0, &o);
+    assert_int_equal(o.status, EXEC_STATUS_OK);
+    assert_string_equal(o.out, "wrote\n");
+    assert_int_equal(o.n_files, 2);
+    assert_string_equal(o.names[0], "data.csv");
+    assert_int_equal(o.lens[0], 8);
+    assert_memory_equal(o.head[0], "a,b\n1,2\n", 8);
+    assert_string_equal(o.names[1], "link");
+    assert_true(o.omitted[1]);
+    /* the next run starts with an empty folder and hands back nothing */
+    oneshot_t o2 = {0};
+    oneshot(&fx->loop, fx->pool, "import os\nprint(os.listdir(os.environ['PTC_OUTPUT_DIR']))", 0,
+            &o2);
+    assert_string_equal(o2.out, "[]\n");
+    assert_int_equal(o2.n_files, 0);
+}
+
 /* the matplotlib test's interpreter: a venv of its own, made once per build tree */
 static bool mpl_python(char *path, size_t len)
 {
@@ -675,6 +713,17 @@ static void test_a_plot_comes_back_as_png(void **state)
     assert_string_equal(c.files[0].name, "figure-2.png");
     assert_memory_equal(c.files[0].data, "\x89PNG", 4);
     cell_free(&c);
+    cell(&loop, s, "print(plt.get_fignums())", T_TIMEOUT_MS, &c);
+    assert_string_equal(c.out, "[]\n");
+    assert_int_equal(c.n_files, 0);
+    cell_free(&c);
+    /* a one-shot run's plot comes back too */
+    oneshot_t o = {0};
+    oneshot(&loop, pool, "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()", 0, &o);
+    assert_int_equal(o.status, EXEC_STATUS_OK);
+    assert_int_equal(o.n_files, 1);
+    assert_string_equal(o.names[0], "figure-1.png");
+    assert_memory_equal(o.head[0], "\x89PNG\r\n\x1a\n", 8);
     cell(&loop, s, "print(plt.get_fignums())", T_TIMEOUT_MS, &c);
     assert_string_equal(c.out, "[]\n");
     assert_int_equal(c.n_files, 0);
@@ -737,6 +786,8 @@ int main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_the_bridge_lasts_the_session, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_output_so_far_of_a_running_cell, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_a_one_shot_run_hands_files_back, fx_setup,
                                         fx_teardown),
         cmocka_unit_test(test_a_plot_comes_back_as_png),
         cmocka_unit_test(test_pool_free_ends_live_sessions),

@@ -360,7 +360,8 @@ int exec_run_output(const exec_run_t *run, exec_output_t *out, exec_output_t *er
  * cells: each cell runs in the same __main__ globals, so imports, variables, open files, /tmp
  * and the working directory persist. A cell ends when its code returns (or raises); the driver
  * flushes stdout and stderr first, so the result holds exactly what the cell printed. Output
- * of a background thread or process after that goes to the next cell.
+ * of a background thread or process after that is dropped while no cell runs, and counts as
+ * the running cell's while one does.
  *
  * The bridge: one per session, given to exec_session_new (like a run's, it is descriptor
  * EXEC_BRIDGE_FD inside with EXEC_BRIDGE_ENV set) and kept for the session's life: the tools

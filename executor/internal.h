@@ -112,7 +112,7 @@ struct exec_run {
     char *code;
     uint64_t timeout_ms;
     int bridge_fd; /* owned until the launcher has it; -1 after */
-    char *ro_dir;  /* canonical host path, or NULL */
+    char *ro_dir;  /* canonical host paths joined by ':' (ro_dir, then path_dirs), or NULL */
     exec_callbacks_t cb;
     bool detached;  /* cancelled or pool freed: no more callbacks */
     bool discarded; /* a warm sandbox the pool let go unused (its key changed) */
@@ -199,6 +199,10 @@ struct exec_pool {
 
 /* the canonical form of a run's ro_dir, malloc'd; NULL when it is not a usable directory */
 char *exec__canonical_dir(const char *dir);
+/* The run's folders (ro_dir, then path_dirs) canonical and joined by ':' into *out (malloc'd;
+   NULL when there are none): the warm sandboxes' key, the launcher's --ro-lib and, unsafe,
+   PYTHONPATH. 0, EXEC_EINVAL (a folder missing), EXEC_ENOMEM. */
+int exec__canonical_dirs(const exec_run_opts_t *ro, char **out);
 /* frees the pool once it is closing and nothing it allocated is left */
 void exec__pool_maybe_free(exec_pool_t *pool);
 /* kills every session (exec_pool_free): no callbacks afterwards */

@@ -406,7 +406,15 @@ static int session_new(exec_pool_t *pool, const exec_session_opts_t *so, exec_se
     if (pool->unsafe) return EXEC_EUNSUPPORTED;
     if (pool->refusing) return EXEC_EREFUSED;
     char *ro_dir = NULL;
-    if (so && so->ro_dir && !(ro_dir = exec__canonical_dir(so->ro_dir))) return EXEC_EINVAL;
+    if (so) {
+        exec_run_opts_t ro;
+        exec_run_opts_init(&ro);
+        ro.ro_dir = so->ro_dir;
+        ro.path_dirs = so->path_dirs;
+        ro.n_path_dirs = so->n_path_dirs;
+        int rc = exec__canonical_dirs(&ro, &ro_dir);
+        if (rc != 0) return rc;
+    }
     exec_session_t *s = calloc(1, sizeof *s);
     if (!s) {
         free(ro_dir);

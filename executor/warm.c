@@ -114,10 +114,19 @@ void exec__warm_adopt(exec_run_t *w, exec_run_t *req)
 
 int exec_pool_warm_for(exec_pool_t *pool, const char *ro_dir)
 {
+    exec_run_opts_t ro;
+    exec_run_opts_init(&ro);
+    ro.ro_dir = ro_dir;
+    return exec_pool_warm_for_ex(pool, &ro);
+}
+
+int exec_pool_warm_for_ex(exec_pool_t *pool, const exec_run_opts_t *ro)
+{
     if (!pool) return EXEC_EINVAL;
     if (pool->closing) return EXEC_ECLOSING;
     char *dir = NULL;
-    if (ro_dir && !(dir = exec__canonical_dir(ro_dir))) return EXEC_EINVAL;
+    int rc = exec__canonical_dirs(ro, &dir);
+    if (rc != 0) return rc;
     if (!exec__same_dir(pool->warm_dir, dir)) {
         warm_discard(pool);
         free(pool->warm_dir);

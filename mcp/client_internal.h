@@ -23,7 +23,7 @@ struct mcp__proc {
     int pid;
     unsigned grace_ms;
 
-    uv_process_t process;
+    uv_signal_t chld; /* SIGCHLD: reaps pid (forked here, not by uv_spawn: see client_proc.c) */
     uv_pipe_t in, out, err;
     uv_timer_t timer; /* kill escalation, or the linger after exit */
     int open_handles;
@@ -161,15 +161,58 @@ unsigned mcp__http_gen(const mcp__http_conn_t *h);
  * background, and the connection frees itself. */
 void mcp__http_close(mcp__http_conn_t *h);
 
-/* client_session.c: what the transports report to their client. */
-void mcp__client_on_line(mcp_client_t *c, const char *line, size_t len, bool too_big);
+/* Longest failure reason kept or composed. */
+#define MCP__CLIENT_REASON_MAX 1024
+
+/* client_session.c: the lifecycle, and what the transports report to their client. */
 void mcp__client_on_exit(mcp_client_t *c, mcp__proc_t *p);
 void mcp__client_enter(mcp_client_t *c);
 /* Returns true when the client was freed. */
 bool mcp__client_leave(mcp_client_t *c);
+/* A free was asked for: the caller must not go on with the client's work. */
+bool mcp__client_gone(const mcp_client_t *c);
 /* The HTTP server is unreachable or forgot the session: like a child's exit. */
 void mcp__client_on_http_failure(mcp_client_t *c, mcp__http_conn_t *h, const char *reason);
+/* The handshake and first listing are done: READY, then the waiting calls go out. */
+void mcp__client_become_ready(mcp_client_t *c);
+/* The current start attempt failed: kill what runs and decide between restart and failure. */
+void mcp__client_start_failure(mcp_client_t *c, const char *reason);
+
+/* client_calls.c: calls, and the messages the server sends. */
+void mcp__client_on_line(mcp_client_t *c, const char *line, size_t len, bool too_big);
 /* A POST carrying request `id` ended without its answer: fails the call if still pending. */
 void mcp__client_on_http_unanswered(mcp_client_t *c, double id, int err, const char *why);
+typedef enum mcp__client_which_calls {
+    MCP__CALLS_SENT_USER, /* answers that will never come */
+    MCP__CALLS_WAITING,   /* not sent yet */
+    MCP__CALLS_ALL_USER,  /* every user call */
+    MCP__CALLS_INTERNAL,  /* handshake and listing requests */
+} mcp__client_which_calls_t;
+/* Fails a set of calls. They are unlinked first, so callbacks that start or cancel other calls
+ * cannot disturb the walk; internal calls end silently. */
+void mcp__client_fail_calls(mcp_client_t *c, mcp__client_which_calls_t which, int err,
+                            const char *what);
+/* Sends one message to the running server and frees it (NULL: MCP_ENOMEM). */
+int mcp__client_send(mcp_client_t *c, cJSON *msg);
+/* Creates and links a call; sends it now when the server is ready (or it is internal). Takes
+ * params. Never calls cb. */
+int mcp__client_start_call(mcp_client_t *c, const char *method, cJSON *params, unsigned timeout_ms,
+                           bool internal, mcp_client_progress_cb progress, mcp_client_call_cb cb,
+                           void *data, int64_t id, mcp_client_call_t **out);
+/* Sends the calls that waited for the server, oldest first. */
+void mcp__client_flush_waiting(mcp_client_t *c);
+
+/* client_listing.c: the tools listing. */
+void mcp__client_start_listing(mcp_client_t *c);
+/* notifications/tools/list_changed: list again now, or after the current listing. */
+void mcp__client_on_list_changed(mcp_client_t *c);
+
+/* client_peers.c: the requests the server sends us. */
+/* Answers ping and roots/list; hands sampling and elicitation to the owner. */
+void mcp__client_handle_request(mcp_client_t *c, const cJSON *msg);
+/* The server died or the client stops: the owner hears of every pending request. */
+void mcp__client_cancel_peers(mcp_client_t *c);
+/* notifications/cancelled from the server for its request rid. */
+void mcp__client_on_peer_cancelled(mcp_client_t *c, const cJSON *rid);
 
 #endif

@@ -1,11 +1,12 @@
 /* client_session.c - the MCP client to one downstream server: lifecycle (start, handshake,
- * tools listing, restart with backoff, stop), calls with ids, timeouts and cancellation, and
- * the requests the server sends us.
+ * restart with backoff, stop, free) and its public getters. Its calls are in client_calls.c, the
+ * tools listing in client_listing.c, the requests the server sends us in client_peers.c.
  *
  * Re-entrancy: hooks and call callbacks run user code that may call back into the client,
- * free it included. Every entry point brackets its work with enter()/leave(); a free asked for
- * inside is carried out by the outermost leave(), so the client's memory stays valid while any
- * of its frames is on the stack. */
+ * free it included. Every entry point brackets its work with enter()/leave() (in the other
+ * files mcp__client_enter/mcp__client_leave); a free asked for inside is carried out by the
+ * outermost leave(), so the client's memory stays valid while any of its frames is on the
+ * stack. */
 #include "client_internal.h"
 
 #include <stdlib.h>
@@ -16,8 +17,6 @@
 #ifndef PTC_VERSION
 #define PTC_VERSION "0"
 #endif
-
-#define REASON_MAX 1024
 
 static void really_free(mcp_client_t *c);
 
@@ -46,7 +45,7 @@ bool mcp__client_leave(mcp_client_t *c)
     return leave(c);
 }
 
-static bool gone(const mcp_client_t *c)
+bool mcp__client_gone(const mcp_client_t *c)
 {
     return c->free_pending;
 }
@@ -110,558 +109,6 @@ static void set_state(mcp_client_t *c, mcp_client_state_t st, const char *reason
     if (c->hooks.state_changed != NULL) c->hooks.state_changed(c, st, c->reason, c->hooks.data);
 }
 
-/* --- calls ----------------------------------------------------------------------------- */
-
-static void unlink_call(mcp_client_call_t *call)
-{
-    mcp_client_t *c = call->c;
-    if (!call->linked) return;
-    if (call->prev)
-        call->prev->next = call->next;
-    else
-        c->calls = call->next;
-    if (call->next) call->next->prev = call->prev;
-    call->prev = call->next = NULL;
-    call->linked = false;
-    if (!call->internal) c->n_user_calls--;
-}
-
-static void free_call(mcp_client_call_t *call)
-{
-    if (call->timer != NULL) {
-        uv_timer_stop(call->timer);
-        call->timer->data = NULL;
-        mcp__close_free((uv_handle_t *)call->timer);
-    }
-    free(call->method);
-    cJSON_Delete(call->params);
-    free(call);
-}
-
-/* Unlinks, calls back once (unless silent), frees. */
-static void settle(mcp_client_call_t *call, int err, const cJSON *result, const cJSON *error,
-                   const char *message, bool silent)
-{
-    unlink_call(call);
-    call->settling = true;
-    if (call->timer != NULL) uv_timer_stop(call->timer);
-    /* Over HTTP the call's POST may still be open (a timeout or cancel): end it. When the
-     * answer itself settles the call, its POST is no longer listed and nothing happens. */
-    if (call->sent && call->c->http != NULL) mcp__http_abandon(call->c->http, (double)call->id);
-    if (!silent && call->cb != NULL) call->cb(call->data, err, result, error, message);
-    free_call(call);
-}
-
-typedef enum which_calls {
-    CALLS_SENT_USER, /* answers that will never come */
-    CALLS_WAITING,   /* not sent yet */
-    CALLS_ALL_USER,  /* every user call */
-    CALLS_INTERNAL,  /* handshake and listing requests */
-} which_calls_t;
-
-static bool call_matches(const mcp_client_call_t *call, which_calls_t which)
-{
-    switch (which) {
-    case CALLS_SENT_USER:
-        return !call->internal && call->sent;
-    case CALLS_WAITING:
-        return !call->internal && !call->sent;
-    case CALLS_ALL_USER:
-        return !call->internal;
-    case CALLS_INTERNAL:
-        return call->internal;
-    }
-    return false;
-}
-
-/* Fails a set of calls. They are unlinked first, so callbacks that start or cancel other calls
- * cannot disturb the walk; internal calls end silently. */
-static void fail_calls(mcp_client_t *c, which_calls_t which, int err, const char *what)
-{
-    mcp_client_call_t *batch = NULL, *tail = NULL;
-    mcp_client_call_t *call = c->calls;
-    while (call != NULL) {
-        mcp_client_call_t *next = call->next;
-        if (call_matches(call, which)) {
-            unlink_call(call);
-            call->settling = true;
-            if (tail)
-                tail->next = call;
-            else
-                batch = call;
-            tail = call;
-        }
-        call = next;
-    }
-    while (batch != NULL) {
-        call = batch;
-        batch = call->next;
-        call->next = NULL;
-        char msg[REASON_MAX + 256];
-        snprintf(msg, sizeof msg, "%s on downstream server %s: %s", call->method, c->name, what);
-        settle(call, err, NULL, NULL, msg, call->internal);
-    }
-}
-
-static int send_msg(mcp_client_t *c, cJSON *msg)
-{
-    if (msg == NULL) return MCP_ENOMEM;
-    int rc = c->proc != NULL   ? mcp__proc_send(c->proc, msg)
-             : c->http != NULL ? mcp__http_send(c->http, msg)
-                               : MCP_ECLOSED;
-    cJSON_Delete(msg);
-    return rc;
-}
-
-static void send_cancelled(mcp_client_t *c, int64_t id, const char *reason)
-{
-    cJSON *p = cJSON_CreateObject();
-    if (p == NULL || cJSON_AddNumberToObject(p, "requestId", (double)id) == NULL ||
-        (reason != NULL && cJSON_AddStringToObject(p, "reason", reason) == NULL)) {
-        cJSON_Delete(p);
-        return;
-    }
-    send_msg(c, mcp_jsonrpc_request(NULL, "notifications/cancelled", p));
-}
-
-static int send_call(mcp_client_t *c, mcp_client_call_t *call)
-{
-    cJSON *id = cJSON_CreateNumber((double)call->id);
-    if (id == NULL) return MCP_ENOMEM;
-    cJSON *params = call->params;
-    call->params = NULL;
-    cJSON *msg = mcp_jsonrpc_request(id, call->method, params);
-    cJSON_Delete(id);
-    int rc = send_msg(c, msg);
-    if (rc == MCP_OK) call->sent = true;
-    return rc;
-}
-
-static void on_call_timer(uv_timer_t *t)
-{
-    mcp_client_call_t *call = t->data;
-    if (call == NULL) return;
-    mcp_client_t *c = call->c;
-    enter(c);
-    char msg[REASON_MAX + 256];
-    uint64_t waited = mcp__now_ms() - call->created_ms;
-    if (call->sent) {
-        send_cancelled(c, call->id, "timed out");
-        snprintf(msg, sizeof msg, "downstream server %s did not answer %s within %u ms", c->name,
-                 call->method, call->timeout_ms);
-    } else if (call->timeout_ms != 0 && waited >= call->timeout_ms) {
-        snprintf(msg, sizeof msg,
-                 "%s timed out after %u ms while downstream server %s was still starting%s%s",
-                 call->method, call->timeout_ms, c->name, c->reason != NULL ? ": " : "",
-                 c->reason != NULL ? c->reason : "");
-    } else {
-        snprintf(msg, sizeof msg,
-                 "downstream server %s did not become ready within %u ms (state %s%s%s)", c->name,
-                 c->opts.call_wait_ms, mcp_client_state_name(c->state),
-                 c->reason != NULL ? ": " : "", c->reason != NULL ? c->reason : "");
-    }
-    settle(call, MCP_ETIMEDOUT, NULL, NULL, msg, false);
-    leave(c);
-}
-
-static void arm_call_timer(mcp_client_call_t *call)
-{
-    uint64_t waited = mcp__now_ms() - call->created_ms;
-    uint64_t due = 0;
-    if (call->timeout_ms != 0) due = call->timeout_ms > waited ? call->timeout_ms - waited : 1;
-    if (!call->sent && !call->internal) {
-        uint64_t w = call->c->opts.call_wait_ms;
-        w = w > waited ? w - waited : 1;
-        if (due == 0 || w < due) due = w;
-    }
-    if (due == 0)
-        uv_timer_stop(call->timer);
-    else
-        uv_timer_start(call->timer, on_call_timer, due, 0);
-}
-
-/* Creates and links a call; sends it now when the server is ready (or it is internal). Takes
- * params. Never calls cb. */
-static int start_call(mcp_client_t *c, const char *method, cJSON *params, unsigned timeout_ms,
-                      bool internal, mcp_client_progress_cb progress, mcp_client_call_cb cb,
-                      void *data, int64_t id, mcp_client_call_t **out)
-{
-    mcp_client_call_t *call = calloc(1, sizeof *call);
-    if (call == NULL) {
-        cJSON_Delete(params);
-        return MCP_ENOMEM;
-    }
-    call->c = c;
-    call->id = id;
-    call->method = mcp__strdup(method);
-    call->params = params;
-    call->timeout_ms = timeout_ms;
-    call->created_ms = mcp__now_ms();
-    call->internal = internal;
-    call->progress = progress;
-    call->cb = cb;
-    call->data = data;
-    call->timer = malloc(sizeof *call->timer);
-    if (call->method == NULL || call->timer == NULL) {
-        free(call->timer);
-        call->timer = NULL;
-        free_call(call);
-        return MCP_ENOMEM;
-    }
-    uv_timer_init(c->loop, call->timer);
-    call->timer->data = call;
-    if (internal || c->state == MCP_CLIENT_READY) {
-        int rc = send_call(c, call);
-        if (rc < 0) {
-            free_call(call);
-            return rc;
-        }
-    }
-    call->next = c->calls;
-    if (c->calls) c->calls->prev = call;
-    c->calls = call;
-    call->linked = true;
-    if (!internal) c->n_user_calls++;
-    arm_call_timer(call);
-    if (out != NULL) *out = call;
-    return MCP_OK;
-}
-
-/* Sends the calls that waited for the server, oldest first. */
-static void flush_waiting(mcp_client_t *c)
-{
-    while (!gone(c) && c->state == MCP_CLIENT_READY) {
-        mcp_client_call_t *oldest = NULL;
-        for (mcp_client_call_t *call = c->calls; call != NULL; call = call->next)
-            if (!call->internal && !call->sent) oldest = call; /* the list is newest first */
-        if (oldest == NULL) return;
-        int rc = send_call(c, oldest);
-        if (rc < 0) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "could not send %s to downstream server %s: %s",
-                     oldest->method, c->name, mcp_strerror(rc));
-            settle(oldest, rc, NULL, NULL, msg, false);
-        } else {
-            arm_call_timer(oldest);
-        }
-    }
-}
-
-static mcp_client_call_t *find_sent(mcp_client_t *c, double id)
-{
-    for (mcp_client_call_t *call = c->calls; call != NULL; call = call->next)
-        if (call->sent && (double)call->id == id) return call;
-    return NULL;
-}
-
-/* Our ids are integers; some servers echo them back as strings ("7"), which we accept. */
-static mcp_client_call_t *find_by_id(mcp_client_t *c, const cJSON *id)
-{
-    if (cJSON_IsNumber(id)) return find_sent(c, id->valuedouble);
-    if (!cJSON_IsString(id) || id->valuestring[0] == '\0' || strlen(id->valuestring) > 15)
-        return NULL;
-    for (const char *p = id->valuestring; *p != '\0'; p++)
-        if (*p < '0' || *p > '9') return NULL;
-    return find_sent(c, strtod(id->valuestring, NULL));
-}
-
-/* --- peer requests --------------------------------------------------------------------- */
-
-static void unlink_peer(mcp_client_peer_req_t *r)
-{
-    mcp_client_t *c = r->c;
-    if (c == NULL) return;
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        c->peers = r->next;
-    if (r->next) r->next->prev = r->prev;
-    r->prev = r->next = NULL;
-    c->n_peers--;
-}
-
-/* The server died or the client stops: the owner hears it, and its answer is dropped. The
- * hook may answer (and so unlink) any request, hence the fresh walk each time. */
-static void cancel_peers(mcp_client_t *c)
-{
-    while (!gone(c)) {
-        mcp_client_peer_req_t *r = c->peers;
-        while (r != NULL && r->cancelled)
-            r = r->next;
-        if (r == NULL) return;
-        r->cancelled = true;
-        if (c->hooks.peer_cancelled != NULL) c->hooks.peer_cancelled(c, r, c->hooks.data);
-    }
-}
-
-static void answer_peer(mcp_client_peer_req_t *r, cJSON *msg)
-{
-    mcp_client_t *c = r->c;
-    bool same = c != NULL && ((c->proc != NULL && c->proc->gen == r->gen) ||
-                              (c->http != NULL && mcp__http_gen(c->http) == r->gen));
-    if (same && !r->cancelled)
-        send_msg(c, msg);
-    else
-        cJSON_Delete(msg);
-    unlink_peer(r);
-    cJSON_Delete(r->id);
-    cJSON_Delete(r->params);
-    free(r->method);
-    free(r);
-}
-
-const char *mcp_client_peer_method(const mcp_client_peer_req_t *req)
-{
-    return req->method;
-}
-
-const cJSON *mcp_client_peer_params(const mcp_client_peer_req_t *req)
-{
-    return req->params;
-}
-
-bool mcp_client_peer_cancelled(const mcp_client_peer_req_t *req)
-{
-    return req->cancelled;
-}
-
-void mcp_client_peer_reply(mcp_client_peer_req_t *req, cJSON *result)
-{
-    if (result == NULL) {
-        mcp_client_peer_fail(req, MCP_JSONRPC_INTERNAL_ERROR, "ptc-mcp could not build the answer");
-        return;
-    }
-    answer_peer(req, mcp_jsonrpc_result(req->id, result));
-}
-
-void mcp_client_peer_fail(mcp_client_peer_req_t *req, int code, const char *message)
-{
-    answer_peer(req, mcp_jsonrpc_error(req->id, code, message, NULL));
-}
-
-static void reply_error(mcp_client_t *c, const cJSON *id, int code, const char *message)
-{
-    send_msg(c, mcp_jsonrpc_error(id, code, message, NULL));
-}
-
-static void handle_request(mcp_client_t *c, const cJSON *msg)
-{
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
-    const char *method = cJSON_GetObjectItemCaseSensitive(msg, "method")->valuestring;
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
-    if (strcmp(method, "ping") == 0) {
-        send_msg(c, mcp_jsonrpc_result(id, cJSON_CreateObject()));
-        return;
-    }
-    if (strcmp(method, "roots/list") == 0) {
-        cJSON *res = cJSON_CreateObject();
-        cJSON *roots = c->roots != NULL ? cJSON_Duplicate(c->roots, true) : cJSON_CreateArray();
-        if (res == NULL || roots == NULL || !cJSON_AddItemToObject(res, "roots", roots)) {
-            cJSON_Delete(res);
-            cJSON_Delete(roots);
-            reply_error(c, id, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
-            return;
-        }
-        send_msg(c, mcp_jsonrpc_result(id, res));
-        return;
-    }
-    bool sampling = strcmp(method, "sampling/createMessage") == 0;
-    bool elicit = strcmp(method, "elicitation/create") == 0;
-    if (!sampling && !elicit) {
-        char m[300];
-        snprintf(m, sizeof m, "Method not found: %.200s", method);
-        reply_error(c, id, MCP_JSONRPC_METHOD_NOT_FOUND, m);
-        return;
-    }
-    if ((sampling && !c->opts.can_sample) || (elicit && !c->opts.can_elicit) ||
-        c->hooks.peer_request == NULL) {
-        char m[300];
-        snprintf(m, sizeof m,
-                 "ptc-mcp cannot forward %s: it did not declare the capability (no connected "
-                 "client offers it)",
-                 method);
-        reply_error(c, id, MCP_JSONRPC_METHOD_NOT_FOUND, m);
-        return;
-    }
-    if (c->n_peers >= MCP__CLIENT_MAX_PEER_REQS) {
-        reply_error(c, id, MCP_JSONRPC_INTERNAL_ERROR,
-                    "too many requests from this server are waiting for an answer");
-        return;
-    }
-    mcp_client_peer_req_t *r = calloc(1, sizeof *r);
-    if (r == NULL || (r->id = cJSON_Duplicate(id, true)) == NULL ||
-        (r->method = mcp__strdup(method)) == NULL ||
-        (params != NULL && (r->params = cJSON_Duplicate(params, true)) == NULL)) {
-        if (r != NULL) {
-            cJSON_Delete(r->id);
-            free(r->method);
-            free(r);
-        }
-        reply_error(c, id, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
-        return;
-    }
-    r->c = c;
-    r->gen = c->gen;
-    r->next = c->peers;
-    if (c->peers) c->peers->prev = r;
-    c->peers = r;
-    c->n_peers++;
-    c->hooks.peer_request(c, r, c->hooks.data);
-}
-
-/* --- tools listing --------------------------------------------------------------------- */
-
-static void become_ready(mcp_client_t *c);
-static void start_failure(mcp_client_t *c, const char *reason);
-static void request_page(mcp_client_t *c, const char *cursor);
-
-static void start_listing(mcp_client_t *c)
-{
-    c->listing = true;
-    c->relist = false;
-    c->pages = 0;
-    free(c->last_cursor);
-    c->last_cursor = NULL;
-    cJSON_Delete(c->listing_tools);
-    c->listing_tools = cJSON_CreateArray();
-    if (c->listing_tools == NULL) {
-        c->listing = false;
-        if (c->state == MCP_CLIENT_STARTING) start_failure(c, "out of memory listing tools");
-        return;
-    }
-    request_page(c, NULL);
-}
-
-static void finish_listing(mcp_client_t *c)
-{
-    c->listing = false;
-    cJSON *fresh = c->listing_tools;
-    c->listing_tools = NULL;
-    if (c->state == MCP_CLIENT_STARTING) {
-        /* After a crash the same tools usually come back: the owner need not re-index. */
-        bool changed = !c->ever_ready || !cJSON_Compare(c->tools, fresh, true);
-        cJSON_Delete(c->tools);
-        c->tools = fresh;
-        if (changed && c->hooks.tools_changed != NULL)
-            c->hooks.tools_changed(c, c->tools, c->hooks.data);
-        if (!gone(c)) become_ready(c);
-        return;
-    }
-    if (cJSON_Compare(c->tools, fresh, true)) {
-        cJSON_Delete(fresh);
-    } else {
-        cJSON_Delete(c->tools);
-        c->tools = fresh;
-        mcp_log(c->lg, MCP_LOG_INFO, "downstream server %s: tools changed (%d tools)", c->name,
-                cJSON_GetArraySize(c->tools));
-        if (c->hooks.tools_changed != NULL) c->hooks.tools_changed(c, c->tools, c->hooks.data);
-    }
-    if (!gone(c) && c->relist && c->state == MCP_CLIENT_READY) start_listing(c);
-}
-
-static void listing_failed(mcp_client_t *c, const char *why)
-{
-    c->listing = false;
-    cJSON_Delete(c->listing_tools);
-    c->listing_tools = NULL;
-    char reason[REASON_MAX];
-    snprintf(reason, sizeof reason, "tools/list failed: %s", why);
-    if (c->state == MCP_CLIENT_STARTING) {
-        start_failure(c, reason);
-        return;
-    }
-    mcp_log(c->lg, MCP_LOG_WARNING, "downstream server %s: %s; keeping the %d tools listed before",
-            c->name, reason, cJSON_GetArraySize(c->tools));
-    if (c->relist && c->state == MCP_CLIENT_READY) start_listing(c);
-}
-
-static bool tool_ok(const cJSON *t)
-{
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(t, "name");
-    return cJSON_IsObject(t) && cJSON_IsString(name) && name->valuestring[0] != '\0';
-}
-
-static void on_list_page(void *data, int err, const cJSON *result, const cJSON *error,
-                         const char *message)
-{
-    mcp_client_t *c = data;
-    (void)error;
-    if (err < 0) {
-        listing_failed(c, message);
-        return;
-    }
-    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(result, "tools");
-    if (!cJSON_IsArray(tools)) {
-        listing_failed(c, "the answer has no \"tools\" array");
-        return;
-    }
-    size_t skipped = 0, cut = 0;
-    const cJSON *t;
-    cJSON_ArrayForEach(t, tools)
-    {
-        if (!tool_ok(t)) {
-            skipped++;
-            continue;
-        }
-        if ((size_t)cJSON_GetArraySize(c->listing_tools) >= c->opts.max_tools) {
-            cut++;
-            continue;
-        }
-        cJSON *dup = cJSON_Duplicate(t, true);
-        if (dup == NULL || !cJSON_AddItemToArray(c->listing_tools, dup)) {
-            cJSON_Delete(dup);
-            listing_failed(c, "out of memory");
-            return;
-        }
-    }
-    if (skipped > 0)
-        mcp_log(c->lg, MCP_LOG_WARNING,
-                "downstream server %s: skipped %zu tools without a string \"name\"", c->name,
-                skipped);
-    if (cut > 0)
-        mcp_log(c->lg, MCP_LOG_WARNING, "downstream server %s: more than %zu tools; %zu dropped",
-                c->name, c->opts.max_tools, cut);
-    c->pages++;
-    const cJSON *next = cJSON_GetObjectItemCaseSensitive(result, "nextCursor");
-    if (!cJSON_IsString(next) || next->valuestring[0] == '\0') {
-        finish_listing(c);
-        return;
-    }
-    if (c->pages >= MCP__CLIENT_MAX_LIST_PAGES ||
-        (c->last_cursor != NULL && strcmp(c->last_cursor, next->valuestring) == 0)) {
-        mcp_log(c->lg, MCP_LOG_WARNING,
-                "downstream server %s: tools/list cursors do not end (%zu pages, cursor "
-                "repeated or too many pages); using the tools listed so far",
-                c->name, c->pages);
-        finish_listing(c);
-        return;
-    }
-    request_page(c, next->valuestring);
-}
-
-static void request_page(mcp_client_t *c, const char *cursor)
-{
-    cJSON *params = NULL;
-    if (cursor != NULL) {
-        char *keep = mcp__strdup(cursor);
-        params = cJSON_CreateObject();
-        if (keep == NULL || params == NULL ||
-            cJSON_AddStringToObject(params, "cursor", cursor) == NULL) {
-            free(keep);
-            cJSON_Delete(params);
-            listing_failed(c, "out of memory");
-            return;
-        }
-        free(c->last_cursor);
-        c->last_cursor = keep;
-    }
-    /* The start timeout bounds the first listing; later ones get their own. */
-    unsigned timeout = c->state == MCP_CLIENT_READY ? c->opts.start_timeout_ms : 0;
-    int rc = start_call(c, "tools/list", params, timeout, true, NULL, on_list_page, c, c->next_id++,
-                        NULL);
-    if (rc < 0) listing_failed(c, mcp_strerror(rc));
-}
-
 /* --- lifecycle ------------------------------------------------------------------------- */
 
 static void on_healthy(uv_timer_t *t)
@@ -673,15 +120,16 @@ static void on_healthy(uv_timer_t *t)
     c->attempts = 0;
 }
 
-static void become_ready(mcp_client_t *c)
+void mcp__client_become_ready(mcp_client_t *c)
 {
     uv_timer_stop(c->start_timer);
     c->ever_ready = true;
     if (c->opts.healthy_ms > 0) uv_timer_start(c->healthy_timer, on_healthy, c->opts.healthy_ms, 0);
     set_state(c, MCP_CLIENT_READY, NULL);
-    if (gone(c) || c->state != MCP_CLIENT_READY) return;
-    flush_waiting(c);
-    if (!gone(c) && c->relist && !c->listing && c->state == MCP_CLIENT_READY) start_listing(c);
+    if (mcp__client_gone(c) || c->state != MCP_CLIENT_READY) return;
+    mcp__client_flush_waiting(c);
+    if (!mcp__client_gone(c) && c->relist && !c->listing && c->state == MCP_CLIENT_READY)
+        mcp__client_start_listing(c);
 }
 
 static void on_deferred(uv_timer_t *t);
@@ -695,8 +143,9 @@ static void defer(mcp_client_t *c, mcp__client_deferred_t what, uint64_t ms)
 static void set_failed(mcp_client_t *c, const char *reason)
 {
     set_state(c, MCP_CLIENT_FAILED, reason);
-    if (gone(c)) return;
-    fail_calls(c, CALLS_WAITING, MCP_ESTATE, c->reason != NULL ? c->reason : "failed");
+    if (mcp__client_gone(c)) return;
+    mcp__client_fail_calls(c, MCP__CALLS_WAITING, MCP_ESTATE,
+                           c->reason != NULL ? c->reason : "failed");
 }
 
 /* The running server is gone (or never came up). Decides between a restart and giving up. */
@@ -709,18 +158,18 @@ static void after_failure(mcp_client_t *c, const char *reason)
     c->listing_tools = NULL;
     cJSON_Delete(c->init_result);
     c->init_result = NULL;
-    fail_calls(c, CALLS_INTERNAL, 0, "");
-    char what[REASON_MAX + 64];
+    mcp__client_fail_calls(c, MCP__CALLS_INTERNAL, 0, "");
+    char what[MCP__CLIENT_REASON_MAX + 64];
     snprintf(what, sizeof what, "the server %s while the call was in flight", reason);
-    fail_calls(c, CALLS_SENT_USER, MCP_ECLOSED, what);
-    if (!gone(c)) cancel_peers(c);
-    if (gone(c)) return;
+    mcp__client_fail_calls(c, MCP__CALLS_SENT_USER, MCP_ECLOSED, what);
+    if (!mcp__client_gone(c)) mcp__client_cancel_peers(c);
+    if (mcp__client_gone(c)) return;
     if (!c->ever_ready) {
         set_failed(c, reason);
         return;
     }
     c->attempts++;
-    char msg[REASON_MAX + 128];
+    char msg[MCP__CLIENT_REASON_MAX + 128];
     if (c->attempts > c->opts.restart_max) {
         snprintf(msg, sizeof msg, "gave up after %u restarts; last failure: %s",
                  c->opts.restart_max, reason);
@@ -738,7 +187,7 @@ static void after_failure(mcp_client_t *c, const char *reason)
 }
 
 /* The current start attempt failed: kill what runs and decide. */
-static void start_failure(mcp_client_t *c, const char *reason)
+void mcp__client_start_failure(mcp_client_t *c, const char *reason)
 {
     if (c->proc != NULL) {
         mcp__proc_t *p = c->proc;
@@ -761,7 +210,7 @@ static void on_start_timeout(uv_timer_t *t)
     snprintf(reason, sizeof reason,
              "did not finish the handshake (initialize, tools/list) within %u ms; killed it",
              c->opts.start_timeout_ms);
-    start_failure(c, reason);
+    mcp__client_start_failure(c, reason);
     leave(c);
 }
 
@@ -770,48 +219,48 @@ static void on_initialized(void *data, int err, const cJSON *result, const cJSON
 {
     mcp_client_t *c = data;
     (void)error;
-    char reason[REASON_MAX];
+    char reason[MCP__CLIENT_REASON_MAX];
     if (err < 0) {
         snprintf(reason, sizeof reason, "initialize failed: %s", message);
-        start_failure(c, reason);
+        mcp__client_start_failure(c, reason);
         return;
     }
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(result, "protocolVersion");
     if (!cJSON_IsString(ver)) {
-        start_failure(c, "the initialize answer has no protocolVersion");
+        mcp__client_start_failure(c, "the initialize answer has no protocolVersion");
         return;
     }
     if (!mcp_protocol_supported(ver->valuestring)) {
         snprintf(reason, sizeof reason,
                  "the server speaks protocol version \"%.64s\", which ptc-mcp does not",
                  ver->valuestring);
-        start_failure(c, reason);
+        mcp__client_start_failure(c, reason);
         return;
     }
     if (c->http != NULL) mcp__http_set_protocol(c->http, ver->valuestring);
     cJSON_Delete(c->init_result);
     c->init_result = cJSON_Duplicate(result, true);
     if (c->init_result == NULL) {
-        start_failure(c, "out of memory");
+        mcp__client_start_failure(c, "out of memory");
         return;
     }
-    if (send_msg(c, mcp_jsonrpc_request(NULL, "notifications/initialized", NULL)) < 0) {
-        start_failure(c, "could not write to the server's stdin");
+    if (mcp__client_send(c, mcp_jsonrpc_request(NULL, "notifications/initialized", NULL)) < 0) {
+        mcp__client_start_failure(c, "could not write to the server's stdin");
         return;
     }
     const cJSON *caps = cJSON_GetObjectItemCaseSensitive(result, "capabilities");
     if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(caps, "tools"))) {
-        start_listing(c);
+        mcp__client_start_listing(c);
         return;
     }
     cJSON_Delete(c->tools);
     c->tools = cJSON_CreateArray();
     if (c->tools == NULL) {
-        start_failure(c, "out of memory");
+        mcp__client_start_failure(c, "out of memory");
         return;
     }
     if (c->hooks.tools_changed != NULL) c->hooks.tools_changed(c, c->tools, c->hooks.data);
-    if (!gone(c)) become_ready(c);
+    if (!mcp__client_gone(c)) mcp__client_become_ready(c);
 }
 
 static cJSON *initialize_params(const mcp_client_t *c)
@@ -841,13 +290,13 @@ static void send_initialize(mcp_client_t *c)
     if (c->opts.start_timeout_ms > 0)
         uv_timer_start(c->start_timer, on_start_timeout, c->opts.start_timeout_ms, 0);
     cJSON *params = initialize_params(c);
-    int rc = params != NULL ? start_call(c, "initialize", params, 0, true, NULL, on_initialized, c,
-                                         c->next_id++, NULL)
+    int rc = params != NULL ? mcp__client_start_call(c, "initialize", params, 0, true, NULL,
+                                                     on_initialized, c, c->next_id++, NULL)
                             : MCP_ENOMEM;
     if (rc < 0) {
         char reason[256];
         snprintf(reason, sizeof reason, "could not send initialize: %s", mcp_strerror(rc));
-        start_failure(c, reason);
+        mcp__client_start_failure(c, reason);
     }
 }
 
@@ -876,7 +325,7 @@ static void connect_http(mcp_client_t *c)
 
 static void spawn_now(mcp_client_t *c)
 {
-    char reason[REASON_MAX];
+    char reason[MCP__CLIENT_REASON_MAX];
     if (c->kind == MCP_DOWNSTREAM_HTTP) {
         connect_http(c);
         return;
@@ -917,7 +366,7 @@ static void finish_stop(mcp_client_t *c)
     void *data = c->stop_data;
     c->stop_done = NULL;
     set_state(c, MCP_CLIENT_STOPPED, NULL);
-    if (!gone(c) && done != NULL) done(c, data);
+    if (!mcp__client_gone(c) && done != NULL) done(c, data);
 }
 
 static void on_deferred(uv_timer_t *t)
@@ -938,7 +387,7 @@ void mcp__client_on_exit(mcp_client_t *c, mcp__proc_t *p)
     if (c->proc != p) return;
     enter(c);
     c->proc = NULL;
-    char how[REASON_MAX];
+    char how[MCP__CLIENT_REASON_MAX];
     mcp__proc_describe_exit(p, how, sizeof how);
     if (c->stopping) {
         finish_stop(c);
@@ -946,7 +395,7 @@ void mcp__client_on_exit(mcp_client_t *c, mcp__proc_t *p)
         mcp_log(c->lg, MCP_LOG_WARNING, "downstream server %s %s", c->name, how);
         after_failure(c, how);
     } else {
-        char reason[REASON_MAX + 64];
+        char reason[MCP__CLIENT_REASON_MAX + 64];
         snprintf(reason, sizeof reason, "%s before the handshake finished", how);
         after_failure(c, reason);
     }
@@ -962,170 +411,6 @@ void mcp__client_on_http_failure(mcp_client_t *c, mcp__http_conn_t *h, const cha
     if (c->state == MCP_CLIENT_READY)
         mcp_log(c->lg, MCP_LOG_WARNING, "downstream server %s: %s", c->name, reason);
     after_failure(c, reason);
-    leave(c);
-}
-
-void mcp__client_on_http_unanswered(mcp_client_t *c, double id, int err, const char *why)
-{
-    mcp_client_call_t *call = find_sent(c, id);
-    if (call == NULL) return;
-    char msg[REASON_MAX];
-    snprintf(msg, sizeof msg, "%s on downstream server %s: %s", call->method, c->name, why);
-    settle(call, err, NULL, NULL, msg, false);
-}
-
-/* --- messages from the server ---------------------------------------------------------- */
-
-static void garbage(mcp_client_t *c, const char *what, const char *line, size_t len)
-{
-    if (c->garbage_logged > MCP__CLIENT_MAX_GARBAGE_LOGS) return;
-    if (c->garbage_logged++ == MCP__CLIENT_MAX_GARBAGE_LOGS) {
-        mcp_log(c->lg, MCP_LOG_WARNING,
-                "downstream server %s: more unusable output; no longer logged until it restarts",
-                c->name);
-        return;
-    }
-    char shown[121];
-    size_t n = 0;
-    for (size_t i = 0; line != NULL && i < len && n < sizeof shown - 1; i++) {
-        unsigned char ch = (unsigned char)line[i];
-        shown[n++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
-    }
-    shown[n] = '\0';
-    mcp_log(c->lg, MCP_LOG_WARNING, "downstream server %s: dropped %s%s%s%s", c->name, what,
-            line != NULL ? ": " : "", shown, len > n && line != NULL ? "..." : "");
-}
-
-static void handle_response(mcp_client_t *c, const cJSON *msg, mcp_msg_kind_t kind)
-{
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
-    mcp_client_call_t *call = find_by_id(c, id);
-    if (call == NULL) {
-        if (kind == MCP_MSG_ERROR) {
-            const cJSON *m = cJSON_GetObjectItemCaseSensitive(
-                cJSON_GetObjectItemCaseSensitive(msg, "error"), "message");
-            mcp_log(c->lg, MCP_LOG_WARNING, "downstream server %s sent an error for no request: %s",
-                    c->name, cJSON_IsString(m) ? m->valuestring : "(no message)");
-        } else {
-            /* Late answers to cancelled or timed-out calls land here. */
-            mcp_log(c->lg, MCP_LOG_DEBUG,
-                    "downstream server %s: dropped an answer for no pending "
-                    "request",
-                    c->name);
-        }
-        return;
-    }
-    if (kind == MCP_MSG_ERROR) {
-        const cJSON *error = cJSON_GetObjectItemCaseSensitive(msg, "error");
-        const cJSON *m = cJSON_GetObjectItemCaseSensitive(error, "message");
-        char text[REASON_MAX];
-        snprintf(text, sizeof text, "downstream server %s answered %s with an error: %s", c->name,
-                 call->method, cJSON_IsString(m) ? m->valuestring : "(no message)");
-        settle(call, MCP_EREMOTE, NULL, error, text, false);
-        return;
-    }
-    const cJSON *result = cJSON_GetObjectItemCaseSensitive(msg, "result");
-    if (!cJSON_IsObject(result)) {
-        char text[256];
-        snprintf(text, sizeof text, "downstream server %s answered %s with a non-object result",
-                 c->name, call->method);
-        settle(call, MCP_EPROTO, NULL, NULL, text, false);
-        return;
-    }
-    settle(call, MCP_OK, result, NULL, NULL, false);
-}
-
-static void handle_notification(mcp_client_t *c, const cJSON *msg)
-{
-    const char *method = cJSON_GetObjectItemCaseSensitive(msg, "method")->valuestring;
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
-    if (strcmp(method, "notifications/tools/list_changed") == 0) {
-        if (c->listing || c->state != MCP_CLIENT_READY)
-            c->relist = true; /* re-listed when the current listing or the handshake ends */
-        else
-            start_listing(c);
-    } else if (strcmp(method, "notifications/progress") == 0) {
-        const cJSON *tok = cJSON_GetObjectItemCaseSensitive(params, "progressToken");
-        const cJSON *prog = cJSON_GetObjectItemCaseSensitive(params, "progress");
-        const cJSON *total = cJSON_GetObjectItemCaseSensitive(params, "total");
-        const cJSON *m = cJSON_GetObjectItemCaseSensitive(params, "message");
-        mcp_client_call_t *call = cJSON_IsNumber(tok) ? find_sent(c, tok->valuedouble) : NULL;
-        if (call != NULL && call->progress != NULL && cJSON_IsNumber(prog))
-            call->progress(call->data, prog->valuedouble,
-                           cJSON_IsNumber(total) ? total->valuedouble : -1.0,
-                           cJSON_IsString(m) ? m->valuestring : NULL);
-    } else if (strcmp(method, "notifications/message") == 0) {
-        const cJSON *lv = cJSON_GetObjectItemCaseSensitive(params, "level");
-        const cJSON *data = cJSON_GetObjectItemCaseSensitive(params, "data");
-        mcp_level_t level = MCP_LOG_INFO;
-        if (cJSON_IsString(lv)) mcp_level_parse(lv->valuestring, &level);
-        char *text = data != NULL ? cJSON_PrintUnformatted(data) : NULL;
-        mcp_log(c->lg, level, "[%s] log: %.1000s", c->name, text != NULL ? text : "");
-        free(text);
-    } else if (strcmp(method, "notifications/cancelled") == 0) {
-        const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
-        for (mcp_client_peer_req_t *r = c->peers; r != NULL; r = r->next) {
-            if (!r->cancelled && r->gen == c->gen && cJSON_Compare(r->id, rid, true)) {
-                r->cancelled = true;
-                if (c->hooks.peer_cancelled != NULL) c->hooks.peer_cancelled(c, r, c->hooks.data);
-                break;
-            }
-        }
-    }
-}
-
-static void handle_message(mcp_client_t *c, const cJSON *msg, const char *line, size_t len)
-{
-    const char *why = NULL;
-    mcp_msg_kind_t kind = mcp_jsonrpc_classify(msg, &why);
-    switch (kind) {
-    case MCP_MSG_RESPONSE:
-    case MCP_MSG_ERROR:
-        handle_response(c, msg, kind);
-        break;
-    case MCP_MSG_REQUEST:
-        handle_request(c, msg);
-        break;
-    case MCP_MSG_NOTIFICATION:
-        handle_notification(c, msg);
-        break;
-    case MCP_MSG_INVALID:
-        garbage(c, why, line, len);
-        break;
-    }
-}
-
-void mcp__client_on_line(mcp_client_t *c, const char *line, size_t len, bool too_big)
-{
-    if (gone(c)) return;
-    if (too_big) {
-        char what[128];
-        snprintf(what, sizeof what, "a message of %zu bytes (the limit is %zu)", len,
-                 c->opts.max_message_bytes);
-        garbage(c, what, NULL, 0);
-        return;
-    }
-    size_t i = 0;
-    while (i < len && (line[i] == ' ' || line[i] == '\t'))
-        i++;
-    if (i == len) return;
-    cJSON *msg = cJSON_ParseWithLength(line, len);
-    if (msg == NULL) {
-        garbage(c, "a line that is not JSON", line, len);
-        return;
-    }
-    enter(c);
-    if (cJSON_IsArray(msg)) {
-        const cJSON *m;
-        cJSON_ArrayForEach(m, msg)
-        {
-            if (gone(c)) break;
-            handle_message(c, m, line, len);
-        }
-    } else {
-        handle_message(c, msg, line, len);
-    }
-    cJSON_Delete(msg);
     leave(c);
 }
 
@@ -1303,7 +588,7 @@ fail:
 
 int mcp_client_start(mcp_client_t *c)
 {
-    if (gone(c) || c->stopping) return MCP_ESTATE;
+    if (mcp__client_gone(c) || c->stopping) return MCP_ESTATE;
     if (c->state == MCP_CLIENT_STARTING || c->state == MCP_CLIENT_READY) return MCP_ESTATE;
     c->attempts = 0;
     c->ever_ready = false;
@@ -1316,7 +601,7 @@ int mcp_client_start(mcp_client_t *c)
 
 void mcp_client_stop(mcp_client_t *c, void (*done)(mcp_client_t *c, void *data), void *data)
 {
-    if (gone(c) || c->stopping) return;
+    if (mcp__client_gone(c) || c->stopping) return;
     enter(c);
     c->stopping = true;
     c->stop_done = done;
@@ -1326,10 +611,10 @@ void mcp_client_stop(mcp_client_t *c, void (*done)(mcp_client_t *c, void *data),
     uv_timer_stop(c->defer_timer);
     c->deferred = MCP__DEFER_NONE;
     c->listing = false;
-    fail_calls(c, CALLS_INTERNAL, 0, "");
-    fail_calls(c, CALLS_ALL_USER, MCP_ECANCELED, "the server is being stopped");
-    if (!gone(c)) cancel_peers(c);
-    if (!gone(c)) {
+    mcp__client_fail_calls(c, MCP__CALLS_INTERNAL, 0, "");
+    mcp__client_fail_calls(c, MCP__CALLS_ALL_USER, MCP_ECANCELED, "the server is being stopped");
+    if (!mcp__client_gone(c)) mcp__client_cancel_peers(c);
+    if (!mcp__client_gone(c)) {
         if (c->http != NULL) {
             mcp__http_conn_t *h = c->http;
             c->http = NULL;
@@ -1347,8 +632,8 @@ static void really_free(mcp_client_t *c)
 {
     c->depth++; /* callbacks below must not free again */
     memset(&c->hooks, 0, sizeof c->hooks);
-    fail_calls(c, CALLS_INTERNAL, 0, "");
-    fail_calls(c, CALLS_ALL_USER, MCP_ECANCELED, "the client was closed");
+    mcp__client_fail_calls(c, MCP__CALLS_INTERNAL, 0, "");
+    mcp__client_fail_calls(c, MCP__CALLS_ALL_USER, MCP_ECANCELED, "the client was closed");
     for (mcp_client_peer_req_t *r = c->peers; r != NULL;) {
         mcp_client_peer_req_t *next = r->next;
         r->c = NULL;
@@ -1431,69 +716,6 @@ int mcp_client_set_roots(mcp_client_t *c, const cJSON *roots)
     cJSON_Delete(c->roots);
     c->roots = copy;
     if (c->opts.has_roots && c->state == MCP_CLIENT_READY)
-        send_msg(c, mcp_jsonrpc_request(NULL, "notifications/roots/list_changed", NULL));
+        mcp__client_send(c, mcp_jsonrpc_request(NULL, "notifications/roots/list_changed", NULL));
     return MCP_OK;
-}
-
-static int check_callable(const mcp_client_t *c)
-{
-    if (gone(c) || c->stopping) return MCP_ESTATE;
-    if (c->state == MCP_CLIENT_FAILED || c->state == MCP_CLIENT_STOPPED) return MCP_ESTATE;
-    if (c->n_user_calls >= c->opts.max_calls) return MCP_EBUSY;
-    return MCP_OK;
-}
-
-int mcp_client_request(mcp_client_t *c, const char *method, cJSON *params, unsigned timeout_ms,
-                       mcp_client_call_cb cb, void *data, mcp_client_call_t **out)
-{
-    if (out != NULL) *out = NULL;
-    if (c == NULL || method == NULL || cb == NULL) {
-        cJSON_Delete(params);
-        return MCP_EINVAL;
-    }
-    int rc = check_callable(c);
-    if (rc < 0) {
-        cJSON_Delete(params);
-        return rc;
-    }
-    return start_call(c, method, params, timeout_ms, false, NULL, cb, data, c->next_id++, out);
-}
-
-int mcp_client_call_tool(mcp_client_t *c, const char *name, const cJSON *args, unsigned timeout_ms,
-                         mcp_client_progress_cb progress, mcp_client_call_cb cb, void *data,
-                         mcp_client_call_t **out)
-{
-    if (out != NULL) *out = NULL;
-    if (c == NULL || name == NULL || cb == NULL || (args != NULL && !cJSON_IsObject(args)))
-        return MCP_EINVAL;
-    int rc = check_callable(c);
-    if (rc < 0) return rc;
-    int64_t id = c->next_id++;
-    cJSON *params = cJSON_CreateObject();
-    cJSON *a = args != NULL ? cJSON_Duplicate(args, true) : cJSON_CreateObject();
-    bool ok = params != NULL && a != NULL && cJSON_AddStringToObject(params, "name", name) &&
-              cJSON_AddItemToObject(params, "arguments", a);
-    if (!ok) cJSON_Delete(a);
-    if (ok && progress != NULL) {
-        cJSON *meta = cJSON_AddObjectToObject(params, "_meta");
-        ok = meta != NULL && cJSON_AddNumberToObject(meta, "progressToken", (double)id) != NULL;
-    }
-    if (!ok) {
-        cJSON_Delete(params);
-        return MCP_ENOMEM;
-    }
-    return start_call(c, "tools/call", params, timeout_ms, false, progress, cb, data, id, out);
-}
-
-void mcp_client_call_cancel(mcp_client_call_t *call, const char *reason)
-{
-    if (call == NULL || call->settling) return;
-    mcp_client_t *c = call->c;
-    enter(c);
-    if (call->sent) send_cancelled(c, call->id, reason != NULL ? reason : "cancelled");
-    char msg[256];
-    snprintf(msg, sizeof msg, "%s on downstream server %s was cancelled%s%s", call->method, c->name,
-             reason != NULL ? ": " : "", reason != NULL ? reason : "");
-    settle(call, MCP_ECANCELED, NULL, NULL, msg, false);
-    leave(c);
 }

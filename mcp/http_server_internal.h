@@ -1,7 +1,8 @@
 /*
- * http_server_internal.h - the HTTP server's pieces shared between its files (http_server.c:
- * connections and HTTP/1.1; transport_http.c: the MCP endpoints; http_util.c: pure helpers)
- * and their unit tests. Not part of the public interface (mcp.h).
+ * http_server_internal.h - the HTTP server's pieces shared between its files (http_server.c,
+ * http_conn.c, http_request.c and http_tls.c: the listener, connections and HTTP/1.1;
+ * transport_http.c: the MCP endpoints; http_util.c: pure helpers) and their unit tests. Not
+ * part of the public interface (mcp.h).
  */
 #ifndef PTC_MCP_HTTP_SERVER_INTERNAL_H
 #define PTC_MCP_HTTP_SERVER_INTERNAL_H
@@ -50,7 +51,7 @@ void mcp__hex(const unsigned char *bytes, size_t n, char *out);
 /** Parses an SSE event id of ours, "STREAM_SEQ" (decimal); MCP_EINVAL otherwise. */
 int mcp__sse_parse_event_id(const char *id, uint64_t *stream, uint64_t *seq);
 
-/* --- the server object, shared by http_server.c and transport_http.c ---------------------- */
+/* --- the server object, shared by the server's files and transport_http.c ------------------ */
 
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
@@ -107,7 +108,7 @@ typedef struct mcp__hreq {
     size_t body_len;
 } mcp__hreq_t;
 
-/* http_server.c: what the endpoints use. */
+/* http_conn.c: what the endpoints use. */
 /** A request header's value (case-insensitive name) or NULL; valid until the response. */
 const char *mcp__hconn_header(const mcp__hconn_t *c, const char *name);
 /** Writes a whole response; extra_headers are complete "Name: value\r\n" lines or NULL.

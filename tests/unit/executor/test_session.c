@@ -604,6 +604,33 @@ static void test_the_bridge_lasts_the_session(void **state)
     close(sv[0]);
 }
 
+static void test_a_session_imports_from_its_folders(void **state)
+{
+    fixture_t *fx = *state;
+    char dir[] = "/tmp/ptc-session-lib-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(chmod(dir, 0755), 0);
+    char path[128];
+    snprintf(path, sizeof path, "%s/sesmod.py", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("X = 'from the folder'\n", f);
+    fclose(f);
+    chmod(path, 0644);
+    exec_session_opts_t so;
+    exec_session_opts_init(&so);
+    so.ro_dir = dir;
+    exec_session_t *s = NULL;
+    assert_int_equal(exec_session_new(fx->pool, &so, &s), 0);
+    cell_ok(&fx->loop, s, "import sesmod", "");
+    cell_ok(&fx->loop, s, "print(sesmod.X)", "from the folder\n");
+    exec_session_close(s);
+    so.ro_dir = "/nonexistent-ptc-dir";
+    assert_int_equal(exec_session_new(fx->pool, &so, &s), EXEC_EINVAL);
+    unlink(path);
+    rmdir(dir);
+}
+
 typedef struct {
     exec_session_t *s;
     char seen[64];
@@ -788,6 +815,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_output_so_far_of_a_running_cell, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_a_one_shot_run_hands_files_back, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_a_session_imports_from_its_folders, fx_setup,
                                         fx_teardown),
         cmocka_unit_test(test_a_plot_comes_back_as_png),
         cmocka_unit_test(test_pool_free_ends_live_sessions),

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mcp.h"
 
@@ -341,16 +342,64 @@ static void on_stopped_flag(mcp_client_t *c, void *data)
     s->done++;
 }
 
+/* --- the fixture of the tests against one fake server --------------------------------------- */
+
+/* How far setup_fake takes the client before the test runs. */
+typedef enum up { UP_CREATED, UP_STARTED, UP_READY } up_t;
+
+/* A test's fixture: the fake server's extra args and the options that differ from test_opts()
+ * (0 and false: test_opts() as it is). */
+typedef struct spec {
+    const char *args; /* a JSON fragment of strings; NULL: none */
+    bool peer;        /* the owner answers sampling (on_peer) */
+    bool hold_peers;
+    bool can_sample, has_roots;
+    unsigned stop_grace_ms, restart_max, restart_base_ms, healthy_ms;
+    size_t max_message_bytes, max_stderr_line, max_calls;
+    up_t up;
+} spec_t;
+
+/* setup, then client 0 on the fake server as the spec says, in recs[0].c. */
+static int setup_fake(void **state)
+{
+    const spec_t *s = *state;
+    assert_int_equal(setup(state), 0);
+    env_t *e = *state;
+    char cfg[1024];
+    fake_config(e, cfg, sizeof cfg, s->args != NULL ? s->args : "");
+    mcp_client_opts_t o;
+    test_opts(&o);
+    o.can_sample = s->can_sample;
+    o.has_roots = s->has_roots;
+    if (s->stop_grace_ms != 0) o.stop_grace_ms = s->stop_grace_ms;
+    if (s->restart_max != 0) o.restart_max = s->restart_max;
+    if (s->restart_base_ms != 0) o.restart_base_ms = s->restart_base_ms;
+    if (s->healthy_ms != 0) o.healthy_ms = s->healthy_ms;
+    if (s->max_message_bytes != 0) o.max_message_bytes = s->max_message_bytes;
+    if (s->max_stderr_line != 0) o.max_stderr_line = s->max_stderr_line;
+    if (s->max_calls != 0) o.max_calls = s->max_calls;
+    e->recs[0].hold_peers = s->hold_peers;
+    mcp_client_t *c = make_client(e, 0, cfg, &o, s->peer);
+    if (s->up >= UP_STARTED) assert_int_equal(mcp_client_start(c), 0);
+    if (s->up == UP_READY) run_until(e, is_ready, &e->recs[0]);
+    return 0;
+}
+
+/* A test run with setup_fake and the spec given by the designated initialisers. */
+#define FAKE(test, ...)                                                                            \
+    {                                                                                              \
+#test, test, setup_fake, teardown, &(spec_t)                                               \
+        {                                                                                          \
+            __VA_ARGS__                                                                            \
+        }                                                                                          \
+    }
+
 /* --- tests --------------------------------------------------------------------------------- */
 
 static void lists_every_page_and_says_who_we_are(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "\"--tools\", \"7\", \"--page\", \"3\"");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
+    mcp_client_t *c = e->recs[0].c;
     assert_int_equal(mcp_client_state(c, NULL), MCP_CLIENT_STOPPED);
     assert_int_equal(mcp_client_start(c), 0);
     assert_int_equal(mcp_client_start(c), MCP_ESTATE);
@@ -386,15 +435,7 @@ static void lists_every_page_and_says_who_we_are(void **state)
 static void declares_what_the_owner_can_forward(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    o.can_sample = true;
-    o.has_roots = true;
-    mcp_client_t *c = make_client(e, 0, cfg, &o, true);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_ready, &e->recs[0]);
+    mcp_client_t *c = e->recs[0].c;
     cJSON *init = call_json(e, c, "last_init", NULL);
     const cJSON *caps = cJSON_GetObjectItem(init, "capabilities");
     assert_true(cJSON_IsObject(cJSON_GetObjectItem(caps, "sampling")));
@@ -413,13 +454,7 @@ static bool tools_changed_twice(void *arg)
 static void list_changed_relists(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "\"--page\", \"4\"");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_ready, &e->recs[0]);
+    mcp_client_t *c = e->recs[0].c;
     int before = cJSON_GetArraySize(mcp_client_tools(c));
     assert_false(has_tool(c, "extra_1"));
     cJSON *r = call_json(e, c, "add_tool", NULL);
@@ -433,14 +468,7 @@ static void list_changed_relists(void **state)
 static void garbage_and_huge_lines_are_dropped(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "\"--mode\", \"garbage\"");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    o.max_message_bytes = 1u << 20;
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_ready, &e->recs[0]);
+    mcp_client_t *c = e->recs[0].c;
     assert_int_equal(cJSON_GetArraySize(mcp_client_tools(c)), 15);
     cJSON *r = call_json(e, c, "echo", "{\"x\": 42}");
     assert_int_equal(cJSON_GetObjectItem(r, "x")->valueint, 42);
@@ -511,13 +539,7 @@ static bool reason_seen(rec_t *r, const char *needle)
 static void crash_fails_the_call_and_restarts(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_ready, &e->recs[0]);
+    mcp_client_t *c = e->recs[0].c;
     int pid = mcp_client_pid(c);
     result_t res = {0};
     assert_int_equal(mcp_client_call_tool(c, "crash", NULL, 0, NULL, on_result, &res, NULL), 0);
@@ -539,14 +561,7 @@ static void crash_fails_the_call_and_restarts(void **state)
 static void gives_up_after_the_restart_budget(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "\"--mode\", \"die-after-ready\", \"--exit-code\", \"3\"");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    o.restart_max = 2;
-    o.restart_base_ms = 20;
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
+    mcp_client_t *c = e->recs[0].c;
     run_until(e, is_failed, &e->recs[0]);
     assert_int_equal(mcp_client_spawn_count(c), 3);
     rec_t *r = &e->recs[0];
@@ -572,17 +587,6 @@ static bool spawned_thrice(void *arg)
 static void a_healthy_period_resets_the_restart_budget(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    /* Each run stays up far longer than the healthy period before it dies. */
-    fake_config(e, cfg, sizeof cfg,
-                "\"--mode\", \"die-after-ready\", \"--die-after-ms\", \"1000\"");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    o.restart_max = 1;
-    o.restart_base_ms = 10;
-    o.healthy_ms = 50;
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
     run_until(e, spawned_thrice, &e->recs[0]);
     assert_false(reason_seen(&e->recs[0], "gave up"));
     assert_false(reason_seen(&e->recs[0], "attempt 2"));
@@ -634,13 +638,7 @@ static bool freed(void *arg)
 static void freeing_from_a_callback_is_safe(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_ready, &e->recs[0]);
+    mcp_client_t *c = e->recs[0].c;
     freeing_t f = {e, 0};
     result_t other = {0};
     /* The crash fails both calls in flight; the first callback frees the client, and the
@@ -664,13 +662,7 @@ static bool log_has_cancel(void *arg)
 static void timeout_cancels_downstream_and_drops_late_answer(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_ready, &e->recs[0]);
+    mcp_client_t *c = e->recs[0].c;
     result_t res = {0};
     assert_int_equal(mcp_client_call_tool(c, "hang", NULL, 300, NULL, on_result, &res, NULL), 0);
     run_until(e, call_done, &res);
@@ -694,13 +686,7 @@ static bool log_has_hanging(void *arg)
 static void cancel_calls_back_once(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_ready, &e->recs[0]);
+    mcp_client_t *c = e->recs[0].c;
     result_t res = {0};
     mcp_client_call_t *call = NULL;
     assert_int_equal(mcp_client_call_tool(c, "hang", NULL, 0, NULL, on_result, &res, &call), 0);
@@ -732,12 +718,7 @@ static bool all_done(void *arg)
 static void many_calls_in_flight_get_their_own_answers(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
+    mcp_client_t *c = e->recs[0].c;
     /* Made before the server is ready: they wait, then go out in order. */
     many_t m;
     memset(&m, 0, sizeof m);
@@ -796,6 +777,15 @@ static void expands_vars_and_finds_the_command_on_the_entry_path(void **state)
     char want[8192];
     FMT(want, sizeof want, "%s:%s", e->fixtures, pathvar + 5);
     assert_non_null(strstr(child_path, want));
+    /* Every child carries the marker that stops a ptc-mcp started by us from starting more. */
+    const cJSON *marker = cJSON_GetObjectItem(r, "parent_marker");
+    assert_true(cJSON_IsString(marker));
+    assert_int_equal(atol(marker->valuestring), (long)getpid());
+    /* It dies with us even when we are SIGKILLed (PR_SET_PDEATHSIG, set in the child), and
+     * leads its own process group, which a stop signals. */
+    assert_int_equal(cJSON_GetObjectItem(r, "pdeathsig")->valueint, SIGKILL);
+    assert_int_equal(cJSON_GetObjectItem(r, "pgid")->valueint,
+                     cJSON_GetObjectItem(r, "pid")->valueint);
     cJSON_Delete(r);
 }
 
@@ -808,13 +798,6 @@ static bool log_has_cut(void *arg)
 static void stderr_lines_go_to_the_log_cut_to_size(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "\"--long-stderr\", \"10000\"");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    o.max_stderr_line = 100;
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
     run_until(e, log_has_cut, e);
     fflush(e->logf);
     /* The cut line holds exactly the limit's worth of the 10000 Ls. */
@@ -839,13 +822,7 @@ static bool log_has_suppressed(void *arg)
 static void a_stderr_flood_is_counted_not_logged(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "\"--stderr-flood\", \"20000\"");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_ready, &e->recs[0]);
+    mcp_client_t *c = e->recs[0].c;
     /* The count is logged when the next second begins or stderr ends: stop the server. */
     stopped_flag_t s = {0};
     mcp_client_stop(c, on_stopped_flag, &s);
@@ -880,13 +857,7 @@ static void unknown_command_fails_at_once(void **state)
 static void answers_the_servers_requests(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    o.can_sample = true;
-    o.has_roots = true;
-    mcp_client_t *c = make_client(e, 0, cfg, &o, true);
+    mcp_client_t *c = e->recs[0].c;
     cJSON *roots = cJSON_Parse("[{\"uri\": \"file:///srv/project\", \"name\": \"x\"}]");
     assert_int_equal(mcp_client_set_roots(c, roots), 0);
     cJSON_Delete(roots);
@@ -919,15 +890,7 @@ static bool peer_cancelled_once(void *arg)
 static void server_cancels_its_own_request(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    o.can_sample = true;
-    e->recs[0].hold_peers = true;
-    mcp_client_t *c = make_client(e, 0, cfg, &o, true);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_ready, &e->recs[0]);
+    mcp_client_t *c = e->recs[0].c;
     cJSON *r = call_json(e, c, "ask_then_cancel", NULL);
     cJSON_Delete(r);
     run_until(e, peer_cancelled_once, &e->recs[0]);
@@ -945,14 +908,7 @@ static bool log_has_server_note(void *arg)
 static void logs_server_messages_and_sends_roots_changes(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    o.has_roots = true;
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_ready, &e->recs[0]);
+    mcp_client_t *c = e->recs[0].c;
     cJSON *r = call_json(e, c, "log", NULL);
     cJSON_Delete(r);
     run_until(e, log_has_server_note, e);
@@ -976,13 +932,7 @@ static void logs_server_messages_and_sends_roots_changes(void **state)
 static void calls_beyond_the_limit_are_refused(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    o.max_calls = 2;
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
+    mcp_client_t *c = e->recs[0].c;
     result_t a = {0}, b = {0}, x = {0};
     assert_int_equal(mcp_client_call_tool(c, "echo", NULL, 0, NULL, on_result, &a, NULL), 0);
     assert_int_equal(mcp_client_call_tool(c, "echo", NULL, 0, NULL, on_result, &b, NULL), 0);
@@ -1003,13 +953,7 @@ static void calls_beyond_the_limit_are_refused(void **state)
 static void refuses_sampling_without_an_owner(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_ready, &e->recs[0]);
+    mcp_client_t *c = e->recs[0].c;
     cJSON *r = call_json(e, c, "ask", NULL);
     const cJSON *sm =
         cJSON_GetObjectItem(cJSON_GetObjectItem(r, "sampling/createMessage"), "error");
@@ -1023,13 +967,7 @@ static void refuses_sampling_without_an_owner(void **state)
 static void reports_progress(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_ready, &e->recs[0]);
+    mcp_client_t *c = e->recs[0].c;
     result_t res = {0};
     assert_int_equal(
         mcp_client_call_tool(c, "progress", NULL, 0, on_progress, on_result, &res, NULL), 0);
@@ -1061,14 +999,7 @@ static bool stop_done(void *arg)
 static void stop_escalates_to_sigkill(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "\"--mode\", \"stubborn\"");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    o.stop_grace_ms = 200;
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_ready, &e->recs[0]);
+    mcp_client_t *c = e->recs[0].c;
     result_t res = {0};
     assert_int_equal(mcp_client_call_tool(c, "hang", NULL, 0, NULL, on_result, &res, NULL), 0);
     stopped_t s = {0};
@@ -1115,13 +1046,7 @@ static void legacy_sse_entries_fail_clearly(void **state)
 static void free_with_calls_in_flight_cancels_them(void **state)
 {
     env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, "");
-    mcp_client_opts_t o;
-    test_opts(&o);
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_ready, &e->recs[0]);
+    mcp_client_t *c = e->recs[0].c;
     result_t sent = {0}, waiting = {0};
     assert_int_equal(mcp_client_call_tool(c, "hang", NULL, 0, NULL, on_result, &sent, NULL), 0);
     mcp_client_free(c);
@@ -1140,41 +1065,50 @@ int main(void)
     const char *only = getenv("CLIENT_TEST");
     if (only != NULL) cmocka_set_test_filter(only);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(lists_every_page_and_says_who_we_are, setup, teardown),
-        cmocka_unit_test_setup_teardown(declares_what_the_owner_can_forward, setup, teardown),
-        cmocka_unit_test_setup_teardown(list_changed_relists, setup, teardown),
-        cmocka_unit_test_setup_teardown(garbage_and_huge_lines_are_dropped, setup, teardown),
+        FAKE(lists_every_page_and_says_who_we_are, .args = "\"--tools\", \"7\", \"--page\", \"3\"",
+             .up = UP_CREATED),
+        FAKE(declares_what_the_owner_can_forward, .can_sample = true, .has_roots = true,
+             .peer = true, .up = UP_READY),
+        FAKE(list_changed_relists, .args = "\"--page\", \"4\"", .up = UP_READY),
+        FAKE(garbage_and_huge_lines_are_dropped, .args = "\"--mode\", \"garbage\"",
+             .max_message_bytes = 1u << 20, .up = UP_READY),
         cmocka_unit_test_setup_teardown(silent_server_times_out_without_blocking_others, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(crash_fails_the_call_and_restarts, setup, teardown),
-        cmocka_unit_test_setup_teardown(gives_up_after_the_restart_budget, setup, teardown),
-        cmocka_unit_test_setup_teardown(a_healthy_period_resets_the_restart_budget, setup,
-                                        teardown),
+        FAKE(crash_fails_the_call_and_restarts, .up = UP_READY),
+        FAKE(gives_up_after_the_restart_budget,
+             .args = "\"--mode\", \"die-after-ready\", \"--exit-code\", \"3\"", .restart_max = 2,
+             .restart_base_ms = 20, .up = UP_STARTED),
+        /* Each run stays up far longer than the healthy period before it dies. */
+        FAKE(a_healthy_period_resets_the_restart_budget,
+             .args = "\"--mode\", \"die-after-ready\", \"--die-after-ms\", \"1000\"",
+             .restart_max = 1, .restart_base_ms = 10, .healthy_ms = 50, .up = UP_STARTED),
         cmocka_unit_test_setup_teardown(exiting_before_the_handshake_fails_with_the_exit_status,
                                         setup, teardown),
-        cmocka_unit_test_setup_teardown(freeing_from_a_callback_is_safe, setup, teardown),
-        cmocka_unit_test_setup_teardown(timeout_cancels_downstream_and_drops_late_answer, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(cancel_calls_back_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(many_calls_in_flight_get_their_own_answers, setup,
-                                        teardown),
+        FAKE(freeing_from_a_callback_is_safe, .up = UP_READY),
+        FAKE(timeout_cancels_downstream_and_drops_late_answer, .up = UP_READY),
+        FAKE(cancel_calls_back_once, .up = UP_READY),
+        FAKE(many_calls_in_flight_get_their_own_answers, .up = UP_STARTED),
         cmocka_unit_test_setup_teardown(expands_vars_and_finds_the_command_on_the_entry_path, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(stderr_lines_go_to_the_log_cut_to_size, setup, teardown),
-        cmocka_unit_test_setup_teardown(a_stderr_flood_is_counted_not_logged, setup, teardown),
+        FAKE(stderr_lines_go_to_the_log_cut_to_size, .args = "\"--long-stderr\", \"10000\"",
+             .max_stderr_line = 100, .up = UP_STARTED),
+        FAKE(a_stderr_flood_is_counted_not_logged, .args = "\"--stderr-flood\", \"20000\"",
+             .up = UP_READY),
         cmocka_unit_test_setup_teardown(unknown_command_fails_at_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(answers_the_servers_requests, setup, teardown),
-        cmocka_unit_test_setup_teardown(refuses_sampling_without_an_owner, setup, teardown),
-        cmocka_unit_test_setup_teardown(server_cancels_its_own_request, setup, teardown),
-        cmocka_unit_test_setup_teardown(logs_server_messages_and_sends_roots_changes, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(calls_beyond_the_limit_are_refused, setup, teardown),
-        cmocka_unit_test_setup_teardown(reports_progress, setup, teardown),
-        cmocka_unit_test_setup_teardown(stop_escalates_to_sigkill, setup, teardown),
+        FAKE(answers_the_servers_requests, .can_sample = true, .has_roots = true, .peer = true,
+             .up = UP_CREATED),
+        FAKE(refuses_sampling_without_an_owner, .up = UP_READY),
+        FAKE(server_cancels_its_own_request, .can_sample = true, .hold_peers = true, .peer = true,
+             .up = UP_READY),
+        FAKE(logs_server_messages_and_sends_roots_changes, .has_roots = true, .up = UP_READY),
+        FAKE(calls_beyond_the_limit_are_refused, .max_calls = 2, .up = UP_STARTED),
+        FAKE(reports_progress, .up = UP_READY),
+        FAKE(stop_escalates_to_sigkill, .args = "\"--mode\", \"stubborn\"", .stop_grace_ms = 200,
+             .up = UP_READY),
         cmocka_unit_test_setup_teardown(http_entries_without_an_http_client_fail_clearly, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(legacy_sse_entries_fail_clearly, setup, teardown),
-        cmocka_unit_test_setup_teardown(free_with_calls_in_flight_cancels_them, setup, teardown),
+        FAKE(free_with_calls_in_flight_cancels_them, .up = UP_READY),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

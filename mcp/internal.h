@@ -42,6 +42,18 @@ struct mcp_server {
     bool resources_changed_while_held, prompts_changed_while_held;
 };
 
+/* The request being dispatched: set by session.c for the length of one synchronous dispatch,
+ * so that the handlers answer in the request's own protocol (a stateless 2026-07-28 request
+ * brings its version and capabilities in _meta; a legacy one uses the session's). */
+typedef struct mcp__req {
+    bool modern;
+    const char *method;
+    char protocol[16];
+    const cJSON *caps;     /* modern: the request's clientCapabilities (borrowed) */
+    bool log_on;           /* modern: _meta asked for notifications/message */
+    mcp_level_t log_level; /* modern: their threshold */
+} mcp__req_t;
+
 /* A JSON-RPC batch whose answers are collected until its last request is done. */
 typedef struct mcp__batch {
     cJSON *responses; /* array */
@@ -68,6 +80,12 @@ struct mcp_call {
     void *cancel_data;
     mcp__batch_t *batch;
     mcp_call_t *prev, *next;
+    /* 2026-07-28: what the stateless request brought (a legacy call uses its session's). */
+    bool modern;
+    char protocol[16];
+    cJSON *caps; /* modern: a copy of the request's clientCapabilities */
+    bool log_on;
+    mcp_level_t log_level;
 };
 
 struct mcp_outreq {
@@ -100,6 +118,8 @@ struct mcp_session {
     uv_timer_t *grace_timer;
     mcp_session_t *prev, *next;
     cJSON *subscriptions; /* array of URI strings from resources/subscribe, or NULL */
+    bool stateless;       /* every request is a 2026-07-28 one (mcp_session_set_stateless) */
+    mcp__req_t *cur;      /* the request being dispatched, or NULL */
 };
 
 /* session.c */
@@ -115,6 +135,25 @@ void mcp__session_log(mcp_session_t *s, const cJSON *related, mcp_level_t level,
 void mcp__session_answer(mcp_session_t *s, mcp__batch_t *batch, cJSON *msg);
 void mcp__session_check_idle(mcp_session_t *s);
 void mcp__batch_done_one(mcp_session_t *s, mcp__batch_t *batch);
+/* The protocol revision of the request being dispatched (else the session's; "" before
+ * initialize), and whether it is a stateless one. */
+const char *mcp__session_proto(const mcp_session_t *s);
+bool mcp__session_modern(const mcp_session_t *s);
+/* Methods both eras share: tools/list, tools/call, resources, prompts, completion. */
+void mcp__session_dispatch(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const char *method,
+                           const cJSON *params);
+cJSON *mcp__server_capabilities(const mcp_server_t *srv);
+/* Sends a notifications/message for request `related` without the session's level check. */
+void mcp__session_log_send(mcp_session_t *s, const cJSON *related, mcp_level_t level,
+                           const char *logger, cJSON *data);
+
+/* modern.c: 2026-07-28 stateless requests */
+/* Validates the request's _meta and answers it (server/discover, or the shared methods). */
+void mcp__modern_request(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const char *method,
+                         const cJSON *params);
+/* Adds resultType and, for the cacheable methods, ttlMs and cacheScope to a result message
+ * (a response to `method`) that lacks them. */
+void mcp__modern_decorate(cJSON *msg, const char *method);
 
 /* server.c */
 const mcp__entry_t *mcp__server_find_tool(const mcp_server_t *srv, const char *name);

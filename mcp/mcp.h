@@ -881,4 +881,57 @@ void mcp_client_peer_reply(mcp_client_peer_req_t *req, cJSON *result);
 /** Answers with a JSON-RPC error and frees req. */
 void mcp_client_peer_fail(mcp_client_peer_req_t *req, int code, const char *message);
 
+/* ---------------------------------------------------------------------------------------- */
+/* MCP 2026-07-28: stateless requests beside the legacy sessions (files mcp/session.c,      */
+/* mcp/modern.c, mcp/transport_http.c)                                                      */
+/*                                                                                          */
+/* An `initialize` selects the legacy protocol for the session, exactly as before. A       */
+/* request whose params._meta carries MCP_META_PROTOCOL_VERSION is served on its own: its   */
+/* protocol version and client capabilities come from that _meta, nothing is remembered    */
+/* between requests, and server-to-client requests are refused (MCP_ENOTSUP). Its results  */
+/* carry "resultType"; list results and resources/read carry the cache hints "ttlMs" and   */
+/* "cacheScope". Over Streamable HTTP such a request needs no Mcp-Session-Id: each POST is  */
+/* a session of its own that ends with its answer.                                          */
+
+#define MCP_PROTOCOL_MODERN "2026-07-28" /* the newest stateless revision */
+
+#define MCP_META_PROTOCOL_VERSION    "io.modelcontextprotocol/protocolVersion"
+#define MCP_META_CLIENT_CAPABILITIES "io.modelcontextprotocol/clientCapabilities"
+#define MCP_META_CLIENT_INFO         "io.modelcontextprotocol/clientInfo"
+#define MCP_META_SERVER_INFO         "io.modelcontextprotocol/serverInfo"
+#define MCP_META_LOG_LEVEL           "io.modelcontextprotocol/logLevel"
+
+/* JSON-RPC error codes of 2026-07-28. */
+#define MCP_ERR_HEADER_MISMATCH              (-32020) /* HTTP headers disagree with the body */
+#define MCP_ERR_MISSING_CLIENT_CAPABILITY    (-32021) /* data.requiredCapabilities */
+#define MCP_ERR_UNSUPPORTED_PROTOCOL_VERSION (-32022) /* data.supported, data.requested */
+
+/** True if `version` is a stateless revision this library speaks. */
+bool mcp_protocol_modern_supported(const char *version);
+/** The stateless revisions this library speaks, as a new JSON array of strings (NULL on
+ *  ENOMEM). */
+cJSON *mcp_protocol_modern_list(void);
+/** True if a request's params (borrowed, may be NULL) carry the 2026 _meta protocol version
+ *  key, which makes it a stateless request whatever else it holds. */
+bool mcp_params_are_modern(const cJSON *params);
+/** The HTTP status a stateless request's JSON-RPC error is answered with over HTTP (400 for
+ *  the client's mistakes, 404 for an unknown method, 500 for internal errors). */
+int mcp_modern_http_status(int code);
+
+/** Makes every request of session s a stateless one (a transport whose sessions last one
+ *  request, as Streamable HTTP without Mcp-Session-Id). Requests without the 2026 _meta then
+ *  get -32602. */
+void mcp_session_set_stateless(mcp_session_t *s);
+
+/** True if the call came as a stateless (2026-07-28) request. */
+bool mcp_call_is_modern(const mcp_call_t *call);
+/** The protocol revision the call's client speaks ("2026-07-28", or the session's). */
+const char *mcp_call_protocol(const mcp_call_t *call);
+/** True if the call's client declared capability `name` (the request's own _meta
+ *  capabilities for a stateless call, else the session's). */
+bool mcp_call_client_has(const mcp_call_t *call, const char *name);
+/** Finishes the call with MissingRequiredClientCapabilityError (-32021) naming `capability`
+ *  in data.requiredCapabilities ({capability: {}}). Frees the call. */
+void mcp_call_finish_missing_capability(mcp_call_t *call, const char *capability);
+
 #endif /* PTC_MCP_H */

@@ -252,7 +252,7 @@ void mcp__prompts_handle(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, con
         }
         bool bad = false;
         cJSON *res =
-            mcp__table_page(&s->srv->prompts, "prompts", s->protocol,
+            mcp__table_page(&s->srv->prompts, "prompts", mcp__session_proto(s),
                             cJSON_IsString(cur) ? cur->valuestring : NULL, s->srv->page_size, &bad);
         if (bad)
             mcp__answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS,

@@ -34,6 +34,7 @@ static void call_free(mcp_call_t *c)
     cJSON_Delete(c->params);
     cJSON_Delete(c->progress_token);
     cJSON_Delete(c->caps);
+    free(c->state);
     free(c->pending_message);
     free(c->tool);
     free(c);
@@ -64,6 +65,11 @@ static void complete(mcp_call_t *c, cJSON *msg)
         mcp__batch_done_one(s, batch);
         mcp__session_check_idle(s);
     }
+}
+
+void mcp__call_complete(mcp_call_t *c, cJSON *msg)
+{
+    complete(c, msg);
 }
 
 static void answer_now(mcp_session_t *s, mcp__batch_t *b, cJSON *msg)
@@ -132,6 +138,10 @@ void mcp__call_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const c
         return;
     }
     char why[512];
+    if (c->modern && !mcp__mrtr_read(c, why, sizeof why)) {
+        mcp_call_finish_rpc_error(c, MCP_JSONRPC_INVALID_PARAMS, why);
+        return;
+    }
     if (mcp_schema_validate(tool->input_schema, args, why, sizeof why) < 0) {
         mcp_call_finish_text(c, true, "Invalid arguments for tool %s: %s", c->tool, why);
         return;

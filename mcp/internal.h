@@ -40,6 +40,7 @@ struct mcp_server {
     mcp__table_t resources, templates, prompts;
     bool declared_resources, declared_prompts, declared_completions;
     bool resources_changed_while_held, prompts_changed_while_held;
+    unsigned char state_key[32]; /* MRTR: signs requestState (mrtr.c) */
 };
 
 /* The request being dispatched: set by session.c for the length of one synchronous dispatch,
@@ -86,6 +87,8 @@ struct mcp_call {
     cJSON *caps; /* modern: a copy of the request's clientCapabilities */
     bool log_on;
     mcp_level_t log_level;
+    const cJSON *input_responses; /* MRTR: in params, or NULL */
+    char *state;                  /* MRTR: the verified requestState, or NULL */
 };
 
 struct mcp_outreq {
@@ -146,6 +149,14 @@ cJSON *mcp__server_capabilities(const mcp_server_t *srv);
 /* Sends a notifications/message for request `related` without the session's level check. */
 void mcp__session_log_send(mcp_session_t *s, const cJSON *related, mcp_level_t level,
                            const char *logger, cJSON *data);
+
+/* mrtr.c: the requestState key, and a stateless call's inputResponses/requestState (read
+ * before its handler runs; false with why set when they are malformed or the state fails
+ * verification). */
+int mcp__mrtr_key_init(unsigned char key[32]);
+bool mcp__mrtr_read(mcp_call_t *c, char *why, size_t why_size);
+/* call.c: answers the call (msg taken) and frees it. */
+void mcp__call_complete(mcp_call_t *c, cJSON *msg);
 
 /* modern.c: 2026-07-28 stateless requests */
 /* Validates the request's _meta and answers it (server/discover, or the shared methods). */

@@ -934,4 +934,36 @@ bool mcp_call_client_has(const mcp_call_t *call, const char *name);
  *  in data.requiredCapabilities ({capability: {}}). Frees the call. */
 void mcp_call_finish_missing_capability(mcp_call_t *call, const char *capability);
 
+/* ---------------------------------------------------------------------------------------- */
+/* MRTR: multi-round-trip requests of 2026-07-28 (file mcp/mrtr.c)                           */
+/*                                                                                          */
+/* A stateless client cannot be sent sampling, elicitation or roots requests. A tool that   */
+/* needs them finishes its call with an InputRequiredResult naming what it needs; the client */
+/* calls again with the answers (inputResponses) and the opaque requestState of the result. */
+/* The library protects that state (HMAC-SHA256 with a key made per process from mbedTLS's  */
+/* random generator, bound to the tool's name, valid MCP_MRTR_STATE_TTL_MS): a state that   */
+/* was changed, belongs to another tool, comes from another process or expired is refused  */
+/* with -32602 before the handler runs, so a handler only ever sees state it wrote itself. */
+
+#define MCP_MRTR_STATE_TTL_MS (10u * 60u * 1000u) /* how long a requestState is honoured */
+#define MCP_MRTR_MAX_STATE    (64u * 1024u)       /* bytes of state one round may carry */
+
+/** The client's answers to the previous round's inputRequests: an object mapping each key to
+ *  the client's result (borrowed; every value already checked to be an object), or NULL on a
+ *  first round (and always for legacy calls). */
+const cJSON *mcp_call_input_responses(const mcp_call_t *call);
+/** The state the previous round's InputRequiredResult carried, verified (borrowed), or NULL
+ *  when the call carried none. */
+const char *mcp_call_request_state(const mcp_call_t *call);
+/**
+ * Finishes a stateless call with an InputRequiredResult. input_requests (taken) is an object
+ * mapping keys the tool chooses to {method, params} with method sampling/createMessage,
+ * elicitation/create or roots/list; state (borrowed, may be NULL, at most
+ * MCP_MRTR_MAX_STATE bytes) comes back through mcp_call_request_state on the next round. A
+ * request the client's capabilities do not allow finishes the call with -32021 instead (ask
+ * mcp_call_client_has first); a legacy call or malformed input_requests with an internal
+ * error. Frees the call.
+ */
+void mcp_call_finish_input_required(mcp_call_t *call, cJSON *input_requests, const char *state);
+
 #endif /* PTC_MCP_H */

@@ -41,6 +41,7 @@ struct mcp_server {
     bool declared_resources, declared_prompts, declared_completions;
     bool resources_changed_while_held, prompts_changed_while_held;
     unsigned char state_key[32]; /* MRTR: signs requestState (mrtr.c) */
+    uint64_t next_sub;           /* numbers the subscriptions/listen streams */
 };
 
 /* The request being dispatched: set by session.c for the length of one synchronous dispatch,
@@ -102,6 +103,16 @@ struct mcp_outreq {
     mcp_outreq_t *prev, *next;
 };
 
+/* A subscriptions/listen stream (2026-07-28): the notifications it asked for go out related
+ * to its request id until the client cancels it or the session ends. */
+typedef struct mcp__sub {
+    cJSON *id; /* the listen request's id */
+    char sub_id[32];
+    bool tools, prompts, resources;
+    cJSON *uris; /* resourceSubscriptions, or NULL */
+    struct mcp__sub *prev, *next;
+} mcp__sub_t;
+
 struct mcp_session {
     mcp_server_t *srv;
     const mcp_transport_ops_t *ops;
@@ -123,6 +134,7 @@ struct mcp_session {
     cJSON *subscriptions; /* array of URI strings from resources/subscribe, or NULL */
     bool stateless;       /* every request is a 2026-07-28 one (mcp_session_set_stateless) */
     mcp__req_t *cur;      /* the request being dispatched, or NULL */
+    mcp__sub_t *subs;     /* open subscriptions/listen streams */
 };
 
 /* session.c */
@@ -149,6 +161,21 @@ cJSON *mcp__server_capabilities(const mcp_server_t *srv);
 /* Sends a notifications/message for request `related` without the session's level check. */
 void mcp__session_log_send(mcp_session_t *s, const cJSON *related, mcp_level_t level,
                            const char *logger, cJSON *data);
+
+/* listen.c: subscriptions/listen. kind is what changed; uri the resource for
+ * MCP__CHANGED_RESOURCE. */
+typedef enum mcp__changed {
+    MCP__CHANGED_TOOLS,
+    MCP__CHANGED_PROMPTS,
+    MCP__CHANGED_RESOURCES,
+    MCP__CHANGED_RESOURCE,
+} mcp__changed_t;
+void mcp__listen_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const cJSON *params);
+void mcp__listen_notify(mcp_server_t *srv, mcp__changed_t kind, const char *uri);
+/* Ends the session's subscriptions: with their final result (a graceful end) or silently. */
+void mcp__listen_end_all(mcp_session_t *s, bool answer);
+/* The client cancelled request id: true if it was a subscription (now ended). */
+bool mcp__listen_cancel(mcp_session_t *s, const cJSON *id);
 
 /* mrtr.c: the requestState key, and a stateless call's inputResponses/requestState (read
  * before its handler runs; false with why set when they are malformed or the state fails

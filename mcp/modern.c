@@ -51,26 +51,14 @@ static void answer_error(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, int
     answer(s, b, mcp_jsonrpc_error(id, code, msg, data));
 }
 
-/* The capabilities a stateless client is shown: list changes reach it only through
- * subscriptions/listen, which this library does not serve, so none is promised. */
-static cJSON *modern_capabilities(const mcp_server_t *srv)
-{
-    cJSON *caps = mcp__server_capabilities(srv);
-    cJSON *c;
-    cJSON_ArrayForEach(c, caps)
-    {
-        cJSON_DeleteItemFromObjectCaseSensitive(c, "listChanged");
-        cJSON_DeleteItemFromObjectCaseSensitive(c, "subscribe");
-    }
-    return caps;
-}
-
 static void handle_discover(mcp_session_t *s, mcp__batch_t *b, const cJSON *id)
 {
     const mcp_server_t *srv = s->srv;
     cJSON *res = cJSON_CreateObject();
     cJSON *versions = mcp_protocol_modern_list();
-    cJSON *caps = modern_capabilities(srv);
+    /* The same as initialize shows: list changes and resource updates reach a stateless
+     * client on its subscriptions/listen stream. */
+    cJSON *caps = mcp__server_capabilities(srv);
     cJSON *meta = cJSON_CreateObject();
     cJSON *info = cJSON_AddObjectToObject(meta, MCP_META_SERVER_INFO);
     bool ok = res != NULL && versions != NULL && caps != NULL && info != NULL &&
@@ -173,6 +161,8 @@ void mcp__modern_request(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, con
     s->cur = &ctx;
     if (strcmp(method, "server/discover") == 0)
         handle_discover(s, b, id);
+    else if (strcmp(method, "subscriptions/listen") == 0)
+        mcp__listen_start(s, b, id, params);
     else
         mcp__session_dispatch(s, b, id, method, params);
     s->cur = outer;

@@ -164,6 +164,7 @@ void mcp_server_resource_updated(mcp_server_t *srv, const char *uri)
         }
         mcp_session_notify(s, "notifications/resources/updated", p);
     }
+    mcp__listen_notify(srv, MCP__CHANGED_RESOURCE, uri);
 }
 
 /* The resource or template that serves uri; vars gets a template's variables. */

@@ -134,6 +134,7 @@ static void notify_list_changed(mcp_server_t *srv)
     }
     for (mcp_session_t *s = srv->sessions; s != NULL; s = s->next)
         if (s->protocol[0] != '\0') mcp_session_notify(s, "notifications/tools/list_changed", NULL);
+    mcp__listen_notify(srv, MCP__CHANGED_TOOLS, NULL);
 }
 
 int mcp_server_add_tool(mcp_server_t *srv, const mcp_tool_def_t *def)

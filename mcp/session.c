@@ -343,7 +343,7 @@ static void handle_notification(mcp_session_t *s, const cJSON *msg)
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
     if (strcmp(method, "notifications/cancelled") == 0) {
         const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
-        if (rid == NULL) return;
+        if (rid == NULL || mcp__listen_cancel(s, rid)) return;
         for (mcp_call_t *c = s->calls; c != NULL; c = c->next) {
             if (cJSON_Compare(c->id, rid, true)) {
                 const cJSON *why = cJSON_GetObjectItemCaseSensitive(params, "reason");
@@ -496,6 +496,7 @@ void mcp_session_shutdown(mcp_session_t *s, mcp_session_idle_cb idle_cb, void *d
     s->idle_data = data;
     /* The client can no longer answer our requests once its side is closing. */
     mcp__outreq_fail_all(s, MCP_ECLOSED, "the client connection is closing");
+    mcp__listen_end_all(s, true);
     if (s->calls != NULL) {
         s->grace_timer = malloc(sizeof *s->grace_timer);
         if (s->grace_timer == NULL || uv_timer_init(s->srv->loop, s->grace_timer) < 0) {
@@ -515,6 +516,7 @@ void mcp_session_free(mcp_session_t *s)
     if (s == NULL) return;
     s->idle_cb = NULL;
     mcp__outreq_fail_all(s, MCP_ECLOSED, "the session was closed");
+    mcp__listen_end_all(s, false);
     while (s->calls != NULL)
         mcp__call_detach(s->calls);
     mcp__close_free((uv_handle_t *)s->grace_timer);

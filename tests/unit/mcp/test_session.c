@@ -423,6 +423,58 @@ static void mrtr_state_round_trips_and_tampering_is_refused(void **state)
     assert_int_equal(error_code(last(&e->sink)), MCP_JSONRPC_INTERNAL_ERROR);
 }
 
+static const char *method_of(const cJSON *msg)
+{
+    const cJSON *m = cJSON_GetObjectItem(msg, "method");
+    return cJSON_IsString(m) ? m->valuestring : "";
+}
+
+static const char *sub_id_of(const cJSON *msg)
+{
+    const cJSON *id =
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(msg, "params"), "_meta"),
+                            "io.modelcontextprotocol/subscriptionId");
+    return cJSON_IsString(id) ? id->valuestring : NULL;
+}
+
+static void listen_streams_get_what_they_asked_for(void **state)
+{
+    env_t *e = *state;
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":\"t\",\"method\":\"subscriptions/listen\",\"params\":{"
+            "\"notifications\":{\"toolsListChanged\":true,\"promptsListChanged\":true}," META26(
+                "{}") "}}}");
+    cJSON *ack = last(&e->sink);
+    assert_string_equal(method_of(ack), "notifications/subscriptions/acknowledged");
+    char tools_sub[32];
+    snprintf(tools_sub, sizeof tools_sub, "%s", sub_id_of(ack));
+    const cJSON *honored = cJSON_GetObjectItem(cJSON_GetObjectItem(ack, "params"), "notifications");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(honored, "toolsListChanged")));
+    /* No prompts registered: not honoured, so not promised. */
+    assert_null(cJSON_GetObjectItem(honored, "promptsListChanged"));
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":\"r\",\"method\":\"subscriptions/listen\",\"params\":{"
+            "\"notifications\":{\"resourcesListChanged\":true}," META26("{}") "}}}");
+    sink_clear(&e->sink);
+    add_tool(e, "new_tool", tool_now);
+    /* Only the tools subscription hears of it, tagged with its id; no legacy list_changed
+     * (the session never initialized). */
+    assert_int_equal(e->sink.n, 1);
+    assert_string_equal(method_of(e->sink.msgs[0]), "notifications/tools/list_changed");
+    assert_string_equal(sub_id_of(e->sink.msgs[0]), tools_sub);
+    /* Cancelled by the client, it hears nothing more. */
+    feed(e, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+            "\"requestId\":\"t\"}}");
+    sink_clear(&e->sink);
+    add_tool(e, "newer_tool", tool_now);
+    assert_int_equal(e->sink.n, 0);
+    /* A graceful end answers the remaining one. */
+    int idled = 0;
+    mcp_session_shutdown(e->sess, idle, &idled);
+    assert_int_equal(idled, 1);
+    cJSON *end = last(&e->sink);
+    assert_string_equal(cJSON_GetObjectItem(end, "id")->valuestring, "r");
+    assert_string_equal(cJSON_GetObjectItem(result_of(end), "resultType")->valuestring, "complete");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -438,6 +490,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(mrtr_state_round_trips_and_tampering_is_refused, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(listen_streams_get_what_they_asked_for, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -172,19 +172,12 @@ bool mcp_call_client_has(const mcp_call_t *call, const char *name)
 
 void mcp_call_finish_missing_capability(mcp_call_t *call, const char *capability)
 {
-    cJSON *data = cJSON_CreateObject();
-    cJSON *req = cJSON_AddObjectToObject(data, "requiredCapabilities");
-    if (req == NULL || cJSON_AddObjectToObject(req, capability) == NULL) {
-        cJSON_Delete(data);
+    cJSON *msg = mcp__missing_capability(call->id, capability, call->tool);
+    if (msg == NULL) {
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
     }
-    char m[300];
-    snprintf(m, sizeof m,
-             "Missing required client capability: %.80s (the tool %.80s needs it; declare it "
-             "in the request's clientCapabilities)",
-             capability, call->tool);
-    complete(call, mcp_jsonrpc_error(call->id, MCP_ERR_MISSING_CLIENT_CAPABILITY, m, data));
+    complete(call, msg);
 }
 
 const char *mcp_call_tool(const mcp_call_t *call)

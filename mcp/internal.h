@@ -12,6 +12,7 @@ typedef struct mcp__entry {
     mcp_tool_fn handler;       /* tools */
     mcp_resource_read_fn read;
     mcp_prompt_get_fn get;
+    mcp_prompt_get_round_fn get_round;
     mcp_complete_fn complete;
     void *data;
 } mcp__entry_t;
@@ -182,6 +183,15 @@ bool mcp__listen_cancel(mcp_session_t *s, const cJSON *id);
  * verification). */
 int mcp__mrtr_key_init(unsigned char key[32]);
 bool mcp__mrtr_read(mcp_call_t *c, char *why, size_t why_size);
+/* The same for any request: params' inputResponses (borrowed into *responses) and
+ * requestState (verified for `bind`, decoded into *state, malloc'd). */
+bool mcp__mrtr_parse(const mcp_server_t *srv, const cJSON *params, const char *bind,
+                     const cJSON **responses, char **state, char *why, size_t why_size);
+/* The InputRequiredResult asking input_requests (taken) with state sealed for `bind`; NULL
+ * with *missing set when caps lack a capability a request needs, or with *err set. */
+cJSON *mcp__mrtr_result(const mcp_server_t *srv, const cJSON *caps, const char *bind,
+                        cJSON *input_requests, const char *state, const char **err,
+                        const char **missing);
 /* call.c: answers the call (msg taken) and frees it. */
 void mcp__call_complete(mcp_call_t *c, cJSON *msg);
 
@@ -189,6 +199,9 @@ void mcp__call_complete(mcp_call_t *c, cJSON *msg);
 /* Validates the request's _meta and answers it (server/discover, or the shared methods). */
 void mcp__modern_request(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const char *method,
                          const cJSON *params);
+/* The -32021 MissingRequiredClientCapabilityError answering id, for `what` (a tool or prompt
+ * name) needing `capability`; NULL on ENOMEM. */
+cJSON *mcp__missing_capability(const cJSON *id, const char *capability, const char *what);
 /* Adds resultType and, for the cacheable methods, ttlMs and cacheScope to a result message
  * (a response to `method`) that lacks them. */
 void mcp__modern_decorate(cJSON *msg, const char *method);

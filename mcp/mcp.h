@@ -453,6 +453,11 @@ typedef struct mcp_prompt_arg {
 typedef int (*mcp_prompt_get_fn)(const char *name, const cJSON *args, void *data, cJSON **messages,
                                  char *msg, size_t msg_size);
 
+typedef struct mcp_prompt_round mcp_prompt_round_t; /* MRTR section below */
+typedef int (*mcp_prompt_get_round_fn)(const char *name, const cJSON *args,
+                                       mcp_prompt_round_t *round, void *data, cJSON **messages,
+                                       char *msg, size_t msg_size);
+
 typedef struct mcp_prompt_def {
     const char *name;             /* required; [A-Za-z0-9_.-]{1,128} */
     const char *title;            /* may be NULL */
@@ -462,6 +467,9 @@ typedef struct mcp_prompt_def {
     mcp_prompt_get_fn get;
     mcp_complete_fn complete; /* completes an argument; may be NULL */
     void *data;               /* borrowed */
+    /* Instead of get: a prompt that may ask the client first (2026-07-28 MRTR, see
+     * mcp_prompt_round_t). */
+    mcp_prompt_get_round_fn get_round;
 } mcp_prompt_def_t;
 
 /** Adds a prompt (everything copied). MCP_EINVAL (logged) for a bad name, a duplicate, a
@@ -965,5 +973,21 @@ const char *mcp_call_request_state(const mcp_call_t *call);
  * error. Frees the call.
  */
 void mcp_call_finish_input_required(mcp_call_t *call, cJSON *input_requests, const char *state);
+
+/**
+ * What a prompts/get round of a prompt registered with get_round sees and may ask. The
+ * function answers with *messages as get does, or, for a stateless request only, sets
+ * input_requests (as mcp_call_finish_input_required takes them; the library takes it) and
+ * optionally next_state (malloc'd; the library takes it) and returns MCP_OK: the client then
+ * gets an InputRequiredResult and comes back with the answers.
+ */
+struct mcp_prompt_round {
+    bool modern;                  /* a stateless request: only it can be asked */
+    const cJSON *input_responses; /* the answers to the previous round, or NULL */
+    const char *state;            /* the previous round's state, verified, or NULL */
+    const cJSON *client_caps;     /* the request's (or session's) client capabilities */
+    cJSON *input_requests;        /* out: what to ask */
+    char *next_state;             /* out: state for the next round */
+};
 
 #endif /* PTC_MCP_H */

@@ -40,6 +40,22 @@ void mcp__modern_decorate(cJSON *msg, const char *method)
         cJSON_AddStringToObject(res, "cacheScope", CACHE_SCOPE);
 }
 
+cJSON *mcp__missing_capability(const cJSON *id, const char *capability, const char *what)
+{
+    cJSON *data = cJSON_CreateObject();
+    cJSON *req = cJSON_AddObjectToObject(data, "requiredCapabilities");
+    if (req == NULL || cJSON_AddObjectToObject(req, capability) == NULL) {
+        cJSON_Delete(data);
+        return NULL;
+    }
+    char m[300];
+    snprintf(m, sizeof m,
+             "Missing required client capability: %.80s (%.80s needs it; declare it in the "
+             "request's clientCapabilities)",
+             capability, what);
+    return mcp_jsonrpc_error(id, MCP_ERR_MISSING_CLIENT_CAPABILITY, m, data);
+}
+
 static void answer(mcp_session_t *s, mcp__batch_t *b, cJSON *msg)
 {
     mcp__session_answer(s, b, msg);

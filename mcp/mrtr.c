@@ -119,9 +119,12 @@ static char *state_open(const mcp_server_t *srv, const char *tool, const char *r
     return state;
 }
 
-bool mcp__mrtr_read(mcp_call_t *c, char *why, size_t why_size)
+bool mcp__mrtr_parse(const mcp_server_t *srv, const cJSON *params, const char *bind,
+                     const cJSON **responses, char **state, char *why, size_t why_size)
 {
-    const cJSON *ir = cJSON_GetObjectItemCaseSensitive(c->params, "inputResponses");
+    *responses = NULL;
+    *state = NULL;
+    const cJSON *ir = cJSON_GetObjectItemCaseSensitive(params, "inputResponses");
     if (ir != NULL) {
         if (!cJSON_IsObject(ir)) {
             snprintf(why, why_size, "Invalid params: inputResponses must be an object");
@@ -138,25 +141,30 @@ bool mcp__mrtr_read(mcp_call_t *c, char *why, size_t why_size)
                 return false;
             }
         }
-        c->input_responses = ir;
+        *responses = ir;
     }
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(c->params, "requestState");
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(params, "requestState");
     if (rs == NULL) return true;
     bool bad = false;
-    if (cJSON_IsString(rs)) c->state = state_open(c->s->srv, c->tool, rs->valuestring, &bad);
+    if (cJSON_IsString(rs)) *state = state_open(srv, bind, rs->valuestring, &bad);
     if (!cJSON_IsString(rs) || bad) {
         snprintf(why, why_size,
                  "Invalid params: requestState failed its integrity check (it was changed, "
-                 "belongs to another tool or server process, or expired); call %.80s again "
-                 "without it",
-                 c->tool);
+                 "belongs to another request or server process, or expired); send the "
+                 "request again without it");
         return false;
     }
-    if (c->state == NULL) {
+    if (*state == NULL) {
         snprintf(why, why_size, "out of memory");
         return false;
     }
     return true;
+}
+
+bool mcp__mrtr_read(mcp_call_t *c, char *why, size_t why_size)
+{
+    return mcp__mrtr_parse(c->s->srv, c->params, c->tool, &c->input_responses, &c->state, why,
+                           why_size);
 }
 
 const cJSON *mcp_call_input_responses(const mcp_call_t *call)
@@ -178,53 +186,74 @@ static const char *capability_of(const char *method)
     return NULL;
 }
 
-void mcp_call_finish_input_required(mcp_call_t *call, cJSON *input_requests, const char *state)
+cJSON *mcp__mrtr_result(const mcp_server_t *srv, const cJSON *caps, const char *bind,
+                        cJSON *input_requests, const char *state, const char **err,
+                        const char **missing)
 {
-    const char *err = NULL;
-    if (!call->modern)
-        err = "InputRequiredResult is only for 2026-07-28 clients (use mcp_call_request)";
-    else if (!cJSON_IsObject(input_requests) || input_requests->child == NULL)
-        err = "InputRequiredResult needs at least one input request";
+    *err = NULL;
+    *missing = NULL;
+    if (!cJSON_IsObject(input_requests) || input_requests->child == NULL)
+        *err = "InputRequiredResult needs at least one input request";
     else if (state != NULL && strlen(state) > MCP_MRTR_MAX_STATE)
-        err = "InputRequiredResult: the state is larger than MCP_MRTR_MAX_STATE";
+        *err = "InputRequiredResult: the state is larger than MCP_MRTR_MAX_STATE";
     const cJSON *r;
-    const cJSON *list = err == NULL ? input_requests : NULL;
+    const cJSON *list = *err == NULL ? input_requests : NULL;
     cJSON_ArrayForEach(r, list)
     {
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(r, "method");
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(r, "params");
         const char *cap = cJSON_IsString(m) ? capability_of(m->valuestring) : NULL;
         if (cap == NULL || (p != NULL && !cJSON_IsObject(p))) {
-            err = "InputRequiredResult: an input request is not {method, params} of "
-                  "sampling/createMessage, elicitation/create or roots/list";
+            *err = "InputRequiredResult: an input request is not {method, params} of "
+                   "sampling/createMessage, elicitation/create or roots/list";
             break;
         }
-        if (!mcp_call_client_has(call, cap)) {
-            cJSON_Delete(input_requests);
-            mcp_call_finish_missing_capability(call, cap);
-            return;
+        if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(caps, cap))) {
+            *missing = cap;
+            break;
         }
     }
-    if (err != NULL) {
+    if (*err != NULL || *missing != NULL) {
         cJSON_Delete(input_requests);
-        mcp_log(call->s != NULL ? call->s->srv->lg : NULL, MCP_LOG_ERROR, "tool %s: %s", call->tool,
-                err);
-        mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, err);
-        return;
+        return NULL;
     }
     cJSON *res = cJSON_CreateObject();
     bool ok = res != NULL && cJSON_AddStringToObject(res, "resultType", "input_required") != NULL &&
               cJSON_AddItemToObject(res, "inputRequests", input_requests);
     if (ok) input_requests = NULL;
-    if (ok && state != NULL && call->s != NULL) {
-        char *sealed = state_seal(call->s->srv, call->tool, state);
+    if (ok && state != NULL) {
+        char *sealed = state_seal(srv, bind, state);
         ok = sealed != NULL && cJSON_AddStringToObject(res, "requestState", sealed) != NULL;
         free(sealed);
     }
     cJSON_Delete(input_requests);
     if (!ok) {
         cJSON_Delete(res);
-        mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+        *err = "out of memory";
+        return NULL;
+    }
+    return res;
+}
+
+void mcp_call_finish_input_required(mcp_call_t *call, cJSON *input_requests, const char *state)
+{
+    const char *err = NULL, *missing = NULL;
+    cJSON *res = NULL;
+    if (!call->modern || call->s == NULL) {
+        cJSON_Delete(input_requests);
+        err = "InputRequiredResult is only for 2026-07-28 clients (use mcp_call_request)";
+    } else {
+        res = mcp__mrtr_result(call->s->srv, call->caps, call->tool, input_requests, state, &err,
+                               &missing);
+    }
+    if (missing != NULL) {
+        mcp_call_finish_missing_capability(call, missing);
+        return;
+    }
+    if (res == NULL) {
+        mcp_log(call->s != NULL ? call->s->srv->lg : NULL, MCP_LOG_ERROR, "tool %s: %s", call->tool,
+                err);
+        mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, err);
         return;
     }
     mcp__call_complete(call, mcp_jsonrpc_result(call->id, res));

@@ -205,6 +205,20 @@ test('MRTR over HTTP: InputRequiredResult, the answers and the state come back, 
     assert.equal(r3.msg.result.resultType, 'complete');
     assert.match(r3.msg.result.content[0].text, /state-ok/);
 
+    // A prompt asks the same way; a tool's state is no good for it.
+    const p1 = await post(srv.url, 'prompts/get', { name: 'test_input_required_result_prompt' });
+    assert.equal(p1.msg.result.resultType, 'input_required');
+    assert.equal(p1.msg.result.inputRequests.user_context.method, 'elicitation/create');
+    const p2 = await post(srv.url, 'prompts/get', {
+      name: 'test_input_required_result_prompt', inputResponses: { user_context: answer({ context: 'tests' }) },
+    });
+    assert.equal(p2.msg.result.resultType, 'complete');
+    assert.match(p2.msg.result.messages[0].content.text, /context: tests/);
+    const p3 = await post(srv.url, 'prompts/get', {
+      name: 'test_input_required_result_prompt', inputResponses: {}, requestState: ir2.requestState,
+    });
+    assert.equal(p3.msg.error.code, -32602);
+
     // Without the capability the request needs, the tool is refused with -32021.
     const noCap = await post(srv.url, 'tools/call', {
       name: 'test_missing_capability', arguments: {}, _meta: { 'io.modelcontextprotocol/clientCapabilities': {} },

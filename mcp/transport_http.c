@@ -413,7 +413,7 @@ static void end_session(mcp__hsess_t *se, bool cancel_now, bool drain)
     se->ended = true;
     se->draining = drain;
     sess_unlink(&hs->sessions, se);
-    hs->n_sessions--;
+    if (!se->stateless) hs->n_sessions--;
     sess_link(&hs->ending, se);
     if (!drain) detach_streams(se);
     mcp_session_shutdown(se->s, on_session_idle, se);
@@ -525,7 +525,7 @@ static bool room_for_session(mcp_http_server_t *hs)
     if (hs->n_sessions < hs->o.max_sessions) return true;
     mcp__hsess_t *oldest = NULL;
     for (mcp__hsess_t *se = hs->sessions; se != NULL; se = se->next) {
-        if (se->n_open > 0 || se->get->conn != NULL) continue;
+        if (se->stateless || se->n_open > 0 || se->get->conn != NULL) continue;
         bool live = false;
         for (mcp__hstream_t *st = se->streams; st != NULL && !live; st = st->next)
             live = st->conn != NULL;
@@ -720,12 +720,25 @@ static void post_stateless(mcp_http_server_t *hs, mcp__hconn_t *c, const mcp__hr
     }
     bool request = bi->n_requests > 0;
     if (request && !check_modern_headers(c, bi->msg)) return;
-    if (!room_for_session(hs)) {
-        mcp__hconn_error(c, 503, -32000, "Service Unavailable: too many requests in flight",
-                         "Retry-After: 1\r\n");
+    /* A stateless request is bounded by its connection (max_connections), not by the session
+     * limit: it must never make a legacy session give way. */
+    if (hs->stopping) {
+        mcp__hconn_error(c, 503, -32000, "Service Unavailable: the server is stopping", NULL);
         return;
     }
     mcp__hsess_t *se = sess_new(hs, false);
+    if (se != NULL) {
+        se->stateless = true;
+        hs->n_sessions--; /* counted by sess_new; not a session of the limit */
+        mcp_session_set_stateless(se->s);
+    }
+    if (se != NULL && !request) {
+        /* A notification: nothing answers it. */
+        mcp_session_receive(se->s, req->body, req->body_len);
+        mcp__hconn_respond(c, 202, NULL, NULL, "", 0);
+        stateless_done(se);
+        return;
+    }
     cJSON *ids = cJSON_CreateArray();
     cJSON *id = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(bi->msg, "id"), true);
     mcp__hstream_t *st = NULL;
@@ -738,18 +751,6 @@ static void post_stateless(mcp_http_server_t *hs, mcp__hconn_t *c, const mcp__hr
         cJSON_Delete(ids);
         mcp__hconn_error(c, 500, MCP_JSONRPC_INTERNAL_ERROR, "out of memory", NULL);
         if (se != NULL) end_session(se, true, false);
-        return;
-    }
-    se->stateless = true;
-    mcp_session_set_stateless(se->s);
-    if (!request) {
-        /* A notification: nothing answers it. */
-        cJSON_Delete(ids);
-        st->answered = true; /* never open */
-        stream_free(st);
-        mcp_session_receive(se->s, req->body, req->body_len);
-        mcp__hconn_respond(c, 202, NULL, NULL, "", 0);
-        stateless_done(se);
         return;
     }
     st->ids = ids;

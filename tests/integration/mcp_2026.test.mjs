@@ -258,6 +258,17 @@ test('2026 errors over HTTP: unsupported version, missing _meta, header mismatch
       { headers: { 'Mcp-Name': '  test_simple_text \t' } });
     assert.equal(spaced.status, 200, JSON.stringify(spaced.msg));
 
+    // A notification gets 202 and no body.
+    const note = await fetch(srv.url, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream',
+        'MCP-Protocol-Version': MODERN, 'Mcp-Method': 'notifications/cancelled' },
+      body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1,
+        _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } }),
+    });
+    assert.equal(note.status, 202);
+    assert.equal(await note.text(), '');
+
     for (const removed of ['initialize', 'ping', 'logging/setLevel', 'resources/subscribe']) {
       const r = await post(srv.url, removed, {});
       assert.equal(r.status, 404, removed);

@@ -6,6 +6,7 @@
 #include "http_server_internal.h"
 
 #include <http_parser.h>
+#include <mbedtls/base64.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -672,8 +673,55 @@ static const char *name_of(const char *method, const cJSON *params)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* SEP-2243 custom headers: a tool's argument whose schema names "x-mcp-header": NAME travels
+ * in the header Mcp-Param-NAME too, literally or as =?base64?...?= (strict base64). True when
+ * every such argument the body has is in its header with the same value; why says otherwise. */
+static bool custom_headers_match(const mcp__hconn_t *c, const mcp_server_t *srv,
+                                 const cJSON *params, char *why, size_t why_size)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
+    const mcp__entry_t *tool =
+        cJSON_IsString(name) ? mcp__server_find_tool(srv, name->valuestring) : NULL;
+    const cJSON *props =
+        tool != NULL ? cJSON_GetObjectItemCaseSensitive(tool->input_schema, "properties") : NULL;
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(params, "arguments");
+    const cJSON *p;
+    cJSON_ArrayForEach(p, props)
+    {
+        const cJSON *hname = cJSON_GetObjectItemCaseSensitive(p, "x-mcp-header");
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, p->string);
+        if (!cJSON_IsString(hname) || v == NULL || cJSON_IsNull(v)) continue;
+        char header[160], raw[1024], decoded[1024];
+        snprintf(header, sizeof header, "Mcp-Param-%.100s", hname->valuestring);
+        char *body = cJSON_IsString(v) ? NULL : cJSON_PrintUnformatted(v);
+        const char *want = cJSON_IsString(v) ? v->valuestring : body;
+        const char *got = header_trimmed(c, header, raw, sizeof raw);
+        size_t n = got != NULL ? strlen(got) : 0;
+        if (got != NULL && n >= 11 && strncmp(got, "=?base64?", 9) == 0 &&
+            strcmp(got + n - 2, "?=") == 0) {
+            size_t olen = 0;
+            if (mbedtls_base64_decode((unsigned char *)decoded, sizeof decoded - 1, &olen,
+                                      (const unsigned char *)got + 9, n - 11) != 0) {
+                snprintf(why, why_size, "Header mismatch: %s is not valid base64", header);
+                cJSON_free(body);
+                return false;
+            }
+            decoded[olen] = '\0';
+            got = decoded;
+        }
+        bool same = got != NULL && want != NULL && strcmp(got, want) == 0;
+        cJSON_free(body);
+        if (!same) {
+            snprintf(why, why_size, "Header mismatch: %s must carry argument %.80s's value", header,
+                     p->string);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* The standard headers must agree with the body (-32020 HeaderMismatch, 400 otherwise). */
-static bool check_modern_headers(mcp__hconn_t *c, const cJSON *msg)
+static bool check_modern_headers(mcp__hconn_t *c, const mcp_server_t *srv, const cJSON *msg)
 {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
@@ -706,6 +754,10 @@ static bool check_modern_headers(mcp__hconn_t *c, const cJSON *msg)
         reject(c, 400, id, MCP_ERR_HEADER_MISMATCH, m);
         return false;
     }
+    if (strcmp(method, "tools/call") == 0 && !custom_headers_match(c, srv, params, m, sizeof m)) {
+        reject(c, 400, id, MCP_ERR_HEADER_MISMATCH, m);
+        return false;
+    }
     return true;
 }
 
@@ -719,7 +771,7 @@ static void post_stateless(mcp_http_server_t *hs, mcp__hconn_t *c, const mcp__hr
         return;
     }
     bool request = bi->n_requests > 0;
-    if (request && !check_modern_headers(c, bi->msg)) return;
+    if (request && !check_modern_headers(c, hs->srv, bi->msg)) return;
     /* A stateless request is bounded by its connection (max_connections), not by the session
      * limit: it must never make a legacy session give way. */
     if (hs->stopping) {

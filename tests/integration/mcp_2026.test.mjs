@@ -258,6 +258,18 @@ test('2026 errors over HTTP: unsupported version, missing _meta, header mismatch
       { headers: { 'Mcp-Name': '  test_simple_text \t' } });
     assert.equal(spaced.status, 200, JSON.stringify(spaced.msg));
 
+    // SEP-2243: an argument whose schema names x-mcp-header comes in its Mcp-Param header too.
+    const region = (h) => post(srv.url, 'tools/call', { name: 'test_custom_header', arguments: { region: 'eu-west' } },
+      { headers: h });
+    assert.equal((await region({ 'Mcp-Param-Region': 'eu-west' })).status, 200);
+    const b64 = Buffer.from('eu-west').toString('base64');
+    assert.equal((await region({ 'Mcp-Param-Region': `=?base64?${b64}?=` })).status, 200);
+    for (const bad of [{}, { 'Mcp-Param-Region': 'us-east' }, { 'Mcp-Param-Region': '=?base64?ZXUtd2VzdA?=' }]) {
+      const r = await region(bad);
+      assert.equal(r.status, 400, JSON.stringify(bad));
+      assert.equal(r.msg.error.code, -32020);
+    }
+
     // A notification gets 202 and no body.
     const note = await fetch(srv.url, {
       method: 'POST',

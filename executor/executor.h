@@ -47,7 +47,8 @@ extern "C" {
 #define EXEC_BRIDGE_FD            3     /* the bridge's descriptor number inside a run */
 #define EXEC_BRIDGE_ENV           "PTC_BRIDGE_FD"
 #define EXEC_RO_LIB_PATH          "/opt/ptc/lib" /* where exec_run_opts_t.ro_dir appears */
-#define EXEC_DEFAULT_WARM         4u             /* sandboxes kept set up ahead with keep_warm */
+#define EXEC_MAX_PATH_DIRS        4u /* exec_run_opts_t.path_dirs: at /opt/ptc/lib1 ... lib4 */
+#define EXEC_DEFAULT_WARM         4u /* sandboxes kept set up ahead with keep_warm */
 #define EXEC_MAX_WARM             8u
 
 /* ---- errors ------------------------------------------------------------------------------- */
@@ -275,10 +276,23 @@ typedef struct exec_run_opts {
        (PYTHONPATH, see docs/sandbox.md), or NULL. In the Landlock-only mode it is not moved:
        the run reads it at its host path, with read-only Landlock rights. */
     const char *ro_dir;
+    /* More host directories for the module path (each copied, made canonical and checked like
+       ro_dir), at most EXEC_MAX_PATH_DIRS: bound read-only, nosuid, nodev at EXEC_RO_LIB_PATH
+       "1", "2", ... and put on PYTHONPATH after ro_dir, in this order (the declared packages'
+       folder and the user's helpers, docs/environment.md). Landlock-only mode: read-only
+       rules on the host paths, which go on the module path. NULL / 0: none. */
+    const char *const *path_dirs;
+    size_t n_path_dirs;
 } exec_run_opts_t;
 
 /** Fills *ro with "no bridge, no directory". */
 void exec_run_opts_init(exec_run_opts_t *ro);
+
+/**
+ * exec_pool_warm_for for the folders of ro (ro_dir and path_dirs; its bridge_fd is ignored and
+ * not taken). ro may be NULL: no folder. Same returns, EXEC_EINVAL also for too many folders.
+ */
+int exec_pool_warm_for_ex(exec_pool_t *pool, const exec_run_opts_t *ro);
 
 /**
  * exec_run_start with per-run extras (ro may be NULL: same as exec_run_start). The bridge comes
@@ -286,7 +300,9 @@ void exec_run_opts_init(exec_run_opts_t *ro);
  * one ro_dir (that of the last run that did not find one), so a run with another ro_dir (or
  * none, after runs with one) starts cold and the next ones are made for its ro_dir.
  * ro->bridge_fd is taken over even when this returns an error (see exec_run_opts_t).
- * EXEC_EINVAL also for an ro_dir that is not an existing absolute directory or contains ':'.
+ * EXEC_EINVAL also for an ro_dir or path_dirs entry that is not an existing absolute directory
+ * or contains ':', and for more than EXEC_MAX_PATH_DIRS path_dirs. Warm sandboxes are made for
+ * the whole list of folders (ro_dir, then path_dirs).
  */
 int exec_run_start_ex(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
                       const exec_run_opts_t *ro, const exec_callbacks_t *cb, exec_run_t **out);
@@ -306,6 +322,53 @@ void exec_run_cancel(exec_run_t *run);
  * (may be NULL), or NULL when out of memory.
  */
 char *exec_utf8_text(const unsigned char *data, size_t len, size_t *out_len);
+
+/* ---- output pages ------------------------------------------------------------------------ */
+/* execute_code output kept server-side and handed out in pages behind opaque cursors (pages.c).
+ * Bounded: total bytes, number of entries, and an idle TTL; least recently used goes first. */
+typedef struct exec_pages exec_pages_t;
+
+typedef struct exec_page {
+    char *out;    /* the page's part of stdout (UTF-8, NUL-terminated), owned */
+    char *err;    /* the page's part of stderr, owned */
+    char *cursor; /* opaque cursor of the next page, or NULL when this was the last; owned */
+    char *meta;   /* copy of the meta text stored with the run (NULL if none); owned */
+} exec_page_t;
+
+enum {
+    EXEC_PAGES_OK = 0,
+    EXEC_PAGES_ENOMEM = -1,
+    EXEC_PAGES_EINVAL = -2,
+    EXEC_PAGES_EXPIRED = -3, /* unknown, expired or evicted cursor */
+};
+
+/** max_bytes: all stored output together; max_entries: runs kept; ttl_ms: idle lifetime. */
+int exec_pages_new(size_t max_bytes, size_t max_entries, uint64_t ttl_ms, exec_pages_t **out);
+void exec_pages_free(exec_pages_t *p);
+
+/**
+ * Cuts the first page (page_chars Unicode characters: stdout first, then stderr) of a run's
+ * output and, when more is left, keeps the whole output and returns a cursor for the rest.
+ * meta (borrowed, may be NULL) is text kept with the run and returned with every page of it.
+ * out/err are borrowed and must be valid UTF-8 (see exec_pages_utf8_sanitize). Output larger than
+ * the store's byte budget is still paged for what fits: the rest is counted as dropped.
+ */
+int exec_pages_first(exec_pages_t *p, const char *meta, const char *out, size_t out_len,
+                     const char *err, size_t err_len, size_t page_chars, uint64_t now_ms,
+                     exec_page_t *page);
+/** The page behind a cursor (repeatable until it expires). EXEC_PAGES_EXPIRED when unknown. */
+int exec_pages_next(exec_pages_t *p, const char *cursor, uint64_t now_ms, exec_page_t *page);
+/** Frees a page's strings. */
+void exec_page_clear(exec_page_t *page);
+/** Entries and bytes currently kept (for tests and --check). */
+size_t exec_pages_entries(const exec_pages_t *p);
+size_t exec_pages_bytes(const exec_pages_t *p);
+
+/**
+ * Returns a NUL-terminated copy of bytes with every invalid UTF-8 sequence (and NUL byte)
+ * replaced by U+FFFD; *out_len gets its length. NULL on allocation failure.
+ */
+char *exec_pages_utf8_sanitize(const char *bytes, size_t len, size_t *out_len);
 
 #ifdef __cplusplus
 }

@@ -39,7 +39,7 @@ struct exec_run {
     char *code;
     uint64_t timeout_ms;
     int bridge_fd; /* owned until the launcher has it; -1 after */
-    char *ro_dir;  /* canonical host path, or NULL */
+    char *ro_dir;  /* canonical host paths joined by ':' (ro_dir, then path_dirs), or NULL */
     exec_callbacks_t cb;
     bool detached;  /* cancelled or pool freed: no more callbacks */
     bool discarded; /* a warm sandbox the pool let go unused (its key changed) */
@@ -114,6 +114,7 @@ static exec_run_t *warm_take(exec_pool_t *pool, const char *ro_dir);
 static void warm_adopt(exec_run_t *w, exec_run_t *req);
 static void run_begin(exec_run_t *run);
 static char *canonical_dir(const char *dir);
+static int canonical_dirs(const exec_run_opts_t *ro, char **out);
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
@@ -529,7 +530,8 @@ static int run_spawn(exec_run_t *run)
     char lib_opt[] = "--ro-lib";
     /* unsafe runs get the bridge variables here; sandboxed ones from init */
     char *env[EXEC_MAX_ENV + 3];
-    char env_fd[32], env_path[PATH_MAX + 16], env_safe[] = "PYTHONSAFEPATH=1";
+    char env_fd[32], env_path[(PATH_MAX + 1) * (EXEC_MAX_PATH_DIRS + 1) + 16];
+    char env_safe[] = "PYTHONSAFEPATH=1";
     size_t ne = 0;
     for (; ne < pool->cmd.n_env; ne++)
         env[ne] = pool->cmd.env[ne];
@@ -910,10 +912,19 @@ unsigned exec_pool_queued(const exec_pool_t *pool)
 
 int exec_pool_warm_for(exec_pool_t *pool, const char *ro_dir)
 {
+    exec_run_opts_t ro;
+    exec_run_opts_init(&ro);
+    ro.ro_dir = ro_dir;
+    return exec_pool_warm_for_ex(pool, &ro);
+}
+
+int exec_pool_warm_for_ex(exec_pool_t *pool, const exec_run_opts_t *ro)
+{
     if (!pool) return EXEC_EINVAL;
     if (pool->closing) return EXEC_ECLOSING;
     char *dir = NULL;
-    if (ro_dir && !(dir = canonical_dir(ro_dir))) return EXEC_EINVAL;
+    int rc = canonical_dirs(ro, &dir);
+    if (rc != 0) return rc;
     if (!same_dir(pool->warm_dir, dir)) {
         warm_discard(pool);
         free(pool->warm_dir);
@@ -948,6 +959,44 @@ static char *canonical_dir(const char *dir)
     return strdup(real);
 }
 
+/* The run's folders (ro_dir, then path_dirs) canonical and joined by ':' into *out (malloc'd;
+   NULL when there are none): one string is the warm sandboxes' key, the launcher's --ro-lib
+   and, unsafe, PYTHONPATH. A folder that is missing stays EINVAL, not ENOMEM: the caller can
+   act on it. */
+static int canonical_dirs(const exec_run_opts_t *ro, char **out)
+{
+    *out = NULL;
+    if (!ro || (!ro->ro_dir && ro->n_path_dirs == 0)) return 0;
+    if (ro->n_path_dirs > EXEC_MAX_PATH_DIRS || (ro->n_path_dirs && !ro->path_dirs))
+        return EXEC_EINVAL;
+    char *parts[EXEC_MAX_PATH_DIRS + 1];
+    size_t n = 0, total = 0;
+    int rc = 0;
+    for (size_t i = 0; i <= ro->n_path_dirs && rc == 0; i++) {
+        const char *d = i == 0 ? ro->ro_dir : ro->path_dirs[i - 1];
+        if (i == 0 && !d) continue;
+        if (!(parts[n] = canonical_dir(d))) {
+            rc = EXEC_EINVAL;
+            break;
+        }
+        total += strlen(parts[n++]) + 1;
+    }
+    if (rc == 0 && !(*out = malloc(total))) rc = EXEC_ENOMEM;
+    if (rc == 0) {
+        size_t off = 0;
+        for (size_t i = 0; i < n; i++) {
+            size_t len = strlen(parts[i]);
+            if (i) (*out)[off++] = ':';
+            memcpy(*out + off, parts[i], len);
+            off += len;
+        }
+        (*out)[off] = '\0';
+    }
+    for (size_t i = 0; i < n; i++)
+        free(parts[i]);
+    return rc;
+}
+
 static int start_checked(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
                          const exec_run_opts_t *ro, const exec_callbacks_t *cb, exec_run_t **out)
 {
@@ -960,10 +1009,8 @@ static int start_checked(exec_pool_t *pool, const char *code, uint64_t timeout_m
     bool now = pool->n_running < pool->max_concurrent && !pool->q_head;
     if (!now && pool->n_queued >= pool->max_queue) return EXEC_EQUEUEFULL;
     char *ro_dir = NULL;
-    if (ro && ro->ro_dir) {
-        /* a missing folder stays NULL: EINVAL, not ENOMEM, is what the caller can act on */
-        if (!(ro_dir = canonical_dir(ro->ro_dir))) return EXEC_EINVAL;
-    }
+    int drc = canonical_dirs(ro, &ro_dir);
+    if (drc != 0) return drc;
     char *copy = malloc(len + 1);
     if (!copy) {
         free(ro_dir);

@@ -9,8 +9,19 @@
 typedef struct tool {
     reg_tool_t view;
     char *id, *server, *name, *title, *description, *category;
+    char *sn_key; /* the by_server_name key (sn_key) */
     cJSON *schema, *annotations;
 } tool_t;
+
+/* The key of (server, name): the server's length, ':', then both names. The length makes it
+ * unambiguous whatever bytes the names hold. Returns the length, or -1 when it does not fit. */
+static int sn_key(const char *server, const char *name, char *out, size_t size)
+{
+    int n = snprintf(out, size, "%zu:%s%s", strlen(server), server, name);
+    return n < 0 || (size_t)n >= size ? -1 : n;
+}
+
+#define SN_KEY_MAX (2 * REG_NAME_MAX + 24)
 
 /* Tools per server, so that removing a server with no tools (every first tools/list of a
  * downstream server) costs a lookup, not a scan of the whole catalog. */
@@ -27,6 +38,8 @@ struct reg_catalog {
     server_count_t *servers;
     size_t nservers, servers_cap;
     reg__map_t by_server; /* name -> position in servers */
+    /* (server, name) -> position in tools; the first of duplicates wins, as a scan would. */
+    reg__map_t by_server_name;
 };
 
 /* Adds one tool to server's count, creating the entry. */
@@ -134,6 +147,7 @@ static void tool_free(tool_t *t)
     free(t->title);
     free(t->description);
     free(t->category);
+    free(t->sn_key);
     cJSON_Delete(t->schema);
     cJSON_Delete(t->annotations);
     free(t);
@@ -146,6 +160,7 @@ void reg_catalog_free(reg_catalog_t *cat)
         tool_free(cat->tools[i]);
     free(cat->tools);
     reg__map_free(&cat->by_id);
+    reg__map_free(&cat->by_server_name);
     for (size_t i = 0; i < cat->nservers; i++)
         free(cat->servers[i].name);
     free(cat->servers);
@@ -279,12 +294,14 @@ static int add_checked(reg_catalog_t *cat, const char *server, const cJSON *tool
     t->title = dup_cut(str_member(tool, "title"), REG_TEXT_MAX);
     t->description = dup_cut(str_member(tool, "description"), REG_TEXT_MAX);
     t->category = reg__strdup(category ? category : server);
+    char key[SN_KEY_MAX];
+    t->sn_key = sn_key(server, name, key, sizeof key) < 0 ? NULL : reg__strdup(key);
     const cJSON *schema = opt_member(tool, "inputSchema");
     t->schema = schema ? cJSON_Duplicate(schema, 1) : cJSON_Parse("{\"type\":\"object\"}");
     const cJSON *ann = opt_member(tool, "annotations");
     t->annotations = ann ? cJSON_Duplicate(ann, 1) : NULL;
     if (!t->id || !t->server || !t->name || !t->title || !t->description || !t->category ||
-        !t->schema || (ann && !t->annotations)) {
+        !t->sn_key || !t->schema || (ann && !t->annotations)) {
         tool_free(t);
         return REG_ENOMEM;
     }
@@ -295,6 +312,13 @@ static int add_checked(reg_catalog_t *cat, const char *server, const cJSON *tool
         return REG_ENOMEM;
     }
     if (reg__map_put(&cat->by_id, t->id, cat->n) < 0) {
+        server_unref(cat, t->server, 1);
+        tool_free(t);
+        return REG_ENOMEM;
+    }
+    if (!reg__map_get(&cat->by_server_name, t->sn_key, NULL) &&
+        reg__map_put(&cat->by_server_name, t->sn_key, cat->n) < 0) {
+        reg__map_del(&cat->by_id, t->id);
         server_unref(cat, t->server, 1);
         tool_free(t);
         return REG_ENOMEM;
@@ -322,6 +346,9 @@ static void truncate_to(reg_catalog_t *cat, size_t keep)
     while (cat->n > keep) {
         tool_t *t = cat->tools[--cat->n];
         reg__map_del(&cat->by_id, t->id);
+        size_t at;
+        if (reg__map_get(&cat->by_server_name, t->sn_key, &at) && at == cat->n)
+            reg__map_del(&cat->by_server_name, t->sn_key);
         server_unref(cat, t->server, 1);
         tool_free(t);
     }
@@ -458,6 +485,7 @@ size_t reg_catalog_remove_server(reg_catalog_t *cat, const char *server)
         tool_t *t = cat->tools[i];
         if (strcmp(t->server, server) == 0) {
             reg__map_del(&cat->by_id, t->id);
+            reg__map_del(&cat->by_server_name, t->sn_key); /* every duplicate goes too */
             tool_free(t);
             removed++;
             continue;
@@ -470,6 +498,9 @@ size_t reg_catalog_remove_server(reg_catalog_t *cat, const char *server)
         /* Positions shifted: re-point the survivors (replacing puts cannot fail). */
         for (size_t i = 0; i < cat->n; i++)
             (void)reg__map_put(&cat->by_id, cat->tools[i]->id, i);
+        /* Backwards, so that the first of duplicates is the one left. */
+        for (size_t i = cat->n; i-- > 0;)
+            (void)reg__map_put(&cat->by_server_name, cat->tools[i]->sn_key, i);
     }
     return removed;
 }
@@ -488,6 +519,17 @@ const reg_tool_t *reg_catalog_find(const reg_catalog_t *cat, const char *id)
 {
     size_t i;
     if (cat == NULL || id == NULL || !reg__map_get(&cat->by_id, id, &i)) return NULL;
+    return &cat->tools[i]->view;
+}
+
+const reg_tool_t *reg_catalog_find_tool(const reg_catalog_t *cat, const char *server,
+                                        const char *name)
+{
+    char key[SN_KEY_MAX];
+    size_t i;
+    if (cat == NULL || server == NULL || name == NULL ||
+        sn_key(server, name, key, sizeof key) < 0 || !reg__map_get(&cat->by_server_name, key, &i))
+        return NULL;
     return &cat->tools[i]->view;
 }
 

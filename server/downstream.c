@@ -462,6 +462,14 @@ mcp_client_t *ptc_downstream_client(const ptc_downstream_t *d, const char *serve
     return d ? find_client(d, server) : NULL;
 }
 
+size_t ptc_downstream_failed(const ptc_downstream_t *d)
+{
+    size_t n = 0;
+    for (size_t i = 0; d != NULL && i < d->n_clients; i++)
+        n += mcp_client_state(d->clients[i], NULL) == MCP_CLIENT_FAILED;
+    return n;
+}
+
 size_t ptc_downstream_count(const ptc_downstream_t *d)
 {
     return d ? d->n_clients : 0;

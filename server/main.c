@@ -21,7 +21,8 @@ typedef struct app {
     ptc_execute_t *exec;
     ptc_search_t *search;
     ptc_downstream_t *downstream;
-    ptc_bundle_t *bundle;
+    ptc_pybundle_cache_t *bundle;
+    ptc_env_t *env;
 } app_t;
 
 static const char instructions[] =
@@ -41,7 +42,7 @@ static void on_stdio_done(mcp_stdio_t *io, void *data)
     app->io = NULL;
     ptc_search_stop(app->search);
     ptc_downstream_stop(app->downstream);
-    ptc_bundle_stop(app->bundle);
+    ptc_pybundle_cache_stop(app->bundle);
 }
 
 static void on_signal_closed(uv_handle_t *h)
@@ -61,7 +62,7 @@ static void on_http_stopped(mcp_http_server_t *h, void *data)
     }
     ptc_search_stop(app->search);
     ptc_downstream_stop(app->downstream);
-    ptc_bundle_stop(app->bundle);
+    ptc_pybundle_cache_stop(app->bundle);
 }
 
 static void on_http_signal(uv_signal_t *h, int signum)
@@ -132,13 +133,28 @@ static int start_http(app_t *app, const ptc_options_t *o)
 static void registry_changed(void *data)
 {
     app_t *app = data;
-    ptc_bundle_refresh(app->bundle);
+    ptc_pybundle_cache_refresh(app->bundle);
+}
+
+/* The tools package's lines, at their level, in the binary's log. */
+static void bundle_log(void *data, int level, const char *line)
+{
+    static const mcp_level_t levels[] = {MCP_LOG_DEBUG, MCP_LOG_INFO, MCP_LOG_WARNING,
+                                         MCP_LOG_ERROR};
+    mcp_log(data, levels[level >= 0 && level <= 3 ? level : 3], "%s", line);
 }
 
 static void bundle_built(void *data)
 {
     app_t *app = data;
-    ptc_execute_describe(app->exec, app->srv, ptc_bundle_modules(app->bundle));
+    ptc_execute_describe(app->exec, app->srv, ptc_pybundle_cache_modules(app->bundle));
+}
+
+/* The packages became ready or failed: the description says so, warm sandboxes mount them. */
+static void env_changed(void *data)
+{
+    app_t *app = data;
+    ptc_execute_describe(app->exec, app->srv, ptc_pybundle_cache_modules(app->bundle));
 }
 
 static size_t downstream_status(const void *data, char *buf, size_t size)
@@ -195,7 +211,7 @@ static int check_downstream(const ptc_options_t *o)
         char buf[8192];
         ptc_downstream_status(d, buf, sizeof buf);
         printf("downstream servers:\n%s", buf);
-        if (strstr(buf, ": failed") != NULL) status = 1;
+        if (ptc_downstream_failed(d) > 0) status = 1;
     }
     ptc_search_stop(search);
     ptc_downstream_stop(d);
@@ -261,6 +277,7 @@ static int check_report(const ptc_options_t *o)
                note[0] ? "; " : "", note);
         reg_embedder_free(emb);
     }
+    if (ptc_env_check(o) != 0) status = 1;
     if (check_downstream(o) != 0) status = 1;
     return status;
 }
@@ -289,8 +306,14 @@ static int run(const ptc_options_t *o)
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot create the server: %s", mcp_strerror(rc));
         goto out;
     }
-    if ((rc = ptc_execute_new(&app.loop, o, &app.log, &app.exec)) < 0 ||
-        (rc = ptc_execute_register(app.exec, app.srv)) < 0 ||
+    /* The packages' build starts now (in child processes) and the helpers are published. */
+    if ((rc = ptc_env_new(&app.loop, o, &app.log, &app.env)) < 0) {
+        mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up the sandbox's environment (see above)");
+        goto out;
+    }
+    if ((rc = ptc_execute_new(&app.loop, o, &app.log, &app.exec)) == 0)
+        ptc_execute_set_env(app.exec, app.env);
+    if (rc < 0 || (rc = ptc_execute_register(app.exec, app.srv)) < 0 ||
         (rc = ptc_output_resources_register(app.exec, app.srv)) < 0) {
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up execute_code: %s", mcp_strerror(rc));
         goto out;
@@ -312,11 +335,16 @@ static int run(const ptc_options_t *o)
     ptc_search_set_status(app.search, downstream_status, downstream_status_json, app.downstream);
     /* Code in the sandbox calls the registry's tools through a generated package that follows
      * the registry. */
-    if ((rc = ptc_bundle_new(&app.loop, &app.log, app.search, &app.bundle)) < 0) goto out;
-    ptc_bundle_on_built(app.bundle, bundle_built, &app);
+    if ((rc = ptc_pybundle_cache_new(&app.loop, ptc_search_registry(app.search), bundle_log,
+                                     &app.log, &app.bundle)) < 0)
+        goto out;
+    ptc_pybundle_cache_on_built(app.bundle, bundle_built, &app);
     ptc_search_on_change(app.search, registry_changed, &app);
     ptc_execute_attach(app.exec, app.search, app.downstream, app.bundle);
-    ptc_bundle_refresh(app.bundle);
+    ptc_env_on_change(app.env, env_changed, &app);
+    ptc_env_scan_custom(app.env, app.exec, app.search);
+    ptc_execute_describe(app.exec, app.srv, NULL);
+    ptc_pybundle_cache_refresh(app.bundle);
     ptc_downstream_set_server(app.downstream, app.srv);
     if (o->expose_tools) ptc_downstream_expose(app.downstream, app.srv);
     if (strcmp(o->transport, "http") == 0) {
@@ -341,14 +369,16 @@ out:
         uv_close((uv_handle_t *)&app.sig_int, on_signal_closed);
         uv_close((uv_handle_t *)&app.sig_term, on_signal_closed);
     }
-    /* Runs still alive are killed and indexing stops; the loop then reaps the children, lets
-     * work in flight finish and runs every close callback. */
+    /* A package build and the helpers' scan stop first (the scan is a run of the pool), runs
+     * still alive are killed and indexing stops; the loop then reaps the children, lets work in
+     * flight finish and runs every close callback. */
+    ptc_env_free(app.env);
     ptc_execute_free(app.exec);
     ptc_search_stop(app.search);
     ptc_downstream_free(app.downstream);
-    ptc_bundle_stop(app.bundle);
+    ptc_pybundle_cache_stop(app.bundle);
     uv_run(&app.loop, UV_RUN_DEFAULT);
-    ptc_bundle_free(app.bundle);
+    ptc_pybundle_cache_free(app.bundle);
     ptc_search_free(app.search);
     mcp_server_free(app.srv);
     if (uv_loop_close(&app.loop) != 0)

@@ -18,87 +18,98 @@ typedef struct flag {
     const char *arg;     /* placeholder in --help */
     const char *help;
     const char *dflt;
-    /* NULL when the feature works; otherwise the reason it is refused in this version. */
-    const char *missing;
 } flag_t;
 
 #define OFF(f) offsetof(ptc_options_t, f)
 
 static const flag_t flags[] = {
-    {"transport", ARG_STR, OFF(transport), 0, "stdio|http", "how clients connect", "stdio", NULL},
-    {"listen", ARG_STR, OFF(listen), 0, "HOST:PORT", "HTTP address", "127.0.0.1:8765", NULL},
+    {"transport", ARG_STR, OFF(transport), 0, "stdio|http", "how clients connect", "stdio"},
+    {"listen", ARG_STR, OFF(listen), 0, "HOST:PORT", "HTTP address", "127.0.0.1:8765"},
     {"config", ARG_STR, OFF(config_file), 0, "FILE",
      "downstream servers, Claude Desktop format {\"mcpServers\": {...}}, plus an optional \"ptc\" "
      "object holding any of these flags by long name",
-     "none", NULL},
+     "none"},
     {"tools-file", ARG_STR, OFF(tools_file), 0, "FILE",
-     "static catalog: JSON array of MCP Tool objects with optional \"server\"", "none", NULL},
+     "static catalog: JSON array of MCP Tool objects with optional \"server\"", "none"},
     {"check", ARG_NONE, OFF(check), 0, NULL,
-     "print the active sandbox layers, embedder, downstream servers, then exit", NULL, NULL},
+     "print the active sandbox layers, embedder, packages and helpers, downstream servers, then "
+     "exit",
+     NULL},
     {"log-level", ARG_STR, OFF(log_level), 0, "LEVEL",
-     "stderr log level (debug, info, notice, warning, error, critical, alert, emergency)", "info",
-     NULL},
+     "stderr log level (debug, info, notice, warning, error, critical, alert, emergency)", "info"},
     {"max-message-bytes", ARG_SIZE, OFF(max_message_bytes), 0, "N",
-     "largest JSON-RPC message accepted", "16 MiB", NULL},
-    {"list-page-size", ARG_SIZE, OFF(list_page_size), 0, "N", "tools/list page size", "50", NULL},
+     "largest JSON-RPC message accepted", "16 MiB"},
+    {"list-page-size", ARG_SIZE, OFF(list_page_size), 0, "N", "tools/list page size", "50"},
     {"output-page-chars", ARG_SIZE, OFF(output_page_chars), 0, "N", "execute_code output page size",
-     "20000", NULL},
-    {"python", ARG_STR, OFF(python), 0, "PATH", "interpreter inside the sandbox", "system python3",
-     NULL},
-    {"max-concurrent", ARG_SIZE, OFF(max_concurrent), 0, "N", "parallel runs", "cores", NULL},
+     "20000"},
+    {"python", ARG_STR, OFF(python), 0, "PATH", "interpreter inside the sandbox", "system python3"},
+    {"max-concurrent", ARG_SIZE, OFF(max_concurrent), 0, "N", "parallel runs", "cores"},
     {"max-queue", ARG_SIZE, OFF(max_queue), 0, "N",
-     "waiting runs (queue time does not count against a run's timeout)", "64", NULL},
+     "waiting runs (queue time does not count against a run's timeout)", "64"},
     {"max-timeout", ARG_NUM, OFF(max_timeout), 0, "S", "largest timeout_seconds a caller may ask",
-     "300", NULL},
+     "300"},
     {"mount", ARG_LIST, OFF(mounts), OFF(n_mounts), "HOST:PATH[:ro|rw]",
-     "expose a host folder inside the sandbox (repeatable)", "none", NULL},
+     "expose a host folder inside the sandbox (repeatable)", "none"},
     {"pass-env", ARG_LIST, OFF(pass_env), OFF(n_pass_env), "NAME",
-     "pass one variable of the server's environment into runs (repeatable)", "none", NULL},
+     "pass one variable of the server's environment into runs (repeatable)", "none"},
     {"unsafe-no-sandbox", ARG_NONE, OFF(unsafe_no_sandbox), 0, NULL,
-     "run code without isolation (loud warnings)", "off", NULL},
+     "run code without isolation (loud warnings)", "off"},
     {"embedder", ARG_STR, OFF(embedder), 0, "auto|model|lexical|remote",
-     "search back end; auto = model if installed, else lexical, and says so", "auto", NULL},
+     "search back end; auto = model if installed, else lexical, and says so", "auto"},
     {"embed-model-dir", ARG_STR, OFF(embed_model_dir), 0, "DIR", "sentence-embedding model files",
-     "the installed one", NULL},
+     "the installed one"},
     {"embed-url", ARG_STR, OFF(embed_url), 0, "URL",
-     "remote embeddings (OpenAI-compatible or Ollama)", "none", NULL},
+     "remote embeddings (OpenAI-compatible or Ollama)", "none"},
     {"embed-remote-model", ARG_STR, OFF(embed_remote_model), 0, "NAME", "remote embedding model",
-     "none", NULL},
+     "none"},
     {"embed-key-env", ARG_STR, OFF(embed_key_env), 0, "NAME",
-     "environment variable holding the remote embedding API key", "none", NULL},
+     "environment variable holding the remote embedding API key", "none"},
     {"expose-tools", ARG_NONE, OFF(expose_tools), 0, NULL,
-     "also list every registry tool and proxy calls to it", "off", NULL},
+     "also list every registry tool and proxy calls to it", "off"},
     {"allow-tools", ARG_STR, OFF(allow_tools), 0, "PATTERNS",
-     "which registry tools code may call (glob on ids)", "all", NULL},
+     "which registry tools code may call (glob on ids)", "all"},
     {"deny-tools", ARG_STR, OFF(deny_tools), 0, "PATTERNS",
-     "which registry tools code may not call (glob on ids)", "none", NULL},
-    {"tool-timeout", ARG_NUM, OFF(tool_timeout), 0, "S", "one downstream call from code", "60",
-     NULL},
+     "which registry tools code may not call (glob on ids)", "none"},
+    {"tool-timeout", ARG_NUM, OFF(tool_timeout), 0, "S", "one downstream call from code", "60"},
     {"audit-log", ARG_STR, OFF(audit_log), 0, "FILE",
-     "JSONL record of every tool call made from code", "stderr at info", NULL},
+     "JSONL record of every tool call made from code", "stderr at info"},
     {"confirm-writes", ARG_NONE, OFF(confirm_writes), 0, NULL,
      "calls from code to tools not annotated read-only need the user's confirmation (MCP "
      "elicitation), else are refused",
-     "off", NULL},
+     "off"},
     {"max-repairs", ARG_LONG, OFF(max_repairs), 0, "N", "self-healing budget (0 = off, at most 10)",
-     "2", NULL},
+     "2"},
     {"request-deadline", ARG_NUM, OFF(request_deadline), 0, "S",
-     "one execute_code request, runs and repairs together (a longer timeout_seconds wins)", "50",
-     NULL},
+     "one execute_code request, runs and repairs together (a longer timeout_seconds wins)", "50"},
     {"repair-url", ARG_STR, OFF(repair_url), 0, "URL", "fallback repairer (OpenAI-compatible chat)",
-     "none", NULL},
-    {"repair-model", ARG_STR, OFF(repair_model), 0, "NAME", "fallback repairer model", "none",
-     NULL},
+     "none"},
+    {"repair-model", ARG_STR, OFF(repair_model), 0, "NAME", "fallback repairer model", "none"},
     {"repair-key-env", ARG_STR, OFF(repair_key_env), 0, "NAME",
-     "environment variable holding the fallback repairer's API key", "none", NULL},
+     "environment variable holding the fallback repairer's API key", "none"},
     {"auth-token-env", ARG_STR, OFF(auth_token_env), 0, "NAME",
-     "HTTP bearer token; required for a non-loopback --listen", "none", NULL},
-    {"tls-cert", ARG_STR, OFF(tls_cert), 0, "FILE", "HTTPS certificate", "none", NULL},
-    {"tls-key", ARG_STR, OFF(tls_key), 0, "FILE", "HTTPS private key", "none", NULL},
+     "HTTP bearer token; required for a non-loopback --listen", "none"},
+    {"tls-cert", ARG_STR, OFF(tls_cert), 0, "FILE", "HTTPS certificate", "none"},
+    {"tls-key", ARG_STR, OFF(tls_key), 0, "FILE", "HTTPS private key", "none"},
     {"ca-file", ARG_STR, OFF(ca_file), 0, "FILE", "CA bundle for every outbound HTTPS call",
-     "system bundle", NULL},
-    {"help", ARG_NONE, OFF(help), 0, NULL, "print this help and exit", NULL, NULL},
-    {"version", ARG_NONE, OFF(version), 0, NULL, "print the version and exit", NULL, NULL},
+     "system bundle"},
+    {"packages", ARG_LIST, OFF(packages), OFF(n_packages), "SPEC,SPEC",
+     "pip requirement specifiers installed once (cached) and importable in every run", "none"},
+    {"requirements", ARG_STR, OFF(requirements), 0, "FILE",
+     "a pip requirements file, installed like --packages", "none"},
+    {"package-install-timeout", ARG_NUM, OFF(package_install_timeout), 0, "S",
+     "limit for installing the packages", "600"},
+    {"pip-index-url", ARG_STR, OFF(pip_index_url), 0, "URL", "pip's package index", "pip's own"},
+    {"pip-find-links", ARG_STR, OFF(pip_find_links), 0, "DIR",
+     "a folder of wheels for pip; without --pip-index-url the install is offline (no index)",
+     "none"},
+    {"packages-optional", ARG_NONE, OFF(packages_optional), 0, NULL,
+     "when installing fails, runs go on without the packages (else they are refused)", "off"},
+    {"custom-tools", ARG_LIST, OFF(custom_tools), OFF(n_custom_tools), "PATH",
+     "your own Python helper (.py file or package folder), importable in runs by its module "
+     "name (repeatable)",
+     "none"},
+    {"help", ARG_NONE, OFF(help), 0, NULL, "print this help and exit", NULL},
+    {"version", ARG_NONE, OFF(version), 0, NULL, "print the version and exit", NULL},
 };
 #define N_FLAGS (sizeof flags / sizeof flags[0])
 
@@ -117,6 +128,7 @@ void ptc_options_init(ptc_options_t *o)
     o->tool_timeout = 60;
     o->request_deadline = 50;
     o->max_repairs = 2;
+    o->package_install_timeout = 600;
 }
 
 void ptc_options_close(ptc_options_t *o)
@@ -136,9 +148,58 @@ void ptc_options_usage(FILE *out)
         snprintf(left, sizeof left, "--%s%s%s", f->name, f->arg ? " " : "", f->arg ? f->arg : "");
         fprintf(out, "  %-32s %s", left, f->help);
         if (f->dflt) fprintf(out, " [default: %s]", f->dflt);
-        if (f->missing) fprintf(out, " (not available yet: %s)", f->missing);
         fputc('\n', out);
     }
+}
+
+void ptc_options_packages_free(char **specs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(specs[i]);
+}
+
+int ptc_options_packages(const ptc_options_t *o, char **specs, size_t max, FILE *err)
+{
+    size_t n = 0;
+    for (size_t v = 0; v < o->n_packages; v++) {
+        const char *p = o->packages[v];
+        while (*p) {
+            const char *end = strchr(p, ',');
+            size_t len = end ? (size_t)(end - p) : strlen(p);
+            const char *q = p;
+            while (q < p + len && (*q == ' ' || *q == '\t'))
+                q++;
+            bool starts_name =
+                q < p + len &&
+                ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9'));
+            if (!starts_name && n > 0 && q < p + len) {
+                /* "<2" of "numpy>=1,<2": a version clause of the spec before the comma */
+                size_t old = strlen(specs[n - 1]);
+                char *grown = realloc(specs[n - 1], old + 1 + len + 1);
+                if (grown == NULL) goto nomem;
+                grown[old] = ',';
+                memcpy(grown + old + 1, p, len);
+                grown[old + 1 + len] = '\0';
+                specs[n - 1] = grown;
+            } else if (q < p + len) {
+                if (n >= max) {
+                    fprintf(err, "ptc-mcp: --packages: more than %zu specifiers\n", max);
+                    ptc_options_packages_free(specs, n);
+                    return -1;
+                }
+                specs[n] = strndup(p, len);
+                if (specs[n] == NULL) goto nomem;
+                n++;
+            }
+            p += len;
+            if (*p == ',') p++;
+        }
+    }
+    return (int)n;
+nomem:
+    fprintf(err, "ptc-mcp: out of memory reading --packages\n");
+    ptc_options_packages_free(specs, n);
+    return -1;
 }
 
 static const flag_t *find_flag(const char *name, size_t len)
@@ -173,10 +234,6 @@ static int set_flag(ptc_options_t *o, const flag_t *f, const char *val, FILE *er
                     const char *origin)
 {
     char *base = (char *)o;
-    if (f->missing) {
-        fprintf(err, "ptc-mcp: --%s is not available in this version: %s\n", f->name, f->missing);
-        return -1;
-    }
     o->given[f - flags] = 1;
     switch (f->kind) {
     case ARG_NONE:

@@ -2,7 +2,7 @@
  * ptc://output/{cursor} reads the page behind a cursor that execute_code handed out, so a client
  * can show or attach a long output without another tool call. Reading does not consume the
  * page: it stays readable until the cursor expires, as with execute_code's cursor argument. */
-#include "pages.h"
+#include "executor.h"
 #include "tools.h"
 
 #include <stdlib.h>
@@ -41,9 +41,9 @@ static int read_output(const char *uri, const cJSON *vars, void *data, cJSON **c
 {
     ptc_execute_t *ex = data;
     const char *cursor = cJSON_GetObjectItemCaseSensitive(vars, "cursor")->valuestring;
-    ptc_page_t page;
-    int rc = ptc_pages_next(ptc_execute_pages(ex), cursor, uv_now(ptc_execute_loop(ex)), &page);
-    if (rc == PTC_PAGES_EXPIRED) {
+    exec_page_t page;
+    int rc = exec_pages_next(ptc_execute_pages(ex), cursor, uv_now(ptc_execute_loop(ex)), &page);
+    if (rc == EXEC_PAGES_EXPIRED) {
         snprintf(msg, msg_size,
                  "unknown or expired cursor (output is kept for 30 minutes after its last page "
                  "was read)");
@@ -66,7 +66,7 @@ static int read_output(const char *uri, const cJSON *vars, void *data, cJSON **c
         put(&t, "]");
     }
     if (t.len == 0) put(&t, "");
-    ptc_page_clear(&page);
+    exec_page_clear(&page);
     cJSON *arr = cJSON_CreateArray();
     cJSON *c = cJSON_CreateObject();
     bool ok = !t.failed && arr != NULL && c != NULL && cJSON_AddItemToArray(arr, c);

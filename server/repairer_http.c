@@ -1,6 +1,6 @@
 /* repairer_http.c - the fallback repairer: an OpenAI-compatible chat-completions endpoint over
  * HTTP(S), for clients that cannot sample. */
-#include "repair_internal.h"
+#include "repairer_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* repairer_sampling.c - repairs through the client's own model: sampling/createMessage. */
-#include "repair_internal.h"
+#include "repairer_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,6 +4,7 @@
 
 #include "mcp.h"
 #include "options.h"
+#include "pybundle.h"
 #include "registry.h"
 
 /**
@@ -52,6 +53,8 @@ size_t ptc_downstream_status(const ptc_downstream_t *d, char *buf, size_t size);
  *  ENOMEM. */
 cJSON *ptc_downstream_status_json(const ptc_downstream_t *d);
 size_t ptc_downstream_count(const ptc_downstream_t *d);
+/** Servers that gave up (state failed), for --check's exit status. */
+size_t ptc_downstream_failed(const ptc_downstream_t *d);
 /** Why mcp_client_call_tool on c returned rc, as one sentence naming the server's state. */
 void ptc_downstream_refusal(mcp_client_t *c, int rc, char *buf, size_t size);
 /** The client of a configured server, or NULL (borrowed). */
@@ -101,6 +104,21 @@ int ptc_search_query(ptc_search_t *s, const char *query, size_t top_k, ptc_searc
                      void *data, void **handle);
 /** done is not called after this returns. */
 void ptc_search_query_cancel(void *handle);
+/* search_tools' results (search_results.c). */
+/**
+ * Builds search_tools' structuredContent: {"embedder": NAME, "tools": [{"id", "server",
+ * "name", "description", "inputSchema", "score"}]}, scores rounded to 4 decimals. Borrows
+ * res; the caller owns (and cJSON_Deletes) the result. NULL on ENOMEM.
+ */
+cJSON *ptc_search_results_json(const reg_registry_t *reg, const reg_result_t *res, size_t n);
+
+/**
+ * Renders results as the compact text the model reads: one line per tool with its id, score,
+ * description (cut to desc_max bytes on a UTF-8 boundary; 0 means 200) and parameters
+ * (required ones marked *). Returns a malloc'd string the caller frees, or NULL on ENOMEM.
+ */
+char *ptc_search_results_text(const reg_result_t *res, size_t n, size_t desc_max);
+
 /** Stops starting new indexing batches, so the loop can end. */
 void ptc_search_stop(ptc_search_t *s);
 /** Frees; call when the loop has ended (no batch or query in flight). */
@@ -119,42 +137,47 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
                     ptc_execute_t **out);
 /** Adds execute_code to srv. ex must outlive srv's sessions. */
 int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv);
-typedef struct ptc_bundle ptc_bundle_t;
 /** Lets runs call tools: each run then gets a bridge to search's registry and downstream's
  *  servers, and the bundle's `tools` package (once built). All borrowed. */
 void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_t *downstream,
-                        ptc_bundle_t *bundle);
+                        ptc_pybundle_cache_t *bundle);
 /** Re-registers execute_code on srv with a description naming the package's modules (one
  *  notifications/tools/list_changed). */
 void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *modules);
 /** Kills runs in flight and frees; keep running the loop until it ends afterwards. */
 void ptc_execute_free(ptc_execute_t *ex);
 
-/* The sandbox's `tools` package, kept in step with the registry (bundle.c). */
-
-/** Creates the manager; packages go under $XDG_CACHE_HOME/ptc-mcp (or ~/.cache/ptc-mcp). */
-int ptc_bundle_new(uv_loop_t *loop, const mcp_logger_t *lg, ptc_search_t *search,
-                   ptc_bundle_t **out);
-/** The registry changed: builds a package for it on the thread pool (coalescing changes). */
-void ptc_bundle_refresh(ptc_bundle_t *b);
-/** The newest finished package's folder (mount it read-only), or NULL before the first. */
-const char *ptc_bundle_root(const ptc_bundle_t *b);
-/** Its modules: [{"module", "server"}] (borrowed; NULL before the first build). */
-const cJSON *ptc_bundle_modules(const ptc_bundle_t *b);
-/** cb runs on the loop after every finished build (to describe the new modules). */
-void ptc_bundle_on_built(ptc_bundle_t *b, void (*cb)(void *data), void *data);
-/** Packages actually generated (not reused from the cache) since start. */
-unsigned long ptc_bundle_generated(const ptc_bundle_t *b);
-/** No more builds (the loop can end); free once it has. */
-void ptc_bundle_stop(ptc_bundle_t *b);
-void ptc_bundle_free(ptc_bundle_t *b);
-
 /** The store of execute_code's output pages and the loop (borrowed; they live as long as ex). */
-struct ptc_pages *ptc_execute_pages(const ptc_execute_t *ex);
+struct exec_pages *ptc_execute_pages(const ptc_execute_t *ex);
 uv_loop_t *ptc_execute_loop(const ptc_execute_t *ex);
 /** Adds the resource template ptc://output/{cursor}: reading it returns the execute_code output
  *  page behind that cursor (output_resources.c). */
 int ptc_output_resources_register(ptc_execute_t *ex, mcp_server_t *srv);
+
+/* The sandbox's environment: --packages/--requirements and --custom-tools (environment.c). */
+typedef struct ptc_env ptc_env_t;
+
+/**
+ * Starts installing the declared packages on loop (environment/'s env_start: the build runs in
+ * child processes, the state is "building" until it ends) and publishes the user's helpers into
+ * the cache (BLOCKS on the file system: call before the loop runs). Pruning of unused package
+ * and helper folders starts once the folders in use are known. MCP_EINVAL (logged, naming the
+ * flag, spec or path) for a start-up error; *out is then set too and must be freed.
+ */
+int ptc_env_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg, ptc_env_t **out);
+/** cb runs when the packages become ready or fail (the description and warm sandboxes follow). */
+void ptc_env_on_change(ptc_env_t *e, void (*cb)(void *data), void *data);
+/** Starts the sandboxed scan of the helpers' functions on ex's pool; they become registry
+ *  entries of server "custom" in search's registry. Nothing without --custom-tools. */
+void ptc_env_scan_custom(ptc_env_t *e, ptc_execute_t *ex, ptc_search_t *search);
+/** Stops a build, a scan and pending waits; frees once its handles closed: run the loop. */
+void ptc_env_free(ptc_env_t *e);
+/** --check's report of the packages and helpers; returns 1 when something is wrong. */
+int ptc_env_check(const ptc_options_t *o);
+/** True for the registry's server of the user's helpers ("custom"). */
+bool ptc_env_is_custom(const char *server);
+/** Lets execute_code's runs use e: mounts, waiting, description, results (borrowed). */
+void ptc_execute_set_env(ptc_execute_t *ex, ptc_env_t *e);
 
 /* The prompts the binary offers (prompts.c): execute_code_guide. */
 int ptc_prompts_register(mcp_server_t *srv);

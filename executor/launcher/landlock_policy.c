@@ -115,7 +115,8 @@ int launch_landlock_apply(const struct launch_cfg *cfg, const struct launch_plan
         r |= add_rule(rfd, "/dev/zero", R_FILE | W_FILE, handled, err, errlen);
         r |= add_rule(rfd, "/dev/full", R_FILE | W_FILE, handled, err, errlen);
         r |= add_rule(rfd, plan->run_dir, R_DIR | W_DIR, handled, err, errlen);
-        if (cfg->ro_lib) r |= add_rule(rfd, cfg->ro_lib, R_DIR, handled, err, errlen);
+        for (size_t i = 0; i < cfg->n_ro_libs; i++)
+            r |= add_rule(rfd, cfg->ro_libs[i], R_DIR, handled, err, errlen);
         goto apply;
     }
     r |= add_rule(rfd, "/", LANDLOCK_ACCESS_FS_READ_DIR, handled, err, errlen);
@@ -132,7 +133,11 @@ int launch_landlock_apply(const struct launch_cfg *cfg, const struct launch_plan
     for (size_t i = 0; i < cfg->n_mounts; i++)
         r |= add_rule(rfd, cfg->mounts[i].dst, R_DIR | (cfg->mounts[i].rw ? W_DIR : 0), handled,
                       err, errlen);
-    if (cfg->ro_lib) r |= add_rule(rfd, EXEC_RO_LIB_PATH, R_DIR, handled, err, errlen);
+    for (size_t i = 0; i < cfg->n_ro_libs; i++) {
+        char dst[64];
+        launch_ro_lib_path(i, dst, sizeof dst);
+        r |= add_rule(rfd, dst, R_DIR, handled, err, errlen);
+    }
 apply:
     if (r == 0 && syscall(SYS_landlock_restrict_self, rfd, 0) < 0) {
         snprintf(err, errlen, "landlock_restrict_self: %s", strerror(errno));

@@ -27,6 +27,9 @@ struct launch_mount {
     bool rw;
 };
 
+/* Where the i-th --ro-lib folder appears in the sandbox ("/opt/ptc/lib", "/opt/ptc/lib1"...). */
+void launch_ro_lib_path(size_t i, char *buf, size_t len);
+
 struct launch_cfg {
     char *python; /* argv strings */
     const char *prefixes[LAUNCH_MAX_PREFIXES];
@@ -41,7 +44,11 @@ struct launch_cfg {
     unsigned nofile;
     int disabled;       /* a layer id turned off by the test switch, or -1 */
     int bridge_fd;      /* the bridge that came with the code (SCM_RIGHTS), else -1 */
-    const char *ro_lib; /* --ro-lib: host folder bound read-only at EXEC_RO_LIB_PATH */
+    const char *ro_lib; /* --ro-lib DIR[:DIR...] was given (split into ro_libs) */
+    /* ro_lib split: the first bound read-only at EXEC_RO_LIB_PATH, the next at
+       EXEC_RO_LIB_PATH "1", "2", ... (launch_ro_lib_path) */
+    char *ro_libs[EXEC_MAX_PATH_DIRS + 1];
+    size_t n_ro_libs;
     char *code;
 };
 

@@ -310,7 +310,11 @@ static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan 
         bind_path(cfg->prefixes[i], cfg->prefixes[i], false, true);
     for (size_t i = 0; i < cfg->n_mounts; i++)
         bind_path(cfg->mounts[i].src, cfg->mounts[i].dst, cfg->mounts[i].rw, true);
-    if (cfg->ro_lib) bind_path(cfg->ro_lib, EXEC_RO_LIB_PATH, false, true);
+    for (size_t i = 0; i < cfg->n_ro_libs; i++) {
+        char dst[64];
+        launch_ro_lib_path(i, dst, sizeof dst);
+        bind_path(cfg->ro_libs[i], dst, false, true);
+    }
 
     if (chdir(NEWROOT) < 0) die_errno("rootfs", "chdir new root");
     if (syscall(SYS_pivot_root, ".", ".") < 0) die_errno("rootfs", "pivot_root");
@@ -562,8 +566,18 @@ static void set_module_path(const struct launch_cfg *cfg, const struct launch_pl
             break;
         }
     }
-    /* Landlock-only: no mount namespace to move it, so the host path itself */
-    const char *path = plan->landlock_only ? cfg->ro_lib : EXEC_RO_LIB_PATH;
+    /* Landlock-only: no mount namespace to move them, so the host paths themselves */
+    char path[(LAUNCH_PATH_MAX + 1) * (EXEC_MAX_PATH_DIRS + 1)];
+    size_t off = 0;
+    path[0] = '\0';
+    for (size_t i = 0; i < cfg->n_ro_libs && off + 1 < sizeof path; i++) {
+        if (i) path[off++] = ':';
+        if (plan->landlock_only)
+            snprintf(path + off, sizeof path - off, "%s", cfg->ro_libs[i]);
+        else
+            launch_ro_lib_path(i, path + off, sizeof path - off);
+        off += strlen(path + off);
+    }
     if (setenv("PYTHONPATH", path, 1) < 0 || setenv("PYTHONSAFEPATH", "1", 1) < 0 ||
         setenv("PYTHONNOUSERSITE", "1", 1) < 0)
         die_errno("exec", "setenv");

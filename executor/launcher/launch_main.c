@@ -92,6 +92,14 @@ bool launch_disabled(const struct launch_cfg *cfg, exec_layer_id_t id)
     return cfg->disabled == (int)id;
 }
 
+void launch_ro_lib_path(size_t i, char *buf, size_t len)
+{
+    if (i == 0)
+        snprintf(buf, len, "%s", EXEC_RO_LIB_PATH);
+    else
+        snprintf(buf, len, "%s%zu", EXEC_RO_LIB_PATH, i);
+}
+
 static int parse_u64(const char *s, uint64_t *out)
 {
     char *end;
@@ -152,8 +160,13 @@ static int parse_args(int argc, char **argv, struct launch_cfg *cfg)
             if (cfg->n_mounts >= LAUNCH_MAX_MOUNTS) return -1;
             if (parse_mount(v, &cfg->mounts[cfg->n_mounts++]) < 0) return -1;
         } else if (strcmp(o, "--ro-lib") == 0) {
-            if (v[0] != '/') return -1;
-            cfg->ro_lib = v;
+            if (v[0] != '/' || cfg->ro_lib) return -1;
+            cfg->ro_lib = v; /* split in place below: from then on the first folder only */
+            for (char *d = strtok(v, ":"); d; d = strtok(NULL, ":")) {
+                if (d[0] != '/' || cfg->n_ro_libs > EXEC_MAX_PATH_DIRS) return -1;
+                cfg->ro_libs[cfg->n_ro_libs++] = d;
+            }
+            if (cfg->n_ro_libs == 0) return -1;
         } else if (strcmp(o, "--disable") == 0) {
             cfg->disabled = exec_layer_from_name(v);
             if (cfg->disabled < 0) return -1;

@@ -1,7 +1,7 @@
 /* fuzz_bridge.c - libFuzzer target for what sandboxed code writes to the host: bridge request
- * lines (bridge_proto.c), and the identifier sanitiser that turns catalog names into Python
- * names (pybundle.c). The first byte picks the target. */
-#include "bridge_proto.h"
+ * lines (bridge/proto.c), and the identifier sanitiser that turns catalog names into Python
+ * names (pybundle/pybundle.c). The first byte picks the target. */
+#include "bridge.h"
 #include "pybundle.h"
 
 #include <stdint.h>

@@ -559,6 +559,97 @@ static void test_warm_for_makes_the_first_run_with_the_folder_warm(void **state)
     remove_package(dir);
 }
 
+/* A folder with one module NAME.py (VALUE = NAME), for the extra module-path folders. */
+static void write_module_dir(char *dir, size_t len, const char *name)
+{
+    snprintf(dir, len, "/tmp/ptc-bridge-path-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(chmod(dir, 0755), 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.py", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "VALUE = '%s'\n", name);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(chmod(path, 0644), 0);
+}
+
+/* ro_dir, then path_dirs, in that order on the module path, each read-only; warm sandboxes
+   follow the whole list; more than EXEC_MAX_PATH_DIRS or a missing one is refused */
+static void path_dirs_run(const char *disable, bool landlock_only)
+{
+    char dir[64], a[64], b[64];
+    write_package(dir, sizeof dir);
+    write_module_dir(a, sizeof a, "pathmod_a");
+    write_module_dir(b, sizeof b, "pathmod_b");
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_pool_t *pool = new_pool(&loop, disable);
+    const char *dirs[] = {a, b};
+    exec_run_opts_t ro;
+    exec_run_opts_init(&ro);
+    ro.ro_dir = dir;
+    ro.path_dirs = dirs;
+    ro.n_path_dirs = 2;
+    if (warm_mode) assert_int_equal(exec_pool_warm_for_ex(pool, &ro), 0);
+    const char *code = "import errno, os, sys, tools, pathmod_a, pathmod_b\n"
+                       "print(tools.hello(), pathmod_a.VALUE, pathmod_b.VALUE)\n"
+                       "print(os.environ['PYTHONPATH'])\n"
+                       "for m in (pathmod_a, pathmod_b):\n"
+                       "    try:\n"
+                       "        open(os.path.join(os.path.dirname(m.__file__), 'x'), 'w')\n"
+                       "        print('wrote')\n"
+                       "    except OSError as e:\n"
+                       "        print('refused', e.errno in (errno.EROFS, errno.EACCES))\n";
+    for (int i = 0; i < 2; i++) {
+        capture_t c = {0};
+        exec_callbacks_t cb = {.on_done = on_done, .user = &c};
+        assert_int_equal(exec_run_start_ex(pool, code, T_TIMEOUT_MS, &ro, &cb, NULL), 0);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        if (c.status != EXEC_STATUS_OK) fprintf(stderr, "%s\n%s\n", c.err, c.message);
+        assert_int_equal(c.status, EXEC_STATUS_OK);
+        char want[1024];
+        if (landlock_only)
+            snprintf(want, sizeof want, "hello from tools pathmod_a pathmod_b\n%s:%s:%s\n", dir, a,
+                     b);
+        else
+            snprintf(want, sizeof want, "hello from tools pathmod_a pathmod_b\n%s:%s1:%s2\n",
+                     EXEC_RO_LIB_PATH, EXEC_RO_LIB_PATH, EXEC_RO_LIB_PATH);
+        strcat(want, "refused True\nrefused True\n");
+        assert_string_equal(c.out, want);
+        if (warm_mode && !landlock_only) assert_true(c.warm);
+    }
+    const char *missing[] = {a, "/nonexistent/ptc-path"};
+    ro.path_dirs = missing;
+    capture_t c = {0};
+    exec_callbacks_t cb = {.on_done = on_done, .user = &c};
+    assert_int_equal(exec_run_start_ex(pool, code, T_TIMEOUT_MS, &ro, &cb, NULL), EXEC_EINVAL);
+    ro.path_dirs = dirs;
+    ro.n_path_dirs = EXEC_MAX_PATH_DIRS + 1;
+    assert_int_equal(exec_run_start_ex(pool, code, T_TIMEOUT_MS, &ro, &cb, NULL), EXEC_EINVAL);
+    pool_done(&loop, pool);
+    remove_package(dir);
+    char path[256];
+    snprintf(path, sizeof path, "%s/pathmod_a.py", a);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/pathmod_b.py", b);
+    unlink(path);
+    rmdir(a);
+    rmdir(b);
+}
+
+static void test_path_dirs_follow_ro_dir_on_the_module_path_read_only(void **state)
+{
+    (void)state;
+    path_dirs_run(NULL, false);
+}
+
+static void test_path_dirs_without_user_namespace(void **state)
+{
+    (void)state;
+    path_dirs_run("user-ns", geteuid() != 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -571,6 +662,8 @@ int main(void)
         cmocka_unit_test(test_unsafe_mode_passes_the_bridge_too),
         cmocka_unit_test(test_warm_sandboxes_follow_the_folder_and_take_the_bridge),
         cmocka_unit_test(test_warm_for_makes_the_first_run_with_the_folder_warm),
+        cmocka_unit_test(test_path_dirs_follow_ro_dir_on_the_module_path_read_only),
+        cmocka_unit_test(test_path_dirs_without_user_namespace),
     };
     int failed = cmocka_run_group_tests_name("cold sandboxes", tests, cold_group, NULL);
     return failed + cmocka_run_group_tests_name("warm sandboxes", tests, warm_group, NULL);

@@ -281,6 +281,45 @@ static void test_remove_server_and_readd(void **state)
     reg_catalog_free(cat);
 }
 
+static void test_find_by_server_and_name(void **state)
+{
+    (void)state;
+    reg_catalog_t *cat;
+    assert_int_equal(reg_catalog_new(&cat), REG_OK);
+    const char *id;
+    /* Names whose concatenations agree ("ab"+"c", "a"+"bc") stay apart. */
+    add_tool(cat, "ab", "c", &id);
+    add_tool(cat, "a", "bc", &id);
+    add_tool(cat, "a", "bc", &id); /* a duplicate: the first one is found */
+    add_tool(cat, "git-hub", "list issues", &id);
+    const reg_tool_t *t = reg_catalog_find_tool(cat, "a", "bc");
+    assert_non_null(t);
+    assert_ptr_equal(t, reg_catalog_at(cat, 1));
+    assert_ptr_equal(reg_catalog_find_tool(cat, "ab", "c"), reg_catalog_at(cat, 0));
+    /* The original names, not the sanitised id. */
+    t = reg_catalog_find_tool(cat, "git-hub", "list issues");
+    assert_non_null(t);
+    assert_string_equal(t->name, "list issues");
+    assert_null(reg_catalog_find_tool(cat, "git_hub", "list_issues"));
+    assert_null(reg_catalog_find_tool(cat, "ab", "bc"));
+    assert_null(reg_catalog_find_tool(cat, "a", NULL));
+    assert_null(reg_catalog_find_tool(NULL, "a", "bc"));
+    /* After a removal, positions shift and the lookup follows them. */
+    assert_int_equal(reg_catalog_remove_server(cat, "ab"), 1);
+    assert_null(reg_catalog_find_tool(cat, "ab", "c"));
+    assert_ptr_equal(reg_catalog_find_tool(cat, "a", "bc"), reg_catalog_at(cat, 0));
+    assert_ptr_equal(reg_catalog_find_tool(cat, "git-hub", "list issues"), reg_catalog_at(cat, 2));
+    assert_int_equal(reg_catalog_remove_server(cat, "a"), 2);
+    assert_null(reg_catalog_find_tool(cat, "a", "bc"));
+    assert_ptr_equal(reg_catalog_find_tool(cat, "git-hub", "list issues"), reg_catalog_at(cat, 0));
+    /* A failed load rolls back and leaves nothing findable. */
+    char msg[512];
+    assert_true(load_text(cat, "[{\"name\": \"x\"}, {\"nope\": 1}]", "srv", NULL, msg, sizeof msg) <
+                0);
+    assert_null(reg_catalog_find_tool(cat, "srv", "x"));
+    reg_catalog_free(cat);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -292,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_load_tools_object_and_default_server),
         cmocka_unit_test(test_load_bad_files),
         cmocka_unit_test(test_remove_server_and_readd),
+        cmocka_unit_test(test_find_by_server_and_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,327 @@
+/* pages.c - the output page store behind execute_code's cursors. */
+#include "executor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define CURSOR_ID_BYTES 16
+
+typedef struct entry {
+    unsigned char id[CURSOR_ID_BYTES];
+    char *text; /* stdout then stderr, one buffer */
+    char *meta;
+    size_t out_len, err_len;
+    size_t page_chars;
+    uint64_t last_used_ms;
+    struct entry *prev, *next; /* most recently used first */
+} entry_t;
+
+struct exec_pages {
+    size_t max_bytes, max_entries, bytes, n;
+    uint64_t ttl_ms;
+    entry_t *head, *tail;
+};
+
+int exec_pages_new(size_t max_bytes, size_t max_entries, uint64_t ttl_ms, exec_pages_t **out)
+{
+    *out = NULL;
+    if (max_bytes == 0 || max_entries == 0 || ttl_ms == 0) return EXEC_PAGES_EINVAL;
+    exec_pages_t *p = calloc(1, sizeof *p);
+    if (p == NULL) return EXEC_PAGES_ENOMEM;
+    p->max_bytes = max_bytes;
+    p->max_entries = max_entries;
+    p->ttl_ms = ttl_ms;
+    *out = p;
+    return EXEC_PAGES_OK;
+}
+
+static void unlink_entry(exec_pages_t *p, entry_t *e)
+{
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        p->head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        p->tail = e->prev;
+    e->prev = e->next = NULL;
+}
+
+static void push_front(exec_pages_t *p, entry_t *e)
+{
+    e->next = p->head;
+    e->prev = NULL;
+    if (p->head) p->head->prev = e;
+    p->head = e;
+    if (p->tail == NULL) p->tail = e;
+}
+
+static void drop(exec_pages_t *p, entry_t *e)
+{
+    unlink_entry(p, e);
+    p->bytes -= e->out_len + e->err_len;
+    p->n--;
+    free(e->text);
+    free(e->meta);
+    free(e);
+}
+
+void exec_pages_free(exec_pages_t *p)
+{
+    if (p == NULL) return;
+    while (p->head)
+        drop(p, p->head);
+    free(p);
+}
+
+size_t exec_pages_entries(const exec_pages_t *p)
+{
+    return p->n;
+}
+
+size_t exec_pages_bytes(const exec_pages_t *p)
+{
+    return p->bytes;
+}
+
+static void expire(exec_pages_t *p, uint64_t now_ms)
+{
+    while (p->tail && now_ms - p->tail->last_used_ms >= p->ttl_ms)
+        drop(p, p->tail);
+}
+
+/* Byte length of the first `chars` characters of s[0..len). */
+static size_t utf8_prefix(const char *s, size_t len, size_t chars)
+{
+    size_t i = 0;
+    while (i < len && chars > 0) {
+        i++;
+        while (i < len && ((unsigned char)s[i] & 0xC0) == 0x80)
+            i++;
+        chars--;
+    }
+    return i;
+}
+
+/* The longest prefix of at most max bytes that does not split a character. */
+static size_t utf8_floor(const char *s, size_t len, size_t max)
+{
+    if (len <= max) return len;
+    size_t k = max;
+    while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
+        k--;
+    return k;
+}
+
+static size_t utf8_count(const char *s, size_t len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        if (((unsigned char)s[i] & 0xC0) != 0x80) n++;
+    return n;
+}
+
+static char *dup_n(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d == NULL) return NULL;
+    if (n) memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+static const char hexdig[] = "0123456789abcdef";
+
+static char *make_cursor(const entry_t *e, uint64_t offset)
+{
+    /* 32 hex digits of a random id, then the character offset: unguessable and opaque. */
+    char *c = malloc(2 * CURSOR_ID_BYTES + 1 + 20 + 1);
+    if (c == NULL) return NULL;
+    for (size_t i = 0; i < CURSOR_ID_BYTES; i++) {
+        c[2 * i] = hexdig[e->id[i] >> 4];
+        c[2 * i + 1] = hexdig[e->id[i] & 15];
+    }
+    snprintf(c + 2 * CURSOR_ID_BYTES, 22, ".%llu", (unsigned long long)offset);
+    return c;
+}
+
+/* Fills page with chars characters from character offset `from` of e's text. */
+static int cut(const entry_t *e, uint64_t from, size_t chars, exec_page_t *page)
+{
+    memset(page, 0, sizeof *page);
+    size_t total = e->out_len + e->err_len;
+    size_t start = utf8_prefix(e->text, total, (size_t)from);
+    size_t end = start + utf8_prefix(e->text + start, total - start, chars);
+    /* The page splits at the stdout/stderr boundary into its two parts. */
+    size_t o0 = start < e->out_len ? start : e->out_len, o1 = end < e->out_len ? end : e->out_len;
+    size_t e0 = start > e->out_len ? start : e->out_len, e1 = end > e->out_len ? end : e->out_len;
+    page->out = dup_n(e->text + o0, o1 - o0);
+    page->err = dup_n(e->text + e0, e1 - e0);
+    if (page->out == NULL || page->err == NULL) {
+        exec_page_clear(page);
+        return EXEC_PAGES_ENOMEM;
+    }
+    if (e->meta != NULL && (page->meta = dup_n(e->meta, strlen(e->meta))) == NULL) {
+        exec_page_clear(page);
+        return EXEC_PAGES_ENOMEM;
+    }
+    if (end < total) {
+        page->cursor = make_cursor(e, from + chars);
+        if (page->cursor == NULL) {
+            exec_page_clear(page);
+            return EXEC_PAGES_ENOMEM;
+        }
+    }
+    return EXEC_PAGES_OK;
+}
+
+int exec_pages_first(exec_pages_t *p, const char *meta, const char *out, size_t out_len,
+                     const char *err, size_t err_len, size_t page_chars, uint64_t now_ms,
+                     exec_page_t *page)
+{
+    memset(page, 0, sizeof *page);
+    if (page_chars == 0) return EXEC_PAGES_EINVAL;
+    expire(p, now_ms);
+    /* Keep at most the store's whole budget for one run; the caller reports the rest. */
+    out_len = utf8_floor(out, out_len, p->max_bytes);
+    err_len = utf8_floor(err, err_len, p->max_bytes - out_len);
+    entry_t *e = calloc(1, sizeof *e);
+    if (e == NULL) return EXEC_PAGES_ENOMEM;
+    e->text = malloc(out_len + err_len + 1);
+    e->meta = meta != NULL ? dup_n(meta, strlen(meta)) : NULL;
+    if (e->text == NULL || (meta != NULL && e->meta == NULL)) {
+        free(e->text);
+        free(e->meta);
+        free(e);
+        return EXEC_PAGES_ENOMEM;
+    }
+    if (out_len) memcpy(e->text, out, out_len);
+    if (err_len) memcpy(e->text + out_len, err, err_len);
+    e->text[out_len + err_len] = '\0';
+    e->out_len = out_len;
+    e->err_len = err_len;
+    e->page_chars = page_chars;
+    e->last_used_ms = now_ms;
+    int rc = cut(e, 0, page_chars, page);
+    if (rc == 0 && page->cursor != NULL) {
+        if (getrandom(e->id, sizeof e->id, 0) != (ssize_t)sizeof e->id) {
+            rc = EXEC_PAGES_ENOMEM;
+        } else {
+            free(page->cursor);
+            page->cursor = make_cursor(e, page_chars); /* now with the entry's real id */
+            if (page->cursor == NULL) rc = EXEC_PAGES_ENOMEM;
+        }
+        if (rc < 0) exec_page_clear(page);
+    }
+    if (rc < 0 || page->cursor == NULL) {
+        /* Failed, or everything fitted on one page: nothing to keep. */
+        free(e->text);
+        free(e->meta);
+        free(e);
+        return rc;
+    }
+    while (p->head && (p->n >= p->max_entries || p->bytes + out_len + err_len > p->max_bytes))
+        drop(p, p->tail);
+    push_front(p, e);
+    p->n++;
+    p->bytes += out_len + err_len;
+    return EXEC_PAGES_OK;
+}
+
+static int hexval(char c)
+{
+    const char *q = strchr(hexdig, c);
+    return c != '\0' && q ? (int)(q - hexdig) : -1;
+}
+
+int exec_pages_next(exec_pages_t *p, const char *cursor, uint64_t now_ms, exec_page_t *page)
+{
+    memset(page, 0, sizeof *page);
+    expire(p, now_ms);
+    unsigned char id[CURSOR_ID_BYTES];
+    if (cursor == NULL || strlen(cursor) < 2 * CURSOR_ID_BYTES + 2 ||
+        cursor[2 * CURSOR_ID_BYTES] != '.')
+        return EXEC_PAGES_EXPIRED;
+    for (size_t i = 0; i < CURSOR_ID_BYTES; i++) {
+        int hi = hexval(cursor[2 * i]), lo = hexval(cursor[2 * i + 1]);
+        if (hi < 0 || lo < 0) return EXEC_PAGES_EXPIRED;
+        id[i] = (unsigned char)(hi << 4 | lo);
+    }
+    char *end;
+    unsigned long long offset = strtoull(cursor + 2 * CURSOR_ID_BYTES + 1, &end, 10);
+    if (*end != '\0' || end == cursor + 2 * CURSOR_ID_BYTES + 1) return EXEC_PAGES_EXPIRED;
+    entry_t *e = p->head;
+    while (e && memcmp(e->id, id, sizeof id) != 0)
+        e = e->next;
+    if (e == NULL) return EXEC_PAGES_EXPIRED;
+    size_t total_chars = utf8_count(e->text, e->out_len + e->err_len);
+    if (offset >= total_chars) return EXEC_PAGES_EXPIRED;
+    e->last_used_ms = now_ms;
+    unlink_entry(p, e);
+    push_front(p, e);
+    return cut(e, offset, e->page_chars, page);
+}
+
+void exec_page_clear(exec_page_t *page)
+{
+    free(page->out);
+    free(page->err);
+    free(page->cursor);
+    free(page->meta);
+    memset(page, 0, sizeof *page);
+}
+
+char *exec_pages_utf8_sanitize(const char *bytes, size_t len, size_t *out_len)
+{
+    /* Each bad byte becomes U+FFFD (3 bytes), so 3x is the worst case. */
+    char *o = malloc(len * 3 + 1);
+    if (o == NULL) return NULL;
+    const unsigned char *s = (const unsigned char *)bytes;
+    size_t i = 0, n = 0;
+    while (i < len) {
+        unsigned char c = s[i];
+        size_t need = 0;
+        uint32_t cp = 0;
+        if (c >= 0x01 && c < 0x80) {
+            o[n++] = (char)c;
+            i++;
+            continue;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            need = 1;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            need = 2;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            need = 3;
+            cp = c & 0x07;
+        }
+        bool ok = need > 0;
+        for (size_t k = 1; ok && k <= need; k++) {
+            if (i + k >= len || (s[i + k] & 0xC0) != 0x80) {
+                ok = false;
+                break;
+            }
+            cp = cp << 6 | (s[i + k] & 0x3F);
+        }
+        /* Overlong forms, surrogates and code points past U+10FFFF are invalid too. */
+        if (ok && ((need == 2 && cp < 0x800) || (need == 3 && cp < 0x10000) || cp > 0x10FFFF ||
+                   (cp >= 0xD800 && cp <= 0xDFFF)))
+            ok = false;
+        if (ok) {
+            memcpy(o + n, s + i, need + 1);
+            n += need + 1;
+            i += need + 1;
+        } else {
+            memcpy(o + n, "\xEF\xBF\xBD", 3);
+            n += 3;
+            i++;
+        }
+    }
+    o[n] = '\0';
+    if (out_len) *out_len = n;
+    return o;
+}

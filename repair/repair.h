@@ -1,0 +1,287 @@
+/*
+ * repair.h - self-healing of failed execute_code runs (docs/self-healing.md): what is asked of a
+ * repairer and how its answer is read, and the replay journal.
+ *
+ * The pure part (repair.c) fingerprints a failure (exception type, the last frames, the message
+ * with numbers and addresses stripped) so that a repeated error is recognised, takes code out
+ * of a model's reply, summarises how much a repair changed, builds the repair request's text
+ * and the repair packet. The repairers that send that text to a model (the client's own
+ * through MCP sampling, an OpenAI-compatible endpoint over HTTPS) live with the wiring, which
+ * has MCP (server/repairers.h). All functions run on the loop thread.
+ */
+#ifndef PTC_REPAIR_H
+#define PTC_REPAIR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+#include <uv.h>
+
+#define PTC_REPAIR_MAX         10   /* the largest max_repairs a caller or --max-repairs may ask */
+#define PTC_REPAIR_ERROR_LINES 5    /* lines of the error sent to a repairer */
+#define PTC_REPAIR_FP_MAX      512  /* bytes of a fingerprint, with its NUL */
+#define PTC_REPAIR_LINE_MAX    400  /* bytes of the failing line of code shown */
+#define PTC_REPAIR_FRAMES      3    /* innermost frames in a fingerprint */
+#define PTC_REPAIR_MAX_TOKENS  4096 /* asked of the model */
+#define PTC_REPAIR_REPLY_MAX   (256u << 10) /* a reply's text; longer replies are refused */
+#define PTC_REPAIR_MIN_LEFT_MS 1000u        /* no repair is asked for with less time left */
+
+enum {
+    PTC_REPAIR_ENOMEM = -1,
+    PTC_REPAIR_EINVAL = -2, /* max_repairs out of 0..PTC_REPAIR_MAX */
+};
+
+/** The system prompt of every repair request (static). */
+extern const char ptc_repair_system_prompt[];
+
+/**
+ * Writes the fingerprint of a failed run into out (size >= 1): for status "error" the last
+ * exception line of err_text ("Type: message") with hex addresses and digit runs replaced by
+ * '#', and the file:function of the innermost PTC_REPAIR_FRAMES frames (line numbers are left
+ * out, so code that moved fails the same way); without a traceback, the exit code and the last
+ * stderr line, normalised the same way. "timeout", "oom" and "killed SIGNAL" for the others.
+ * Borrows everything; err_text may be NULL.
+ */
+void ptc_repair_fingerprint(const char *status, int exit_code, const char *signal_name,
+                            const char *err_text, char *out, size_t size);
+
+/** The 1-based line of the program ("<string>", as `python -c` names it) in the innermost
+ *  frame of err_text's last traceback, or 0 when there is none. */
+unsigned ptc_repair_failing_line(const char *err_text);
+
+/** Copies line n (1-based) of code into out without its indentation, cut to the buffer; ""
+ *  when code has no such line. */
+void ptc_repair_code_line(const char *code, unsigned n, char *out, size_t size);
+
+/** The start of the last n lines of s (inside s; trailing newlines ignored). */
+const char *ptc_repair_last_lines(const char *s, int n);
+
+/**
+ * The program in a model's reply: the first fenced block whose info string is python, py or
+ * python3; else the first fenced block of any kind (``` or ~~~, an unclosed one runs to the
+ * end); else the whole reply. Surrounding blank lines are dropped and the result ends with one
+ * newline ("" when nothing is left). Caller frees; NULL on ENOMEM.
+ */
+char *ptc_repair_extract_code(const char *reply);
+
+/** True when a and b are the same program apart from trailing white space on lines and blank
+ *  lines at the ends (so a repair that changes nothing is recognised). */
+bool ptc_repair_same_code(const char *a, const char *b);
+
+/** "+A -B lines" for the lines of after not in before and of before not in after (as
+ *  multisets: moved lines count as unchanged). */
+void ptc_repair_diff_summary(const char *before, const char *after, char *out, size_t size);
+
+/**
+ * The user message of a repair request: the program, the error's last lines (error_tail),
+ * the signatures of the tools it called (signatures, may be NULL or "") and how to answer.
+ * attempt is the 1-based number of the failed run. Caller frees; NULL on ENOMEM.
+ */
+char *ptc_repair_prompt(const char *code, unsigned attempt, const char *error_tail,
+                        const char *signatures);
+
+/**
+ * The repair packet for an agent that must fix the code itself: {"fingerprint", "last_lines",
+ * "line" (number or null), "failing_line" (text or null)}. Caller deletes; NULL on ENOMEM.
+ */
+cJSON *ptc_repair_packet(const char *fingerprint, const char *error_tail, unsigned line,
+                         const char *line_text);
+
+/* ---- the repairer's answer ---------------------------------------------------------------- */
+
+/**
+ * Called once with the model's reply text (borrowed, valid during the call) or err < 0 and a
+ * message saying why (borrowed, may be NULL). The codes are the repairer's own (server/'s
+ * repairers give mcp_err_t values: MCP_EREMOTE for a refusal or error answer, MCP_ETIMEDOUT,
+ * MCP_EPROTO for an answer without text, others from the transport). Never called after the
+ * request was cancelled, nor during the cancel.
+ */
+typedef void (*ptc_repair_cb)(void *data, int err, const char *reply, const char *message);
+
+/* ---- the replay journal -------------------------------------------------------------------- */
+/*
+ * The replay journal of one execute_code request (docs/self-healing.md).
+ *
+ * Within one request, every call that sandboxed code makes to a tool not annotated
+ * readOnlyHint: true is keyed by the tool id, the canonical JSON of its arguments (object keys
+ * sorted, no spaces) and its occurrence number (the n-th identical call of the attempt). A
+ * successful result (no transport error, no isError) is kept; in a later attempt of the same
+ * request the n-th identical call gets the n-th kept result instead of running again, so a
+ * repaired program never repeats a side effect that already happened. Errors and timeouts are
+ * never kept: such a call runs again.
+ *
+ * Bounded: PTC_JOURNAL_ENTRIES_MAX keys and PTC_JOURNAL_BYTES_MAX bytes of results. A result
+ * that does not fit marks the journal lost: a repair could then repeat a side effect, so the
+ * repair loop must not run the code again. Loop-thread only; no I/O.
+ */
+
+#define PTC_JOURNAL_ENTRIES_MAX  1024u       /* kept results per request */
+#define PTC_JOURNAL_BYTES_MAX    (16u << 20) /* their serialised size */
+#define PTC_JOURNAL_KEYS_MAX     4096u       /* distinct call keys counted per attempt */
+#define PTC_JOURNAL_REPLAYED_MAX 256u        /* replayed calls listed per attempt */
+
+enum {
+    PTC_JOURNAL_ENOMEM = -1,
+    PTC_JOURNAL_EFULL = -2, /* a bound was reached: the journal is now lost */
+};
+
+typedef struct ptc_journal ptc_journal_t;
+
+/**
+ * The canonical JSON text of v: objects' members sorted by key (byte order, stable for
+ * duplicate keys), printed without white space. Borrows v. Returns a string the caller frees
+ * with free(), or NULL on ENOMEM (or NULL v).
+ */
+char *ptc_json_canonical(const cJSON *v);
+
+/** The journal key of a call: "TOOL_ID\n" followed by the canonical arguments (NULL args are
+ *  {}). Caller frees; NULL on ENOMEM. */
+char *ptc_journal_key(const char *tool_id, const cJSON *args);
+
+/** A new, empty journal whose first attempt has begun. *out set on 0. */
+int ptc_journal_new(ptc_journal_t **out);
+void ptc_journal_free(ptc_journal_t *j);
+
+/** Starts the next attempt: occurrence numbers count from 1 again, the replayed list and the
+ *  used tools empty. Kept results stay. */
+void ptc_journal_begin_attempt(ptc_journal_t *j);
+
+/** Counts one more call with this key in the current attempt and returns its occurrence
+ *  number (1 for the first). Past PTC_JOURNAL_KEYS_MAX keys it returns 0 and marks the
+ *  journal lost. Borrows key. */
+unsigned ptc_journal_occurrence(ptc_journal_t *j, const char *key);
+
+/** The kept result of occurrence occ of key (borrowed, valid until the journal is freed), or
+ *  NULL when none was kept. */
+const cJSON *ptc_journal_lookup(const ptc_journal_t *j, const char *key, unsigned occ);
+
+/**
+ * Keeps a copy of result for (key, occ) when the call succeeded: result is a CallToolResult
+ * whose isError is not true. An error result is ignored (returns 0). An entry already kept for
+ * (key, occ) stays. PTC_JOURNAL_EFULL / ENOMEM mark the journal lost.
+ */
+int ptc_journal_record(ptc_journal_t *j, const char *key, unsigned occ, const cJSON *result);
+
+/** Notes that the current attempt got (tool_id, occ) from the journal. */
+void ptc_journal_note_replay(ptc_journal_t *j, const char *tool_id, unsigned occ);
+/** The current attempt's replayed calls, [{"tool", "occurrence"}] (caller frees; NULL on
+ *  ENOMEM). The list starts empty again. */
+cJSON *ptc_journal_take_replayed(ptc_journal_t *j);
+
+/** Notes a tool the code called (any outcome), for the repair request's signatures. */
+void ptc_journal_note_used(ptc_journal_t *j, const char *tool_id);
+/** Tool ids the current attempt called, each once, in first-call order (borrowed array of
+ *  strings). */
+const cJSON *ptc_journal_used(const ptc_journal_t *j);
+
+/** True once something could not be journaled (then a rerun could repeat a side effect). */
+bool ptc_journal_lost(const ptc_journal_t *j);
+/** Results kept. */
+size_t ptc_journal_count(const ptc_journal_t *j);
+
+/* ---- the repair loop ------------------------------------------------------------------------ */
+/*
+ * One execute_code request: its runs and, with self-healing (max_repairs > 0), the repairs of
+ * a failed run, under one deadline for everything. The host runs the code and asks the model
+ * (ptc_repair_ops_t); the loop keeps the attempts, their history and the replay journal, and
+ * stops at the first of: success; no repairer; the same error again; a repair that changes
+ * nothing; the budget (max_repairs); a journal that lost a result (a rerun could repeat a side
+ * effect); less than PTC_REPAIR_MIN_LEFT_MS left, or the deadline passing while a repair is
+ * asked for. Loop-thread only.
+ */
+
+typedef struct ptc_repair_loop ptc_repair_loop_t;
+
+/** A finished run as the loop sees it (plain data, borrowed for the call). */
+typedef struct ptc_repair_run {
+    const char *status;      /* "ok", "error", "timeout", "killed", "oom" */
+    int exit_code;           /* < 0: none */
+    const char *signal_name; /* NULL: none */
+    const char *err;         /* its stderr, valid UTF-8 without NUL (NULL: none) */
+    uint64_t timeout_ms;     /* the timeout the run had */
+    uint64_t duration_ms;
+    uint64_t tool_calls; /* answered by a tool or from the journal */
+} ptc_repair_run_t;
+
+/** Who repairs, in the words of the result (all static or outliving the loop). */
+typedef struct ptc_repairer_desc {
+    const char *id;     /* an attempt's "repaired_by": "sampling", "http" */
+    const char *who;    /* "the WHO did not give a fix: ..." */
+    const char *by;     /* "N repairs by BY" */
+    const char *asking; /* progress: "asking ASKING for a fix" */
+} ptc_repairer_desc_t;
+
+/** What the host does for the loop. data is the loop's data pointer. */
+typedef struct ptc_repair_ops {
+    /** Starts a run of code (borrowed) with timeout_ms; returns 0 and later calls
+     *  ptc_repair_loop_ran or ptc_repair_loop_refused once, or < 0 with a sentence in msg. */
+    int (*run)(void *data, const char *code, uint64_t timeout_ms, char *msg, size_t msg_size);
+    /** The first run could not be started or run: answer "refused" with message. */
+    void (*refused)(void *data, const char *message);
+    /** The loop is over: answer from the last run and ptc_repair_loop_report. May free the
+     *  loop. Called exactly once (or refused is), unless the loop is freed first. */
+    void (*finish)(void *data);
+    /** The repairer to ask now, or NULL with why (a sentence) when there is none. */
+    const ptc_repairer_desc_t *(*repairer)(void *data, char *why, size_t why_size);
+    /** Sends prompt (borrowed) to that repairer: 0 with *handle set, cb to run once later
+     *  (never before this returns), or < 0 (cb never runs). */
+    int (*ask)(void *data, const char *prompt, ptc_repair_cb cb, void *cb_data, void **handle);
+    /** Stops a request in flight: its cb does not run. */
+    void (*cancel)(void *data, void *handle);
+    /** A sentence for an error code of ask or of its cb (static). */
+    const char *(*strerror)(int err);
+    /** Optional: the signatures of the tools the code uses (used: their ids) for the prompt;
+     *  caller frees, NULL for none. */
+    char *(*signatures)(void *data, const char *code, const cJSON *used);
+    /** Optional: progress of the request (elapsed and total: its deadline, in ms). */
+    void (*progress)(void *data, double elapsed_ms, double total_ms, const char *msg);
+} ptc_repair_ops_t;
+
+/**
+ * A loop for code (copied) whose runs get timeout_ms each, repaired up to max_repairs times
+ * (0..PTC_REPAIR_MAX; 0: no self-healing, no journal), all within deadline_ms from now (or
+ * timeout_ms when longer). A repair longer than code_max bytes holds no usable code. Borrows
+ * uv, ops and data. *out set on 0; PTC_REPAIR_ENOMEM or PTC_REPAIR_EINVAL otherwise.
+ */
+int ptc_repair_loop_new(uv_loop_t *uv, const char *code, uint64_t timeout_ms, long max_repairs,
+                        uint64_t deadline_ms, size_t code_max, const ptc_repair_ops_t *ops,
+                        void *data, ptc_repair_loop_t **out);
+/** Starts the first run (ops may answer and free the loop before this returns). */
+void ptc_repair_loop_start(ptc_repair_loop_t *l);
+/** The current run finished (the host keeps what its answer needs first: finish may run and
+ *  free the loop inside). */
+void ptc_repair_loop_ran(ptc_repair_loop_t *l, const ptc_repair_run_t *run);
+/** The current run could not be run (the sandbox refused): refused or finish runs inside. */
+void ptc_repair_loop_refused(ptc_repair_loop_t *l, const char *message);
+/** Cancels a repair request in flight (through ops->cancel) and frees. NULL allowed. */
+void ptc_repair_loop_free(ptc_repair_loop_t *l);
+
+bool ptc_repair_loop_healing(const ptc_repair_loop_t *l);
+/** The current attempt (1-based) and the budget. */
+unsigned ptc_repair_loop_attempt(const ptc_repair_loop_t *l);
+long ptc_repair_loop_max_repairs(const ptc_repair_loop_t *l);
+/** The current attempt's program (borrowed). */
+const char *ptc_repair_loop_code(const ptc_repair_loop_t *l);
+/** The request's replay journal for the bridge (borrowed; NULL without self-healing). */
+ptc_journal_t *ptc_repair_loop_journal(const ptc_repair_loop_t *l);
+/** True while a repair request is in flight. */
+bool ptc_repair_loop_asking(const ptc_repair_loop_t *l);
+/** Time since the request began and the whole of its deadline, in ms. */
+void ptc_repair_loop_clock(const ptc_repair_loop_t *l, double *elapsed_ms, double *total_ms);
+/** Why the repairs stopped ("" when they did not: success, or no self-healing). */
+const char *ptc_repair_loop_stopped(const ptc_repair_loop_t *l);
+/**
+ * What the result says of self-healing, for last (the run that ends the request): *text the
+ * history, the stop reason, the final code and the packet's line ("" when there is nothing to
+ * say; caller frees), *packet the repair packet for a failed run with self-healing on (with
+ * "stopped"; else NULL; caller deletes). Call before taking the attempts. PTC_REPAIR_ENOMEM.
+ */
+int ptc_repair_loop_report(const ptc_repair_loop_t *l, const ptc_repair_run_t *last, char **text,
+                           cJSON **packet);
+/** The attempts' history [{"attempt", "status", "exit_code", "error", "changes",
+ *  "repaired_by", "duration_ms", "tool_calls", "replayed"}] (caller deletes; then NULL). */
+cJSON *ptc_repair_loop_take_attempts(ptc_repair_loop_t *l);
+
+#endif

@@ -1,0 +1,269 @@
+/* execute_bridge.c - tool calls and searches from sandboxed code (the bridge's operations):
+ * routed to the downstream server that serves the tool, through a confirmation when
+ * --confirm-writes asks for one, or to the registry's search; and opening and closing the
+ * bridge of a run. */
+#include "execute_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static const reg_tool_t *op_find_tool(void *data, const char *server, const char *tool)
+{
+    job_t *j = data;
+    return reg_catalog_find_tool(reg_registry_catalog(ptc_search_registry(j->ex->search)), server,
+                                 tool);
+}
+
+static void op_free(bridge_op_t *op)
+{
+    ptc_downstream_disown(op->owner);
+    free(op->server);
+    free(op->tool);
+    cJSON_Delete(op->args);
+    free(op);
+}
+
+static void op_call_done(void *data, int err, const cJSON *result, const cJSON *error,
+                         const char *message)
+{
+    bridge_op_t *op = data;
+    (void)error;
+    op->done(op->done_data, err, result, message);
+    op_free(op);
+}
+
+/* Sends the call downstream; on failure answers through done, frees op and returns false. */
+static bool op_forward(bridge_op_t *op, mcp_client_t *c, const char *name, const cJSON *args)
+{
+    op->owner = ptc_downstream_own(op->job->ex->downstream, c, op->job->call);
+    int rc = mcp_client_call_tool(c, name, args, op->timeout_ms, NULL, op_call_done, op, &op->call);
+    if (rc < 0) {
+        char m[400];
+        ptc_downstream_refusal(c, rc, m, sizeof m);
+        op->done(op->done_data, rc, NULL, m);
+        op_free(op);
+        return false;
+    }
+    return true;
+}
+
+static void op_confirmed(void *data, int err, const cJSON *result, const cJSON *error,
+                         const char *message)
+{
+    bridge_op_t *op = data;
+    (void)error;
+    op->confirm = NULL;
+    const cJSON *action = cJSON_GetObjectItemCaseSensitive(result, "action");
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(result, "content");
+    bool yes = err == 0 && cJSON_IsString(action) && strcmp(action->valuestring, "accept") == 0 &&
+               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(content, "approve"));
+    mcp_client_t *c = yes ? ptc_downstream_client(op->job->ex->downstream, op->server) : NULL;
+    if (c == NULL) {
+        char m[300];
+        snprintf(m, sizeof m, "%s__%s was not confirmed by the user (--confirm-writes)%s%s",
+                 op->server, op->tool, err < 0 ? ": " : "", err < 0 && message ? message : "");
+        op->done(op->done_data, err < 0 ? err : MCP_EREMOTE, NULL, m);
+        op_free(op);
+        return;
+    }
+    (void)op_forward(op, c, op->tool, op->args);
+}
+
+/* --confirm-writes: asks the user (elicitation) before a call to a tool not marked read-only.
+ * Returns 1 when waiting for the answer, 0 when it answered (refused) already, < 0 on error. */
+static int op_ask_confirmation(job_t *j, bridge_op_t *op, const reg_tool_t *tool, const cJSON *args)
+{
+    mcp_session_t *s = j->call ? mcp_call_session(j->call) : NULL;
+    if (s == NULL || !mcp_session_client_has(s, "elicitation")) {
+        char m[300];
+        snprintf(m, sizeof m,
+                 "%s is not marked read-only and --confirm-writes is on, but this client cannot "
+                 "ask the user (no elicitation): refused",
+                 tool->id);
+        op->done(op->done_data, MCP_ENOTSUP, NULL, m);
+        op_free(op);
+        return 0;
+    }
+    char *argtext = cJSON_PrintUnformatted(args);
+    char msg[1200];
+    snprintf(msg, sizeof msg,
+             "Code running in execute_code wants to call %s with %.900s. Allow it?", tool->id,
+             argtext ? argtext : "{}");
+    cJSON_free(argtext);
+    cJSON *params = cJSON_CreateObject();
+    cJSON *schema = cJSON_AddObjectToObject(params, "requestedSchema");
+    cJSON *props = schema ? cJSON_AddObjectToObject(schema, "properties") : NULL;
+    cJSON *approve = props ? cJSON_AddObjectToObject(props, "approve") : NULL;
+    cJSON *req = schema ? cJSON_AddArrayToObject(schema, "required") : NULL;
+    if (approve == NULL || req == NULL || !cJSON_AddStringToObject(params, "message", msg) ||
+        !cJSON_AddStringToObject(schema, "type", "object") ||
+        !cJSON_AddStringToObject(approve, "type", "boolean") ||
+        !cJSON_AddStringToObject(approve, "title", "Allow this call") ||
+        !cJSON_AddItemToArray(req, cJSON_CreateString("approve")) ||
+        !(op->server = strdup(tool->server)) || !(op->tool = strdup(tool->name)) ||
+        !(op->args = cJSON_Duplicate(args, true))) {
+        cJSON_Delete(params);
+        op_free(op);
+        return MCP_ENOMEM;
+    }
+    /* Made with the call, so that over Streamable HTTP it rides the call's own stream. */
+    int rc = mcp_call_request_ex(j->call, "elicitation/create", params, "elicitation",
+                                 op->timeout_ms, op_confirmed, op, &op->confirm);
+    if (rc < 0) {
+        op_free(op);
+        return rc;
+    }
+    return 1;
+}
+
+static int op_call(void *data, const reg_tool_t *tool, const cJSON *args, unsigned timeout_ms,
+                   ptc_bridge_done_cb done, void *done_data, void **cancel_handle)
+{
+    job_t *j = data;
+    *cancel_handle = NULL;
+    mcp_client_t *c = ptc_downstream_client(j->ex->downstream, tool->server);
+    if (c == NULL && ptc_env_is_custom(tool->server)) {
+        /* The user's helpers run in the sandbox itself: the bridge has nothing to call. */
+        char m[600];
+        const char *dot = strrchr(tool->name, '.');
+        int mod_len = dot ? (int)(dot - tool->name) : (int)strlen(tool->name);
+        snprintf(m, sizeof m,
+                 "%s is one of your own helpers (--custom-tools): it runs inside the sandbox, not "
+                 "through the bridge; call it as plain Python: import %.*s; %s(...)",
+                 tool->id, mod_len, tool->name, tool->name);
+        done(done_data, MCP_ENOTSUP, NULL, m);
+        return 0;
+    }
+    if (c == NULL) {
+        char m[300];
+        snprintf(m, sizeof m, "%s is only described (--tools-file): no configured server serves it",
+                 tool->id);
+        done(done_data, MCP_ENOTSUP, NULL, m);
+        return 0;
+    }
+    bridge_op_t *op = calloc(1, sizeof *op);
+    if (op == NULL) return MCP_ENOMEM;
+    op->done = done;
+    op->done_data = done_data;
+    op->job = j;
+    op->timeout_ms = timeout_ms;
+    /* The handle is given only while op lives (done never runs after a cancel returns); an op
+     * answered at once is already freed. */
+    bool read_only =
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tool->annotations, "readOnlyHint"));
+    if (j->ex->confirm_writes && !read_only) {
+        int rc = op_ask_confirmation(j, op, tool, args);
+        if (rc == 1) *cancel_handle = op;
+        return rc < 0 ? rc : 0;
+    }
+    if (op_forward(op, c, tool->name, args)) *cancel_handle = op;
+    return 0;
+}
+
+static void op_search_done(void *data, int err, const cJSON *sc, const char *message)
+{
+    bridge_op_t *op = data;
+    op->done(op->done_data, err, sc, message);
+    op_free(op);
+}
+
+static int op_search(void *data, const char *query, int top_k, ptc_bridge_done_cb done,
+                     void *done_data, void **cancel_handle)
+{
+    job_t *j = data;
+    *cancel_handle = NULL;
+    bridge_op_t *op = calloc(1, sizeof *op);
+    if (op == NULL) return MCP_ENOMEM;
+    op->is_search = true;
+    op->done = done;
+    op->done_data = done_data;
+    void *q = NULL;
+    int rc = ptc_search_query(j->ex->search, query, top_k > 0 ? (size_t)top_k : 5, op_search_done,
+                              op, &q);
+    if (rc < 0) {
+        free(op);
+        return rc;
+    }
+    if (q != NULL) { /* still running: op is alive until its done */
+        op->query = q;
+        *cancel_handle = op;
+    }
+    return 0;
+}
+
+static void op_cancel(void *data, void *handle)
+{
+    bridge_op_t *op = handle;
+    (void)data;
+    if (op == NULL) return;
+    if (op->is_search) {
+        ptc_search_query_cancel(op->query); /* its done never runs now */
+        op_free(op);
+    } else if (op->confirm != NULL) {
+        mcp_outreq_cancel(op->confirm, "the run ended"); /* runs op_confirmed, which frees */
+    } else {
+        mcp_client_call_cancel(op->call, "the run ended"); /* runs op_call_done, which frees */
+    }
+}
+
+static void op_audit(void *data, const cJSON *record)
+{
+    job_t *j = data;
+    if (j->call != NULL && mcp_call_session(j->call) != NULL)
+        mcp_call_log(j->call, MCP_LOG_INFO, "ptc-audit", cJSON_Duplicate(record, true));
+}
+
+static const ptc_bridge_ops_t bridge_ops = {
+    .find_tool = op_find_tool,
+    .call = op_call,
+    .search = op_search,
+    .cancel = op_cancel,
+    .audit = op_audit,
+};
+
+int ptc__execute_open_bridge(ptc_execute_t *ex, job_t *j)
+{
+    if (ex->bundle == NULL || ptc_pybundle_cache_root(ex->bundle) == NULL) return -1;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        mcp_log(ex->lg, MCP_LOG_ERROR, "bridge: socketpair: %s", strerror(errno));
+        return -1;
+    }
+    snprintf(j->run_id, sizeof j->run_id, "run-%lu", ++ex->runs);
+    ptc_bridge_limits_t lim = ex->lim;
+    lim.run_id = j->run_id;
+    lim.journal = ptc_repair_loop_journal(j->loop);
+    char msg[256];
+    if (ptc_bridge_host_new(ex->loop, sv[0], &lim, &bridge_ops, j, ex->lg, &j->host, msg,
+                            sizeof msg) < 0) {
+        mcp_log(ex->lg, MCP_LOG_ERROR, "bridge: %s", msg);
+        close(sv[1]);
+        j->host = NULL;
+        return -1;
+    }
+    return sv[1];
+}
+
+void ptc__execute_close_bridge(job_t *j, outcome_t *o)
+{
+    if (j->host == NULL) return;
+    cJSON *outputs = ptc_bridge_host_take_outputs(j->host);
+    cJSON *warn = ptc_bridge_host_take_warnings(j->host);
+    ptc_bridge_counters_t c;
+    ptc_bridge_host_close(j->host, &c);
+    j->host = NULL;
+    if (o != NULL) {
+        o->tool_calls = c.tool_calls + c.replayed;
+        o->outputs = outputs;
+        outputs = NULL;
+        if (cJSON_GetArraySize(warn) > 0) {
+            o->warnings = warn;
+            warn = NULL;
+        }
+    }
+    cJSON_Delete(outputs);
+    cJSON_Delete(warn);
+}

@@ -585,3 +585,37 @@ cJSON *ptc_repair_packet(const char *fingerprint, const char *error_tail, unsign
     }
     return p;
 }
+
+char *ptc_repair_content_text(const cJSON *content)
+{
+    if (cJSON_IsString(content)) return strdup(content->valuestring);
+    if (cJSON_IsObject(content)) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(content, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(content, "text");
+        if (cJSON_IsString(type) && strcmp(type->valuestring, "text") == 0 && cJSON_IsString(text))
+            return strdup(text->valuestring);
+        return NULL;
+    }
+    if (!cJSON_IsArray(content)) return NULL;
+    size_t len = 0;
+    char *out = NULL;
+    const cJSON *block;
+    cJSON_ArrayForEach(block, content)
+    {
+        char *t = ptc_repair_content_text(block);
+        if (t == NULL) continue;
+        size_t n = strlen(t);
+        char *grown = realloc(out, len + n + 2);
+        if (grown == NULL) {
+            free(t);
+            free(out);
+            return NULL;
+        }
+        out = grown;
+        if (len > 0) out[len++] = '\n';
+        memcpy(out + len, t, n + 1);
+        len += n;
+        free(t);
+    }
+    return out;
+}

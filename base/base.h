@@ -22,17 +22,15 @@
 const char *ptc_strerror(int err);
 
 /* ---- caps -------------------------------------------------------------------------------- */
-/* The most bytes each buffer of the program may grow to (the terminating NUL not counted).    */
+/* The most bytes a buffer may grow to (the terminating NUL not counted). Caps that are part of */
+/* a library's own interface stay named in its header (REG_TEXT_MAX, REG_EMBED_TEXT_MAX and    */
+/* REG_FILE_MAX in registry.h, PTC_PYBUNDLE_FILE_MAX in pybundle.h, the HTTP client's options */
+/* in httpc.h); these are the rest.                                                          */
 
-#define PTC_CAP_CATALOG_CANON   (64u << 20) /* registry: a catalog's canonical description */
-#define PTC_CAP_CACHE_FILE      (1u << 30)  /* registry: an embedding cache file read back */
-#define PTC_CAP_RESULT_TEXT     (64u << 20) /* server: the text of one execute_code page */
-#define PTC_CAP_DESCRIPTION     (1u << 20)  /* server: execute_code's tool description */
-#define PTC_CAP_SEARCH_TEXT     (16u << 20) /* server: search_tools' text answer */
-#define PTC_CAP_RESOURCE_TEXT   (64u << 20) /* server: one ptc://output page as text */
-#define PTC_CAP_BRIDGE_LINE     (16u << 20) /* bridge: one JSON line to or from the sandbox */
-#define PTC_CAP_PYBUNDLE_MODULE (64u << 20) /* pybundle: one generated Python module */
-#define PTC_CAP_REPAIR_PROMPT   (1u << 20)  /* repair: one repair request's text */
+#define PTC_CAP_SEARCH_TEXT    (1u << 20)  /* server: search_tools' text for the model */
+#define PTC_CAP_RESOURCE_TEXT  (64u << 20) /* server: one ptc://output page as text */
+#define PTC_CAP_REPAIR_TEXT    (1u << 20)  /* repair: a failure's tail, the self-healing text */
+#define PTC_CAP_REPAIR_CONTENT (16u << 20) /* repair: a model message's text blocks joined */
 
 /* ---- the capped buffer ------------------------------------------------------------------- */
 

@@ -94,39 +94,13 @@ const char *ptc_http_strerror(int err)
     return "unknown error";
 }
 
-void ptc__hbuf_init(ptc__hbuf_t *b, size_t max)
+int ptc__hbuf_append(ptc_buf_t *b, const void *data, size_t n)
 {
-    b->p = NULL;
-    b->len = b->cap = 0;
-    b->max = max;
+    int rc = ptc_buf_append(b, data, n);
+    return rc == 0 ? PTC_HTTP_OK : rc == PTC_ETOOBIG ? PTC_HTTP_ETOOBIG : PTC_HTTP_ENOMEM;
 }
 
-void ptc__hbuf_free(ptc__hbuf_t *b)
-{
-    free(b->p);
-    ptc__hbuf_init(b, b->max);
-}
-
-int ptc__hbuf_append(ptc__hbuf_t *b, const void *data, size_t n)
-{
-    if (n > b->max - b->len) return PTC_HTTP_ETOOBIG;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
-        if (cap > b->max + 1) cap = b->max + 1;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) return PTC_HTTP_ENOMEM;
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n > 0) memcpy(b->p + b->len, data, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return PTC_HTTP_OK;
-}
-
-int ptc__hbuf_str(ptc__hbuf_t *b, const char *s)
+int ptc__hbuf_str(ptc_buf_t *b, const char *s)
 {
     return ptc__hbuf_append(b, s, strlen(s));
 }
@@ -139,12 +113,12 @@ void ptc__http_req_maybe_free(ptc_http_req_t *r)
     if (!r->done || r->open_handles > 0 || r->gai_pending) return;
     if (r->addrs != NULL) uv_freeaddrinfo(r->addrs);
     ptc__http_url_free(&r->url);
-    ptc__hbuf_free(&r->request);
-    ptc__hbuf_free(&r->out);
-    ptc__hbuf_free(&r->body);
-    ptc__hbuf_free(&r->content_type);
-    ptc__hbuf_free(&r->location);
-    ptc__hbuf_free(&r->session_id);
+    ptc_buf_free(&r->request);
+    ptc_buf_free(&r->out);
+    ptc_buf_free(&r->body);
+    ptc_buf_free(&r->content_type);
+    ptc_buf_free(&r->location);
+    ptc_buf_free(&r->session_id);
     free(r->rbuf);
     free(r);
 }
@@ -399,7 +373,7 @@ static int check_headers(const ptc_http_client_t *c, const ptc_http_header_t *h,
 static int build_request(ptc_http_req_t *r, const char *method, const ptc_http_header_t *h,
                          size_t n, const char *body, size_t body_len)
 {
-    ptc__hbuf_t *b = &r->request;
+    ptc_buf_t *b = &r->request;
     char line[64];
     int rc = ptc__hbuf_str(b, method);
     if (rc == 0) rc = ptc__hbuf_str(b, " ");
@@ -473,15 +447,15 @@ int ptc_http_request(ptc_http_client_t *c, const char *method, const char *url,
     r->connect_timeout_ms = c->connect_timeout_ms;
     r->total_timeout_ms = c->total_timeout_ms;
     r->body_sink = ptc__http_req_buffer_body;
-    ptc__hbuf_init(&r->request, PTC_HTTP_MAX_REQUEST_BODY + PTC__HTTP_MAX_URL +
-                                    (size_t)PTC_HTTP_MAX_USER_HEADERS *
-                                        (PTC_HTTP_MAX_HEADER_NAME + PTC_HTTP_MAX_HEADER_VALUE + 4) +
-                                    1024);
-    ptc__hbuf_init(&r->out, PTC_HTTP_MAX_TLS_OUT);
-    ptc__hbuf_init(&r->body, c->max_response_bytes);
-    ptc__hbuf_init(&r->content_type, PTC_HTTP_MAX_KEPT_VALUE);
-    ptc__hbuf_init(&r->location, PTC_HTTP_MAX_KEPT_VALUE);
-    ptc__hbuf_init(&r->session_id, PTC_HTTP_MAX_KEPT_VALUE);
+    ptc_buf_init(&r->request, PTC_HTTP_MAX_REQUEST_BODY + PTC__HTTP_MAX_URL +
+                                  (size_t)PTC_HTTP_MAX_USER_HEADERS *
+                                      (PTC_HTTP_MAX_HEADER_NAME + PTC_HTTP_MAX_HEADER_VALUE + 4) +
+                                  1024);
+    ptc_buf_init(&r->out, PTC_HTTP_MAX_TLS_OUT);
+    ptc_buf_init(&r->body, c->max_response_bytes);
+    ptc_buf_init(&r->content_type, PTC_HTTP_MAX_KEPT_VALUE);
+    ptc_buf_init(&r->location, PTC_HTTP_MAX_KEPT_VALUE);
+    ptc_buf_init(&r->session_id, PTC_HTTP_MAX_KEPT_VALUE);
     http_parser_init(&r->parser, HTTP_RESPONSE);
     r->parser.data = r;
     r->rbuf = malloc(PTC_HTTP_READ_CHUNK);

@@ -28,7 +28,7 @@ static void on_written(uv_write_t *w, int status)
 }
 
 /* Hands the bytes of b to libuv (the write request takes the buffer; b is left empty). */
-static int write_buf(ptc_http_req_t *r, ptc__hbuf_t *b)
+static int write_buf(ptc_http_req_t *r, ptc_buf_t *b)
 {
     if (b->len == 0) return PTC_HTTP_OK;
     write_req_t *wr = calloc(1, sizeof *wr);
@@ -36,7 +36,7 @@ static int write_buf(ptc_http_req_t *r, ptc__hbuf_t *b)
     wr->r = r;
     wr->bytes = b->p;
     uv_buf_t ub = uv_buf_init(b->p, (unsigned)b->len);
-    ptc__hbuf_init(b, b->max);
+    ptc_buf_init(b, b->max);
     int rc = uv_write(&wr->w, (uv_stream_t *)&r->tcp, &ub, 1, on_written);
     if (rc < 0) {
         free(wr->bytes);

@@ -7,6 +7,7 @@
 #ifndef PTC_HTTPC_INTERNAL_H
 #define PTC_HTTPC_INTERNAL_H
 
+#include "base.h"
 #include "httpc.h"
 #include "url.h"
 
@@ -24,12 +25,6 @@
 #define PTC_HTTP_MAX_KEPT_VALUE 8192
 /* Size of the error message handed to callbacks. */
 #define PTC_HTTP_MSG 768
-
-/* A growable byte buffer with a hard cap (one spare byte is kept for a terminating NUL). */
-typedef struct ptc__hbuf {
-    char *p;
-    size_t len, cap, max;
-} ptc__hbuf_t;
 
 struct ptc_http_client {
     uv_loop_t *loop;
@@ -64,9 +59,9 @@ struct ptc_http_req {
     ptc__http_url_t url;
     char where[PTC__HTTP_MAX_HOST + 16]; /* "host:port" for messages */
     unsigned connect_timeout_ms, total_timeout_ms;
-    bool head;           /* HEAD: the response has no body whatever its headers say */
-    ptc__hbuf_t request; /* the request bytes until they are handed to the socket or to TLS */
-    ptc__hbuf_t out;     /* ciphertext queued by mbedTLS, flushed after each TLS call */
+    bool head;         /* HEAD: the response has no body whatever its headers say */
+    ptc_buf_t request; /* the request bytes until they are handed to the socket or to TLS */
+    ptc_buf_t out;     /* ciphertext queued by mbedTLS, flushed after each TLS call */
 
     /* libuv state. Every initialised handle counts in open_handles until its close callback;
      * the request is freed when nothing is open and no lookup is pending. */
@@ -94,7 +89,7 @@ struct ptc_http_req {
     bool started, complete;
     int status;
     int (*body_sink)(ptc_http_req_t *r, const char *p, size_t n);
-    ptc__hbuf_t body, content_type, location, session_id;
+    ptc_buf_t body, content_type, location, session_id;
     char field[32]; /* the header name being read, enough to recognise the ones we keep */
     size_t field_len;
     bool field_long, in_value;
@@ -107,11 +102,10 @@ struct ptc_http_req {
 /* Formats one line for the client's log hook (nothing when it has none). */
 void ptc__http_log(const ptc_http_client_t *c, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Appends n bytes (and keeps a NUL after them); PTC_HTTP_ETOOBIG past the cap, PTC_HTTP_ENOMEM. */
-void ptc__hbuf_init(ptc__hbuf_t *b, size_t max);
-void ptc__hbuf_free(ptc__hbuf_t *b);
-int ptc__hbuf_append(ptc__hbuf_t *b, const void *data, size_t n);
-int ptc__hbuf_str(ptc__hbuf_t *b, const char *s);
+/* ptc_buf_append and ptc_buf_str with base's codes given as PTC_HTTP_ETOOBIG (past the cap)
+ * and PTC_HTTP_ENOMEM. */
+int ptc__hbuf_append(ptc_buf_t *b, const void *data, size_t n);
+int ptc__hbuf_str(ptc_buf_t *b, const char *s);
 /* Runs the user callback exactly once and starts the teardown. */
 void ptc__http_req_finish(ptc_http_req_t *r, int err, const ptc_http_response_t *resp,
                           const char *msg);

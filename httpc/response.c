@@ -20,9 +20,9 @@ static int on_message_begin(http_parser *p)
     r->started = true;
     r->status = 0;
     r->body.len = 0;
-    ptc__hbuf_free(&r->content_type);
-    ptc__hbuf_free(&r->location);
-    ptc__hbuf_free(&r->session_id);
+    ptc_buf_free(&r->content_type);
+    ptc_buf_free(&r->location);
+    ptc_buf_free(&r->session_id);
     r->field_len = 0;
     r->field_long = false;
     r->in_value = false;
@@ -48,7 +48,7 @@ static int on_header_field(http_parser *p, const char *at, size_t n)
 }
 
 /* The buffer keeping the current header's value, or NULL for headers we skip. */
-static ptc__hbuf_t *kept_value(ptc_http_req_t *r)
+static ptc_buf_t *kept_value(ptc_http_req_t *r)
 {
     switch (r->cur_hdr) {
     case PTC__HDR_CONTENT_TYPE:
@@ -76,10 +76,10 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
             r->cur_hdr = PTC__HDR_LOCATION;
         else if (!r->field_long && strcasecmp(r->field, "mcp-session-id") == 0)
             r->cur_hdr = PTC__HDR_SESSION;
-        ptc__hbuf_t *b = kept_value(r);
-        if (b != NULL) ptc__hbuf_free(b); /* a repeated header: the last one wins */
+        ptc_buf_t *b = kept_value(r);
+        if (b != NULL) ptc_buf_free(b); /* a repeated header: the last one wins */
     }
-    ptc__hbuf_t *b = kept_value(r);
+    ptc_buf_t *b = kept_value(r);
     if (b == NULL) return 0;
     int rc = ptc__hbuf_append(b, at, n);
     if (rc < 0) {

@@ -75,7 +75,7 @@ static int tls_write_request(ptc_http_req_t *r)
         if (n < 0) return n;
         off += (size_t)n;
     }
-    ptc__hbuf_free(&r->request);
+    ptc_buf_free(&r->request);
     return 0;
 }
 

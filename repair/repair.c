@@ -1,6 +1,8 @@
 /* repair.c - fingerprints of failures, code out of replies, the repair request and packet. */
 #include "repair.h"
 
+#include "base.h"
+
 #include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -597,25 +599,20 @@ char *ptc_repair_content_text(const cJSON *content)
         return NULL;
     }
     if (!cJSON_IsArray(content)) return NULL;
-    size_t len = 0;
-    char *out = NULL;
+    ptc_buf_t out;
+    /* Far past the reply's cap (refused as too long by the repairers) yet bounded. */
+    ptc_buf_init(&out, PTC_CAP_REPAIR_CONTENT);
+    bool any = false;
     const cJSON *block;
     cJSON_ArrayForEach(block, content)
     {
         char *t = ptc_repair_content_text(block);
         if (t == NULL) continue;
-        size_t n = strlen(t);
-        char *grown = realloc(out, len + n + 2);
-        if (grown == NULL) {
-            free(t);
-            free(out);
-            return NULL;
-        }
-        out = grown;
-        if (len > 0) out[len++] = '\n';
-        memcpy(out + len, t, n + 1);
-        len += n;
+        if (out.len > 0) ptc_buf_str(&out, "\n");
+        ptc_buf_str(&out, t);
+        any = true;
         free(t);
     }
-    return out;
+    if (!any) return NULL;
+    return ptc_buf_take(&out, NULL);
 }

@@ -3,6 +3,7 @@
  *
  * usage: bench_search CATALOG.json [QUERIES.jsonl] [--sizes 1000,10000,100000] [--queries N]
  *                     [--lexical-dim N] [--dense-dim N]
+ *                     [--index-tools N,M] [--index-batches W] [--blas-threads T]
  *
  * Synthetic catalogs are built from the real one: tool i copies tool (i mod n) under a new
  * server and name, with a deterministic share of its description words swapped for words of
@@ -17,6 +18,12 @@
  * sentence model (hybrid: cosine + squashed BM25) with the query vector given, over
  * synthetic 384-d document vectors: embedding 10k or 100k tool texts with the model would
  * take minutes here, and the scan costs the same whatever the vectors hold.
+ *
+ * --index-tools N,M measures that cost instead: the model embeds N (then M) synthetic tools
+ * (each a real tool under a new server and name, its description perturbed as above, its
+ * input schema kept) through the registry, cold (no cache), as the server does it: batches
+ * taken on the loop, embedded on libuv's thread pool with W of them in flight (default: one
+ * per core) and T OpenBLAS threads each (default 1). It prints wall time, CPU time and tools/s.
  */
 #include "registry.h"
 
@@ -26,6 +33,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <uv.h>
 
 #define MAX_SIZES     8
 #define MODEL_QUERIES 200 /* query embeddings timed (about 2 s with MiniLM) */
@@ -362,6 +372,133 @@ static void model_registry_section(const synth_t *s, size_t dim, double embed_p5
     reg_registry_free(reg);
 }
 
+/* ---- indexing with the model ---------------------------------------------------------- */
+
+typedef struct index_run {
+    uv_loop_t *loop;
+    reg_registry_t *reg;
+    size_t batches, failed;
+} index_run_t;
+
+typedef struct index_job {
+    uv_work_t work;
+    index_run_t *run;
+    reg_batch_t *b;
+    int rc;
+    char msg[256];
+} index_job_t;
+
+static void index_kick(index_run_t *run);
+
+static void index_work(uv_work_t *w)
+{
+    index_job_t *j = w->data;
+    j->rc = reg_batch_embed(j->b, j->msg, sizeof j->msg);
+}
+
+static void index_after(uv_work_t *w, int status)
+{
+    index_job_t *j = w->data;
+    index_run_t *run = j->run;
+    if (status != 0 || j->rc < 0) {
+        fprintf(stderr, "bench_search: a batch failed: %s\n", j->msg);
+        run->failed++;
+    }
+    (void)reg_registry_apply_batch(run->reg, j->b);
+    free(j);
+    run->batches++;
+    if (run->failed == 0) index_kick(run);
+}
+
+/* Hands out batches until the registry says enough are in flight or none is pending: what
+ * the server's wiring does with opts.batches_in_flight. */
+static void index_kick(index_run_t *run)
+{
+    for (;;) {
+        reg_batch_t *b = NULL;
+        if (reg_registry_next_batch(run->reg, 0, &b) < 0 || b == NULL) return;
+        index_job_t *j = calloc(1, sizeof *j);
+        if (j == NULL) die("out of memory");
+        j->run = run;
+        j->b = b;
+        j->work.data = j;
+        if (uv_queue_work(run->loop, &j->work, index_work, index_after) != 0)
+            die("uv_queue_work failed");
+    }
+}
+
+static double cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static void model_index_section(const reg_embedder_spec_t *spec, const reg_catalog_t *cat,
+                                const words_t *vocab, size_t n, size_t in_flight, int blas)
+{
+    reg_embedder_t *e;
+    char note[1024], msg[1024];
+    if (reg_embedder_open(spec, &e, note, sizeof note, msg, sizeof msg) < 0) die("%s", msg);
+    if (!e->sentence_model) {
+        reg_embedder_free(e);
+        return;
+    }
+    reg_model_set_blas_threads(blas);
+    reg_registry_opts_t ro;
+    reg_registry_opts_default(&ro);
+    ro.batches_in_flight = in_flight;
+    reg_registry_t *reg;
+    if (reg_registry_new(e, &ro, &reg) < 0) die("setup failed");
+    size_t n0 = reg_catalog_count(cat);
+    uint64_t rng = 0x5DEECE66DULL ^ n;
+    /* Copy c of every real server is one server: the real tools, renamed and perturbed. */
+    for (size_t c = 0; c * n0 < n; c++) {
+        cJSON *by_server = cJSON_CreateObject();
+        if (by_server == NULL) die("out of memory");
+        for (size_t i = 0; i < n0 && c * n0 + i < n; i++) {
+            const reg_tool_t *t = reg_catalog_at(cat, i);
+            char name[512], server[512];
+            snprintf(server, sizeof server, "%s-%zu", t->server, c);
+            snprintf(name, sizeof name, "%s_%zu", t->name, c);
+            cJSON *arr = cJSON_GetObjectItemCaseSensitive(by_server, server);
+            if (arr == NULL) arr = cJSON_AddArrayToObject(by_server, server);
+            char *desc = c == 0 ? strdup(t->description) : perturb(t->description, vocab, &rng);
+            cJSON *o = cJSON_CreateObject();
+            cJSON *schema = cJSON_Duplicate(t->input_schema, 1);
+            if (arr == NULL || desc == NULL || o == NULL || schema == NULL ||
+                !cJSON_AddItemToArray(arr, o) || !cJSON_AddStringToObject(o, "name", name) ||
+                !cJSON_AddStringToObject(o, "description", desc) ||
+                !cJSON_AddItemToObject(o, "inputSchema", schema))
+                die("out of memory");
+            free(desc);
+        }
+        const cJSON *arr;
+        cJSON_ArrayForEach(arr, by_server)
+        {
+            if (reg_registry_set_server_tools(reg, arr->string, arr, msg, sizeof msg) < 0)
+                die("%s", msg);
+        }
+        cJSON_Delete(by_server);
+    }
+    uv_loop_t loop;
+    if (uv_loop_init(&loop) != 0) die("uv_loop_init failed");
+    index_run_t run = {.loop = &loop, .reg = reg};
+    double w0 = now_ms(), c0 = cpu_ms();
+    index_kick(&run);
+    if (uv_run(&loop, UV_RUN_DEFAULT) != 0) die("uv_run failed");
+    double wall = now_ms() - w0, cpu = cpu_ms() - c0;
+    reg_registry_stats_t st;
+    reg_registry_stats(reg, &st);
+    if (run.failed > 0 || st.pending > 0) die("indexing left %zu tools pending", st.pending);
+    printf("%-8zu model indexing (%s, cold): %zu batches, %zu in flight x %d BLAS threads: "
+           "%.1f s wall, %.1f s CPU, %.1f tools/s (%.1f tools per CPU-s)\n",
+           st.indexed, st.embedder, run.batches, in_flight, blas, wall / 1e3, cpu / 1e3,
+           (double)st.indexed / (wall / 1e3), (double)st.indexed / (cpu / 1e3));
+    (void)uv_loop_close(&loop);
+    reg_registry_free(reg);
+}
+
 static char **load_queries(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "r");
@@ -395,6 +532,8 @@ int main(int argc, char **argv)
         die("usage: bench_search CATALOG.json [QUERIES.jsonl] [--sizes A,B,C] "
             "[--queries N] [--lexical-dim N] [--dense-dim N]");
     size_t sizes[MAX_SIZES] = {1000, 10000, 100000}, nsizes = 3, nqueries = 2000, dense_dim = 384;
+    size_t index_sizes[MAX_SIZES], nindex = 0, index_batches = 0;
+    int blas_threads = 1;
     const char *qpath = NULL;
     reg_lexical_opts_t lo;
     reg_lexical_opts_default(&lo);
@@ -409,6 +548,17 @@ int main(int argc, char **argv)
                 p = *end == ',' ? end + 1 : end;
                 if (end == p && *p) die("bad --sizes");
             }
+        } else if (strcmp(argv[i], "--index-tools") == 0 && i + 1 < argc) {
+            for (char *p = argv[++i]; *p && nindex < MAX_SIZES;) {
+                char *end;
+                index_sizes[nindex++] = strtoul(p, &end, 10);
+                p = *end == ',' ? end + 1 : end;
+                if (end == p && *p) die("bad --index-tools");
+            }
+        } else if (strcmp(argv[i], "--index-batches") == 0 && i + 1 < argc) {
+            index_batches = strtoul(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--blas-threads") == 0 && i + 1 < argc) {
+            blas_threads = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--queries") == 0 && i + 1 < argc) {
             nqueries = strtoul(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--lexical-dim") == 0 && i + 1 < argc) {
@@ -483,6 +633,15 @@ int main(int argc, char **argv)
         embed_p50 = model_query_section(model, qsrc, nq_src, lat);
         /* The vectors' size for the search sections is the model's. */
         dense_dim = reg_embedder_dim(model);
+    }
+
+    if (model != NULL && nindex > 0) {
+        if (index_batches == 0) {
+            long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            index_batches = cores > 0 ? (size_t)cores : 1;
+        }
+        for (size_t i = 0; i < nindex; i++)
+            model_index_section(&spec, cat, &vocab, index_sizes[i], index_batches, blas_threads);
     }
 
     printf("lexical dim %zu (%s); dense dim %zu; %zu queries per measurement; top-%d\n", lo.dim,

@@ -28,7 +28,7 @@ struct mcp__proc {
     int pid;
     unsigned grace_ms;
 
-    uv_process_t process;
+    uv_signal_t chld; /* SIGCHLD: reaps pid (forked here, not by uv_spawn: see client_proc.c) */
     uv_pipe_t in, out, err;
     uv_timer_t timer; /* kill escalation, or the linger after exit */
     int open_handles;

@@ -1,13 +1,20 @@
 /* client_proc.c - a downstream server's process: ${VAR} expansion, the PATH lookup, spawning
  * with three pipes, stderr into the log line by line, and a stop that escalates from closing
- * stdin to SIGTERM to SIGKILL without ever waiting on the loop thread. */
+ * stdin to SIGTERM to SIGKILL without ever waiting on the loop thread.
+ *
+ * The child is forked here rather than by uv_spawn, which has no hook between fork and exec:
+ * the child must set PR_SET_PDEATHSIG itself, so that it dies with ptc-mcp even when ptc-mcp is
+ * killed with SIGKILL and no stop runs. A SIGCHLD watcher per child reaps exactly its pid. */
 #include "client_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* After the child exits, how long its pipes may stay open (a grandchild may hold them). */
@@ -164,7 +171,7 @@ static void report_and_close(mcp__proc_t *p)
     close_handle((uv_handle_t *)&p->out);
     close_handle((uv_handle_t *)&p->err);
     close_handle((uv_handle_t *)&p->timer);
-    close_handle((uv_handle_t *)&p->process);
+    close_handle((uv_handle_t *)&p->chld);
 }
 
 static void maybe_report(mcp__proc_t *p)
@@ -305,21 +312,35 @@ static void on_timer(uv_timer_t *t)
     mcp_log(p->lg, MCP_LOG_WARNING, "downstream server %s (pid %d) is still running; sending %s",
             p->name, p->pid, sig == SIGTERM ? "SIGTERM" : "SIGKILL");
     /* The child leads its own process group: npx and uvx wrappers take their children along. */
-    if (uv_kill(-p->pid, sig) != 0) uv_process_kill(&p->process, sig);
+    if (kill(-p->pid, sig) != 0) kill(p->pid, sig);
     if (sig == SIGTERM) uv_timer_start(&p->timer, on_timer, p->grace_ms, 0);
 }
 
-static void on_exit_cb(uv_process_t *proc, int64_t status, int term_signal)
+static void on_exited(mcp__proc_t *p, int wstatus)
 {
-    mcp__proc_t *p = proc->data;
     p->exited = true;
-    p->exit_status = status;
-    p->term_signal = term_signal;
+    p->exit_status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 0;
+    p->term_signal = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0;
+    uv_signal_stop(&p->chld);
     uv_timer_stop(&p->timer);
     if (p->out_eof && p->err_eof)
         report_and_close(p);
     else
         uv_timer_start(&p->timer, on_timer, PROC_LINGER_MS, 0);
+}
+
+/* Any child's SIGCHLD: only ours is reaped (WNOHANG), the others are left to their owners. */
+static void on_sigchld(uv_signal_t *h, int signum)
+{
+    mcp__proc_t *p = h->data;
+    (void)signum;
+    if (p->exited || p->pid <= 0) return;
+    int wstatus = 0;
+    pid_t r;
+    do
+        r = waitpid(p->pid, &wstatus, WNOHANG);
+    while (r < 0 && errno == EINTR);
+    if (r == p->pid) on_exited(p, wstatus);
 }
 
 void mcp__proc_describe_exit(const mcp__proc_t *p, char *buf, size_t size)
@@ -340,7 +361,7 @@ void mcp__proc_stop(mcp__proc_t *p, bool detach, bool hard)
     close_stdin(p);
     if (hard) {
         p->kill_stage = 3;
-        if (uv_kill(-p->pid, SIGKILL) != 0) uv_process_kill(&p->process, SIGKILL);
+        if (kill(-p->pid, SIGKILL) != 0) kill(p->pid, SIGKILL);
         return;
     }
     p->kill_stage = 1;
@@ -393,6 +414,80 @@ int mcp__proc_send(mcp__proc_t *p, const cJSON *msg)
 
 /* --- spawning ------------------------------------------------------------------------------ */
 
+/* envp with MCP_DOWNSTREAM_PARENT_ENV set to our pid (replacing one the entry set): a ptc-mcp
+ * started through any wrapper (npx, a shell script) then knows it is a downstream server and
+ * starts no processes, which ends the chain a config listing ptc-mcp would start. The strings
+ * are borrowed but for the marker, the last one before NULL. */
+static char **env_with_marker(char **envp)
+{
+    size_t n = 0, plen = strlen(MCP_DOWNSTREAM_PARENT_ENV);
+    while (envp != NULL && envp[n] != NULL)
+        n++;
+    char **out = calloc(n + 2, sizeof *out);
+    if (out == NULL) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(envp[i], MCP_DOWNSTREAM_PARENT_ENV, plen) != 0 || envp[i][plen] != '=')
+            out[k++] = envp[i];
+    char marker[64];
+    snprintf(marker, sizeof marker, "%s=%ld", MCP_DOWNSTREAM_PARENT_ENV, (long)getpid());
+    if ((out[k] = mcp__strdup(marker)) == NULL) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static void free_env_with_marker(char **env)
+{
+    size_t n = 0;
+    while (env[n] != NULL)
+        n++;
+    if (n > 0) free(env[n - 1]);
+    free(env);
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+}
+
+/* In the child, between fork and exec: async-signal-safe calls only (the parent has threads).
+ * Never returns; an error before exec goes to status_fd as errno. */
+static void child_exec(const char *file, char **argv, char **envp, const char *cwd,
+                       const int fds[3], int status_fd, pid_t parent)
+{
+    int e;
+    /* Its own session and process group: a stop signals the group, so that wrappers (npx,
+     * uvx, shells) take their children along, and a Ctrl-C in ptc-mcp's terminal does not
+     * reach it. */
+    if (setsid() < 0) goto fail;
+    /* Dies with ptc-mcp even when ptc-mcp is SIGKILLed and no stop runs. SIGKILL: a server
+     * that ignores SIGTERM must not outlive us; what a wrapper started sees its stdin close. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) goto fail;
+    if (getppid() != parent) _exit(127); /* ptc-mcp died before the prctl */
+    int moved[3];
+    for (int i = 0; i < 3; i++) /* above 2 first, as one of them may be 0, 1 or 2 already */
+        if ((moved[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3)) < 0) goto fail;
+    for (int i = 0; i < 3; i++) /* dup2 clears close-on-exec on the copy */
+        if (dup2(moved[i], i) < 0) goto fail;
+    if (cwd != NULL && chdir(cwd) != 0) goto fail;
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++) /* ignored ones (SIGPIPE) would stay ignored */
+        if (sig != SIGKILL && sig != SIGSTOP) (void)sigaction(sig, &dfl, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(file, argv, envp);
+fail:
+    e = errno;
+    if (write(status_fd, &e, sizeof e) < 0) _exit(127);
+    _exit(127);
+}
+
 int mcp__proc_spawn(mcp_client_t *c, const char *file, char **argv, char **envp, const char *cwd,
                     unsigned gen, size_t max_message, size_t max_stderr_line, unsigned grace_ms,
                     mcp__proc_t **out)
@@ -407,6 +502,13 @@ int mcp__proc_spawn(mcp_client_t *c, const char *file, char **argv, char **envp,
         free(p);
         return UV_ENOMEM;
     }
+    char **env = env_with_marker(envp);
+    if (env == NULL) {
+        free(p->errbuf);
+        mcp_framer_close(&p->framer);
+        free(p);
+        return UV_ENOMEM;
+    }
     p->c = c;
     p->loop = c->loop;
     p->lg = c->lg;
@@ -417,43 +519,79 @@ int mcp__proc_spawn(mcp_client_t *c, const char *file, char **argv, char **envp,
     uv_pipe_init(p->loop, &p->out, 0);
     uv_pipe_init(p->loop, &p->err, 0);
     uv_timer_init(p->loop, &p->timer);
-    p->in.data = p->out.data = p->err.data = p->timer.data = p->process.data = p;
+    uv_signal_init(p->loop, &p->chld);
+    p->in.data = p->out.data = p->err.data = p->timer.data = p->chld.data = p;
     p->open_handles = 5;
 
-    uv_stdio_container_t stdio[3];
-    stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
-    stdio[0].data.stream = (uv_stream_t *)&p->in;
-    stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-    stdio[1].data.stream = (uv_stream_t *)&p->out;
-    stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-    stdio[2].data.stream = (uv_stream_t *)&p->err;
-    uv_process_options_t o;
-    memset(&o, 0, sizeof o);
-    o.exit_cb = on_exit_cb;
-    o.file = file;
-    o.args = argv;
-    o.env = envp;
-    o.cwd = cwd;
-    o.flags = UV_PROCESS_DETACHED;
-    o.stdio_count = 3;
-    o.stdio = stdio;
-    int rc = uv_spawn(p->loop, &p->process, &o);
+    pid_t parent = getpid();
+    /* [0] the child's stdin (it reads [0]), [1] stdout, [2] stderr (it writes [1]); st: exec's
+     * errno, when exec fails (CLOEXEC: a successful exec closes it). */
+    int io[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}}, st[2] = {-1, -1};
+    int rc = 0;
+    for (int i = 0; i < 3 && rc == 0; i++)
+        rc = uv_pipe(io[i], 0, 0);
+    if (rc == 0) rc = uv_pipe(st, 0, 0);
+    /* Before the fork: a child that exits at once must not be missed. */
+    if (rc == 0) rc = uv_signal_start(&p->chld, on_sigchld, SIGCHLD);
+    pid_t pid = -1;
     if (rc == 0) {
-        p->pid = p->process.pid;
-        p->in_open = true;
-        rc = uv_read_start((uv_stream_t *)&p->out, alloc_cb, on_out_read);
-        if (rc == 0) rc = uv_read_start((uv_stream_t *)&p->err, alloc_cb, on_err_read);
-        if (rc != 0) {
-            /* Cannot happen for fresh pipes; if it does, the child must not run unwatched. */
-            uv_process_kill(&p->process, SIGKILL);
-            p->c = NULL;
-            p->out_eof = p->err_eof = true;
-            close_stdin(p);
-            return rc; /* the exit callback closes the rest */
-        }
-        *out = p;
-        return 0;
+        /* Signals blocked across fork: no handler of ours may run in the child (it resets them
+         * before exec). */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pid = fork();
+        if (pid == 0)
+            child_exec(file, argv, env, cwd, (int[3]){io[0][0], io[1][1], io[2][1]}, st[1], parent);
+        if (pid < 0) rc = -errno;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
+    free_env_with_marker(env); /* the child has its copy */
+    close_fd(&io[0][0]);
+    close_fd(&io[1][1]);
+    close_fd(&io[2][1]);
+    close_fd(&st[1]);
+    if (pid > 0) {
+        int child_errno = 0;
+        ssize_t n;
+        do
+            n = read(st[0], &child_errno, sizeof child_errno);
+        while (n < 0 && errno == EINTR);
+        if (n == (ssize_t)sizeof child_errno) {
+            /* exec failed: the child _exits at once; reap it here, its watcher closes below. */
+            rc = child_errno > 0 ? -child_errno : UV_EIO;
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+            pid = -1;
+        }
+    }
+    close_fd(&st[0]);
+    if (pid > 0) {
+        p->pid = pid;
+        rc = uv_pipe_open(&p->in, io[0][1]);
+        if (rc == 0) io[0][1] = -1, rc = uv_pipe_open(&p->out, io[1][0]);
+        if (rc == 0) io[1][0] = -1, rc = uv_pipe_open(&p->err, io[2][0]);
+        if (rc == 0) io[2][0] = -1, p->in_open = true;
+        if (rc == 0) rc = uv_read_start((uv_stream_t *)&p->out, alloc_cb, on_out_read);
+        if (rc == 0) rc = uv_read_start((uv_stream_t *)&p->err, alloc_cb, on_err_read);
+        if (rc == 0) {
+            *out = p;
+            return 0;
+        }
+        /* Cannot happen for fresh pipes; if it does, the child must not run unwatched. */
+        close_fd(&io[0][1]);
+        close_fd(&io[1][0]);
+        close_fd(&io[2][0]);
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        p->c = NULL;
+        p->out_eof = p->err_eof = true;
+        close_stdin(p);
+        return rc; /* the SIGCHLD watcher reaps it and closes the rest */
+    }
+    close_fd(&io[0][1]);
+    close_fd(&io[1][0]);
+    close_fd(&io[2][0]);
     /* Even a failed spawn leaves initialised handles that must be closed. */
     p->c = NULL;
     p->reported = true;
@@ -462,6 +600,6 @@ int mcp__proc_spawn(mcp_client_t *c, const char *file, char **argv, char **envp,
     close_handle((uv_handle_t *)&p->out);
     close_handle((uv_handle_t *)&p->err);
     close_handle((uv_handle_t *)&p->timer);
-    close_handle((uv_handle_t *)&p->process);
+    close_handle((uv_handle_t *)&p->chld);
     return rc;
 }

@@ -643,23 +643,51 @@ typedef struct mcp_downstream_server {
     size_t n_headers;
 } mcp_downstream_server_t;
 
+/** Something wrong with one entry (or the file), kept so that the log and --check can show it. */
+typedef struct mcp_downstream_problem {
+    char *server;  /* the entry's name; NULL for the file as a whole */
+    char *message; /* names the entry and field: "mcpServers.github.args[2]: expected a string" */
+    bool dropped;  /* the entry was left out; false: a warning, the entry starts */
+} mcp_downstream_problem_t;
+
 typedef struct mcp_downstream_config {
-    mcp_downstream_server_t *servers; /* in the order of the file */
+    mcp_downstream_server_t *servers; /* in the order of the file; valid entries only */
     size_t n_servers;
+    mcp_downstream_problem_t *problems; /* in the order of the file */
+    size_t n_problems;
 } mcp_downstream_config_t;
 
+/** The environment variable every downstream process gets (ptc-mcp's pid): a ptc-mcp that
+ * finds it was started by a ptc-mcp and starts no processes of its own (a config that lists
+ * ptc-mcp itself would otherwise start an endless chain of them). */
+#define MCP_DOWNSTREAM_PARENT_ENV "PTC_MCP_PARENT_PID"
+
 /**
- * Parses a config from JSON text. A missing "mcpServers" gives zero servers; anything else
- * malformed fails with MCP_EINVAL and a message naming the entry and field
- * ("mcpServers.github.args[2]: expected a string") in msg. Other top-level keys (such as
- * "ptc") and unknown entry keys are ignored. On MCP_OK, *out owns its strings: release with
- * mcp_downstream_config_close. On error *out is empty.
+ * Parses a config from JSON text. A missing "mcpServers" gives zero servers. A malformed file
+ * (not JSON: the message has its line and column; not an object; "mcpServers" not an object;
+ * too many servers) fails with MCP_EINVAL and the message in msg. A malformed entry (no
+ * "command", a value of the wrong type, a duplicate name) drops only that entry: MCP_OK and a
+ * dropped problem naming the entry and field ("mcpServers.github.args[2]: expected a
+ * string"). An entry with "disabled": true is left out too. Unknown keys in an entry (and
+ * VS Code's "envFile", which is not read) are warnings naming them. Entries that would start
+ * ptc-mcp itself are dropped: a command that resolves to this process's own binary
+ * (/proc/self/exe), and every stdio entry when this process was started by a ptc-mcp
+ * (MCP_DOWNSTREAM_PARENT_ENV in its environment). Other top-level keys (such as "ptc") are
+ * ignored. On MCP_OK, *out owns its strings: release with mcp_downstream_config_close. On
+ * error *out is empty.
  */
 int mcp_downstream_config_parse(const char *json, size_t len, mcp_downstream_config_t *out,
                                 char *msg, size_t msg_size);
 /** As mcp_downstream_config_parse, from a parsed document (borrowed). */
 int mcp_downstream_config_from_json(const cJSON *root, mcp_downstream_config_t *out, char *msg,
                                     size_t msg_size);
+/** Logs every problem of cfg (dropped entries as errors, the rest as warnings), each line
+ * starting with source (e.g. "--config FILE"). */
+void mcp_downstream_config_log(const mcp_downstream_config_t *cfg, const mcp_logger_t *lg,
+                               const char *source);
+/** Parses JSON text; on a syntax error returns NULL with "line L, column C: ..." in msg
+ * (columns count characters from 1), for files users edit by hand. */
+cJSON *mcp_json_parse_located(const char *json, size_t len, char *msg, size_t msg_size);
 /** Frees what a successful parse allocated and empties cfg (safe on an empty cfg). */
 void mcp_downstream_config_close(mcp_downstream_config_t *cfg);
 

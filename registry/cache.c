@@ -418,8 +418,9 @@ typedef struct cached {
     reg_cache_t *cache;
 } cached_t;
 
-static int cached_embed(reg_embedder_t *self, const char *const *texts, size_t n,
-                        reg_embed_kind_t kind, float *out, char *msg, size_t msg_size)
+static int cached_embed_stop(reg_embedder_t *self, const char *const *texts, size_t n,
+                             reg_embed_kind_t kind, const atomic_bool *stop, float *out, char *msg,
+                             size_t msg_size)
 {
     cached_t *cw = self->impl;
     reg_embedder_t *in = cw->inner;
@@ -450,7 +451,7 @@ static int cached_embed(reg_embedder_t *self, const char *const *texts, size_t n
         if (v == NULL)
             rc = reg__fail(msg, msg_size, REG_ENOMEM, "out of memory embedding");
         else
-            rc = in->embed(in, mtext, nm, kind, v, msg, msg_size);
+            rc = reg_embedder_embed_stop(in, mtext, nm, kind, stop, v, msg, msg_size);
         for (size_t j = 0; j < nm && rc == 0; j++) {
             memcpy(out + miss[j] * dim, v + j * dim, dim * sizeof *v);
             /* A full or read-only disk only costs speed: the vectors are still returned. */
@@ -461,6 +462,12 @@ static int cached_embed(reg_embedder_t *self, const char *const *texts, size_t n
     free(miss);
     free(mtext);
     return rc;
+}
+
+static int cached_embed(reg_embedder_t *self, const char *const *texts, size_t n,
+                        reg_embed_kind_t kind, float *out, char *msg, size_t msg_size)
+{
+    return cached_embed_stop(self, texts, n, kind, NULL, out, msg, msg_size);
 }
 
 static int cached_fit(reg_embedder_t *self, const char *const *docs, size_t n)
@@ -511,6 +518,7 @@ int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embed
                           .blocking = inner->blocking,
                           .sentence_model = inner->sentence_model,
                           .embed = cached_embed,
+                          .embed_stop = cached_embed_stop,
                           .fit = cached_fit,
                           .destroy = cached_destroy,
                           .impl = cw};

@@ -7,12 +7,33 @@
 int reg_embedder_embed(reg_embedder_t *e, const char *const *texts, size_t n, reg_embed_kind_t kind,
                        float *out, char *msg, size_t msg_size)
 {
+    return reg_embedder_embed_stop(e, texts, n, kind, NULL, out, msg, msg_size);
+}
+
+static bool stop_set(const atomic_bool *stop)
+{
+    return stop != NULL && atomic_load_explicit(stop, memory_order_relaxed);
+}
+
+int reg_embedder_embed_stop(reg_embedder_t *e, const char *const *texts, size_t n,
+                            reg_embed_kind_t kind, const atomic_bool *stop, float *out, char *msg,
+                            size_t msg_size)
+{
     if (e == NULL || e->embed == NULL || (n > 0 && (texts == NULL || out == NULL)))
         return reg__fail(msg, msg_size, REG_EINVAL, "no embedder, texts or output given");
     for (size_t i = 0; i < n; i++)
         if (texts[i] == NULL) return reg__fail(msg, msg_size, REG_EINVAL, "text #%zu is NULL", i);
     if (n == 0) return REG_OK;
-    return e->embed(e, texts, n, kind, out, msg, msg_size);
+    if (stop == NULL) return e->embed(e, texts, n, kind, out, msg, msg_size);
+    if (e->embed_stop != NULL) return e->embed_stop(e, texts, n, kind, stop, out, msg, msg_size);
+    /* A provider that cannot watch the flag itself is stopped between slices. */
+    for (size_t i = 0; i < n; i += REG_STOP_SLICE) {
+        if (stop_set(stop)) return reg__fail(msg, msg_size, REG_ECANCELED, "stopped on request");
+        size_t m = n - i < REG_STOP_SLICE ? n - i : REG_STOP_SLICE;
+        int rc = e->embed(e, texts + i, m, kind, out + i * e->dim, msg, msg_size);
+        if (rc < 0) return rc;
+    }
+    return REG_OK;
 }
 
 int reg_embedder_fit(reg_embedder_t *e, const char *const *docs, size_t n)

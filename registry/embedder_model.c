@@ -42,8 +42,9 @@ static char *with_prompt(const char *prompt, const char *text)
     return s;
 }
 
-static int model_embed(reg_embedder_t *self, const char *const *texts, size_t n,
-                       reg_embed_kind_t kind, float *out, char *msg, size_t msg_size)
+static int model_embed_stop(reg_embedder_t *self, const char *const *texts, size_t n,
+                            reg_embed_kind_t kind, const atomic_bool *stop, float *out, char *msg,
+                            size_t msg_size)
 {
     model_embedder_t *me = self->impl;
     const char *prompt = kind == REG_EMBED_QUERY ? me->query_prompt : me->doc_prompt;
@@ -61,15 +62,24 @@ static int model_embed(reg_embedder_t *self, const char *const *texts, size_t n,
             }
         in = (const char *const *)joined;
     }
-    int rc = reg_model_embed(me->model, in, n, out);
+    int rc = reg_model_embed_stop(me->model, in, n, stop, out);
     if (joined != NULL) {
         for (size_t i = 0; i < n; i++)
             free(joined[i]);
         free(joined);
     }
     if (rc == REG_MODEL_OK) return REG_OK;
-    return reg__fail(msg, msg_size, rc == REG_MODEL_ENOMEM ? REG_ENOMEM : REG_EEMBED, "%s: %s",
-                     self->name, reg_model_strerror(rc));
+    return reg__fail(msg, msg_size,
+                     rc == REG_MODEL_ENOMEM      ? REG_ENOMEM
+                     : rc == REG_MODEL_ECANCELED ? REG_ECANCELED
+                                                 : REG_EEMBED,
+                     "%s: %s", self->name, reg_model_strerror(rc));
+}
+
+static int model_embed(reg_embedder_t *self, const char *const *texts, size_t n,
+                       reg_embed_kind_t kind, float *out, char *msg, size_t msg_size)
+{
+    return model_embed_stop(self, texts, n, kind, NULL, out, msg, msg_size);
 }
 
 static void model_destroy(reg_embedder_t *self)
@@ -224,6 +234,7 @@ int reg__model_embedder_open(const char *model_dir, reg_embedder_t **out, char *
         .blocking = true,   /* ~10 ms per query: workers only, never the event loop */
         .sentence_model = true,
         .embed = model_embed,
+        .embed_stop = model_embed_stop,
         .destroy = model_destroy,
         .impl = me,
     };

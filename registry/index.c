@@ -184,15 +184,6 @@ int reg_index_get_vector(const reg_index_t *ix, const char *id, float *out)
     return REG_OK;
 }
 
-/* On x86-64 the loader picks an AVX2+FMA build of the hot loops when the CPU has them
- * (GCC function multi-versioning), while the rest of the code stays baseline x86-64. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
-    !defined(__SANITIZE_ADDRESS__)
-#define REG_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define REG_HOT
-#endif
-
 /* Eight lanes of independent partial sums: the compiler maps them to SIMD registers (two SSE
  * or one AVX) without -ffast-math, because no reassociation of one sum is needed. */
 typedef float v8f __attribute__((vector_size(32)));

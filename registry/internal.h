@@ -6,6 +6,15 @@
 
 #include <stdarg.h>
 
+/* On x86-64 the loader picks an AVX2+FMA build of the hot loops when the CPU has them
+ * (GCC function multi-versioning), while the rest of the code stays baseline x86-64. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
+    !defined(__SANITIZE_ADDRESS__)
+#define REG_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define REG_HOT
+#endif
+
 /* Writes a formatted message into msg (if not NULL) and returns err, so that error paths can
  * be one line: return reg__fail(msg, msg_size, REG_EINVAL, "...", ...). */
 int reg__fail(char *msg, size_t msg_size, int err, const char *fmt, ...)

@@ -29,6 +29,8 @@ const char *reg_model_strerror(int err)
         return "model file unreadable";
     case REG_MODEL_ETOOBIG:
         return "model file too large";
+    case REG_MODEL_ECANCELED:
+        return "stopped on request";
     default:
         return "unknown model error";
     }

@@ -19,7 +19,10 @@ struct reg_registry {
     size_t pend_head, pend_n, pend_cap;
     bool fitted;
     size_t fitted_count;
-    bool busy, busy_fit;
+    size_t in_flight; /* batches taken and not yet applied (at most o.batches_in_flight) */
+    bool busy_fit;    /* one of them refits the embedder: it is the only one */
+    /* Set by reg_registry_cancel (any thread); batch workers watch it between texts. */
+    atomic_bool stop;
     /* Serialises embedder calls that may not overlap: a refit, and every call of an embedder
      * that is not `concurrent`, take it for writing; concurrent calls take it for reading.
      * Owner thread (inline queries), batch workers and query workers all go through it. */
@@ -30,7 +33,8 @@ struct reg_registry {
 struct reg_batch {
     reg_embedder_t *emb;
     pthread_rwlock_t *lock;
-    bool fit, embedded;
+    const atomic_bool *stop;
+    bool fit, embedded, cancelled;
     size_t n, dim;
     char **ids;
     uint64_t *seq;
@@ -45,6 +49,7 @@ void reg_registry_opts_default(reg_registry_opts_t *o)
     o->dense_weight = 1.0f;
     o->bm25_weight = -1.0f; /* chosen by the embedder at reg_registry_new */
     o->storage = REG_INDEX_Q8;
+    o->batches_in_flight = 1;
 }
 
 int reg_registry_new(reg_embedder_t *emb, const reg_registry_opts_t *opts, reg_registry_t **out)
@@ -64,6 +69,8 @@ int reg_registry_new(reg_embedder_t *emb, const reg_registry_opts_t *opts, reg_r
     else
         reg_registry_opts_default(&r->o);
     r->emb = emb;
+    atomic_init(&r->stop, false);
+    if (r->o.batches_in_flight == 0) r->o.batches_in_flight = 1;
     /* Tuned on the dev set (docs/registry.md). A sentence model ranks paraphrases well and
      * exact names less so: BM25 at 0.2-0.5 of its weight puts name matches on top without
      * drowning the paraphrases. The lexical embedder and BM25 see the same words; an equal
@@ -284,14 +291,32 @@ static bool needs_fit(const reg_registry_t *r)
     return diff > REG_REFIT_RATIO * (double)r->fitted_count;
 }
 
+void reg_registry_cancel(reg_registry_t *r)
+{
+    if (r != NULL) atomic_store(&r->stop, true);
+}
+
+bool reg_registry_cancelled(const reg_registry_t *r)
+{
+    return r != NULL && atomic_load(&r->stop);
+}
+
+size_t reg_registry_batches_in_flight(const reg_registry_t *r)
+{
+    return r ? r->in_flight : 0;
+}
+
 int reg_registry_next_batch(reg_registry_t *r, size_t max, reg_batch_t **out)
 {
     if (r == NULL || out == NULL) return REG_EINVAL;
     *out = NULL;
-    if (r->busy) return REG_EBUSY;
+    if (atomic_load(&r->stop)) return REG_ECANCELED;
+    if (r->busy_fit || r->in_flight >= r->o.batches_in_flight) return REG_EBUSY;
     if (r->emb == NULL) return REG_OK;
     if (max == 0) max = r->emb->blocking ? REG_BATCH_BLOCKING : REG_BATCH_DEFAULT;
     bool fit = needs_fit(r);
+    /* A refit re-embeds everything: it waits for the batches in flight to land first. */
+    if (fit && r->in_flight > 0) return REG_EBUSY;
     size_t count = reg_catalog_count(r->cat);
     size_t cap = fit ? count : (max < count ? max : count);
     if (cap == 0) return REG_OK;
@@ -299,6 +324,7 @@ int reg_registry_next_batch(reg_registry_t *r, size_t max, reg_batch_t **out)
     if (b == NULL) return REG_ENOMEM;
     b->emb = r->emb;
     b->lock = &r->emb_lock;
+    b->stop = &r->stop;
     b->fit = fit;
     b->dim = r->emb->dim;
     b->ids = calloc(cap, sizeof *b->ids);
@@ -336,7 +362,7 @@ int reg_registry_next_batch(reg_registry_t *r, size_t max, reg_batch_t **out)
         batch_free(b);
         return rc;
     }
-    r->busy = true;
+    r->in_flight++;
     r->busy_fit = fit;
     *out = b;
     return REG_OK;
@@ -358,6 +384,10 @@ static int batch_embed_locked(reg_batch_t *b, char *msg, size_t msg_size);
 int reg_batch_embed(reg_batch_t *b, char *msg, size_t msg_size)
 {
     if (b == NULL) return reg__fail(msg, msg_size, REG_EINVAL, "no batch given");
+    if (atomic_load(b->stop)) {
+        b->cancelled = true;
+        return reg__fail(msg, msg_size, REG_ECANCELED, "indexing was cancelled");
+    }
     emb_lock(b->lock, b->fit || !b->emb->concurrent);
     int rc = batch_embed_locked(b, msg, msg_size);
     pthread_rwlock_unlock(b->lock);
@@ -374,8 +404,12 @@ static int batch_embed_locked(reg_batch_t *b, char *msg, size_t msg_size)
     }
     b->vecs = malloc(b->n * b->dim * sizeof *b->vecs);
     if (b->vecs == NULL) return reg__fail(msg, msg_size, REG_ENOMEM, "out of memory embedding");
-    int rc = reg_embedder_embed(b->emb, (const char *const *)b->texts, b->n, REG_EMBED_DOCUMENT,
-                                b->vecs, msg, msg_size);
+    int rc = reg_embedder_embed_stop(b->emb, (const char *const *)b->texts, b->n,
+                                     REG_EMBED_DOCUMENT, b->stop, b->vecs, msg, msg_size);
+    if (rc == REG_ECANCELED || (rc < 0 && atomic_load(b->stop))) {
+        b->cancelled = true;
+        return reg__fail(msg, msg_size, REG_ECANCELED, "indexing was cancelled");
+    }
     if (rc < 0) return rc;
     b->embedded = true;
     return REG_OK;
@@ -387,17 +421,18 @@ int reg_registry_apply_batch(reg_registry_t *r, reg_batch_t *b)
         batch_free(b);
         return REG_EINVAL;
     }
-    r->busy = false;
-    r->busy_fit = false;
+    if (r->in_flight > 0) r->in_flight--;
+    if (b->fit) r->busy_fit = false;
     int rc = REG_OK;
     if (!b->embedded) {
+        const bool cancelled = b->cancelled;
         if (b->fit)
             r->fitted = false; /* statistics may be half-built: refit next time */
         else
             for (size_t i = 0; i < b->n; i++)
                 (void)pend_push(r, b->ids[i]);
         batch_free(b);
-        return REG_EEMBED;
+        return cancelled ? REG_ECANCELED : REG_EEMBED;
     }
     if (b->fit) {
         /* New statistics: every old vector is stale, so the index is rebuilt from the batch. */
@@ -496,6 +531,14 @@ static int gather(reg_registry_t *r, const char *query, const float *qvec, bool 
 int reg_registry_search(reg_registry_t *r, const char *query, const float *qvec, size_t k,
                         const reg_filter_t *filter, reg_result_t *out, char *msg, size_t msg_size)
 {
+    return reg_registry_search_info(r, query, qvec, k, filter, out, NULL, msg, msg_size);
+}
+
+int reg_registry_search_info(reg_registry_t *r, const char *query, const float *qvec, size_t k,
+                             const reg_filter_t *filter, reg_result_t *out, reg_search_info_t *info,
+                             char *msg, size_t msg_size)
+{
+    if (info != NULL) memset(info, 0, sizeof *info);
     if (r == NULL || query == NULL || (k > 0 && out == NULL))
         return reg__fail(msg, msg_size, REG_EINVAL, "no registry, query or output given");
     if (k > REG_TOPK_MAX)
@@ -509,13 +552,20 @@ int reg_registry_search(reg_registry_t *r, const char *query, const float *qvec,
     }
     const float min_score = filter ? filter->min_score : -1e30f;
     /* Never a blocking embedder here: this is the event loop's thread. */
-    const bool can_embed =
-        r->emb != NULL && !r->emb->blocking && (!r->busy || (r->emb->concurrent && !r->busy_fit));
+    const bool can_embed = r->emb != NULL && !r->emb->blocking &&
+                           (r->in_flight == 0 || (r->emb->concurrent && !r->busy_fit));
     const bool dense = r->emb != NULL && reg_index_count(r->ix) > 0 && (qvec || can_embed);
     /* A hybrid registry fuses even while the vector index is empty or busy (BM25 alone then),
      * so that scores keep one scale and min_score one meaning during indexing. */
     const bool hybrid = r->emb != NULL && r->o.hybrid;
     const size_t want = hybrid ? (k > REG_CANDIDATES ? k : REG_CANDIDATES) : k;
+    if (info != NULL) {
+        info->tools = reg_catalog_count(r->cat);
+        info->indexed = r->emb != NULL ? reg_index_count(r->ix) : 0;
+        info->pending = reg_registry_pending(r);
+        info->dense = dense;
+        info->bm25 = !dense || hybrid;
+    }
     reg_hit_t *a = calloc(want, sizeof *a), *b = calloc(want, sizeof *b);
     reg_hit_t *fused = calloc(k, sizeof *fused);
     int na, nb, n = 0;

@@ -18,6 +18,7 @@
 #ifndef PTC_REGISTRY_H
 #define PTC_REGISTRY_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,17 +30,18 @@
 
 typedef enum reg_err {
     REG_OK = 0,
-    REG_ENOMEM = -1,   /* allocation failed */
-    REG_EINVAL = -2,   /* bad argument or malformed input */
-    REG_ETOOBIG = -3,  /* a size cap was reached */
-    REG_EIO = -4,      /* a file could not be read or written */
-    REG_ENOENT = -5,   /* no such tool, server or cache entry */
-    REG_EEXIST = -6,   /* the id is already present */
-    REG_EDIM = -7,     /* vector dimension does not match */
-    REG_ECORRUPT = -8, /* a cache file failed its checks (it is removed) */
-    REG_EEMBED = -9,   /* the embedder failed (its own message says why) */
-    REG_EBUSY = -10,   /* another indexing batch is still in flight */
-    REG_ENOTSUP = -11, /* the provider is not built into this binary */
+    REG_ENOMEM = -1,     /* allocation failed */
+    REG_EINVAL = -2,     /* bad argument or malformed input */
+    REG_ETOOBIG = -3,    /* a size cap was reached */
+    REG_EIO = -4,        /* a file could not be read or written */
+    REG_ENOENT = -5,     /* no such tool, server or cache entry */
+    REG_EEXIST = -6,     /* the id is already present */
+    REG_EDIM = -7,       /* vector dimension does not match */
+    REG_ECORRUPT = -8,   /* a cache file failed its checks (it is removed) */
+    REG_EEMBED = -9,     /* the embedder failed (its own message says why) */
+    REG_EBUSY = -10,     /* another indexing batch is still in flight */
+    REG_ENOTSUP = -11,   /* the provider is not built into this binary */
+    REG_ECANCELED = -12, /* stopped by reg_registry_cancel (or a stop flag) before it finished */
 } reg_err_t;
 
 /** Returns a static English description of a reg_err_t (never NULL). */
@@ -214,6 +216,11 @@ typedef enum reg_embed_kind {
  * - sentence_model: a sentence encoder (the model, most remote ones): the registry embeds
  *   tools by reg_tool_embed_text and queries by reg_query_embed_text; otherwise by
  *   reg_tool_index_text and the raw query (the lexical embedder wants every word).
+ * - embed_stop (may be NULL): embed() that also watches *stop (NULL: never stops), a flag
+ *   another thread may set at any time, and returns REG_ECANCELED soon after it is set (the
+ *   model: within one layer of one chunk). Without it, reg_embedder_embed_stop calls embed()
+ *   on slices of REG_STOP_SLICE texts and checks the flag between them. A wrapper that copies
+ *   another provider's struct and replaces embed must replace (or clear) embed_stop too.
  * - fit (may be NULL): learns corpus statistics (IDF) from the documents. Borrows docs.
  * - destroy: frees impl.
  */
@@ -228,6 +235,9 @@ struct reg_embedder {
     bool sentence_model;
     int (*embed)(reg_embedder_t *self, const char *const *texts, size_t n, reg_embed_kind_t kind,
                  float *out, char *msg, size_t msg_size);
+    int (*embed_stop)(reg_embedder_t *self, const char *const *texts, size_t n,
+                      reg_embed_kind_t kind, const atomic_bool *stop, float *out, char *msg,
+                      size_t msg_size);
     int (*fit)(reg_embedder_t *self, const char *const *docs, size_t n);
     void (*destroy)(reg_embedder_t *self);
     void *impl;
@@ -236,6 +246,16 @@ struct reg_embedder {
 /** Embeds n texts into out (n * reg_embedder_dim floats). See the embed member. */
 int reg_embedder_embed(reg_embedder_t *e, const char *const *texts, size_t n, reg_embed_kind_t kind,
                        float *out, char *msg, size_t msg_size);
+/* Texts per embed() call when an embedder without embed_stop is stopped between calls. */
+#define REG_STOP_SLICE 8
+
+/**
+ * reg_embedder_embed that stops early, returning REG_ECANCELED, once *stop (borrowed, may be
+ * NULL) is set by another thread: see the embed_stop member. out is unfinished then.
+ */
+int reg_embedder_embed_stop(reg_embedder_t *e, const char *const *texts, size_t n,
+                            reg_embed_kind_t kind, const atomic_bool *stop, float *out, char *msg,
+                            size_t msg_size);
 /** Learns corpus statistics when the provider has any (a no-op returning 0 otherwise). */
 int reg_embedder_fit(reg_embedder_t *e, const char *const *docs, size_t n);
 const char *reg_embedder_name(const reg_embedder_t *e);
@@ -507,10 +527,17 @@ int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embed
 
 /*
  * Threading: every reg_registry_* call belongs to one owner thread (the event loop). Only
- * reg_batch_embed and reg_registry_embed_query may run elsewhere (worker threads):
- * - Indexing, one batch at a time: the owner takes a batch with reg_registry_next_batch, a
- *   worker embeds it (reg_batch_embed), the owner applies it (reg_registry_apply_batch). Tools
- *   added or removed meanwhile are handled at apply time (stale vectors are dropped).
+ * reg_batch_embed, reg_registry_embed_query and reg_registry_cancel may run elsewhere (worker
+ * threads):
+ * - Indexing: the owner takes a batch with reg_registry_next_batch, a worker embeds it
+ *   (reg_batch_embed), the owner applies it (reg_registry_apply_batch). Up to
+ *   opts.batches_in_flight batches may be out at once, each on its own worker, so that every
+ *   core embeds (a refitting batch is always alone). Tools added or removed meanwhile are
+ *   handled at apply time (stale vectors are dropped).
+ * - Stopping: reg_registry_cancel (any thread, e.g. at shutdown) makes every batch being
+ *   embedded return REG_ECANCELED within a bounded time (the model: one encoder layer of one
+ *   chunk of texts, tens of ms) and no further batch be handed out; the owner still applies
+ *   (drops) the batches that come back, then frees the registry.
  * - Queries: when reg_registry_query_blocking() is true (the model, a remote provider), the
  *   owner hands the query to a worker that calls reg_registry_embed_query, then passes the
  *   vector to reg_registry_search on the owner thread. Any number of those may run at once,
@@ -544,6 +571,9 @@ typedef struct reg_registry_opts {
     float bm25_weight;      /* weight of BM25; negative (the default): REG_BM25_WEIGHT_SENTENCE
                                for a sentence model, 1 for the lexical embedder */
     reg_index_storage_t storage; /* REG_INDEX_Q8 by default */
+    size_t batches_in_flight;    /* batches reg_registry_next_batch hands out before one is
+                                    applied: 1 by default; the number of cores (at most the
+                                    worker pool's size) lets a blocking embedder use them all */
 } reg_registry_opts_t;
 
 void reg_registry_opts_default(reg_registry_opts_t *o);
@@ -604,18 +634,33 @@ typedef struct reg_registry_stats {
 void reg_registry_stats(const reg_registry_t *reg, reg_registry_stats_t *st);
 
 /**
+ * Stops indexing for good, from any thread (at shutdown): batches being embedded return
+ * REG_ECANCELED soon (see Threading), reg_registry_next_batch hands out no more. Searches
+ * keep working on what is indexed (BM25 covers the rest). Idempotent.
+ */
+void reg_registry_cancel(reg_registry_t *reg);
+/** True once reg_registry_cancel was called. */
+bool reg_registry_cancelled(const reg_registry_t *reg);
+/** Batches handed out and not yet applied. */
+size_t reg_registry_batches_in_flight(const reg_registry_t *reg);
+
+/**
  * Takes the next batch of at most max tools to embed (0 means REG_BATCH_DEFAULT, or
  * REG_BATCH_BLOCKING for a blocking embedder); *out is NULL
  * when nothing is pending. A batch that refits the embedder (first run, or the catalog changed
- * by REG_REFIT_RATIO) holds every tool. REG_EBUSY if a batch is in flight.
+ * by REG_REFIT_RATIO) holds every tool and waits until no other batch is in flight. REG_EBUSY
+ * when opts.batches_in_flight batches (or a refitting one) are in flight, REG_ECANCELED after
+ * reg_registry_cancel.
  */
 int reg_registry_next_batch(reg_registry_t *reg, size_t max, reg_batch_t **out);
-/** Embeds a batch; may run on a worker thread (see Threading). */
+/** Embeds a batch; may run on a worker thread (see Threading). REG_ECANCELED when
+ *  reg_registry_cancel stopped it. */
 int reg_batch_embed(reg_batch_t *b, char *msg, size_t msg_size);
 /** Number of tools in a batch (for progress reports). */
 size_t reg_batch_count(const reg_batch_t *b);
 /** Puts an embedded batch into the index (owner thread) and frees it; a batch that failed or
- *  was not embedded is dropped and its tools go back to pending. Takes b. */
+ *  was not embedded is dropped and its tools go back to pending (REG_EEMBED, or REG_ECANCELED
+ *  for a cancelled one). Takes b. */
 int reg_registry_apply_batch(reg_registry_t *reg, reg_batch_t *b);
 /** Convenience for start-up and tests: runs batches on the calling thread until none is left. */
 int reg_registry_index_all(reg_registry_t *reg, char *msg, size_t msg_size);
@@ -635,6 +680,24 @@ typedef struct reg_result {
  */
 int reg_registry_search(reg_registry_t *reg, const char *query, const float *qvec, size_t k,
                         const reg_filter_t *filter, reg_result_t *out, char *msg, size_t msg_size);
+
+/**
+ * What one search covered, so that an answer from a partial index is never silent: the wiring
+ * says "N of M tools indexed so far" (indexed of tools) when pending > 0, and that the
+ * ranking is by words alone when an embedder exists but dense is false.
+ */
+typedef struct reg_search_info {
+    size_t tools;   /* in the catalog (all servers, whatever the filter) */
+    size_t indexed; /* of those, with a vector: ranked by meaning and words */
+    size_t pending; /* of those, still waiting for a vector: found by words (BM25) only */
+    bool dense;     /* the embedder's similarity took part in this ranking */
+    bool bm25;      /* BM25 took part in this ranking */
+} reg_search_info_t;
+
+/** reg_registry_search that also fills *info (may be NULL). */
+int reg_registry_search_info(reg_registry_t *reg, const char *query, const float *qvec, size_t k,
+                             const reg_filter_t *filter, reg_result_t *out, reg_search_info_t *info,
+                             char *msg, size_t msg_size);
 
 /* ---- sentence-embedding model (model_*.c) ---- */
 /*
@@ -657,12 +720,13 @@ int reg_registry_search(reg_registry_t *reg, const char *query, const float *qve
 
 typedef enum reg_model_err {
     REG_MODEL_OK = 0,
-    REG_MODEL_ENOMEM = -1,  /* allocation failed */
-    REG_MODEL_EINVAL = -2,  /* bad argument */
-    REG_MODEL_ENOENT = -3,  /* a required model file is missing */
-    REG_MODEL_EFORMAT = -4, /* a model file is malformed or describes an unsupported model */
-    REG_MODEL_EIO = -5,     /* a model file could not be read or mapped */
-    REG_MODEL_ETOOBIG = -6, /* a model file passes a size cap */
+    REG_MODEL_ENOMEM = -1,    /* allocation failed */
+    REG_MODEL_EINVAL = -2,    /* bad argument */
+    REG_MODEL_ENOENT = -3,    /* a required model file is missing */
+    REG_MODEL_EFORMAT = -4,   /* a model file is malformed or describes an unsupported model */
+    REG_MODEL_EIO = -5,       /* a model file could not be read or mapped */
+    REG_MODEL_ETOOBIG = -6,   /* a model file passes a size cap */
+    REG_MODEL_ECANCELED = -7, /* *stop was set (reg_model_embed_stop) */
 } reg_model_err_t;
 
 /* Caps on what a model folder may hold; a file past its cap is refused with REG_MODEL_ETOOBIG. */
@@ -711,6 +775,16 @@ size_t reg_model_max_tokens(const reg_model_t *model);
  */
 int reg_model_embed(const reg_model_t *model, const char *const *texts, size_t n,
                     float *out_vectors);
+
+/**
+ * reg_model_embed that watches *stop (borrowed; NULL: never stops), which another thread may
+ * set at any time: it is read before every chunk of texts and every layer of the encoder, so
+ * the call returns REG_MODEL_ECANCELED within one layer's work on one chunk (at most
+ * MODEL_CHUNK_TOKENS tokens: about 30 ms of one core for MiniLM) of it being set. The vectors
+ * of a stopped call are not to be used.
+ */
+int reg_model_embed_stop(const reg_model_t *model, const char *const *texts, size_t n,
+                         const atomic_bool *stop, float *out_vectors);
 
 /**
  * Tokenizes one NUL-terminated text the way the model sees it: [CLS], WordPiece ids, [SEP],

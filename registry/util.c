@@ -32,6 +32,8 @@ const char *reg_strerror(int err)
         return "an indexing batch is still in flight";
     case REG_ENOTSUP:
         return "not built into this binary";
+    case REG_ECANCELED:
+        return "indexing was cancelled";
     }
     return "unknown error";
 }

@@ -13,6 +13,9 @@
 /* Queries embedded on the thread pool at once; past this, BM25 alone answers (the pool also
  * serves indexing, file I/O and a remote embedder's DNS lookups). */
 #define SEARCH_MAX_QUERY_JOBS 8
+/* Indexing batches embedded at once, at most: one per core up to this (libuv's pool has 4
+ * workers by default, and queries need some). */
+#define SEARCH_MAX_INDEX_JOBS 2
 
 struct ptc_search {
     uv_loop_t *loop;
@@ -20,13 +23,9 @@ struct ptc_search {
     reg_registry_t *reg;
     reg_cache_t *cache;
     size_t dim;
-    /* Indexing: one batch on the thread pool at a time. */
-    uv_work_t index_work;
-    reg_batch_t *batch;
-    int batch_rc;
-    char batch_msg[256];
-    bool indexing;
+    /* Indexing: up to the registry's batches_in_flight batches on the thread pool at once. */
     bool stopping;
+    bool batch_failed; /* the last batch failed: no new one until the registry changes */
     size_t indexed_logged;
     uint64_t progress_logged_ms;
     unsigned queries_in_flight;
@@ -72,7 +71,10 @@ static const char output_schema[] =
     "\"servers\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
     "\"name\":{\"type\":\"string\"},\"state\":{\"type\":\"string\"},"
     "\"tools\":{\"type\":\"integer\"},\"reason\":{\"type\":\"string\"}},"
-    "\"required\":[\"name\",\"state\",\"tools\"]}}},"
+    "\"required\":[\"name\",\"state\",\"tools\"]}},"
+    "\"index\":{\"type\":\"object\",\"properties\":{"
+    "\"tools\":{\"type\":\"integer\"},\"indexed\":{\"type\":\"integer\"},"
+    "\"pending\":{\"type\":\"integer\"},\"dense\":{\"type\":\"boolean\"}}}},"
     "\"required\":[\"embedder\",\"tools\"]}";
 
 static const char description[] =
@@ -81,23 +83,35 @@ static const char description[] =
 
 /* --- indexing ------------------------------------------------------------------------------ */
 
+/* One batch being embedded on a worker. */
+typedef struct index_job {
+    uv_work_t work;
+    ptc_search_t *s;
+    reg_batch_t *batch;
+    int rc;
+    char msg[256];
+} index_job_t;
+
 static void kick_indexing(ptc_search_t *s);
 
 static void index_work(uv_work_t *w)
 {
-    ptc_search_t *s = w->data;
-    s->batch_rc = reg_batch_embed(s->batch, s->batch_msg, sizeof s->batch_msg);
+    index_job_t *j = w->data;
+    j->rc = reg_batch_embed(j->batch, j->msg, sizeof j->msg);
 }
 
 static void index_done(uv_work_t *w, int status)
 {
-    ptc_search_t *s = w->data;
-    s->indexing = false;
-    if (status != 0 || s->batch_rc < 0)
+    index_job_t *j = w->data;
+    ptc_search_t *s = j->s;
+    /* A batch stopped by reg_registry_cancel at shutdown is no failure: it is dropped. */
+    bool failed = (status != 0 || j->rc < 0) && j->rc != REG_ECANCELED && !s->stopping;
+    if (failed)
         mcp_log(s->lg, MCP_LOG_WARNING, "search index: a batch failed (%s); retrying later",
-                status != 0 ? uv_strerror(status) : s->batch_msg);
-    reg_registry_apply_batch(s->reg, s->batch);
-    s->batch = NULL;
+                status != 0 ? uv_strerror(status) : j->msg);
+    reg_registry_apply_batch(s->reg, j->batch);
+    free(j);
+    if (failed) s->batch_failed = true;
     reg_registry_stats_t st;
     reg_registry_stats(s->reg, &st);
     /* A large catalog takes a while: say how far it got, every few seconds. */
@@ -111,24 +125,34 @@ static void index_done(uv_work_t *w, int status)
         mcp_log(s->lg, MCP_LOG_INFO, "search index: %zu tools indexed with %s", st.indexed,
                 st.embedder);
     }
-    /* A failed batch is not retried at once, so a broken provider cannot spin. */
-    if (status == 0 && s->batch_rc == 0) kick_indexing(s);
+    /* A failed batch is not retried at once, so a broken provider cannot spin: the next
+     * change of the registry (ptc_search_changed) tries again. */
+    if (!s->batch_failed) kick_indexing(s);
 }
 
+/* Hands out batches until the registry has enough in flight (one per core) or none is pending
+ * (REG_EBUSY and REG_ECANCELED end the loop too). */
 static void kick_indexing(ptc_search_t *s)
 {
-    if (s->indexing || s->stopping) return;
-    reg_batch_t *b = NULL;
-    if (reg_registry_next_batch(s->reg, 0, &b) < 0 || b == NULL) return;
-    s->batch = b;
-    s->indexing = true;
-    s->index_work.data = s;
-    int rc = uv_queue_work(s->loop, &s->index_work, index_work, index_done);
-    if (rc < 0) {
-        s->indexing = false;
-        reg_registry_apply_batch(s->reg, b);
-        s->batch = NULL;
-        mcp_log(s->lg, MCP_LOG_ERROR, "search index: cannot queue work: %s", uv_strerror(rc));
+    while (!s->stopping && !s->batch_failed) {
+        reg_batch_t *b = NULL;
+        if (reg_registry_next_batch(s->reg, 0, &b) < 0 || b == NULL) return;
+        index_job_t *j = calloc(1, sizeof *j);
+        if (j == NULL) {
+            reg_registry_apply_batch(s->reg, b);
+            mcp_log(s->lg, MCP_LOG_ERROR, "search index: out of memory");
+            return;
+        }
+        j->s = s;
+        j->batch = b;
+        j->work.data = j;
+        int rc = uv_queue_work(s->loop, &j->work, index_work, index_done);
+        if (rc < 0) {
+            reg_registry_apply_batch(s->reg, b);
+            free(j);
+            mcp_log(s->lg, MCP_LOG_ERROR, "search index: cannot queue work: %s", uv_strerror(rc));
+            return;
+        }
     }
 }
 
@@ -142,6 +166,28 @@ static void job_free(query_job_t *j)
     free(j);
 }
 
+/* "; 12 of 618 tools indexed so far, the rest found by words only" when the index is partial,
+ * "; ranked by words only" when the embedder took no part: a partial answer never looks whole. */
+static void index_coverage(const reg_search_info_t *info, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (info->pending > 0)
+        snprintf(buf, size, "; %zu of %zu tools indexed so far, the rest found by words only",
+                 info->indexed, info->tools);
+    else if (!info->dense && info->tools > 0)
+        snprintf(buf, size, "; ranked by words only");
+}
+
+/* structuredContent.index: {"tools", "indexed", "pending", "dense"}. */
+static bool add_index_info(cJSON *sc, const reg_search_info_t *info)
+{
+    cJSON *ix = cJSON_AddObjectToObject(sc, "index");
+    return ix != NULL && cJSON_AddNumberToObject(ix, "tools", (double)info->tools) != NULL &&
+           cJSON_AddNumberToObject(ix, "indexed", (double)info->indexed) != NULL &&
+           cJSON_AddNumberToObject(ix, "pending", (double)info->pending) != NULL &&
+           cJSON_AddBoolToObject(ix, "dense", info->dense) != NULL;
+}
+
 static void answer(ptc_search_t *s, mcp_call_t *call, const char *query, const float *vec,
                    size_t top_k, const char *server)
 {
@@ -150,12 +196,17 @@ static void answer(ptc_search_t *s, mcp_call_t *call, const char *query, const f
     reg_filter_default(&f);
     f.server = server;
     char msg[256] = "";
-    int n = reg_registry_search(s->reg, query, vec, top_k, &f, res, msg, sizeof msg);
+    reg_search_info_t info;
+    int n = reg_registry_search_info(s->reg, query, vec, top_k, &f, res, &info, msg, sizeof msg);
     if (n < 0) {
         mcp_call_finish_text(call, true, "search failed: %s", msg[0] ? msg : reg_strerror(n));
         return;
     }
     cJSON *sc = ptc_search_results_json(s->reg, res, (size_t)n);
+    if (sc != NULL && !add_index_info(sc, &info)) {
+        cJSON_Delete(sc);
+        sc = NULL;
+    }
     if (sc != NULL && s->status_json != NULL) {
         cJSON *servers = s->status_json(s->status_data);
         if (servers != NULL && !cJSON_AddItemToObject(sc, "servers", servers))
@@ -180,14 +231,15 @@ static void answer(ptc_search_t *s, mcp_call_t *call, const char *query, const f
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
     }
+    char coverage[160];
+    index_coverage(&info, coverage, sizeof coverage);
     if (n == 0)
-        snprintf(text, len, "No tools match%s%s (%zu tools known; embedder %s).%s%s",
-                 server ? " on server " : "", server ? server : "", st.tools, st.embedder,
+        snprintf(text, len, "No tools match%s%s (%zu tools known; embedder %s%s).%s%s",
+                 server ? " on server " : "", server ? server : "", st.tools, st.embedder, coverage,
                  servers[0] ? "\nServers:\n" : "", servers);
     else
         snprintf(text, len, "%s\n[embedder %s; %zu tools known%s]%s%s", list, st.embedder, st.tools,
-                 st.pending ? ", some still being indexed" : "", servers[0] ? "\nServers:\n" : "",
-                 servers);
+                 coverage, servers[0] ? "\nServers:\n" : "", servers);
     free(list);
     cJSON *content = mcp_text_content(text);
     free(text);
@@ -390,7 +442,16 @@ int ptc_search_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *
             mcp_log(lg, MCP_LOG_INFO, "removed %ld embedding cache entries unused for %ld days",
                     pruned, REG_CACHE_PRUNE_AGE_S / (24 * 60 * 60));
     }
-    if ((rc = reg_registry_new(emb, NULL, &s->reg)) < 0) {
+    /* A blocking embedder (the model) indexes on every core: one batch per core, each with one
+     * OpenBLAS thread (more BLAS threads per batch only spin against each other). Two workers
+     * of libuv's pool stay free for queries and file work. */
+    reg_registry_opts_t ropts;
+    reg_registry_opts_default(&ropts);
+    unsigned cores = uv_available_parallelism();
+    ropts.batches_in_flight =
+        cores > 1 ? (cores < SEARCH_MAX_INDEX_JOBS ? cores : SEARCH_MAX_INDEX_JOBS) : 1;
+    if (ropts.batches_in_flight > 1) reg_model_set_blas_threads(1);
+    if ((rc = reg_registry_new(emb, &ropts, &s->reg)) < 0) {
         reg_cache_close(s->cache);
         free(s);
         return MCP_ENOMEM;
@@ -433,6 +494,7 @@ reg_registry_t *ptc_search_registry(ptc_search_t *s)
 
 void ptc_search_changed(ptc_search_t *s)
 {
+    s->batch_failed = false;
     kick_indexing(s);
     if (s->on_change != NULL) s->on_change(s->on_change_data);
 }
@@ -453,7 +515,11 @@ void ptc_search_set_status(ptc_search_t *s, size_t (*status)(const void *, char 
 
 void ptc_search_stop(ptc_search_t *s)
 {
-    if (s != NULL) s->stopping = true;
+    if (s == NULL) return;
+    s->stopping = true;
+    /* Batches being embedded return within one encoder layer, so shutdown never waits for a
+     * whole batch (seconds under load). */
+    reg_registry_cancel(s->reg);
 }
 
 void ptc_search_free(ptc_search_t *s)

@@ -133,6 +133,17 @@ export class RawPeer {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// Polls fn every 100 ms until it returns something truthy (returned), or throws after ms.
+export async function until(what, fn, ms = 30000) {
+  const t0 = Date.now();
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
 // --- HTTP -------------------------------------------------------------------------------------
 
 // Starts a binary with --transport http on an ephemeral loopback port and resolves once its log

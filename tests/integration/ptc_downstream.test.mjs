@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { CreateMessageRequestSchema, ElicitRequestSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { connect, ptcBin, repoRoot, sleep } from './helpers.mjs';
+import { connect, ptcBin, repoRoot, until } from './helpers.mjs';
 
 const modules = path.join(repoRoot, 'tests', 'node_modules', '@modelcontextprotocol');
 
@@ -29,16 +29,6 @@ function setup() {
   return { dir, config, memoryLink, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-async function until(what, fn, ms = 30000) {
-  const t0 = Date.now();
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
-
 test('tools of real downstream servers are searchable by meaning; a broken one shows as failed', async () => {
   const s = setup();
   const c = await connect(ptcBin, ['--config', s.config]);
@@ -47,7 +37,7 @@ test('tools of real downstream servers are searchable by meaning; a broken one s
     await until('both servers ready and indexed', async () => {
       const r = await search('anything');
       return /everything: ready/.test(r.content[0].text) && /memory: ready/.test(r.content[0].text) &&
-        !/still being indexed/.test(r.content[0].text);
+        r.structuredContent.index.pending === 0 && !/indexed so far/.test(r.content[0].text);
     });
     const echo = await search('repeat back the text I send', { top_k: 3 });
     assert.equal(echo.structuredContent.tools[0].id, 'everything__echo');

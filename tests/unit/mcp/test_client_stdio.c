@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mcp.h"
 
@@ -776,6 +777,15 @@ static void expands_vars_and_finds_the_command_on_the_entry_path(void **state)
     char want[8192];
     FMT(want, sizeof want, "%s:%s", e->fixtures, pathvar + 5);
     assert_non_null(strstr(child_path, want));
+    /* Every child carries the marker that stops a ptc-mcp started by us from starting more. */
+    const cJSON *marker = cJSON_GetObjectItem(r, "parent_marker");
+    assert_true(cJSON_IsString(marker));
+    assert_int_equal(atol(marker->valuestring), (long)getpid());
+    /* It dies with us even when we are SIGKILLed (PR_SET_PDEATHSIG, set in the child), and
+     * leads its own process group, which a stop signals. */
+    assert_int_equal(cJSON_GetObjectItem(r, "pdeathsig")->valueint, SIGKILL);
+    assert_int_equal(cJSON_GetObjectItem(r, "pgid")->valueint,
+                     cJSON_GetObjectItem(r, "pid")->valueint);
     cJSON_Delete(r);
 }
 

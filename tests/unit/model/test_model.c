@@ -18,6 +18,7 @@
 #include "../test_util.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -882,7 +883,20 @@ static void test_real_batch_equals_singles(void **state)
     for (size_t i = 0; i < n; i++) {
         assert_int_equal(reg_model_embed(r->model, &texts[i], 1, one), REG_MODEL_OK);
         assert_true(cosine(one, batch + i * dim, dim) > 0.99999);
+        /* Packed with others or alone, every component agrees to float rounding. */
+        for (size_t k = 0; k < dim; k++)
+            assert_true(fabsf(one[k] - batch[i * dim + k]) < 1e-5f);
     }
+    /* A stop flag that is already set stops before any work; an unset one changes nothing. */
+    atomic_bool stop;
+    atomic_init(&stop, true);
+    assert_int_equal(reg_model_embed_stop(r->model, texts, n, &stop, batch), REG_MODEL_ECANCELED);
+    atomic_store(&stop, false);
+    assert_int_equal(reg_model_embed_stop(r->model, texts, 1, &stop, batch), REG_MODEL_OK);
+    assert_int_equal(reg_model_embed(r->model, texts, 1, one), REG_MODEL_OK);
+    for (size_t k = 0; k < dim; k++)
+        assert_true(one[k] == batch[k]);
+    assert_string_equal(reg_model_strerror(REG_MODEL_ECANCELED), "stopped on request");
     free(texts);
     free(batch);
     free(one);

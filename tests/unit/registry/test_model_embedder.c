@@ -628,6 +628,73 @@ static void test_indexing_and_queries_on_libuv_workers(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* -- stopping: reg_registry_cancel while the model embeds a large batch -- */
+
+typedef struct stop_run {
+    reg_batch_t *b;
+    int rc;
+    char msg[256];
+} stop_run_t;
+
+static void *stop_worker(void *arg)
+{
+    stop_run_t *s = arg;
+    s->rc = reg_batch_embed(s->b, s->msg, sizeof s->msg);
+    return NULL;
+}
+
+static double mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static void test_cancel_stops_a_model_batch_within_a_bound(void **state)
+{
+    const char *dir = model_dir(state);
+    reg_registry_t *r;
+    assert_int_equal(reg_registry_new(open_model(dir), NULL, &r), REG_OK);
+    /* 2000 tools of ~40 tokens: a minute or more of one core, far past the bound below. */
+    enum { N = 2000 };
+    cJSON *arr = cJSON_CreateArray();
+    assert_non_null(arr);
+    for (int i = 0; i < N; i++) {
+        char name[32], desc[200];
+        snprintf(name, sizeof name, "tool_%d", i);
+        snprintf(desc, sizeof desc,
+                 "Looks up record number %d in the archive and returns its owner, its size and "
+                 "the date it was last changed.",
+                 i);
+        cJSON *t = cJSON_CreateObject();
+        assert_non_null(t);
+        cJSON_AddItemToArray(arr, t);
+        assert_non_null(cJSON_AddStringToObject(t, "name", name));
+        assert_non_null(cJSON_AddStringToObject(t, "description", desc));
+    }
+    char msg[256];
+    assert_int_equal(reg_registry_set_server_tools(r, "archive", arr, msg, sizeof msg), REG_OK);
+    cJSON_Delete(arr);
+    stop_run_t s = {0};
+    assert_int_equal(reg_registry_next_batch(r, N, &s.b), REG_OK);
+    assert_int_equal(reg_batch_count(s.b), N);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, stop_worker, &s), 0);
+    usleep(200 * 1000); /* well inside the first chunk's layers */
+    double t0 = mono_ms();
+    reg_registry_cancel(r);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    double waited = mono_ms() - t0;
+    printf("[ stop ] the batch returned %.1f ms after reg_registry_cancel\n", waited);
+    assert_int_equal(s.rc, REG_ECANCELED);
+    /* One encoder layer of one chunk is ~30 ms of an idle core; the bound leaves room for a
+     * loaded machine and the sanitizers, and is still far below the 2 s a client waits. */
+    assert_true(waited < 1000.0);
+    assert_int_equal(reg_registry_apply_batch(r, s.b), REG_ECANCELED);
+    assert_int_equal(reg_registry_pending(r), N);
+    reg_registry_free(r);
+}
+
 /* -- the disk cache in front of the model -- */
 
 typedef struct counted {
@@ -659,6 +726,7 @@ static reg_embedder_t *counted_model(const char *dir, counted_t *c)
     assert_non_null(e);
     *e = *c->inner;
     e->embed = counted_embed;
+    e->embed_stop = NULL; /* the copied one would take impl for the model's */
     e->fit = NULL;
     e->destroy = counted_destroy;
     e->impl = c;
@@ -745,6 +813,7 @@ int main(void)
         cmocka_unit_test(test_model_through_the_embedder_interface),
         cmocka_unit_test(test_hybrid_finds_a_paraphrase_only_the_model_understands),
         cmocka_unit_test(test_indexing_and_queries_on_libuv_workers),
+        cmocka_unit_test(test_cancel_stops_a_model_batch_within_a_bound),
         cmocka_unit_test(test_cache_hit_avoids_re_embedding),
     };
     return cmocka_run_group_tests(tests, model_setup, model_teardown);

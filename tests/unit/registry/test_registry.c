@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,6 +293,155 @@ static void test_non_concurrent_embedder_is_not_raced(void **state)
     reg_registry_free(r);
 }
 
+/* Two batches out at once (one per worker) once the first, refitting batch has landed. */
+static void test_several_batches_in_flight(void **state)
+{
+    (void)state;
+    reg_embedder_t *e;
+    assert_int_equal(reg_lexical_new(NULL, &e), REG_OK);
+    reg_registry_opts_t o;
+    reg_registry_opts_default(&o);
+    assert_int_equal(o.batches_in_flight, 1);
+    o.batches_in_flight = 2;
+    reg_registry_t *r;
+    assert_int_equal(reg_registry_new(e, &o, &r), REG_OK);
+    set_tools(r, "github", tools_gh);
+    set_tools(r, "chat", tools_chat);
+    set_tools(r, "weather", tools_wx);
+    set_tools(r, "files",
+              "[{\"name\": \"read_file\"}, {\"name\": \"write_file\"}, {\"name\": \"move_file\"},"
+              " {\"name\": \"list_dir\"}, {\"name\": \"stat_file\"}, {\"name\": \"delete_file\"}]");
+    char msg[256];
+    reg_batch_t *b1, *b2, *b3;
+    /* The refitting batch holds all 12 tools and is alone: nothing else is handed out. */
+    assert_int_equal(reg_registry_next_batch(r, 1, &b1), REG_OK);
+    assert_int_equal(reg_batch_count(b1), 12);
+    assert_int_equal(reg_registry_next_batch(r, 1, &b2), REG_EBUSY);
+    assert_int_equal(reg_batch_embed(b1, msg, sizeof msg), REG_OK);
+    assert_int_equal(reg_registry_apply_batch(r, b1), REG_OK);
+    assert_int_equal(reg_registry_pending(r), 0);
+    /* Below the refit ratio, new tools come in batches that may overlap. */
+    set_tools(r, "notes",
+              "[{\"name\": \"add_note\", \"description\": \"Write a note.\"},"
+              " {\"name\": \"find_note\", \"description\": \"Find a note by words.\"}]");
+    assert_int_equal(reg_registry_pending(r), 2); /* 14 against 12 fitted: no refit */
+    assert_int_equal(reg_registry_next_batch(r, 1, &b1), REG_OK);
+    assert_int_equal(reg_registry_next_batch(r, 1, &b2), REG_OK);
+    assert_non_null(b1);
+    assert_non_null(b2);
+    assert_int_equal(reg_batch_count(b1) + reg_batch_count(b2), 2);
+    assert_int_equal(reg_registry_batches_in_flight(r), 2);
+    assert_int_equal(reg_registry_next_batch(r, 1, &b3), REG_EBUSY);
+    /* Searches while both are out say what they covered. */
+    reg_result_t res[3];
+    reg_search_info_t info;
+    assert_true(reg_registry_search_info(r, "write a note", NULL, 3, NULL, res, &info, msg,
+                                         sizeof msg) > 0);
+    assert_int_equal(info.tools, 14);
+    assert_int_equal(info.indexed, 12);
+    assert_int_equal(info.pending, 2);
+    assert_true(info.bm25);
+    /* Applied in the other order than taken. */
+    assert_int_equal(reg_batch_embed(b2, msg, sizeof msg), REG_OK);
+    assert_int_equal(reg_batch_embed(b1, msg, sizeof msg), REG_OK);
+    assert_int_equal(reg_registry_apply_batch(r, b2), REG_OK);
+    assert_int_equal(reg_registry_apply_batch(r, b1), REG_OK);
+    assert_int_equal(reg_registry_batches_in_flight(r), 0);
+    assert_int_equal(reg_registry_pending(r), 0);
+    assert_int_equal(reg_registry_next_batch(r, 1, &b3), REG_OK);
+    assert_null(b3);
+    assert_true(reg_registry_search_info(r, "write a note", NULL, 3, NULL, res, &info, msg,
+                                         sizeof msg) > 0);
+    assert_string_equal(res[0].tool->id, "notes__add_note");
+    assert_int_equal(info.indexed, 14);
+    assert_int_equal(info.pending, 0);
+    assert_true(info.dense);
+    reg_registry_free(r);
+}
+
+/* A provider without embed_stop: calls of REG_STOP_SLICE texts, the flag read between them. */
+typedef struct slow {
+    atomic_bool *stop;
+    size_t calls, texts;
+} slow_t;
+
+static int slice_embed(reg_embedder_t *self, const char *const *texts, size_t n,
+                       reg_embed_kind_t kind, float *out, char *msg, size_t msg_size)
+{
+    (void)texts;
+    (void)kind;
+    (void)msg;
+    (void)msg_size;
+    slow_t *s = self->impl;
+    s->calls++;
+    s->texts += n;
+    for (size_t i = 0; i < n * self->dim; i++)
+        out[i] = (i % self->dim) == 0 ? 1.0f : 0.0f;
+    /* Someone asks to stop while the first call runs. */
+    atomic_store(s->stop, true);
+    return REG_OK;
+}
+
+static void test_stop_between_slices_of_a_plain_provider(void **state)
+{
+    (void)state;
+    atomic_bool stop;
+    atomic_init(&stop, false);
+    slow_t s = {.stop = &stop};
+    reg_embedder_t e = {.name = "slices", .dim = 4, .embed = slice_embed, .impl = &s};
+    enum { N = 3 * REG_STOP_SLICE };
+    const char *texts[N];
+    for (size_t i = 0; i < N; i++)
+        texts[i] = "text";
+    float out[N * 4];
+    char msg[128];
+    assert_int_equal(
+        reg_embedder_embed_stop(&e, texts, N, REG_EMBED_DOCUMENT, &stop, out, msg, sizeof msg),
+        REG_ECANCELED);
+    assert_int_equal(s.calls, 1);
+    assert_int_equal(s.texts, REG_STOP_SLICE);
+    /* Without a flag the provider gets the whole batch in one call. */
+    s.calls = s.texts = 0;
+    assert_int_equal(
+        reg_embedder_embed_stop(&e, texts, N, REG_EMBED_DOCUMENT, NULL, out, msg, sizeof msg),
+        REG_OK);
+    assert_int_equal(s.calls, 1);
+    assert_int_equal(s.texts, N);
+}
+
+/* After a cancel, a batch taken before it comes back cancelled and its tools stay pending. */
+static void test_cancel_drops_batches_and_stops_handing_out(void **state)
+{
+    (void)state;
+    reg_registry_t *r = lexical_registry(true);
+    char msg[256];
+    reg_batch_t *b;
+    assert_false(reg_registry_cancelled(r));
+    assert_int_equal(reg_registry_next_batch(r, 2, &b), REG_OK);
+    reg_registry_cancel(r);
+    reg_registry_cancel(r); /* idempotent */
+    assert_true(reg_registry_cancelled(r));
+    assert_int_equal(reg_batch_embed(b, msg, sizeof msg), REG_ECANCELED);
+    assert_int_equal(reg_registry_apply_batch(r, b), REG_ECANCELED);
+    assert_int_equal(reg_registry_pending(r), 6);
+    assert_int_equal(reg_registry_batches_in_flight(r), 0);
+    assert_int_equal(reg_registry_next_batch(r, 2, &b), REG_ECANCELED);
+    assert_null(b);
+    assert_true(reg_registry_index_all(r, msg, sizeof msg) == REG_ECANCELED);
+    /* Searching still works, by words, and says so. */
+    reg_result_t res[3];
+    reg_search_info_t info;
+    assert_true(reg_registry_search_info(r, "weather forecast", NULL, 3, NULL, res, &info, msg,
+                                         sizeof msg) > 0);
+    assert_string_equal(res[0].tool->id, "weather__get_forecast");
+    assert_int_equal(info.tools, 6);
+    assert_int_equal(info.indexed, 0);
+    assert_int_equal(info.pending, 6);
+    assert_false(info.dense);
+    assert_true(info.bm25);
+    reg_registry_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -302,6 +452,9 @@ int main(void)
         cmocka_unit_test(test_unembedded_batch_goes_back_to_pending),
         cmocka_unit_test(test_bm25_only_registry),
         cmocka_unit_test(test_non_concurrent_embedder_is_not_raced),
+        cmocka_unit_test(test_several_batches_in_flight),
+        cmocka_unit_test(test_stop_between_slices_of_a_plain_provider),
+        cmocka_unit_test(test_cancel_drops_batches_and_stops_handing_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,8 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
+#include "httpc.h"
+
 /* ---------------------------------------------------------------------------------------- */
 /* Errors                                                                                   */
 
@@ -585,70 +587,25 @@ void mcp_http_server_free(mcp_http_server_t *h);
 int mcp_http_parse_listen(const char *listen, char *host, size_t host_size, unsigned *port);
 
 /* ---------------------------------------------------------------------------------------- */
-/* Outbound HTTP(S) client (libuv + mbedTLS), for remote embeddings, the repair fallback and  */
-/* HTTP downstream servers. Certificate verification is always on; redirects are refused.   */
+/* Outbound HTTP(S) client for HTTP downstream servers: the client of httpc/ (httpc.h), its  */
+/* lines written to an mcp_logger_t and its errors given as mcp_err_t.                      */
 
 typedef struct mcp_http_client mcp_http_client_t;
-typedef struct mcp_http_req mcp_http_req_t;
-
-typedef struct mcp_http_client_opts {
-    const char *ca_file;         /* PEM bundle; NULL: the system bundle (found at run time) */
-    unsigned connect_timeout_ms; /* DNS + TCP + TLS handshake (default 10000; 0: default) */
-    unsigned total_timeout_ms;   /* whole request (default 60000; 0: default) */
-    size_t max_response_bytes;   /* body cap (default 16 MiB; 0: default) */
-} mcp_http_client_opts_t;
+typedef ptc_http_client_opts_t mcp_http_client_opts_t;
 
 void mcp_http_client_opts_default(mcp_http_client_opts_t *opts);
 /**
- * Creates a client: loads the CA bundle once (a blocking file read: call it at start-up).
- * Borrows loop and lg; opts may be NULL (defaults) and its strings are not kept. An unreadable
- * opts->ca_file fails with MCP_EINVAL (logged); a missing system bundle only makes https
- * requests fail with MCP_ETLS. *out is set on MCP_OK.
+ * Creates a client (ptc_http_client_new): loads the CA bundle once (blocking: call it at
+ * start-up). Borrows loop and lg; opts may be NULL (defaults). An unreadable opts->ca_file
+ * fails with MCP_EINVAL (logged). *out is set on MCP_OK.
  */
 int mcp_http_client_new(uv_loop_t *loop, const mcp_http_client_opts_t *opts, const mcp_logger_t *lg,
                         mcp_http_client_t **out);
-/**
- * Frees the client; requests in flight are cancelled (their callbacks run with ECANCELED before
- * this returns). May be called from an HTTP callback. Their handles close on the next loop
- * turns, so run the loop once more before uv_loop_close.
- */
+/** Frees the client; requests in flight are cancelled (see ptc_http_client_free). */
 void mcp_http_client_free(mcp_http_client_t *c);
-
-typedef struct mcp_http_response {
-    int status;       /* HTTP status code */
-    const char *body; /* NUL-terminated copy of the body (may contain NULs before it) */
-    size_t body_len;
-    const char *content_type; /* may be NULL */
-    const char *session_id;   /* the Mcp-Session-Id header (Streamable HTTP), or NULL */
-} mcp_http_response_t;
-
-/**
- * Called once. On err < 0, resp is NULL and message says what failed (MCP_ERESOLVE,
- * MCP_ECONNECT, MCP_ETLS, MCP_ETIMEDOUT, MCP_EREDIRECT naming the target, MCP_ETOOBIG,
- * MCP_EPROTO, MCP_ECLOSED, MCP_EIO, MCP_ECANCELED); on success message is NULL. resp and
- * message are borrowed (valid during the call). The request handle is gone after the call.
- */
-typedef void (*mcp_http_cb)(void *data, int err, const mcp_http_response_t *resp,
-                            const char *message);
-
-typedef struct mcp_http_header {
-    const char *name, *value;
-} mcp_http_header_t;
-
-/**
- * Starts a request: method "GET"/"POST"/... (an HTTP token), url "http://" or "https://"
- * (no user@ part), headers (copied; at most 64, no CR/LF in values; Host, Content-Length,
- * Transfer-Encoding and Connection are written by the client and refused here), body (copied,
- * may be NULL). Every redirect is refused. On error returns < 0 (MCP_EINVAL for a bad URL,
- * method or header; MCP_EBUSY with 256 requests in flight) and never calls cb. *out (may be
- * NULL) is valid until the callback has run.
- */
-int mcp_http_request(mcp_http_client_t *c, const char *method, const char *url,
-                     const mcp_http_header_t *headers, size_t n_headers, const char *body,
-                     size_t body_len, mcp_http_cb cb, void *data, mcp_http_req_t **out);
-/** Cancels a request; its callback runs with MCP_ECANCELED before this returns. Does nothing
- *  if called from the request's own callback. */
-void mcp_http_cancel(mcp_http_req_t *r);
+/** A log hook of the libraries' shape (syslog severity, one line) that writes to the
+ *  mcp_logger_t in data (may be NULL: nothing is written). */
+void mcp_log_hook(void *data, int level, const char *line);
 
 /* ======================================================================================== */
 /* Downstream MCP servers: the CLIENT side (files mcp/client_*.c)                           */

@@ -2,6 +2,7 @@
  * the registry (search_tools) and, with --expose-tools, listed as our own tools and proxied. */
 #include "tools.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -361,6 +362,9 @@ int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger
         *out = NULL;
         return MCP_EINVAL;
     }
+    char source[600];
+    snprintf(source, sizeof source, "--config %s", o->config_file);
+    mcp_downstream_config_log(&d->cfg, lg, source);
     if (d->cfg.n_servers == 0) return MCP_OK;
     mcp_http_client_opts_t ho;
     mcp_http_client_opts_default(&ho);

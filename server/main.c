@@ -184,13 +184,17 @@ static int check_downstream(const ptc_options_t *o)
     ptc_search_t *search = NULL;
     ptc_downstream_t *d = NULL;
     uv_timer_t tick, limit; /* closed below, and freed by the last uv_run: function scope */
-    int status = 0;
-    if (ptc_search_new(&loop, &lexical, &quiet, &search) < 0 ||
-        ptc_downstream_new(&loop, o, &quiet, search, &d) < 0) {
-        printf("downstream servers: the config could not be used (see above)\n");
+    int dropped = ptc_config_check(o, stdout);
+    int status = dropped != 0 ? 1 : 0; /* -1: unusable, else entries left out */
+    if (dropped < 0) {
+        /* ptc_config_check said why */
+    } else if (ptc_search_new(&loop, &lexical, &quiet, &search) < 0 ||
+               ptc_downstream_new(&loop, o, &quiet, search, &d) < 0) {
+        printf("downstream servers: cannot start them (out of memory?)\n");
         status = 1;
     } else if (ptc_downstream_count(d) == 0) {
-        printf("downstream servers: none configured\n");
+        printf("downstream servers: %s\n",
+               dropped > 0 ? "none left to start (every entry was left out)" : "none configured");
     } else {
         uv_timer_init(&loop, &tick);
         uv_timer_init(&loop, &limit);

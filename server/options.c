@@ -1,6 +1,8 @@
 /* options.c - one table of flags drives parsing, the config file's "ptc" object and --help. */
 #include "options.h"
 
+#include "mcp.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -250,8 +252,13 @@ static int load_config(ptc_options_t *o, FILE *err)
         return -1;
     }
     text[len] = '\0';
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    char where[300];
+    cJSON *root = mcp_json_parse_located(text, len, where, sizeof where);
     free(text);
+    if (root == NULL) {
+        fprintf(err, "ptc-mcp: --config %s: not valid JSON: %s\n", o->config_file, where);
+        return -1;
+    }
     if (!cJSON_IsObject(root)) {
         fprintf(err, "ptc-mcp: --config %s: not a JSON object (expected {\"mcpServers\": {...}})\n",
                 o->config_file);

@@ -81,7 +81,12 @@ static void job_cancelled(mcp_call_t *call, void *data)
             ptc_repair_loop_attempt(j->loop),
             ptc_repair_loop_asking(j->loop) ? ", while waiting for a repair" : "");
     ptc__execute_job_free(j); /* cancels the bridge's downstream calls and a repair request */
-    mcp_call_finish_text(call, true, "cancelled: the run was killed");
+    /* Only a cancel by the server is answered (a client's notifications/cancelled silences
+     * the call): the shutdown's, once its grace period is over. */
+    mcp_call_finish_text(call, true,
+                         "cancelled: the server shut down (SIGINT, SIGTERM or its client went "
+                         "away) while the run was going, after its grace period; the run was "
+                         "killed");
 }
 
 static void job_progress(exec_run_t *run, uint64_t elapsed_ms, uint64_t output_bytes, void *user)

@@ -512,3 +512,37 @@ void ptc_downstream_free(ptc_downstream_t *d)
     mcp_downstream_config_close(&d->cfg);
     free(d);
 }
+
+size_t ptc_downstream_starting(const ptc_downstream_t *d, char *buf, size_t size)
+{
+    size_t n = 0, used = 0;
+    if (size > 0) buf[0] = '\0';
+    for (size_t i = 0; d != NULL && i < d->n_clients; i++) {
+        if (mcp_client_state(d->clients[i], NULL) != MCP_CLIENT_STARTING) continue;
+        int k = snprintf(buf + used, used < size ? size - used : 0, "%s%s", n ? ", " : "",
+                         mcp_client_name(d->clients[i]));
+        if (k > 0) used += (size_t)k;
+        n++;
+    }
+    return n;
+}
+
+bool ptc_downstream_packaged(const ptc_downstream_t *d, const cJSON *modules)
+{
+    for (size_t i = 0; d != NULL && i < d->n_clients; i++) {
+        if (mcp_client_state(d->clients[i], NULL) != MCP_CLIENT_READY ||
+            cJSON_GetArraySize(mcp_client_tools(d->clients[i])) == 0)
+            continue;
+        bool found = false;
+        const cJSON *m;
+        cJSON_ArrayForEach(m, modules)
+        {
+            const cJSON *server = cJSON_GetObjectItemCaseSensitive(m, "server");
+            if (cJSON_IsString(server) &&
+                strcmp(server->valuestring, mcp_client_name(d->clients[i])) == 0)
+                found = true;
+        }
+        if (!found) return false;
+    }
+    return true;
+}

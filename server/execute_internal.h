@@ -34,6 +34,7 @@ struct ptc_execute {
     ptc_search_t *search;
     ptc_downstream_t *downstream;
     ptc_pybundle_cache_t *bundle;
+    ptc_startup_t *startup; /* the first runs that use the tools package wait there */
     ptc_bridge_limits_t lim;
     FILE *audit;
     unsigned long runs;

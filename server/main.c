@@ -22,6 +22,7 @@ typedef struct app {
     ptc_search_t *search;
     ptc_downstream_t *downstream;
     ptc_pybundle_cache_t *bundle;
+    ptc_startup_t *startup;
 } app_t;
 
 static const char instructions[] =
@@ -330,6 +331,11 @@ static int run(const ptc_options_t *o)
     ptc_pybundle_cache_on_built(app.bundle, bundle_built, &app);
     ptc_search_on_change(app.search, registry_changed, &app);
     ptc_execute_attach(app.exec, app.search, app.downstream, app.bundle);
+    /* Counted from here: the servers were started just above. */
+    if ((rc = ptc_startup_new(&app.loop, o->startup_wait, &app.log, &app.startup)) < 0) goto out;
+    ptc_startup_attach(app.startup, app.downstream, app.search, app.bundle);
+    ptc_search_set_startup(app.search, app.startup);
+    ptc_execute_set_startup(app.exec, app.startup);
     ptc_pybundle_cache_refresh(app.bundle);
     ptc_downstream_set_server(app.downstream, app.srv);
     if (o->expose_tools) ptc_downstream_expose(app.downstream, app.srv);
@@ -358,6 +364,7 @@ out:
     /* Runs still alive are killed and indexing stops; the loop then reaps the children, lets
      * work in flight finish and runs every close callback. */
     ptc_execute_free(app.exec);
+    ptc_startup_free(app.startup);
     ptc_search_stop(app.search);
     ptc_downstream_free(app.downstream);
     ptc_pybundle_cache_stop(app.bundle);

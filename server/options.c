@@ -71,6 +71,10 @@ static const flag_t flags[] = {
     {"deny-tools", ARG_STR, OFF(deny_tools), 0, "PATTERNS",
      "which registry tools code may not call (glob on ids)", "none"},
     {"tool-timeout", ARG_NUM, OFF(tool_timeout), 0, "S", "one downstream call from code", "60"},
+    {"startup-wait", ARG_NUM, OFF(startup_wait), 0, "S",
+     "the first tools/list, search_tools and tools-package run wait this long for the "
+     "downstream servers' first listing and indexing",
+     "10"},
     {"audit-log", ARG_STR, OFF(audit_log), 0, "FILE",
      "JSONL record of every tool call made from code", "stderr at info"},
     {"confirm-writes", ARG_NONE, OFF(confirm_writes), 0, NULL,
@@ -110,6 +114,7 @@ void ptc_options_init(ptc_options_t *o)
     o->max_timeout = 300;
     o->embedder = "auto";
     o->tool_timeout = 60;
+    o->startup_wait = 10;
     o->request_deadline = 50;
     o->max_repairs = 2;
 }

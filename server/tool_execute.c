@@ -290,6 +290,9 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
         mcp_call_finish_text(call, true, "Invalid arguments: code is required (or a cursor).");
         return;
     }
+    if (ptc_startup_hold(ex->startup, call, args, ptc_startup_uses_tools(code->valuestring), handle,
+                         ex))
+        return;
     double secs = timeout ? timeout->valuedouble : EXECUTE_DEFAULT_TIMEOUT_S;
     if (secs > ex->max_timeout_s) {
         mcp_call_finish_text(call, true,
@@ -495,6 +498,11 @@ void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *mod
     mcp_server_hold_notifications(srv, false);
     free(ex->described);
     ex->described = d.s;
+}
+
+void ptc_execute_set_startup(ptc_execute_t *ex, ptc_startup_t *st)
+{
+    ex->startup = st;
 }
 
 void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_t *downstream,

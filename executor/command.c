@@ -23,6 +23,8 @@ static const char *const base_env[] = {
     "LOGNAME=sandbox",
     "PYTHONDONTWRITEBYTECODE=1",
     "PYTHONUNBUFFERED=1",
+    "PTC_OUTPUT_DIR=/tmp/" EXEC_OUTPUT_DIR_NAME, /* the Landlock-only mode sets its own */
+    "MPLBACKEND=Agg", /* matplotlib draws to files: there is no display */
 };
 
 /* destinations a --mount may not cover: the view would stop working */

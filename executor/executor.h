@@ -63,6 +63,11 @@ enum {
     EXEC_ECLOSING = -7, /* the pool is being freed */
     EXEC_EPYTHON = -8,  /* the interpreter is missing or is a script (a pyenv shim) */
     EXEC_EPROBE = -9,   /* the probe run could not be completed */
+    /* workspace (sessions): numbered apart so that other additions do not collide */
+    EXEC_EBUSY = -20,         /* a cell is still running in this session */
+    EXEC_ESESSIONENDED = -21, /* the session has ended: exec_session_end_reason() says why */
+    EXEC_EUNSUPPORTED = -22,  /* sessions need the sandbox launcher (not --unsafe-no-sandbox) */
+    EXEC_EREFUSED = -23,      /* the pool refuses runs (a mandatory layer is missing) */
 };
 
 /** Short name of an EXEC_E* code ("queue full"); never NULL, static storage. */
@@ -244,6 +249,13 @@ typedef struct exec_result {
     exec_sandbox_level_t sandbox;
     const char *message; /* human text for refused or internal failures; NULL otherwise */
     bool warm_start;     /* the run took a sandbox set up ahead (keep_warm), not a new one */
+    /* workspace: files out (see exec_file_t) and the state of a session after its cell */
+    const struct exec_file *files; /* n_files entries, name order; NULL when none */
+    size_t n_files;
+    bool interrupted;   /* the timeout or a cancel raised KeyboardInterrupt in the cell, which
+                           ended; the session lives on (status is EXEC_STATUS_TIMEOUT) */
+    bool cancelled;     /* exec_session_cancel ended the cell (interrupted, or killed) */
+    bool session_ended; /* the session is gone: a later cell gets EXEC_ESESSIONENDED */
 } exec_result_t;
 
 typedef struct exec_callbacks {
@@ -312,6 +324,133 @@ int exec_run_start_ex(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
  * fires for it afterwards. Must not be called after on_done began. run may be NULL.
  */
 void exec_run_cancel(exec_run_t *run);
+
+/* ==== workspace: sessions, files out, output so far (issue 12) ============================ */
+
+/* ---- files out ---------------------------------------------------------------------------
+ * Every run and cell has a writable EXEC_OUTPUT_DIR (also $PTC_OUTPUT_DIR; in the Landlock-only
+ * mode it is the per-run directory's "outputs"). Entries that appear or change there during a
+ * session's cell come back in exec_result_t.files: init, inside the sandbox, reads them with
+ * O_NOFOLLOW|O_NONBLOCK (a symlink, FIFO or folder is listed as omitted, never followed) and
+ * the pool checks every bound below; past one a file is listed truncated or omitted with a
+ * reason, never dropped. Only the top level of the folder is looked at. */
+#define EXEC_OUTPUT_DIR_NAME      "outputs"
+#define EXEC_OUTPUT_DIR           "/tmp/" EXEC_OUTPUT_DIR_NAME
+#define EXEC_FILES_MAX_FILE_BYTES (8u << 20)   /* per file; more is cut (truncated) */
+#define EXEC_FILES_MAX_CALL_BYTES (32u << 20)  /* per run or cell; past it files are omitted */
+#define EXEC_FILES_MAX_COUNT      32u          /* files per run or cell; past it: omitted */
+#define EXEC_FILES_LIMIT_BYTES    (256u << 20) /* the highest any of the byte bounds may be */
+#define EXEC_FILES_LIMIT_COUNT    1024u
+#define EXEC_FILE_NAME_MAX        255u
+
+typedef struct exec_file {
+    const char *name;          /* the entry's name in the output folder (any bytes but '/' and
+                                  NUL: escape it for a URI) */
+    const unsigned char *data; /* len bytes handed back; never NULL (empty when omitted) */
+    size_t len;
+    uint64_t size;      /* the file's size in the sandbox */
+    bool truncated;     /* len < size: the first len bytes only */
+    bool omitted;       /* no bytes: see reason */
+    const char *reason; /* why truncated or omitted (static text); NULL when whole */
+} exec_file_t;
+
+typedef struct exec_files_limits {
+    uint64_t file_bytes; /* 0: EXEC_FILES_MAX_FILE_BYTES */
+    uint64_t call_bytes; /* 0: EXEC_FILES_MAX_CALL_BYTES */
+    unsigned count;      /* 0: EXEC_FILES_MAX_COUNT */
+} exec_files_limits_t;
+
+/** Sets the bounds for files out (lim copied; NULL: the defaults). EXEC_EINVAL past the
+    EXEC_FILES_LIMIT_* ceilings. Applies to cells started afterwards. */
+int exec_pool_set_files_limits(exec_pool_t *pool, const exec_files_limits_t *lim);
+
+/* ---- output so far -------------------------------------------------------------------------
+ * For an answer of `status: "running"`: the stdout and stderr bytes a run or cell still going
+ * has produced so far (the same retention as the final result). The pointers are borrowed and
+ * valid until control returns to the loop. EXEC_EINVAL for NULL. */
+int exec_run_output(const exec_run_t *run, exec_output_t *out, exec_output_t *err);
+
+/* ---- sessions ------------------------------------------------------------------------------
+ * A session is a sandbox of its own (the same launcher, walls and limits as a run; its cgroup,
+ * memory, pids and /tmp hold for its whole life) whose interpreter runs a driver waiting for
+ * cells: each cell runs in the same __main__ globals, so imports, variables, open files, /tmp
+ * and the working directory persist. A cell ends when its code returns (or raises); the driver
+ * flushes stdout and stderr first, so the result holds exactly what the cell printed. Output
+ * of a background thread or process after that is dropped while no cell runs, and counts as
+ * the running cell's while one does.
+ *
+ * The bridge: one per session, given to exec_session_new (like a run's, it is descriptor
+ * EXEC_BRIDGE_FD inside with EXEC_BRIDGE_ENV set) and kept for the session's life: the tools
+ * package caches its connection, so a per-cell descriptor would leave it talking to a closed
+ * one. The caller routes what arrives on it to the cell running then.
+ *
+ * Timeout and cancel: SIGINT to the interpreter (KeyboardInterrupt in the cell); if the cell
+ * has not ended EXEC_SESSION_INTERRUPT_GRACE_MS later, the whole session is killed. The result
+ * says which (interrupted / session_ended). A crash, exit or OOM of the interpreter ends the
+ * session; the cell running then reports it, later cells get EXEC_ESESSIONENDED.
+ * Sessions do not take run slots (max_concurrent): bound them in the caller (--max-sessions).
+ * RLIMIT_CPU is the session's whole life ceiling; the wall clock bounds each cell. */
+#define EXEC_SESSION_INTERRUPT_GRACE_MS 2000u
+
+typedef struct exec_session exec_session_t;
+
+typedef struct exec_session_opts {
+    int bridge_fd;                /* like exec_run_opts_t's, for the session's life; -1: none. Taken
+                                     over on every call, success or failure */
+    const char *ro_dir;           /* like exec_run_opts_t's; NULL: none */
+    const char *const *path_dirs; /* like exec_run_opts_t's (at most EXEC_MAX_PATH_DIRS) */
+    size_t n_path_dirs;
+} exec_session_opts_t;
+
+/** Fills *so with "no bridge, no directory". */
+void exec_session_opts_init(exec_session_opts_t *so);
+
+typedef struct exec_session_callbacks {
+    /* Once per cell, when it ends. result's pointers are valid only during the call. */
+    void (*on_done)(exec_session_t *s, const exec_result_t *result, void *user);
+    /* Optional; about every progress_ms while the cell runs. */
+    void (*on_progress)(exec_session_t *s, uint64_t elapsed_ms, uint64_t output_bytes, void *user);
+    void *user;
+} exec_session_callbacks_t;
+
+/**
+ * Starts a session's sandbox (it sets itself up while the first cell is on its way). so may be
+ * NULL. Returns EXEC_EREFUSED when the pool refuses runs, EXEC_EUNSUPPORTED in unsafe mode,
+ * EXEC_ECLOSING, EXEC_EINVAL (a bad ro_dir), EXEC_ENOMEM. *out is the caller's until
+ * exec_session_close.
+ */
+int exec_session_new(exec_pool_t *pool, const exec_session_opts_t *so, exec_session_t **out);
+
+/**
+ * Runs code (copied; at most EXEC_MAX_CODE_BYTES) as the session's next cell, with a wall-clock
+ * timeout (then interrupt, grace, kill as above). cb is copied. EXEC_EBUSY while a cell runs,
+ * EXEC_ESESSIONENDED once the session has ended.
+ */
+int exec_session_run(exec_session_t *s, const char *code, uint64_t timeout_ms,
+                     const exec_session_callbacks_t *cb);
+
+/** Ends the running cell as a timeout would (on_done still fires, with cancelled set).
+    EXEC_EINVAL when no cell runs. */
+int exec_session_cancel(exec_session_t *s);
+
+/** The running cell's output so far (see exec_run_output). EXEC_EINVAL when none runs. */
+int exec_session_output(const exec_session_t *s, exec_output_t *out, exec_output_t *err);
+
+/** True while a cell runs. */
+bool exec_session_busy(const exec_session_t *s);
+/** NULL while the session lives; else why it ended ("the code exited", "out of memory", ...). */
+const char *exec_session_end_reason(const exec_session_t *s);
+/** uv_now() (ms) of the session's start or last cell's end, whichever is later; a cell
+    running counts as in use. For the caller's idle expiry. */
+uint64_t exec_session_last_used(const exec_session_t *s);
+
+/**
+ * Ends the session: its sandbox and everything in it die; a running cell's on_done does not
+ * fire. Frees the handle (later, once its children are reaped). s may be NULL.
+ */
+void exec_session_close(exec_session_t *s);
+
+/* ==== end of workspace ===================================================================== */
 
 /* ---- text ------------------------------------------------------------------------------- */
 /**

@@ -4,10 +4,13 @@
 
 #include "executor.h"
 
-#define EXEC_MAX_ARGS      (24 + 2 * EXEC_MAX_MOUNTS)
-#define EXEC_MAX_ENV       (16 + EXEC_MAX_PASS_ENV)
-#define EXEC_REPORT_LINE   1024 /* longest status line read from the launcher */
-#define EXEC_PROBE_WAIT_MS 10000
+#define EXEC_MAX_ARGS        (24 + 2 * EXEC_MAX_MOUNTS)
+#define EXEC_MAX_ENV         (16 + EXEC_MAX_PASS_ENV)
+#define EXEC_REPORT_LINE     1024 /* longest status line read from the launcher */
+#define EXEC_PROBE_WAIT_MS   10000
+#define EXEC_WARM_MAX_DEATHS 3 /* see warm_deaths */
+#define EXEC_READ_CHUNK      (64u << 10)
+#define EXEC_EOF_WAIT_MS     2000u /* after exit, how long pipes may stay open before we stop */
 
 /* What every run hands to the launcher; built once from the options. All strings owned. */
 struct exec__cmd {
@@ -34,6 +37,176 @@ static inline void exec__copy(char *dst, size_t len, const char *src)
         dst[i] = src[i];
     dst[n] = '\0';
 }
+
+/* Output retained from one stream: the first keep bytes, and a count of all. */
+typedef struct {
+    unsigned char *data;
+    size_t len, cap, keep;
+    uint64_t total;
+} exec__outbuf_t;
+
+void exec__buf_append(exec__outbuf_t *b, const char *data, size_t n);
+/* a view of b for a result: data never NULL */
+exec_output_t exec__buf_output(const exec__outbuf_t *b);
+/* "SIGKILL", or "SIG<n>" written into buf */
+const char *exec__signal_name(int sig, char *buf, size_t len);
+
+/* One sendmsg of data with fd attached (SCM_RIGHTS) on a fresh socket, where nothing is queued
+   before it, so it does not block; 0, or -1 with errno (EAGAIN for a partial write). */
+int exec__send_fd(int sock, const void *data, size_t len, int fd);
+
+/* What the launcher and init said on the status pipe (docs/sandbox.md, "Status lines"). */
+struct exec__report {
+    exec_layer_state_t layers[EXEC_LAYER_COUNT];
+    bool exit, sig, oom;
+    int code;        /* the exit status or signal number */
+    char error[400]; /* "STAGE: MESSAGE" of the first error line */
+    char line[EXEC_REPORT_LINE];
+    size_t len;
+};
+/* feeds bytes of the status pipe; complete lines update *r */
+void exec__report_feed(struct exec__report *r, const char *data, size_t n);
+
+/* Files out as they come from init (files.c): the records of one run or cell. */
+struct exec__owned {
+    char *name;
+    unsigned char *data;
+};
+struct exec__files_rx {
+    bool active; /* a run or cell is on: records may come */
+    exec_files_limits_t lim;
+    exec_file_t *files; /* n_files, for the result */
+    struct exec__owned *owned;
+    size_t n_files, cap_files;
+    uint64_t file_bytes; /* handed back so far */
+    unsigned n_sent;     /* records with bytes */
+    enum { EXEC__RX_LINE, EXEC__RX_NAME, EXEC__RX_DATA } state;
+    char line[128];
+    size_t clen;
+    exec_file_t cur; /* the record being read */
+    char *cur_name;
+    unsigned char *cur_data;
+    size_t need, got, name_len;
+};
+/* forgets the records (their memory too) and expects new ones within *lim */
+void exec__files_rx_start(struct exec__files_rx *rx, const exec_files_limits_t *lim);
+void exec__files_rx_clear(struct exec__files_rx *rx);
+void exec__files_rx_free(struct exec__files_rx *rx);
+/* Parses bytes from init. Returns 0 when all were taken, 1 when a "D EXIT" line came (*code;
+   *used bytes taken up to it), EXEC_EINVAL when the sandbox broke the format or a bound,
+   EXEC_ENOMEM. */
+int exec__files_rx_feed(struct exec__files_rx *rx, const char *p, size_t n, size_t *used,
+                        int *code);
+
+/* A run (pool.c), also what a warm sandbox (warm.c) is until a run takes it. */
+#define N_PIPES 3
+
+enum { P_OUT, P_ERR, P_REP };
+enum run_state { RUN_QUEUED, RUN_WARM, RUN_RUNNING, RUN_FINISHED };
+enum timer_phase { T_IDLE, T_TIMEOUT, T_GRACE, T_EOF, T_DEFERRED };
+
+struct exec_run {
+    exec_pool_t *pool;
+    exec_run_t *prev, *next; /* queue or active list */
+    enum run_state state;
+    char *code;
+    uint64_t timeout_ms;
+    int bridge_fd; /* owned until the launcher has it; -1 after */
+    char *ro_dir;  /* canonical host paths joined by ':' (ro_dir, then path_dirs), or NULL */
+    exec_callbacks_t cb;
+    bool detached;  /* cancelled or pool freed: no more callbacks */
+    bool discarded; /* a warm sandbox the pool let go unused (its key changed) */
+    bool took_warm; /* the run got a sandbox set up ahead */
+    /* A queued run that a warm sandbox took over: the caller's handle (owner) forwards to the
+       sandbox's run (taker), which calls back with the owner's pointer and frees it. */
+    exec_run_t *owner, *taker;
+
+    uv_process_t proc;
+    uv_pipe_t pipes[N_PIPES];
+    /* the launcher's stdin, a socket: "CPU_SECONDS FILE_CAP CALL_CAP COUNT_CAP[ B]\nCODE"
+       (+ bridge), then shut for writing and read for the output files init sends at the end */
+    uv_pipe_t in;
+    uv_shutdown_t shut;
+    bool in_reading, in_eof;
+    struct exec__files_rx rx;
+    uv_write_t wreq;
+    char header[96];
+    bool in_closed, in_counted;
+    uv_timer_t timer;
+    uv_timer_t tick;
+    enum timer_phase phase;
+    int open_handles;
+    bool proc_init; /* uv_spawn was called: the handle must be closed */
+    bool spawned, exited;
+    bool eof[N_PIPES];
+    int64_t exit_status;
+    int term_signal;
+    uint64_t start_ns, end_ns;
+    bool timed_out;
+
+    exec__outbuf_t out, err;
+    struct exec__report rep;
+    char message[700];
+    char signame[16];
+    char readbuf[EXEC_READ_CHUNK];
+};
+
+/* pool.c, for warm.c */
+exec_run_t *exec__run_alloc(exec_pool_t *pool);
+void exec__run_free(exec_run_t *run);
+void exec__run_handles_init(exec_run_t *run);
+int exec__run_spawn(exec_run_t *run);
+void exec__on_in_closed(uv_handle_t *h);
+
+/* warm.c */
+void exec__warm_ref(exec_run_t *run, bool ref);
+void exec__warm_remove(exec_pool_t *pool, exec_run_t *run);
+void exec__warm_up(exec_pool_t *pool);
+exec_run_t *exec__warm_take(exec_pool_t *pool, const char *ro_dir);
+void exec__warm_adopt(exec_run_t *w, exec_run_t *req);
+bool exec__same_dir(const char *a, const char *b);
+
+/* The pool (pool.c); sessions (session.c) share its command, probe and lifetime. */
+struct exec_pool {
+    uv_loop_t *loop;
+    struct exec__cmd cmd;
+    unsigned max_concurrent, max_queue;
+    size_t keep_out, keep_err;
+    unsigned progress_ms;
+    bool unsafe;
+    bool test_switch;
+    exec_probe_t probe;
+    bool refusing;
+    char refusal[700];
+    unsigned warm_target; /* sandboxes kept set up ahead (0: keep_warm off) */
+    /* Warm sandboxes that died unused in a row (a stray kill, the OOM killer): at
+     * EXEC_WARM_MAX_DEATHS none are made any more, since something kills them all. A warm
+     * run that ends starts the count again. */
+    unsigned warm_deaths;
+    bool warm_failed;
+    exec_run_t *warm[EXEC_MAX_WARM]; /* set up, interpreter waiting for code; oldest first */
+    unsigned n_warm;
+    char *warm_dir; /* the ro_dir the warm sandboxes were made with; NULL: none */
+    exec_run_t *q_head, *q_tail;
+    unsigned n_queued;
+    exec_run_t *active; /* spawned, not yet freed */
+    unsigned n_running; /* holding a slot */
+    unsigned n_alive;   /* allocated runs */
+    bool closing;
+    exec_session_t *sessions;  /* not yet freed (session.c) */
+    exec_files_limits_t files; /* bounds for files out, defaults filled in */
+};
+
+/* the canonical form of a run's ro_dir, malloc'd; NULL when it is not a usable directory */
+char *exec__canonical_dir(const char *dir);
+/* The run's folders (ro_dir, then path_dirs) canonical and joined by ':' into *out (malloc'd;
+   NULL when there are none): the warm sandboxes' key, the launcher's --ro-lib and, unsafe,
+   PYTHONPATH. 0, EXEC_EINVAL (a folder missing), EXEC_ENOMEM. */
+int exec__canonical_dirs(const exec_run_opts_t *ro, char **out);
+/* frees the pool once it is closing and nothing it allocated is left */
+void exec__pool_maybe_free(exec_pool_t *pool);
+/* kills every session (exec_pool_free): no callbacks afterwards */
+void exec__sessions_kill(exec_pool_t *pool);
 
 /* Status line parsing shared with the pool: updates the probe-like layer table. */
 void exec__parse_layer(const char *rest, exec_layer_state_t *state,

@@ -94,6 +94,14 @@ const char *exec_strerror(int err)
         return "unusable python interpreter";
     case EXEC_EPROBE:
         return "sandbox probe failed";
+    case EXEC_EBUSY:
+        return "a cell is still running in this session";
+    case EXEC_ESESSIONENDED:
+        return "the session has ended";
+    case EXEC_EUNSUPPORTED:
+        return "sessions need the sandbox";
+    case EXEC_EREFUSED:
+        return "runs are refused";
     }
     return "unknown error";
 }
@@ -125,6 +133,14 @@ const char *exec_error_hint(int err)
     case EXEC_EPROBE:
         return "Run `ptc-mcp --check` to see which sandbox layer fails; docs/sandbox.md explains "
                "how to enable each.";
+    case EXEC_EBUSY:
+        return "Wait for the running cell to finish (or cancel it) before sending the next.";
+    case EXEC_ESESSIONENDED:
+        return "Start a new session; the state of the old one is gone.";
+    case EXEC_EUNSUPPORTED:
+        return "Sessions run only in the sandbox: drop --unsafe-no-sandbox to use them.";
+    case EXEC_EREFUSED:
+        return "A mandatory sandbox layer is missing: run `ptc-mcp --check` and fix the host.";
     }
     return "See docs/sandbox.md.";
 }

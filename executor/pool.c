@@ -13,146 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define EXEC_WARM_MAX_DEATHS 3 /* see warm_deaths */
-#define EXEC_READ_CHUNK      (64u << 10)
-#define EXEC_EOF_WAIT_MS     2000u /* after exit, how long pipes may stay open before we stop */
-#define N_PIPES              3
-
-enum { P_OUT, P_ERR, P_REP };
-enum run_state { RUN_QUEUED, RUN_WARM, RUN_RUNNING, RUN_FINISHED };
-enum timer_phase { T_IDLE, T_TIMEOUT, T_GRACE, T_EOF, T_DEFERRED };
-
-typedef struct {
-    unsigned char *data;
-    size_t len, cap, keep;
-    uint64_t total;
-} outbuf_t;
-
-struct exec_run {
-    exec_pool_t *pool;
-    exec_run_t *prev, *next; /* queue or active list */
-    enum run_state state;
-    char *code;
-    uint64_t timeout_ms;
-    int bridge_fd; /* owned until the launcher has it; -1 after */
-    char *ro_dir;  /* canonical host paths joined by ':' (ro_dir, then path_dirs), or NULL */
-    exec_callbacks_t cb;
-    bool detached;  /* cancelled or pool freed: no more callbacks */
-    bool discarded; /* a warm sandbox the pool let go unused (its key changed) */
-    bool took_warm; /* the run got a sandbox set up ahead */
-    /* A queued run that a warm sandbox took over: the caller's handle (owner) forwards to the
-       sandbox's run (taker), which calls back with the owner's pointer and frees it. */
-    exec_run_t *owner, *taker;
-
-    uv_process_t proc;
-    uv_pipe_t pipes[N_PIPES];
-    uv_pipe_t in; /* the launcher's stdin: "CPU_SECONDS[ B]\nCODE" (+ bridge), then closed */
-    uv_write_t wreq;
-    char header[24];
-    bool in_closed, in_counted;
-    uv_timer_t timer;
-    uv_timer_t tick;
-    enum timer_phase phase;
-    int open_handles;
-    bool proc_init; /* uv_spawn was called: the handle must be closed */
-    bool spawned, exited;
-    bool eof[N_PIPES];
-    int64_t exit_status;
-    int term_signal;
-    uint64_t start_ns, end_ns;
-    bool timed_out;
-
-    outbuf_t out, err;
-    char rep[EXEC_REPORT_LINE];
-    size_t rep_len;
-    exec_layer_state_t layers[EXEC_LAYER_COUNT];
-    bool rep_exit, rep_sig, rep_oom;
-    int rep_code;
-    char rep_error[400];
-    char message[700];
-    char signame[16];
-    char readbuf[EXEC_READ_CHUNK];
-};
-
-struct exec_pool {
-    uv_loop_t *loop;
-    struct exec__cmd cmd;
-    unsigned max_concurrent, max_queue;
-    size_t keep_out, keep_err;
-    unsigned progress_ms;
-    bool unsafe;
-    bool test_switch;
-    exec_probe_t probe;
-    bool refusing;
-    char refusal[700];
-    unsigned warm_target; /* sandboxes kept set up ahead (0: keep_warm off) */
-    /* Warm sandboxes that died unused in a row (a stray kill, the OOM killer): at
-     * EXEC_WARM_MAX_DEATHS none are made any more, since something kills them all. A warm
-     * run that ends starts the count again. */
-    unsigned warm_deaths;
-    bool warm_failed;
-    exec_run_t *warm[EXEC_MAX_WARM]; /* set up, interpreter waiting for code; oldest first */
-    unsigned n_warm;
-    char *warm_dir; /* the ro_dir the warm sandboxes were made with; NULL: none */
-    exec_run_t *q_head, *q_tail;
-    unsigned n_queued;
-    exec_run_t *active; /* spawned, not yet freed */
-    unsigned n_running; /* holding a slot */
-    unsigned n_alive;   /* allocated runs */
-    bool closing;
-};
-
 static void start_run(exec_run_t *run);
 static void maybe_finish(exec_run_t *run);
-static void warm_up(exec_pool_t *pool);
-static void warm_remove(exec_pool_t *pool, exec_run_t *run);
-static exec_run_t *warm_take(exec_pool_t *pool, const char *ro_dir);
-static void warm_adopt(exec_run_t *w, exec_run_t *req);
 static void run_begin(exec_run_t *run);
-static char *canonical_dir(const char *dir);
-static int canonical_dirs(const exec_run_opts_t *ro, char **out);
 
 /* ---- small helpers ------------------------------------------------------------------------ */
-
-static const char *signal_name(int sig, char *buf, size_t len)
-{
-    static const char *const names[] = {
-        [SIGHUP] = "SIGHUP",   [SIGINT] = "SIGINT",   [SIGQUIT] = "SIGQUIT", [SIGILL] = "SIGILL",
-        [SIGTRAP] = "SIGTRAP", [SIGABRT] = "SIGABRT", [SIGBUS] = "SIGBUS",   [SIGFPE] = "SIGFPE",
-        [SIGKILL] = "SIGKILL", [SIGUSR1] = "SIGUSR1", [SIGSEGV] = "SIGSEGV", [SIGUSR2] = "SIGUSR2",
-        [SIGPIPE] = "SIGPIPE", [SIGALRM] = "SIGALRM", [SIGTERM] = "SIGTERM", [SIGXCPU] = "SIGXCPU",
-        [SIGXFSZ] = "SIGXFSZ", [SIGSYS] = "SIGSYS",
-    };
-    if (sig > 0 && (size_t)sig < sizeof names / sizeof names[0] && names[sig]) return names[sig];
-    snprintf(buf, len, "SIG%d", sig);
-    return buf;
-}
-
-static void buf_append(outbuf_t *b, const char *data, size_t n)
-{
-    b->total += n;
-    if (b->len >= b->keep) return;
-    size_t take = b->keep - b->len < n ? b->keep - b->len : n;
-    if (b->len + take > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + take)
-            cap *= 2;
-        if (cap > b->keep) cap = b->keep;
-        unsigned char *p = realloc(b->data, cap);
-        if (!p) { /* keep what we have; the rest only counts */
-            b->keep = b->len;
-            return;
-        }
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, data, take);
-    b->len += take;
-}
 
 static void list_remove(exec_run_t **head, exec_run_t **tail, exec_run_t *run)
 {
@@ -167,7 +35,7 @@ static void list_remove(exec_run_t **head, exec_run_t **tail, exec_run_t *run)
     run->prev = run->next = NULL;
 }
 
-static void pool_maybe_free(exec_pool_t *pool)
+void exec__pool_maybe_free(exec_pool_t *pool)
 {
     if (!pool->closing || pool->n_alive) return;
     exec__cmd_free(&pool->cmd);
@@ -175,18 +43,19 @@ static void pool_maybe_free(exec_pool_t *pool)
     free(pool);
 }
 
-static void run_free(exec_run_t *run)
+void exec__run_free(exec_run_t *run)
 {
     exec_pool_t *pool = run->pool;
-    if (run->owner) run_free(run->owner); /* the queued handle this sandbox ran for */
+    if (run->owner) exec__run_free(run->owner); /* the queued handle this sandbox ran for */
     if (run->bridge_fd >= 0) close(run->bridge_fd);
     free(run->ro_dir);
     free(run->code);
     free(run->out.data);
     free(run->err.data);
+    exec__files_rx_free(&run->rx);
     free(run);
     pool->n_alive--;
-    pool_maybe_free(pool);
+    exec__pool_maybe_free(pool);
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -194,7 +63,7 @@ static void on_handle_closed(uv_handle_t *h)
     exec_run_t *run = h->data;
     if (--run->open_handles == 0) {
         list_remove(&run->pool->active, NULL, run);
-        run_free(run);
+        exec__run_free(run);
     }
 }
 
@@ -213,9 +82,9 @@ static void pump(exec_pool_t *pool)
         exec_run_t *next = pool->q_head;
         list_remove(&pool->q_head, &pool->q_tail, next);
         pool->n_queued--;
-        exec_run_t *w = warm_take(pool, next->ro_dir);
+        exec_run_t *w = exec__warm_take(pool, next->ro_dir);
         if (w) {
-            warm_adopt(w, next);
+            exec__warm_adopt(w, next);
             run_begin(w);
         } else {
             start_run(next);
@@ -261,6 +130,10 @@ static void on_timer(uv_timer_t *t)
                 run->eof[i] = true;
             }
         }
+        if (run->in_reading && !run->in_eof) {
+            uv_read_stop((uv_stream_t *)&run->in);
+            run->in_eof = true;
+        }
         run->phase = T_IDLE;
         maybe_finish(run);
         break;
@@ -288,15 +161,13 @@ static void build_result(exec_run_t *run, exec_result_t *res)
 {
     memset(res, 0, sizeof *res);
     res->exit_code = -1;
-    /* never NULL, so that callers may memcpy/fwrite without a special case */
-    static const unsigned char empty[1] = {0};
-    res->out = (exec_output_t){run->out.data ? run->out.data : empty, run->out.len, run->out.total,
-                               run->out.total > run->out.len};
-    res->err = (exec_output_t){run->err.data ? run->err.data : empty, run->err.len, run->err.total,
-                               run->err.total > run->err.len};
+    res->out = exec__buf_output(&run->out);
+    res->err = exec__buf_output(&run->err);
+    res->files = run->rx.n_files ? run->rx.files : NULL;
+    res->n_files = run->rx.n_files;
     uint64_t end = run->end_ns ? run->end_ns : uv_hrtime();
     res->duration_ms = run->start_ns ? (end - run->start_ns) / 1000000u : 0;
-    res->sandbox = run->pool->unsafe ? EXEC_SANDBOX_NONE : exec__level(run->layers);
+    res->sandbox = run->pool->unsafe ? EXEC_SANDBOX_NONE : exec__level(run->rep.layers);
     res->warm_start = run->took_warm;
 
     if (run->message[0]) { /* refused before or at spawn */
@@ -304,11 +175,11 @@ static void build_result(exec_run_t *run, exec_result_t *res)
         res->message = run->message;
         return;
     }
-    if (run->rep_error[0]) {
+    if (run->rep.error[0]) {
         snprintf(run->message, sizeof run->message,
                  "sandbox setup failed: %s. Run `ptc-mcp --check`; docs/sandbox.md explains each "
                  "layer.",
-                 run->rep_error);
+                 run->rep.error);
         res->status = EXEC_STATUS_REFUSED;
         res->message = run->message;
         return;
@@ -318,17 +189,17 @@ static void build_result(exec_run_t *run, exec_result_t *res)
     if (run->pool->unsafe) {
         sig = run->term_signal;
         code = sig ? -1 : (int)run->exit_status;
-    } else if (run->rep_sig) {
-        sig = run->rep_code;
-    } else if (run->rep_exit) {
-        code = run->rep_code;
+    } else if (run->rep.sig) {
+        sig = run->rep.code;
+    } else if (run->rep.exit) {
+        code = run->rep.code;
     } else {
         known = false;
     }
     if (run->timed_out) {
         res->status = EXEC_STATUS_TIMEOUT;
         res->signal = SIGKILL; /* that is how the tree ended */
-    } else if (run->rep_oom) {
+    } else if (run->rep.oom) {
         res->status = EXEC_STATUS_OOM;
         res->signal = sig;
         res->exit_code = code;
@@ -346,7 +217,8 @@ static void build_result(exec_run_t *run, exec_result_t *res)
         res->exit_code = code;
         res->status = code == 0 ? EXEC_STATUS_OK : EXEC_STATUS_ERROR;
     }
-    if (res->signal) res->signal_name = signal_name(res->signal, run->signame, sizeof run->signame);
+    if (res->signal)
+        res->signal_name = exec__signal_name(res->signal, run->signame, sizeof run->signame);
 }
 
 static void finish(exec_run_t *run)
@@ -354,7 +226,7 @@ static void finish(exec_run_t *run)
     exec_pool_t *pool = run->pool;
     bool had_slot = run->state == RUN_RUNNING;
     if (run->state == RUN_WARM) { /* died (or was let go) before a run took it */
-        warm_remove(pool, run);
+        exec__warm_remove(pool, run);
         if (!pool->closing && !run->discarded && ++pool->warm_deaths >= EXEC_WARM_MAX_DEATHS)
             pool->warm_failed = true;
     } else if (run->took_warm) {
@@ -381,13 +253,14 @@ static void finish(exec_run_t *run)
     close_handle(run, (uv_handle_t *)&run->timer);
     close_handle(run, (uv_handle_t *)&run->tick);
     pump(pool);
-    warm_up(pool);
+    exec__warm_up(pool);
 }
 
 static void maybe_finish(exec_run_t *run)
 {
     if (run->state != RUN_RUNNING && run->state != RUN_WARM) return;
     if (!run->exited || !run->eof[P_OUT] || !run->eof[P_ERR] || !run->eof[P_REP]) return;
+    if (run->in_reading && !run->in_eof) return; /* the output files may still be coming */
     finish(run);
 }
 
@@ -400,7 +273,8 @@ static void on_proc_exit(uv_process_t *p, int64_t status, int sig)
     run->term_signal = sig;
     if (run->pool->unsafe) kill(-p->pid, SIGKILL); /* grandchildren of an unsandboxed run */
     uv_timer_stop(&run->timer);
-    bool all_eof = run->eof[P_OUT] && run->eof[P_ERR] && run->eof[P_REP];
+    bool all_eof =
+        run->eof[P_OUT] && run->eof[P_ERR] && run->eof[P_REP] && (!run->in_reading || run->in_eof);
     if (!all_eof) {
         run->phase = T_EOF;
         uv_timer_start(&run->timer, on_timer, EXEC_EOF_WAIT_MS, 0);
@@ -418,23 +292,6 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init(run->readbuf, sizeof run->readbuf);
 }
 
-static void report_line(exec_run_t *run, char *line)
-{
-    if (strncmp(line, "layer ", 6) == 0) {
-        exec__parse_layer(line + 6, run->layers, NULL);
-    } else if (strncmp(line, "exit ", 5) == 0) {
-        run->rep_exit = true;
-        run->rep_code = atoi(line + 5);
-    } else if (strncmp(line, "signal ", 7) == 0) {
-        run->rep_sig = true;
-        run->rep_code = atoi(line + 7);
-    } else if (strcmp(line, "oom") == 0) {
-        run->rep_oom = true;
-    } else if (strncmp(line, "error ", 6) == 0 && !run->rep_error[0]) {
-        snprintf(run->rep_error, sizeof run->rep_error, "%s", line + 6);
-    }
-}
-
 static int pipe_index(exec_run_t *run, uv_stream_t *s)
 {
     for (int i = 0; i < N_PIPES; i++)
@@ -442,9 +299,25 @@ static int pipe_index(exec_run_t *run, uv_stream_t *s)
     return -1;
 }
 
+/* the output files init sends after the run; anything out of bounds stops them */
+static void on_files(exec_run_t *run, ssize_t n, const uv_buf_t *buf)
+{
+    size_t used;
+    int code;
+    if (n >= 0 && exec__files_rx_feed(&run->rx, buf->base, (size_t)n, &used, &code) == 0) return;
+    uv_read_stop((uv_stream_t *)&run->in);
+    run->in_eof = true;
+    run->rx.active = false;
+    maybe_finish(run);
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     exec_run_t *run = s->data;
+    if (s == (uv_stream_t *)&run->in) {
+        on_files(run, n, buf);
+        return;
+    }
     int i = pipe_index(run, s);
     if (i < 0) return;
     if (n < 0) {
@@ -454,20 +327,11 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         return;
     }
     if (i == P_OUT) {
-        buf_append(&run->out, buf->base, (size_t)n);
+        exec__buf_append(&run->out, buf->base, (size_t)n);
     } else if (i == P_ERR) {
-        buf_append(&run->err, buf->base, (size_t)n);
+        exec__buf_append(&run->err, buf->base, (size_t)n);
     } else {
-        for (ssize_t k = 0; k < n; k++) {
-            char c = buf->base[k];
-            if (c == '\n') {
-                run->rep[run->rep_len] = '\0';
-                report_line(run, run->rep);
-                run->rep_len = 0;
-            } else if (run->rep_len < sizeof run->rep - 1) {
-                run->rep[run->rep_len++] = c;
-            }
-        }
+        exec__report_feed(&run->rep, buf->base, (size_t)n);
     }
 }
 
@@ -484,23 +348,37 @@ static void defer_refusal(exec_run_t *run, const char *msg)
     uv_timer_start(&run->timer, on_timer, 0, 0);
 }
 
-static void on_in_closed(uv_handle_t *h)
+void exec__on_in_closed(uv_handle_t *h)
 {
     exec_run_t *run = h->data;
     run->in_closed = true;
     if (run->in_counted) on_handle_closed(h);
 }
 
+static void on_in_shut(uv_shutdown_t *req, int status)
+{
+    (void)req;
+    (void)status; /* cancelled when the run ended first; a failure shows as EOF */
+}
+
 static void on_code_written(uv_write_t *req, int status)
 {
-    (void)status; /* a failure means init is gone: its exit ends the run */
     exec_run_t *run = req->data;
     /* the end of the run may have closed it already (the write is then cancelled) */
-    if (!uv_is_closing((uv_handle_t *)&run->in)) uv_close((uv_handle_t *)&run->in, on_in_closed);
+    if (uv_is_closing((uv_handle_t *)&run->in)) return;
+    /* init reads EOF after the code, then sends the output files back on the same socket */
+    run->shut.data = run;
+    if (status == 0 && uv_shutdown(&run->shut, (uv_stream_t *)&run->in, on_in_shut) == 0 &&
+        uv_read_start((uv_stream_t *)&run->in, on_alloc, on_read) == 0) {
+        run->in_reading = true;
+        return;
+    }
+    /* a failure means init is gone: its exit ends the run */
+    uv_close((uv_handle_t *)&run->in, exec__on_in_closed);
 }
 
 /* handles of a run that is about to spawn; it joins the active list (killed by pool free) */
-static void run_handles_init(exec_run_t *run)
+void exec__run_handles_init(exec_run_t *run)
 {
     exec_pool_t *pool = run->pool;
     run->next = pool->active;
@@ -521,7 +399,7 @@ static void run_handles_init(exec_run_t *run)
 
 /* Spawns the launcher (which sets the sandbox up and waits for the code on stdin) or, unsafe,
    the interpreter itself with the code. */
-static int run_spawn(exec_run_t *run)
+int exec__run_spawn(exec_run_t *run)
 {
     exec_pool_t *pool = run->pool;
     char *argv[EXEC_MAX_ARGS + 8];
@@ -569,7 +447,8 @@ static int run_spawn(exec_run_t *run)
         }
         o.file = pool->cmd.launcher;
         o.stdio_count = 4;
-        stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
+        /* both ways: the output files come back on it after the run */
+        stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE;
         stdio[0].data.stream = (uv_stream_t *)&run->in;
     }
     argv[n] = NULL;
@@ -621,31 +500,17 @@ static int send_bridge(exec_run_t *run, const char *header, size_t len)
 {
     uv_os_fd_t sock;
     int r = uv_fileno((uv_handle_t *)&run->in, &sock);
-    char ctl[CMSG_SPACE(sizeof(int))];
-    memset(ctl, 0, sizeof ctl);
-    struct iovec iov = {(void *)(uintptr_t)header, len};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &run->bridge_fd, sizeof(int));
-    ssize_t w = -1;
     if (r == 0) {
-        do {
-            w = sendmsg(sock, &mh, MSG_NOSIGNAL);
-        } while (w < 0 && errno == EINTR);
+        r = exec__send_fd(sock, header, len, run->bridge_fd);
     } else {
         errno = EBADF;
+        r = -1;
     }
     int e = errno;
     close(run->bridge_fd);
     run->bridge_fd = -1;
     errno = e;
-    if (w == (ssize_t)len) return 0;
-    if (w >= 0) errno = EAGAIN; /* a partial header: the sandbox will refuse it anyway */
-    return -1;
+    return r;
 }
 
 /* the run takes its slot: hand over the code, start the clocks */
@@ -658,9 +523,12 @@ static void run_begin(exec_run_t *run)
     if (!run->spawned) return; /* refused: the deferred end is on its way */
     if (!pool->unsafe) {
         /* CPU seconds follow the wall clock: a spinning run is stopped by either */
-        int hl = snprintf(run->header, sizeof run->header, "%llu%s\n",
+        const exec_files_limits_t *lim = &pool->files;
+        exec__files_rx_start(&run->rx, lim);
+        int hl = snprintf(run->header, sizeof run->header, "%llu %llu %llu %u%s\n",
                           (unsigned long long)(run->timeout_ms / 1000 + 2),
-                          run->bridge_fd >= 0 ? " B" : "");
+                          (unsigned long long)lim->file_bytes, (unsigned long long)lim->call_bytes,
+                          lim->count, run->bridge_fd >= 0 ? " B" : "");
         uv_buf_t bufs[2] = {uv_buf_init(run->header, (unsigned)hl),
                             uv_buf_init(run->code, (unsigned)strlen(run->code))};
         unsigned first = 0;
@@ -668,7 +536,7 @@ static void run_begin(exec_run_t *run)
             if (send_bridge(run, run->header, (size_t)hl) < 0) {
                 snprintf(run->message, sizeof run->message,
                          "cannot hand the bridge descriptor to the sandbox: %s", strerror(errno));
-                uv_close((uv_handle_t *)&run->in, on_in_closed);
+                uv_close((uv_handle_t *)&run->in, exec__on_in_closed);
                 kill_tree(run); /* its timer now runs the kill grace, not the timeout */
                 return;
             }
@@ -676,7 +544,7 @@ static void run_begin(exec_run_t *run)
         }
         if (uv_write(&run->wreq, (uv_stream_t *)&run->in, bufs + first, 2 - first,
                      on_code_written) < 0)
-            uv_close((uv_handle_t *)&run->in, on_in_closed);
+            uv_close((uv_handle_t *)&run->in, exec__on_in_closed);
     }
     run->phase = T_TIMEOUT;
     uv_update_time(pool->loop); /* the cached loop time may predate the spawn */
@@ -688,15 +556,15 @@ static void run_begin(exec_run_t *run)
 static void start_run(exec_run_t *run)
 {
     exec_pool_t *pool = run->pool;
-    run_handles_init(run);
+    exec__run_handles_init(run);
     if (pool->refusing)
         defer_refusal(run, pool->refusal);
     else
-        run_spawn(run);
+        exec__run_spawn(run);
     run_begin(run);
 }
 
-static exec_run_t *run_alloc(exec_pool_t *pool)
+exec_run_t *exec__run_alloc(exec_pool_t *pool)
 {
     exec_run_t *run = calloc(1, sizeof *run);
     if (!run) return NULL;
@@ -706,113 +574,6 @@ static exec_run_t *run_alloc(exec_pool_t *pool)
     run->err.keep = pool->keep_err;
     pool->n_alive++;
     return run;
-}
-
-/* an idle warm sandbox must not keep uv_run alive; a run or pool free takes it back */
-static void warm_ref(exec_run_t *run, bool ref)
-{
-    uv_handle_t *hs[] = {(uv_handle_t *)&run->proc, (uv_handle_t *)&run->pipes[0],
-                         (uv_handle_t *)&run->pipes[1], (uv_handle_t *)&run->pipes[2],
-                         (uv_handle_t *)&run->in};
-    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) {
-        if (hs[i] == (uv_handle_t *)&run->proc && !run->proc_init) continue;
-        if (ref)
-            uv_ref(hs[i]);
-        else
-            uv_unref(hs[i]);
-    }
-}
-
-static void warm_remove(exec_pool_t *pool, exec_run_t *run)
-{
-    for (unsigned i = 0; i < pool->n_warm; i++) {
-        if (pool->warm[i] != run) continue;
-        memmove(&pool->warm[i], &pool->warm[i + 1], (pool->n_warm - i - 1) * sizeof run);
-        pool->n_warm--;
-        return;
-    }
-}
-
-static bool same_dir(const char *a, const char *b)
-{
-    return a == b || (a && b && strcmp(a, b) == 0);
-}
-
-/* Lets every warm sandbox go: its init reads EOF instead of code, kills the waiting
-   interpreter and exits. The loop waits for them (they are referenced again). */
-static void warm_discard(exec_pool_t *pool)
-{
-    while (pool->n_warm) {
-        exec_run_t *run = pool->warm[--pool->n_warm];
-        run->discarded = true;
-        if (run->spawned) warm_ref(run, true);
-        if (!uv_is_closing((uv_handle_t *)&run->in))
-            uv_close((uv_handle_t *)&run->in, on_in_closed);
-    }
-}
-
-/* Keeps warm_target sandboxes set up ahead, each with its interpreter started and waiting for
-   code, for runs whose ro_dir is warm_dir: a run then pays only for its own code and the end.
-   Called when a run ends (its result is out), so the set-up does not compete with it. */
-static void warm_up(exec_pool_t *pool)
-{
-    while (pool->n_warm < pool->warm_target && !pool->unsafe && !pool->refusing && !pool->closing &&
-           !pool->warm_failed) {
-        exec_run_t *run = run_alloc(pool);
-        if (!run) return;
-        if (pool->warm_dir && !(run->ro_dir = strdup(pool->warm_dir))) {
-            run_free(run);
-            return;
-        }
-        run->state = RUN_WARM;
-        run->detached = true; /* nobody to call back until a run takes it */
-        pool->warm[pool->n_warm++] = run;
-        run_handles_init(run);
-        if (run_spawn(run) == 0) warm_ref(run, false);
-    }
-}
-
-/* The oldest warm sandbox made for ro_dir and still alive, taken out of the set; NULL when
-   none. A run with another ro_dir makes that its key: the old ones go, new ones follow. */
-static exec_run_t *warm_take(exec_pool_t *pool, const char *ro_dir)
-{
-    if (!pool->warm_target || pool->unsafe || pool->refusing) return NULL;
-    if (!same_dir(pool->warm_dir, ro_dir)) {
-        char *key = ro_dir ? strdup(ro_dir) : NULL;
-        if (ro_dir && !key) return NULL;
-        warm_discard(pool);
-        free(pool->warm_dir);
-        pool->warm_dir = key;
-        return NULL;
-    }
-    for (unsigned i = 0; i < pool->n_warm; i++) {
-        exec_run_t *run = pool->warm[i];
-        if (run->exited || !run->spawned || run->rep_error[0]) continue;
-        warm_remove(pool, run);
-        run->took_warm = true;
-        run->detached = false;
-        warm_ref(run, true);
-        return run;
-    }
-    return NULL;
-}
-
-/* Moves a run's request into a warm sandbox's run, which then runs it; the request's handle
-   stays the caller's (callbacks and cancel go through it) and is freed with the sandbox's. */
-static void warm_adopt(exec_run_t *w, exec_run_t *req)
-{
-    w->code = req->code;
-    req->code = NULL;
-    free(w->ro_dir);
-    w->ro_dir = req->ro_dir;
-    req->ro_dir = NULL;
-    w->bridge_fd = req->bridge_fd;
-    req->bridge_fd = -1;
-    w->timeout_ms = req->timeout_ms;
-    w->cb = req->cb;
-    w->owner = req;
-    req->taker = w;
-    req->state = RUN_RUNNING; /* its slot is counted on w */
 }
 
 /* ---- public ------------------------------------------------------------------------------- */
@@ -827,6 +588,7 @@ int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out
     exec_pool_t *pool = calloc(1, sizeof *pool);
     if (!pool) return EXEC_ENOMEM;
     pool->loop = loop;
+    exec_pool_set_files_limits(pool, NULL);
     int r = exec__cmd_build(opts, &pool->cmd);
     if (r < 0 && r != EXEC_ENOLAUNCHER) {
         exec__cmd_free(&pool->cmd);
@@ -868,7 +630,7 @@ int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out
         exec__copy(pool->refusal, sizeof pool->refusal,
                    pool->probe.message[0] ? pool->probe.message : exec_error_hint(EXEC_EPROBE));
     }
-    warm_up(pool);
+    exec__warm_up(pool);
     *out = pool;
     return 0;
 }
@@ -881,16 +643,17 @@ void exec_pool_free(exec_pool_t *pool)
         exec_run_t *run = pool->q_head;
         list_remove(&pool->q_head, &pool->q_tail, run);
         pool->n_queued--;
-        run_free(run);
+        exec__run_free(run);
     }
     pool->closing = true;
     for (unsigned i = 0; i < pool->n_warm; i++) /* wait for their end */
-        if (pool->warm[i]->spawned) warm_ref(pool->warm[i], true);
+        if (pool->warm[i]->spawned) exec__warm_ref(pool->warm[i], true);
     for (exec_run_t *run = pool->active; run; run = run->next) {
         run->detached = true;
         kill_tree(run);
     }
-    pool_maybe_free(pool);
+    exec__sessions_kill(pool);
+    exec__pool_maybe_free(pool);
 }
 
 const exec_probe_t *exec_pool_probe(const exec_pool_t *pool)
@@ -913,32 +676,6 @@ unsigned exec_pool_queued(const exec_pool_t *pool)
     return pool ? pool->n_queued : 0;
 }
 
-int exec_pool_warm_for(exec_pool_t *pool, const char *ro_dir)
-{
-    exec_run_opts_t ro;
-    exec_run_opts_init(&ro);
-    ro.ro_dir = ro_dir;
-    return exec_pool_warm_for_ex(pool, &ro);
-}
-
-int exec_pool_warm_for_ex(exec_pool_t *pool, const exec_run_opts_t *ro)
-{
-    if (!pool) return EXEC_EINVAL;
-    if (pool->closing) return EXEC_ECLOSING;
-    char *dir = NULL;
-    int rc = canonical_dirs(ro, &dir);
-    if (rc != 0) return rc;
-    if (!same_dir(pool->warm_dir, dir)) {
-        warm_discard(pool);
-        free(pool->warm_dir);
-        pool->warm_dir = dir;
-        dir = NULL;
-        warm_up(pool);
-    }
-    free(dir);
-    return 0;
-}
-
 void exec_run_opts_init(exec_run_opts_t *ro)
 {
     memset(ro, 0, sizeof *ro);
@@ -952,7 +689,7 @@ int exec_run_start(exec_pool_t *pool, const char *code, uint64_t timeout_ms,
 }
 
 /* the canonical form of a run's ro_dir, malloc'd; NULL when it is not a usable directory */
-static char *canonical_dir(const char *dir)
+char *exec__canonical_dir(const char *dir)
 {
     char real[PATH_MAX];
     struct stat st;
@@ -966,7 +703,7 @@ static char *canonical_dir(const char *dir)
    NULL when there are none): one string is the warm sandboxes' key, the launcher's --ro-lib
    and, unsafe, PYTHONPATH. A folder that is missing stays EINVAL, not ENOMEM: the caller can
    act on it. */
-static int canonical_dirs(const exec_run_opts_t *ro, char **out)
+int exec__canonical_dirs(const exec_run_opts_t *ro, char **out)
 {
     *out = NULL;
     if (!ro || (!ro->ro_dir && ro->n_path_dirs == 0)) return 0;
@@ -978,7 +715,7 @@ static int canonical_dirs(const exec_run_opts_t *ro, char **out)
     for (size_t i = 0; i <= ro->n_path_dirs && rc == 0; i++) {
         const char *d = i == 0 ? ro->ro_dir : ro->path_dirs[i - 1];
         if (i == 0 && !d) continue;
-        if (!(parts[n] = canonical_dir(d))) {
+        if (!(parts[n] = exec__canonical_dir(d))) {
             rc = EXEC_EINVAL;
             break;
         }
@@ -1012,7 +749,7 @@ static int start_checked(exec_pool_t *pool, const char *code, uint64_t timeout_m
     bool now = pool->n_running < pool->max_concurrent && !pool->q_head;
     if (!now && pool->n_queued >= pool->max_queue) return EXEC_EQUEUEFULL;
     char *ro_dir = NULL;
-    int drc = canonical_dirs(ro, &ro_dir);
+    int drc = exec__canonical_dirs(ro, &ro_dir);
     if (drc != 0) return drc;
     char *copy = malloc(len + 1);
     if (!copy) {
@@ -1021,9 +758,9 @@ static int start_checked(exec_pool_t *pool, const char *code, uint64_t timeout_m
     }
     memcpy(copy, code, len + 1);
     /* a warm sandbox made for the same ro_dir (the bridge comes with the code either way) */
-    exec_run_t *run = now ? warm_take(pool, ro_dir) : NULL;
+    exec_run_t *run = now ? exec__warm_take(pool, ro_dir) : NULL;
     bool warm = run != NULL;
-    if (!run && !(run = run_alloc(pool))) {
+    if (!run && !(run = exec__run_alloc(pool))) {
         free(copy);
         free(ro_dir);
         return EXEC_ENOMEM;
@@ -1074,10 +811,19 @@ void exec_run_cancel(exec_run_t *run)
         exec_pool_t *pool = run->pool;
         list_remove(&pool->q_head, &pool->q_tail, run);
         pool->n_queued--;
-        run_free(run);
+        exec__run_free(run);
         return;
     }
     /* running: the tree dies now; the handles close through the normal end of the run, which
        no longer calls back */
     kill_tree(run);
+}
+
+int exec_run_output(const exec_run_t *run, exec_output_t *out, exec_output_t *err)
+{
+    if (!run || !out || !err) return EXEC_EINVAL;
+    if (run->taker) run = run->taker; /* a queued request a warm sandbox took over */
+    *out = exec__buf_output(&run->out);
+    *err = exec__buf_output(&run->err);
+    return 0;
 }

@@ -125,6 +125,18 @@ static int op_call(void *data, const reg_tool_t *tool, const cJSON *args, unsign
     job_t *j = data;
     *cancel_handle = NULL;
     mcp_client_t *c = ptc_downstream_client(j->ex->downstream, tool->server);
+    if (c == NULL && ptc_env_is_custom(tool->server)) {
+        /* The user's helpers run in the sandbox itself: the bridge has nothing to call. */
+        char m[600];
+        const char *dot = strrchr(tool->name, '.');
+        int mod_len = dot ? (int)(dot - tool->name) : (int)strlen(tool->name);
+        snprintf(m, sizeof m,
+                 "%s is one of your own helpers (--custom-tools): it runs inside the sandbox, not "
+                 "through the bridge; call it as plain Python: import %.*s; %s(...)",
+                 tool->id, mod_len, tool->name, tool->name);
+        done(done_data, MCP_ENOTSUP, NULL, m);
+        return 0;
+    }
     if (c == NULL) {
         char m[300];
         snprintf(m, sizeof m, "%s is only described (--tools-file): no configured server serves it",

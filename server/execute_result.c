@@ -167,9 +167,20 @@ static cJSON *base_fields(const char *status, int exit_code, const char *signal,
     return sc;
 }
 
+/* The packages' state while building or after a failure (environment.c), into sc. */
+static bool add_env(const ptc_execute_t *ex, cJSON *sc)
+{
+    cJSON *env = ptc_env_result_json(ex->env);
+    return env == NULL || cJSON_AddItemToObject(sc, "environment", env);
+}
+
 void ptc__execute_finish_refused(ptc_execute_t *ex, mcp_call_t *call, const char *message)
 {
     cJSON *sc = base_fields("refused", -1, NULL, 0, 0, false, 0, ex->unsafe ? "none" : "full");
+    if (sc != NULL && !add_env(ex, sc)) {
+        cJSON_Delete(sc);
+        sc = NULL;
+    }
     char empty_out[1] = "", empty_err[1] = "";
     exec_page_t page = {.out = empty_out, .err = empty_err, .cursor = NULL};
     if (sc == NULL) {
@@ -227,12 +238,20 @@ void ptc__execute_finish_job(job_t *j)
         ptc__sb_str(&note, "Warning: ");
         ptc__sb_str(&note, w->valuestring);
     }
+    /* A run without the declared packages (--packages-optional after a failed build). */
+    char *env_note = ptc_env_result_note(ex->env);
+    if (env_note != NULL) {
+        if (note.len) ptc__sb_str(&note, "\n");
+        ptc__sb_str(&note, env_note);
+        free(env_note);
+    }
     /* What self-healing did: the history, why it stopped, the final code, the packet. */
     char *heal = NULL;
     cJSON *packet = NULL;
     ptc_repair_run_t run = ptc__execute_run_of(o);
     bool ok = sc != NULL && ptc_repair_loop_report(j->loop, &run, &heal, &packet) == 0;
     cJSON *attempts = ptc_repair_loop_take_attempts(j->loop);
+    if (ok) ok = add_env(ex, sc);
     if (ok) {
         cJSON_ReplaceItemInObjectCaseSensitive(sc, "tool_calls",
                                                cJSON_CreateNumber((double)o->tool_calls));

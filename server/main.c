@@ -23,6 +23,7 @@ typedef struct app {
     ptc_downstream_t *downstream;
     ptc_pybundle_cache_t *bundle;
     ptc_startup_t *startup;
+    ptc_env_t *env;
 } app_t;
 
 static const char instructions[] =
@@ -145,6 +146,13 @@ static void bundle_log(void *data, int level, const char *line)
 }
 
 static void bundle_built(void *data)
+{
+    app_t *app = data;
+    ptc_execute_describe(app->exec, app->srv, ptc_pybundle_cache_modules(app->bundle));
+}
+
+/* The packages became ready or failed: the description says so, warm sandboxes mount them. */
+static void env_changed(void *data)
 {
     app_t *app = data;
     ptc_execute_describe(app->exec, app->srv, ptc_pybundle_cache_modules(app->bundle));
@@ -274,6 +282,7 @@ static int check_report(const ptc_options_t *o)
                note[0] ? "; " : "", note);
         reg_embedder_free(emb);
     }
+    if (ptc_env_check(o) != 0) status = 1;
     if (check_downstream(o) != 0) status = 1;
     return status;
 }
@@ -302,8 +311,14 @@ static int run(const ptc_options_t *o)
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot create the server: %s", mcp_strerror(rc));
         goto out;
     }
-    if ((rc = ptc_execute_new(&app.loop, o, &app.log, &app.exec)) < 0 ||
-        (rc = ptc_execute_register(app.exec, app.srv)) < 0 ||
+    /* The packages' build starts now (in child processes) and the helpers are published. */
+    if ((rc = ptc_env_new(&app.loop, o, &app.log, &app.env)) < 0) {
+        mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up the sandbox's environment (see above)");
+        goto out;
+    }
+    if ((rc = ptc_execute_new(&app.loop, o, &app.log, &app.exec)) == 0)
+        ptc_execute_set_env(app.exec, app.env);
+    if (rc < 0 || (rc = ptc_execute_register(app.exec, app.srv)) < 0 ||
         (rc = ptc_output_resources_register(app.exec, app.srv)) < 0) {
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up execute_code: %s", mcp_strerror(rc));
         goto out;
@@ -336,6 +351,9 @@ static int run(const ptc_options_t *o)
     ptc_startup_attach(app.startup, app.downstream, app.search, app.bundle);
     ptc_search_set_startup(app.search, app.startup);
     ptc_execute_set_startup(app.exec, app.startup);
+    ptc_env_on_change(app.env, env_changed, &app);
+    ptc_env_scan_custom(app.env, app.exec, app.search);
+    ptc_execute_describe(app.exec, app.srv, NULL);
     ptc_pybundle_cache_refresh(app.bundle);
     ptc_downstream_set_server(app.downstream, app.srv);
     if (o->expose_tools) ptc_downstream_expose(app.downstream, app.srv);
@@ -361,8 +379,10 @@ out:
         uv_close((uv_handle_t *)&app.sig_int, on_signal_closed);
         uv_close((uv_handle_t *)&app.sig_term, on_signal_closed);
     }
-    /* Runs still alive are killed and indexing stops; the loop then reaps the children, lets
-     * work in flight finish and runs every close callback. */
+    /* A package build and the helpers' scan stop first (the scan is a run of the pool), runs
+     * still alive are killed and indexing stops; the loop then reaps the children, lets work in
+     * flight finish and runs every close callback. */
+    ptc_env_free(app.env);
     ptc_execute_free(app.exec);
     ptc_startup_free(app.startup);
     ptc_search_stop(app.search);

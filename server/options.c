@@ -34,7 +34,9 @@ static const flag_t flags[] = {
     {"tools-file", ARG_STR, OFF(tools_file), 0, "FILE",
      "static catalog: JSON array of MCP Tool objects with optional \"server\"", "none"},
     {"check", ARG_NONE, OFF(check), 0, NULL,
-     "print the active sandbox layers, embedder, downstream servers, then exit", NULL},
+     "print the active sandbox layers, embedder, packages and helpers, downstream servers, then "
+     "exit",
+     NULL},
     {"log-level", ARG_STR, OFF(log_level), 0, "LEVEL",
      "stderr log level (debug, info, notice, warning, error, critical, alert, emergency)", "info"},
     {"max-message-bytes", ARG_SIZE, OFF(max_message_bytes), 0, "N",
@@ -96,6 +98,22 @@ static const flag_t flags[] = {
     {"tls-key", ARG_STR, OFF(tls_key), 0, "FILE", "HTTPS private key", "none"},
     {"ca-file", ARG_STR, OFF(ca_file), 0, "FILE", "CA bundle for every outbound HTTPS call",
      "system bundle"},
+    {"packages", ARG_LIST, OFF(packages), OFF(n_packages), "SPEC,SPEC",
+     "pip requirement specifiers installed once (cached) and importable in every run", "none"},
+    {"requirements", ARG_STR, OFF(requirements), 0, "FILE",
+     "a pip requirements file, installed like --packages", "none"},
+    {"package-install-timeout", ARG_NUM, OFF(package_install_timeout), 0, "S",
+     "limit for installing the packages", "600"},
+    {"pip-index-url", ARG_STR, OFF(pip_index_url), 0, "URL", "pip's package index", "pip's own"},
+    {"pip-find-links", ARG_STR, OFF(pip_find_links), 0, "DIR",
+     "a folder of wheels for pip; without --pip-index-url the install is offline (no index)",
+     "none"},
+    {"packages-optional", ARG_NONE, OFF(packages_optional), 0, NULL,
+     "when installing fails, runs go on without the packages (else they are refused)", "off"},
+    {"custom-tools", ARG_LIST, OFF(custom_tools), OFF(n_custom_tools), "PATH",
+     "your own Python helper (.py file or package folder), importable in runs by its module "
+     "name (repeatable)",
+     "none"},
     {"help", ARG_NONE, OFF(help), 0, NULL, "print this help and exit", NULL},
     {"version", ARG_NONE, OFF(version), 0, NULL, "print the version and exit", NULL},
 };
@@ -117,6 +135,7 @@ void ptc_options_init(ptc_options_t *o)
     o->startup_wait = 10;
     o->request_deadline = 50;
     o->max_repairs = 2;
+    o->package_install_timeout = 600;
 }
 
 void ptc_options_close(ptc_options_t *o)
@@ -138,6 +157,56 @@ void ptc_options_usage(FILE *out)
         if (f->dflt) fprintf(out, " [default: %s]", f->dflt);
         fputc('\n', out);
     }
+}
+
+void ptc_options_packages_free(char **specs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(specs[i]);
+}
+
+int ptc_options_packages(const ptc_options_t *o, char **specs, size_t max, FILE *err)
+{
+    size_t n = 0;
+    for (size_t v = 0; v < o->n_packages; v++) {
+        const char *p = o->packages[v];
+        while (*p) {
+            const char *end = strchr(p, ',');
+            size_t len = end ? (size_t)(end - p) : strlen(p);
+            const char *q = p;
+            while (q < p + len && (*q == ' ' || *q == '\t'))
+                q++;
+            bool starts_name =
+                q < p + len &&
+                ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9'));
+            if (!starts_name && n > 0 && q < p + len) {
+                /* "<2" of "numpy>=1,<2": a version clause of the spec before the comma */
+                size_t old = strlen(specs[n - 1]);
+                char *grown = realloc(specs[n - 1], old + 1 + len + 1);
+                if (grown == NULL) goto nomem;
+                grown[old] = ',';
+                memcpy(grown + old + 1, p, len);
+                grown[old + 1 + len] = '\0';
+                specs[n - 1] = grown;
+            } else if (q < p + len) {
+                if (n >= max) {
+                    fprintf(err, "ptc-mcp: --packages: more than %zu specifiers\n", max);
+                    ptc_options_packages_free(specs, n);
+                    return -1;
+                }
+                specs[n] = strndup(p, len);
+                if (specs[n] == NULL) goto nomem;
+                n++;
+            }
+            p += len;
+            if (*p == ',') p++;
+        }
+    }
+    return (int)n;
+nomem:
+    fprintf(err, "ptc-mcp: out of memory reading --packages\n");
+    ptc_options_packages_free(specs, n);
+    return -1;
 }
 
 static const flag_t *find_flag(const char *name, size_t len)

@@ -37,6 +37,16 @@ typedef struct ptc_options {
     double request_deadline;
     const char *repair_url, *repair_model, *repair_key_env;
     const char *auth_token_env, *tls_cert, *tls_key, *ca_file;
+    /* The sandbox's environment (environment/): --packages may be repeated and each value is
+       split on commas (ptc_options_packages); --pip-find-links alone implies an offline build. */
+    const char *packages[PTC_MAX_REPEAT];
+    size_t n_packages;
+    const char *requirements;
+    double package_install_timeout;
+    const char *pip_index_url, *pip_find_links;
+    bool packages_optional;
+    const char *custom_tools[PTC_MAX_REPEAT];
+    size_t n_custom_tools;
 
     /* Which flags were given (by index in the flag table), to tell defaults from choices. */
     unsigned char given[64];
@@ -54,6 +64,14 @@ void ptc_options_close(ptc_options_t *o);
  * and returns -1.
  */
 int ptc_options_parse(ptc_options_t *o, int argc, char **argv, FILE *err);
+/**
+ * The pip requirement specifiers of every --packages value, split on commas, where a piece
+ * that does not start with a letter or digit belongs to the previous spec ("numpy>=1,<2" is
+ * one spec). Fills specs (malloc'd strings, at most max) and returns how many, or -1 with a
+ * message in err (too many, out of memory). Free with ptc_options_packages_free.
+ */
+int ptc_options_packages(const ptc_options_t *o, char **specs, size_t max, FILE *err);
+void ptc_options_packages_free(char **specs, size_t n);
 /** Prints the --help text (the flag table). */
 void ptc_options_usage(FILE *out);
 

@@ -17,6 +17,8 @@
 /* One deadline covers a request's runs and repairs (--request-deadline, by default 50 s: under
  * the common 60 s client timeout); a day at most keeps the milliseconds far from overflow. */
 #define EXECUTE_REQUEST_DEADLINE_MAX_S 86400
+/* A run waits at most this long (and never past its own timeout) for the packages' build. */
+#define EXECUTE_ENV_WAIT_MS 10000u
 
 static const char input_schema[] =
     "{\"type\":\"object\",\"properties\":{"
@@ -49,15 +51,24 @@ static const char output_schema[] =
     "\"attempts\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
     "\"final_code\":{\"type\":\"string\"},"
     "\"repair\":{\"type\":\"object\"},"
+    "\"environment\":{\"type\":\"object\",\"properties\":{"
+    "\"state\":{\"type\":\"string\",\"enum\":[\"building\",\"failed\"]},"
+    "\"packages\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
+    "\"failed_package\":{\"type\":[\"string\",\"null\"]},"
+    "\"message\":{\"type\":\"string\"},\"pip_tail\":{\"type\":\"string\"},"
+    "\"optional\":{\"type\":\"boolean\"}},\"required\":[\"state\",\"packages\"]},"
     "\"sandbox\":{\"type\":\"string\",\"enum\":[\"full\",\"degraded\",\"none\"]}},"
     "\"required\":[\"status\",\"exit_code\",\"signal\",\"stdout\",\"stderr\",\"stdout_bytes\","
     "\"stderr_bytes\",\"truncated\",\"duration_ms\",\"next_cursor\",\"tool_calls\",\"outputs\","
     "\"attempts\",\"sandbox\"]}";
 
-static const char description[] =
+/* The description is description_head, what the code can import (environment.c: the standard
+ * library, the declared packages, the user's helpers), then description. */
+static const char description_head[] =
     "Run Python 3 code in a sandbox and return its output. Each call starts fresh (no state is "
-    "kept between calls); there is no network; /tmp is a small private scratch space; the "
-    "standard library is available. Print results to stdout. Long output comes in pages: call "
+    "kept between calls); there is no network; /tmp is a small private scratch space; ";
+static const char description[] =
+    ". Print results to stdout. Long output comes in pages: call "
     "again with only the returned cursor for the next page. A failed run returns isError with "
     "the end of the traceback first. A failed run is repaired and run again where the client "
     "can sample (max_repairs); calls to tools that already succeeded are not repeated.";
@@ -66,9 +77,11 @@ static const char description[] =
 
 void ptc__execute_job_free(job_t *j)
 {
+    ptc_env_wait_cancel(j->env_wait);
     ptc_repair_loop_free(j->loop); /* cancels a repair request in flight */
     ptc__execute_close_bridge(j, NULL);
     ptc__execute_outcome_clear(&j->last);
+    free(j->code);
     free(j);
 }
 
@@ -77,9 +90,13 @@ static void job_cancelled(mcp_call_t *call, void *data)
     job_t *j = data;
     exec_run_cancel(j->run); /* kills the whole tree now; no on_done follows */
     j->run = NULL;
-    mcp_log(j->ex->lg, MCP_LOG_INFO, "execute_code: request cancelled (attempt %u%s)",
-            ptc_repair_loop_attempt(j->loop),
-            ptc_repair_loop_asking(j->loop) ? ", while waiting for a repair" : "");
+    if (j->loop == NULL)
+        mcp_log(j->ex->lg, MCP_LOG_INFO,
+                "execute_code: request cancelled while waiting for the packages");
+    else
+        mcp_log(j->ex->lg, MCP_LOG_INFO, "execute_code: request cancelled (attempt %u%s)",
+                ptc_repair_loop_attempt(j->loop),
+                ptc_repair_loop_asking(j->loop) ? ", while waiting for a repair" : "");
     ptc__execute_job_free(j); /* cancels the bridge's downstream calls and a repair request */
     /* Only a cancel by the server is answered (a client's notifications/cancelled silences
      * the call): the shutdown's, once its grace period is over. */
@@ -181,6 +198,10 @@ static int op_run(void *data, const char *code, uint64_t timeout_ms, char *msg, 
     exec_run_opts_init(&ro);
     ro.bridge_fd = ptc__execute_open_bridge(ex, j);
     if (ro.bridge_fd >= 0) ro.ro_dir = ptc_pybundle_cache_root(ex->bundle);
+    /* The packages (once ready) and the helpers, with or without a bridge. */
+    const char *dirs[EXEC_MAX_PATH_DIRS];
+    ro.n_path_dirs = ptc_env_path_dirs(ex->env, dirs, EXEC_MAX_PATH_DIRS);
+    ro.path_dirs = dirs;
     int rc = exec_run_start_ex(ex->pool, code, timeout_ms, &ro, &cb, &j->run);
     if (rc >= 0) return 0;
     j->run = NULL;
@@ -269,6 +290,8 @@ static const ptc_repair_ops_t repair_ops = {
 
 /* --- the tool ------------------------------------------------------------------------------ */
 
+static void start_job(job_t *j);
+
 static void handle(mcp_call_t *call, const cJSON *args, void *data)
 {
     ptc_execute_t *ex = data;
@@ -307,7 +330,8 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
         return;
     }
     job_t *j = calloc(1, sizeof *j);
-    if (j == NULL) {
+    if (j == NULL || (j->code = strdup(code->valuestring)) == NULL) {
+        free(j);
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
     }
@@ -315,11 +339,46 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
     j->call = call;
     j->timeout_ms = (uint64_t)(secs * 1000.0 + 0.5);
     if (j->timeout_ms == 0) j->timeout_ms = 1;
-    long max_repairs = repairs != NULL ? (long)repairs->valuedouble : ex->max_repairs;
-    int rc = ptc_repair_loop_new(ex->loop, code->valuestring, j->timeout_ms, max_repairs,
-                                 ex->deadline_ms, EXEC_MAX_CODE_BYTES, &repair_ops, j, &j->loop);
+    j->max_repairs = repairs != NULL ? (long)repairs->valuedouble : ex->max_repairs;
+    mcp_call_on_cancel(call, job_cancelled, j);
+    start_job(j);
+}
+
+/* Waited for the packages' build: run now (what is left of the timeout), or say it goes on. */
+static void env_waited(void *data)
+{
+    job_t *j = data;
+    j->env_wait = NULL;
+    uint64_t waited = uv_now(j->ex->loop) - j->env_wait_from;
+    j->timeout_ms = j->timeout_ms > waited + 1000 ? j->timeout_ms - waited : 1000;
+    start_job(j);
+}
+
+/* Starts the request's repair loop, unless the packages are being built (it waits for them,
+ * bounded) or failed and are not optional (refused, saying why). */
+static void start_job(job_t *j)
+{
+    ptc_execute_t *ex = j->ex;
+    mcp_call_t *call = j->call;
+    ptc_env_run_t what = ptc_env_for_run(ex->env, NULL);
+    if (what == PTC_ENV_WAIT && j->env_wait_from == 0) {
+        uint64_t max = j->timeout_ms < EXECUTE_ENV_WAIT_MS ? j->timeout_ms : EXECUTE_ENV_WAIT_MS;
+        j->env_wait_from = uv_now(ex->loop);
+        j->env_wait = ptc_env_wait(ex->env, max, env_waited, j);
+        if (j->env_wait != NULL) return;
+    }
+    /* Still building after the wait (or out of memory), or failed and not optional. */
+    if (what != PTC_ENV_RUN) {
+        char *note = ptc_env_result_note(ex->env);
+        ptc__execute_job_free(j);
+        ptc__execute_finish_refused(ex, call, note ? note : "the declared packages are not ready");
+        free(note);
+        return;
+    }
+    int rc = ptc_repair_loop_new(ex->loop, j->code, j->timeout_ms, j->max_repairs, ex->deadline_ms,
+                                 EXEC_MAX_CODE_BYTES, &repair_ops, j, &j->loop);
     if (rc < 0) {
-        free(j);
+        ptc__execute_job_free(j);
         if (rc == PTC_REPAIR_EINVAL)
             mcp_call_finish_text(call, true, "Invalid arguments: max_repairs: 0 to %d.",
                                  PTC_REPAIR_MAX);
@@ -327,8 +386,6 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
             mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
     }
-    /* Before the start, which may already answer (and free) the call. */
-    mcp_call_on_cancel(call, job_cancelled, j);
     ptc_repair_loop_start(j->loop);
 }
 
@@ -454,27 +511,37 @@ static int register_with(ptc_execute_t *ex, mcp_server_t *srv, const char *desc)
     return mcp_server_add_tool(srv, &def);
 }
 
-int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv)
+/* The description: the fixed parts around what the code can import, then the tools package's
+ * modules. NULL on ENOMEM. */
+static char *compose(const ptc_execute_t *ex, const cJSON *modules)
 {
-    return register_with(ex, srv, description);
-}
-
-void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *modules)
-{
-    /* runs will bind this package folder: have the warm sandboxes made with it */
-    const char *root = ex->bundle ? ptc_pybundle_cache_root(ex->bundle) : NULL;
-    if (root != NULL && !ex->unsafe) exec_pool_warm_for(ex->pool, root);
     sbuf_t d = {0};
+    char *libs = ptc_env_describe(ex->env);
+    ptc__sb_str(&d, description_head);
+    if (libs == NULL)
+        d.failed = true;
+    else
+        ptc__sb_str(&d, libs);
+    free(libs);
     ptc__sb_str(&d, description);
-    if (cJSON_GetArraySize(modules) > 0) {
+    /* The user's helpers (server "custom") are imported directly, not through tools. */
+    int served = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, modules)
+    {
+        const cJSON *server = cJSON_GetObjectItemCaseSensitive(m, "server");
+        if (!cJSON_IsString(server) || !ptc_env_is_custom(server->valuestring)) served++;
+    }
+    if (served > 0) {
         ptc__sb_str(&d, " Tools of the connected MCP servers are Python functions here: "
                         "`from tools.MODULE import FUNCTION` (modules: ");
-        const cJSON *m;
         int i = 0;
         cJSON_ArrayForEach(m, modules)
         {
             const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "module");
+            const cJSON *server = cJSON_GetObjectItemCaseSensitive(m, "server");
             if (!cJSON_IsString(name)) continue;
+            if (cJSON_IsString(server) && ptc_env_is_custom(server->valuestring)) continue;
             if (i++ > 0) ptc__sb_str(&d, ", ");
             ptc__sb_str(&d, name->valuestring);
         }
@@ -483,11 +550,42 @@ void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *mod
     }
     if (d.failed) {
         free(d.s);
-        return;
+        return NULL;
     }
+    return d.s;
+}
+
+int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv)
+{
+    char *desc = compose(ex, NULL);
+    if (desc == NULL) return MCP_ENOMEM;
+    int rc = register_with(ex, srv, desc);
+    if (rc < 0) {
+        free(desc);
+        return rc;
+    }
+    free(ex->described);
+    ex->described = desc;
+    return rc;
+}
+
+void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *modules)
+{
+    /* Runs will bind these folders (the tools package, the packages once ready, the helpers):
+     * have the warm sandboxes made with them, else every run starts cold. */
+    if (!ex->unsafe) {
+        exec_run_opts_t ro;
+        exec_run_opts_init(&ro);
+        ro.ro_dir = ex->bundle ? ptc_pybundle_cache_root(ex->bundle) : NULL;
+        const char *dirs[EXEC_MAX_PATH_DIRS];
+        ro.n_path_dirs = ptc_env_path_dirs(ex->env, dirs, EXEC_MAX_PATH_DIRS);
+        ro.path_dirs = dirs;
+        if (ro.ro_dir != NULL || ro.n_path_dirs > 0) (void)exec_pool_warm_for_ex(ex->pool, &ro);
+    }
+    sbuf_t d = {.s = compose(ex, modules)};
+    if (d.s == NULL) return;
     /* Unchanged (e.g. no servers yet): no re-registration, so no list_changed for nothing. */
-    const char *current = ex->described ? ex->described : description;
-    if (strcmp(current, d.s) == 0) {
+    if (ex->described != NULL && strcmp(ex->described, d.s) == 0) {
         free(d.s);
         return;
     }
@@ -511,6 +609,16 @@ void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_
     ex->search = search;
     ex->downstream = downstream;
     ex->bundle = bundle;
+}
+
+void ptc_execute_set_env(ptc_execute_t *ex, ptc_env_t *e)
+{
+    ex->env = e;
+}
+
+exec_pool_t *ptc__execute_pool(const ptc_execute_t *ex)
+{
+    return ex->pool;
 }
 
 void ptc_execute_free(ptc_execute_t *ex)

@@ -6,6 +6,7 @@
  * bridge run writes one line to fd 3 and prints it back after the host's answer, so the
  * measured time includes one round trip.
  */
+#include "bench_stats.h"
 #include "executor.h"
 
 #include <poll.h>
@@ -19,18 +20,6 @@
 #define MAX_N 1000
 
 enum { PLAIN, BRIDGE, BRIDGE_LIB, N_KINDS };
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double pct(double *v, int n, double p)
-{
-    qsort(v, (size_t)n, sizeof v[0], cmp);
-    return v[(int)(p * (n - 1) + 0.5)];
-}
 
 typedef struct {
     bool done, ok;
@@ -150,6 +139,6 @@ int main(int argc, char **argv)
     for (int warm = 0; warm < 2; warm++)
         for (int k = 0; k < N_KINDS; k++)
             printf("keep_warm %-3s %-32s p50 %7.2f  p99 %7.2f\n", warm ? "on" : "off", names[k],
-                   pct(t[warm][k], n, 0.5), pct(t[warm][k], n, 0.99));
+                   bench_pct(t[warm][k], n, 0.5), bench_pct(t[warm][k], n, 0.99));
     return 0;
 }

@@ -4,6 +4,7 @@
  * Runs one at a time. Usage: exec_bench [N] [GAP_MS] [PYTHON]. GAP_MS (default 0) idles between
  * runs as a client would between calls; it lets the pool's warm sandbox finish setting up.
  */
+#include "bench_stats.h"
 #include "executor.h"
 
 #include <spawn.h>
@@ -15,19 +16,6 @@
 #include <unistd.h>
 
 #define MAX_N 1000
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double pct(double *v, int n, double p)
-{
-    qsort(v, (size_t)n, sizeof v[0], cmp);
-    int i = (int)(p * (n - 1) + 0.5);
-    return v[i];
-}
 
 static double bare(const char *python, const char *const *extra, int n_extra)
 {
@@ -98,9 +86,9 @@ int main(int argc, char **argv)
         b_is[i] = bare(python, is, 4);
         b_i[i] = bare(python, i_, 3);
     }
-    double s50 = pct(sb, n, 0.5), s99 = pct(sb, n, 0.99);
-    double a50 = pct(b_is, n, 0.5), a99 = pct(b_is, n, 0.99);
-    double c50 = pct(b_i, n, 0.5), c99 = pct(b_i, n, 0.99);
+    double s50 = bench_pct(sb, n, 0.5), s99 = bench_pct(sb, n, 0.99);
+    double a50 = bench_pct(b_is, n, 0.5), a99 = bench_pct(b_is, n, 0.99);
+    double c50 = bench_pct(b_i, n, 0.5), c99 = bench_pct(b_i, n, 0.99);
     printf("python: %s, %d runs each, interleaved, %d ms idle between runs; ms\n", python, n, gap);
     printf("%-44s p50 %7.2f  p99 %7.2f\n", "sandboxed print(1) via pool (-I -B -u)", s50, s99);
     printf("%-44s p50 %7.2f  p99 %7.2f\n", "bare python3 -I -c 'print(1)'", c50, c99);

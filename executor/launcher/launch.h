@@ -20,6 +20,56 @@
 #define LAUNCH_ROOT_TMPFS       "mode=0755,size=2m"
 #define LAUNCH_DEV_TMPFS        "mode=0755,size=64k"
 #define LAUNCH_PATH_MAX         4096
+#define LAUNCH_BRIDGE_FD_STR    "3" /* EXEC_BRIDGE_FD, spelt for the Python sources */
+_Static_assert(EXEC_BRIDGE_FD == 3, "LAUNCH_BRIDGE_FD_STR must follow EXEC_BRIDGE_FD");
+#define LAUNCH_OUTPUT_DIR_NAME EXEC_OUTPUT_DIR_NAME
+
+/* Python source (indented for a function body that has imported os and sys): figures that
+   matplotlib.pyplot holds open are saved as PNGs to $PTC_OUTPUT_DIR by _ptc_plots_end() and
+   by plt.show(), which an import hook replaces once the code itself imports pyplot (matplotlib
+   is never imported here: it costs half a second). */
+#define LAUNCH_PLOT_HOOK                                                                           \
+    "    figs = [0]\n"                                                                             \
+    "    odir = os.environ.get('PTC_OUTPUT_DIR') or '/tmp/outputs'\n"                              \
+    "    def _ptc_save(plt):\n"                                                                    \
+    "        for num in plt.get_fignums():\n"                                                      \
+    "            figs[0] += 1\n"                                                                   \
+    "            try:\n"                                                                           \
+    "                plt.figure(num).savefig(os.path.join(odir, 'figure-%d.png' % figs[0]))\n"     \
+    "            except Exception as e:\n"                                                         \
+    "                sys.stderr.write('[ptc: figure %s not saved: %s]\\n' % (num, e))\n"           \
+    "        plt.close('all')\n"                                                                   \
+    "    def _ptc_plots_end():\n"                                                                  \
+    "        plt = sys.modules.get('matplotlib.pyplot')\n"                                         \
+    "        if plt is not None:\n"                                                                \
+    "            try:\n"                                                                           \
+    "                _ptc_save(plt)\n"                                                             \
+    "            except BaseException as e:\n"                                                     \
+    "                sys.stderr.write('[ptc: figures not saved: %s]\\n' % (e,))\n"                 \
+    "    class _PtcPlotHook:\n"                                                                    \
+    "        @staticmethod\n"                                                                      \
+    "        def find_spec(name, path=None, target=None):\n"                                       \
+    "            if name != 'matplotlib.pyplot':\n"                                                \
+    "                return None\n"                                                                \
+    "            for f in sys.meta_path:\n"                                                        \
+    "                fs = getattr(f, 'find_spec', None)\n"                                         \
+    "                if f is _PtcPlotHook or fs is None:\n"                                        \
+    "                    continue\n"                                                               \
+    "                spec = fs(name, path, target)\n"                                              \
+    "                if spec is None:\n"                                                           \
+    "                    continue\n"                                                               \
+    "                run = getattr(spec.loader, 'exec_module', None)\n"                            \
+    "                if run is not None:\n"                                                        \
+    "                    def exec_module(m, run=run):\n"                                           \
+    "                        run(m)\n"                                                             \
+    "                        def show(*a, **k):\n"                                                 \
+    "                            _ptc_save(m)\n"                                                   \
+    "                        show.__doc__ = getattr(m.show, '__doc__', None)\n"                    \
+    "                        m.show = show\n"                                                      \
+    "                    spec.loader.exec_module = exec_module\n"                                  \
+    "                return spec\n"                                                                \
+    "            return None\n"                                                                    \
+    "    sys.meta_path.insert(0, _PtcPlotHook)\n"
 
 struct launch_mount {
     const char *src;
@@ -42,8 +92,12 @@ struct launch_cfg {
     unsigned pids;
     unsigned cpu_seconds;
     unsigned nofile;
-    int disabled;       /* a layer id turned off by the test switch, or -1 */
-    int bridge_fd;      /* the bridge that came with the code (SCM_RIGHTS), else -1 */
+    int disabled;  /* a layer id turned off by the test switch, or -1 */
+    int bridge_fd; /* the bridge that came with the code (SCM_RIGHTS), else -1 */
+    bool session;  /* --session: cells, not one run (launch_session.c) */
+    bool files;    /* the request asked for the output files back, within: */
+    uint64_t files_file_cap, files_call_cap;
+    unsigned files_count_cap;
     const char *ro_lib; /* --ro-lib DIR[:DIR...] was given (split into ro_libs) */
     /* ro_lib split: the first bound read-only at EXEC_RO_LIB_PATH, the next at
        EXEC_RO_LIB_PATH "1", "2", ... (launch_ro_lib_path) */
@@ -78,6 +132,16 @@ bool launch_disabled(const struct launch_cfg *cfg, exec_layer_id_t id);
 /* The child: sandbox setup, then the interpreter. Never returns. */
 _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_plan *plan,
                             int sync_fd, int life_fd);
+
+/* A session's init after the interpreter started (launch_session.c). Never returns. */
+_Noreturn void launch_session_init(const struct launch_cfg *cfg, const struct launch_plan *plan,
+                                   pid_t py, int chan);
+/* After a one-shot run: the files in the output folder, on stdin, in the session's format
+   (a failed send only stops them). */
+void launch_outputs_send(const struct launch_plan *plan, uint64_t file_cap, uint64_t call_cap,
+                         unsigned count_cap);
+/* the interpreter's first code in a session */
+extern const char launch_session_driver[];
 
 /* seccomp: both filters; err gets a reason on failure. */
 int launch_seccomp_apply(char *err, size_t errlen);

@@ -441,8 +441,8 @@ static ssize_t recv_part(char *buf, size_t len, int *fd_out, bool first)
     return n;
 }
 
-/* "CPU_SECONDS[ B]\nCODE" from stdin (B: the bridge descriptor came on the first bytes),
-   bounded; NULL on EOF before any byte (a warm sandbox the pool discarded). */
+/* "CPU_SECONDS[ FILE_CAP CALL_CAP COUNT_CAP][ B]\nCODE" from stdin (B: the bridge descriptor came
+   on the first bytes), bounded; NULL on EOF before any byte (a warm sandbox the pool discarded). */
 static char *read_request(struct launch_cfg *run)
 {
     size_t cap = EXEC_MAX_CODE_BYTES + 32, len = 0;
@@ -468,6 +468,17 @@ static char *read_request(struct launch_cfg *run)
     *nl = '\0';
     char *end;
     unsigned long cpu = strtoul(buf, &end, 10);
+    /* " FILE_CAP CALL_CAP COUNT_CAP": hand the output files back after the run */
+    unsigned long long fcap, ccap;
+    unsigned count;
+    int used = 0;
+    if (sscanf(end, " %llu %llu %u%n", &fcap, &ccap, &count, &used) == 3 && used > 0) {
+        run->files = true;
+        run->files_file_cap = fcap;
+        run->files_call_cap = ccap;
+        run->files_count_cap = count;
+        end += used;
+    }
     bool bridge = strcmp(end, " B") == 0;
     if ((*end && !bridge) || cpu == 0 || cpu > LAUNCH_WARM_CPU_SECONDS)
         launch_fatal("code", "bad request line '%s'", buf);
@@ -592,8 +603,7 @@ static void set_module_path(const struct launch_cfg *cfg, const struct launch_pl
 static const char bootstrap[] =
     "def _ptc_boot():\n"
     "    import os, sys, _socket\n"
-    "    del globals()['_ptc_boot']\n"
-    "    s = _socket.socket(fileno=3)\n"
+    "    del globals()['_ptc_boot']\n" LAUNCH_PLOT_HOOK "    s = _socket.socket(fileno=3)\n"
     "    h, anc, _f, _a = s.recvmsg(1, _socket.CMSG_SPACE(4), _socket.MSG_CMSG_CLOEXEC)\n"
     "    parts = []\n"
     "    while True:\n"
@@ -625,6 +635,8 @@ static const char bootstrap[] =
     "        sys.last_type, sys.last_value, sys.last_traceback = type(e), e, t\n"
     "        sys.excepthook(type(e), e, t)\n"
     "        raise SystemExit(1)\n"
+    "    finally:\n"
+    "        _ptc_plots_end()\n"
     "_ptc_boot()\n";
 
 /* The interpreter's child of init: limits, directory, environment, then descriptors 0
@@ -634,6 +646,9 @@ static const char bootstrap[] =
 _Noreturn static void exec_interpreter(const struct launch_cfg *cfg, const struct launch_plan *plan,
                                        int chan)
 {
+    /* execve's argv is not const; copied before the rlimits (RLIMIT_AS may refuse it later) */
+    char *boot = strdup(cfg->session ? launch_session_driver : bootstrap);
+    if (!boot) die_errno("exec", "strdup");
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull < 0 || dup2(devnull, 0) < 0) die_errno("exec", "stdin /dev/null");
     close(devnull);
@@ -648,7 +663,11 @@ _Noreturn static void exec_interpreter(const struct launch_cfg *cfg, const struc
     if (plan->landlock_only) {
         /* init is not PID 1 here: make sure the interpreter does not outlive it */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (setenv("HOME", tmp, 1) < 0 || setenv("TMPDIR", tmp, 1) < 0) die_errno("exec", "setenv");
+        char outputs[LAUNCH_PATH_MAX];
+        fmt_path(outputs, sizeof outputs, tmp, "/" LAUNCH_OUTPUT_DIR_NAME);
+        if (setenv("HOME", tmp, 1) < 0 || setenv("TMPDIR", tmp, 1) < 0 ||
+            setenv("PTC_OUTPUT_DIR", outputs, 1) < 0)
+            die_errno("exec", "setenv");
     }
     if (cfg->ro_lib) set_module_path(cfg, plan);
     sigset_t none;
@@ -668,8 +687,6 @@ _Noreturn static void exec_interpreter(const struct launch_cfg *cfg, const struc
        -s and the variables set above instead, since -I ignores PYTHONPATH (docs/sandbox.md,
        "The interpreter's flags") */
     char o_i[] = "-I", o_s[] = "-s", o_b[] = "-B", o_u[] = "-u", o_c[] = "-c";
-    char boot[sizeof bootstrap]; /* execve's argv is not const */
-    memcpy(boot, bootstrap, sizeof bootstrap);
     char *args[] = {cfg->python, cfg->ro_lib ? o_s : o_i, o_b, o_u, o_c, boot, NULL};
     execve(cfg->python, args, environ);
     int e = errno;
@@ -699,6 +716,13 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
     struct pollfd pf = {.fd = life_fd, .events = POLLIN};
     if (poll(&pf, 1, 0) > 0 && (pf.revents & (POLLHUP | POLLIN))) _exit(125);
     prctl(PR_SET_DUMPABLE, 0);
+    /* the folder whose new files come back with the result; EROFS when the test switch took
+       the private /tmp away, and then there is none */
+    char outputs[LAUNCH_PATH_MAX];
+    fmt_path(outputs, sizeof outputs, plan->landlock_only ? plan->run_dir : "/tmp",
+             "/" LAUNCH_OUTPUT_DIR_NAME);
+    if (mkdir(outputs, 0755) < 0 && errno != EEXIST && errno != EROFS && errno != EACCES)
+        die_errno("outputs", outputs);
 
     if (launch_disabled(cfg, EXEC_LAYER_NO_NEW_PRIVS)) {
         launch_layer(EXEC_LAYER_NO_NEW_PRIVS, EXEC_LAYER_DISABLED, "test switch");
@@ -763,6 +787,7 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
     }
     close(limits[0]);
 
+    if (cfg->session) launch_session_init(cfg, plan, py, chan[0]);
     struct launch_cfg run = *cfg;
     char *code_buf = NULL;
     if (!run.code) {
@@ -805,6 +830,8 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
             launch_fatal("wait", "%s", strerror(errno));
         }
         if (r != py) continue;
+        if (run.files)
+            launch_outputs_send(plan, run.files_file_cap, run.files_call_cap, run.files_count_cap);
         if (WIFSIGNALED(st))
             launch_report("signal %d", WTERMSIG(st));
         else

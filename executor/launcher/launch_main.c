@@ -38,9 +38,12 @@
 #define USAGE                                                                                      \
     "usage: ptc-sandbox-launch --python PATH [--prefix DIR]... [--mount SRC:DST:ro|rw]...\n"       \
     "       [--memory BYTES] [--tmp-size BYTES] [--pids N] [--cpu-seconds N] [--fsize BYTES]\n"    \
-    "       [--nofile N] [--disable LAYER] [--ro-lib DIR] [-- CODE]\n"                             \
-    "Without CODE, init reads \"CPU_SECONDS[ B]\\nCODE\" from stdin once it is set up (B: the\n"   \
-    "bridge descriptor comes with the first bytes, SCM_RIGHTS).\n"                                 \
+    "       [--nofile N] [--disable LAYER] [--ro-lib DIR] [--session] [-- CODE]\n"                 \
+    "Without CODE, init reads \"CPU_SECONDS[ FILE_CAP CALL_CAP COUNT][ B]\\nCODE\" from stdin "    \
+    "once\n"                                                                                       \
+    "it is set up (the caps: send the output files back on stdin after the run; B: the\n"          \
+    "bridge descriptor comes with the first bytes, SCM_RIGHTS). --session: cells come on stdin\n"  \
+    "until EOF (launch_session.c).\n"                                                              \
     "Status lines go to fd 3. Started by ptc-mcp; see docs/sandbox.md.\n"
 
 void launch_report(const char *fmt, ...)
@@ -148,6 +151,10 @@ static int parse_args(int argc, char **argv, struct launch_cfg *cfg)
             i++;
             break;
         }
+        if (strcmp(o, "--session") == 0) {
+            cfg->session = true;
+            continue;
+        }
         if (i + 1 >= argc) return -1;
         char *v = argv[++i];
         uint64_t n = 0;
@@ -189,7 +196,8 @@ static int parse_args(int argc, char **argv, struct launch_cfg *cfg)
         }
     }
     if (!cfg->python || cfg->python[0] != '/') return -1;
-    if (i == argc) return 0; /* no CODE: it comes on stdin (a warm sandbox) */
+    if (i == argc) return 0;     /* no CODE: it comes on stdin (a warm sandbox, a session) */
+    if (cfg->session) return -1; /* a session's cells come on stdin only */
     if (i != argc - 1) return -1;
     cfg->code = argv[i];
     return 0;

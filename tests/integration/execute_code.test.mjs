@@ -207,13 +207,13 @@ test('runs share no state: each takes a sandbox and interpreter of its own (warm
       + 'open("/tmp/leak", "w").write("x")\n'
       + 'leak_var = 1\njson.leak = 1\nos.environ["PTC_LEAK"] = "1"\n'
       + 'print(os.listdir("/tmp"))');
-    assert.equal(first.structuredContent.stdout, "['leak']\n");
+    assert.equal(first.structuredContent.stdout, "['leak', 'outputs']\n");
     for (let i = 0; i < 3; i++) {
       const r = await run(c, 'import json, os\n'
         + 'print(os.path.exists("/tmp/leak"), "leak_var" in globals(), hasattr(json, "leak"), '
         + '"PTC_LEAK" in os.environ, os.listdir("/tmp"), os.getpid())');
       assert.equal(r.structuredContent.status, 'ok');
-      assert.equal(r.structuredContent.stdout, 'False False False False [] 2\n');
+      assert.equal(r.structuredContent.stdout, "False False False False ['outputs'] 2\n");
     }
   } finally {
     await c.close();

@@ -328,7 +328,7 @@ static void test_twenty_concurrent_runs_all_correct(void **state)
     uv_run(&loop, UV_RUN_DEFAULT);
     for (int i = 0; i < N_CONC; i++) {
         char want[64];
-        snprintf(want, sizeof want, "%d %d ['me']\n", i * 3, i);
+        snprintf(want, sizeof want, "%d %d ['me', 'outputs']\n", i * 3, i);
         assert_int_equal(c[i].status, EXEC_STATUS_OK);
         assert_string_equal((char *)c[i].out, want);
         capture_free(&c[i]);
@@ -354,7 +354,7 @@ static void test_concurrent_runs_do_not_share_tmp(void **state)
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(a.status, EXEC_STATUS_OK);
     assert_int_equal(b.status, EXEC_STATUS_OK);
-    assert_string_equal((char *)b.out, "[]\n");
+    assert_string_equal((char *)b.out, "['outputs']\n");
     exec_pool_free(pool);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
@@ -622,8 +622,9 @@ static void test_only_passed_variables_reach_the_run(void **state)
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     assert_string_equal((char *)c.out,
-                        "['HOME', 'LANG', 'LC_ALL', 'LOGNAME', 'PATH', 'PTC_TEST_PASSED', "
-                        "'PYTHONDONTWRITEBYTECODE', 'PYTHONUNBUFFERED', 'TMPDIR', 'USER']\n"
+                        "['HOME', 'LANG', 'LC_ALL', 'LOGNAME', 'MPLBACKEND', 'PATH', "
+                        "'PTC_OUTPUT_DIR', 'PTC_TEST_PASSED', 'PYTHONDONTWRITEBYTECODE', "
+                        "'PYTHONUNBUFFERED', 'TMPDIR', 'USER']\n"
                         "yes /tmp C.UTF-8\n");
     exec_pool_free(pool);
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -795,7 +796,7 @@ static void test_cold_and_warm_starts_give_the_same_result(void **state)
             start(pool, code, T_TIMEOUT_MS, &c, NULL);
             uv_run(&loop, UV_RUN_DEFAULT);
             char want[64];
-            snprintf(want, sizeof want, "%d 2 []\n", i);
+            snprintf(want, sizeof want, "%d 2 ['outputs']\n", i);
             assert_int_equal(c.status, EXEC_STATUS_OK);
             assert_string_equal((char *)c.out, want);
             capture_free(&c);
@@ -1023,7 +1024,7 @@ static void test_warm_runs_share_no_state(void **state)
              "print('set', os.listdir('/tmp'))\n",
              T_TIMEOUT_MS, &c);
     assert_int_equal(c.status, EXEC_STATUS_OK);
-    assert_string_equal((char *)c.out, "set ['leak']\n");
+    assert_string_equal((char *)c.out, "set ['leak', 'outputs']\n");
     capture_free(&c);
     /* the next runs take sandboxes made ahead (before and after the first run): none of it */
     for (int i = 0; i < 3; i++) {
@@ -1034,7 +1035,8 @@ static void test_warm_runs_share_no_state(void **state)
                  "sys.modules, '/leak' in sys.path, os.listdir('/tmp'), os.getpid())\n",
                  T_TIMEOUT_MS, &c);
         assert_int_equal(c.status, EXEC_STATUS_OK);
-        assert_string_equal((char *)c.out, "False False False False False False False [] 2\n");
+        assert_string_equal((char *)c.out,
+                            "False False False False False False False ['outputs'] 2\n");
         capture_free(&c);
     }
     pool_end(&loop, pool);

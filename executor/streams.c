@@ -1,0 +1,106 @@
+/* What comes out of a sandbox, shared by runs (pool.c) and sessions (session.c): the retained
+   output streams, the launcher's status lines and signal names. */
+#include "internal.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+const char *exec__signal_name(int sig, char *buf, size_t len)
+{
+    static const char *const names[] = {
+        [SIGHUP] = "SIGHUP",   [SIGINT] = "SIGINT",   [SIGQUIT] = "SIGQUIT", [SIGILL] = "SIGILL",
+        [SIGTRAP] = "SIGTRAP", [SIGABRT] = "SIGABRT", [SIGBUS] = "SIGBUS",   [SIGFPE] = "SIGFPE",
+        [SIGKILL] = "SIGKILL", [SIGUSR1] = "SIGUSR1", [SIGSEGV] = "SIGSEGV", [SIGUSR2] = "SIGUSR2",
+        [SIGPIPE] = "SIGPIPE", [SIGALRM] = "SIGALRM", [SIGTERM] = "SIGTERM", [SIGXCPU] = "SIGXCPU",
+        [SIGXFSZ] = "SIGXFSZ", [SIGSYS] = "SIGSYS",
+    };
+    if (sig > 0 && (size_t)sig < sizeof names / sizeof names[0] && names[sig]) return names[sig];
+    snprintf(buf, len, "SIG%d", sig);
+    return buf;
+}
+
+void exec__buf_append(exec__outbuf_t *b, const char *data, size_t n)
+{
+    b->total += n;
+    if (b->len >= b->keep) return;
+    size_t take = b->keep - b->len < n ? b->keep - b->len : n;
+    if (b->len + take > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + take)
+            cap *= 2;
+        if (cap > b->keep) cap = b->keep;
+        unsigned char *p = realloc(b->data, cap);
+        if (!p) { /* keep what we have; the rest only counts */
+            b->keep = b->len;
+            return;
+        }
+        b->data = p;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, data, take);
+    b->len += take;
+}
+
+exec_output_t exec__buf_output(const exec__outbuf_t *b)
+{
+    /* never NULL, so that callers may memcpy/fwrite without a special case */
+    static const unsigned char empty[1] = {0};
+    return (exec_output_t){b->data ? b->data : empty, b->len, b->total, b->total > b->len};
+}
+
+static void report_line(struct exec__report *r, const char *line)
+{
+    if (strncmp(line, "layer ", 6) == 0) {
+        exec__parse_layer(line + 6, r->layers, NULL);
+    } else if (strncmp(line, "exit ", 5) == 0) {
+        r->exit = true;
+        r->code = atoi(line + 5);
+    } else if (strncmp(line, "signal ", 7) == 0) {
+        r->sig = true;
+        r->code = atoi(line + 7);
+    } else if (strcmp(line, "oom") == 0) {
+        r->oom = true;
+    } else if (strncmp(line, "error ", 6) == 0 && !r->error[0]) {
+        snprintf(r->error, sizeof r->error, "%s", line + 6);
+    }
+}
+
+void exec__report_feed(struct exec__report *r, const char *data, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        char c = data[k];
+        if (c == '\n') {
+            r->line[r->len] = '\0';
+            report_line(r, r->line);
+            r->len = 0;
+        } else if (r->len < sizeof r->line - 1) {
+            r->line[r->len++] = c;
+        }
+    }
+}
+
+int exec__send_fd(int sock, const void *data, size_t len, int fd)
+{
+    char ctl[CMSG_SPACE(sizeof(int))];
+    memset(ctl, 0, sizeof ctl);
+    struct iovec iov = {(void *)(uintptr_t)data, len};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    ssize_t w;
+    do {
+        w = sendmsg(sock, &mh, MSG_NOSIGNAL);
+    } while (w < 0 && errno == EINTR);
+    if (w == (ssize_t)len) return 0;
+    if (w >= 0) errno = EAGAIN; /* a partial message: the sandbox will refuse it anyway */
+    return -1;
+}

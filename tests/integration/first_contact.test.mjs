@@ -3,10 +3,11 @@
 // server, not "0 tools known"; a server slower than the wait is named as still starting.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { connect, ptcBin, repoRoot } from './helpers.mjs';
+import { connect, node22, ptcBin, repoRoot } from './helpers.mjs';
 
 const modules = path.join(repoRoot, 'tests', 'node_modules', '@modelcontextprotocol');
 const fake = path.join(repoRoot, 'tests', 'fixtures', 'fake_downstream.py');
@@ -46,6 +47,22 @@ test('one-shot: search_tools right after initialize knows the tools of all four 
     assert.ok(sc.tools.some((x) => x.id === 'clock__get-time'), JSON.stringify(sc.tools.map((x) => x.id)));
   } finally {
     await c.close();
+    s.cleanup();
+  }
+});
+
+test('the Inspector CLI, one call and gone, finds a downstream tool with search_tools', () => {
+  const s = fourServers();
+  try {
+    const cli = path.join(modules, 'inspector', 'clients', 'launcher', 'build', 'index.js');
+    const r = spawnSync(node22, [cli, '--cli', '--method', 'tools/call', '--tool-name', 'search_tools',
+      '--tool-arg', 'query=remember facts about a person', '--', ptcBin, '--config', s.config, '--startup-wait', '60'],
+    { timeout: 90000, encoding: 'utf8', env: { ...process.env, ...s.env } });
+    assert.equal(r.status, 0, r.stderr);
+    const out = JSON.parse(r.stdout);
+    assert.equal(out.structuredContent.tools[0].server, 'memory', r.stdout);
+    assert.ok(out.structuredContent.servers.every((x) => x.state === 'ready'), r.stdout);
+  } finally {
     s.cleanup();
   }
 });

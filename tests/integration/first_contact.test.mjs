@@ -103,6 +103,10 @@ test('a server slower than --startup-wait is named as still starting, and the wa
     const t1 = Date.now();
     await c.client.callTool({ name: 'search_tools', arguments: { query: 'anything' } });
     assert.ok(Date.now() - t1 < 3000, `the second search took ${Date.now() - t1} ms`);
+    // A run that misses the slow server's module is told why.
+    const run = await c.client.callTool({ name: 'execute_code', arguments: { code: 'import tools.slow' } });
+    assert.equal(run.structuredContent.status, 'error');
+    assert.match(run.content[0].text, /Still starting after --startup-wait \(4 s\): [^.]*\bslow\./);
   } finally {
     await c.close();
     rmSync(dir, { recursive: true, force: true });

@@ -34,8 +34,9 @@ struct ptc_execute {
     ptc_search_t *search;
     ptc_downstream_t *downstream;
     ptc_pybundle_cache_t *bundle;
-    ptc_env_t *env;       /* the declared packages and the user's helpers, or NULL */
-    const cJSON *modules; /* the tools package's modules last described (borrowed) */
+    ptc_startup_t *startup; /* the first runs that use the tools package wait there */
+    ptc_env_t *env;         /* the declared packages and the user's helpers, or NULL */
+    const cJSON *modules;   /* the tools package's modules last described (borrowed) */
     ptc_bridge_limits_t lim;
     FILE *audit;
     unsigned long runs;

@@ -245,6 +245,14 @@ void ptc__execute_finish_job(job_t *j)
         ptc__sb_str(&note, env_note);
         free(env_note);
     }
+    /* A failed run past --startup-wait may have missed a server's module: say which are
+     * still starting, rather than let "No module named 'tools.X'" stand alone. */
+    char starting[800];
+    if (o->status != EXEC_STATUS_OK &&
+        ptc_startup_still_starting(ex->startup, starting, sizeof starting) > 0) {
+        if (note.len) ptc__sb_str(&note, "\n");
+        ptc__sb_str(&note, starting);
+    }
     /* What self-healing did: the history, why it stopped, the final code, the packet. */
     char *heal = NULL;
     cJSON *packet = NULL;

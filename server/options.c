@@ -1,6 +1,8 @@
 /* options.c - one table of flags drives parsing, the config file's "ptc" object and --help. */
 #include "options.h"
 
+#include "mcp.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -71,6 +73,10 @@ static const flag_t flags[] = {
     {"deny-tools", ARG_STR, OFF(deny_tools), 0, "PATTERNS",
      "which registry tools code may not call (glob on ids)", "none"},
     {"tool-timeout", ARG_NUM, OFF(tool_timeout), 0, "S", "one downstream call from code", "60"},
+    {"startup-wait", ARG_NUM, OFF(startup_wait), 0, "S",
+     "the first tools/list, search_tools and tools-package run wait this long for the "
+     "downstream servers' first listing and indexing",
+     "10"},
     {"audit-log", ARG_STR, OFF(audit_log), 0, "FILE",
      "JSONL record of every tool call made from code", "stderr at info"},
     {"confirm-writes", ARG_NONE, OFF(confirm_writes), 0, NULL,
@@ -126,6 +132,7 @@ void ptc_options_init(ptc_options_t *o)
     o->max_timeout = 300;
     o->embedder = "auto";
     o->tool_timeout = 60;
+    o->startup_wait = 10;
     o->request_deadline = 50;
     o->max_repairs = 2;
     o->package_install_timeout = 600;
@@ -319,8 +326,13 @@ static int load_config(ptc_options_t *o, FILE *err)
         return -1;
     }
     text[len] = '\0';
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    char where[300];
+    cJSON *root = mcp_json_parse_located(text, len, where, sizeof where);
     free(text);
+    if (root == NULL) {
+        fprintf(err, "ptc-mcp: --config %s: not valid JSON: %s\n", o->config_file, where);
+        return -1;
+    }
     if (!cJSON_IsObject(root)) {
         fprintf(err, "ptc-mcp: --config %s: not a JSON object (expected {\"mcpServers\": {...}})\n",
                 o->config_file);

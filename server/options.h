@@ -30,6 +30,7 @@ typedef struct ptc_options {
     bool expose_tools;
     const char *allow_tools, *deny_tools;
     double tool_timeout;
+    double startup_wait; /* --startup-wait: first calls wait this long for the servers */
     const char *audit_log;
     bool confirm_writes;
     long max_repairs;

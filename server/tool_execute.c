@@ -98,7 +98,12 @@ static void job_cancelled(mcp_call_t *call, void *data)
                 ptc_repair_loop_attempt(j->loop),
                 ptc_repair_loop_asking(j->loop) ? ", while waiting for a repair" : "");
     ptc__execute_job_free(j); /* cancels the bridge's downstream calls and a repair request */
-    mcp_call_finish_text(call, true, "cancelled: the run was killed");
+    /* Only a cancel by the server is answered (a client's notifications/cancelled silences
+     * the call): the shutdown's, once its grace period is over. */
+    mcp_call_finish_text(call, true,
+                         "cancelled: the server shut down (SIGINT, SIGTERM or its client went "
+                         "away) while the run was going, after its grace period; the run was "
+                         "killed");
 }
 
 static void job_progress(exec_run_t *run, uint64_t elapsed_ms, uint64_t output_bytes, void *user)
@@ -308,6 +313,9 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
         mcp_call_finish_text(call, true, "Invalid arguments: code is required (or a cursor).");
         return;
     }
+    if (ptc_startup_hold(ex->startup, call, args, ptc_startup_uses_tools(code->valuestring), handle,
+                         ex))
+        return;
     double secs = timeout ? timeout->valuedouble : EXECUTE_DEFAULT_TIMEOUT_S;
     if (secs > ex->max_timeout_s) {
         mcp_call_finish_text(call, true,
@@ -588,6 +596,11 @@ void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *mod
     mcp_server_hold_notifications(srv, false);
     free(ex->described);
     ex->described = d.s;
+}
+
+void ptc_execute_set_startup(ptc_execute_t *ex, ptc_startup_t *st)
+{
+    ex->startup = st;
 }
 
 void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_t *downstream,

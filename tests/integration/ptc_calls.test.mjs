@@ -213,10 +213,11 @@ test('--confirm-writes asks the user (elicitation) before a call to a tool that 
       'try:',
       '    create_entities(entities=[{"name": "Bob", "entityType": "person", "observations": []}])',
       'except tools.ToolError as e:',
-      '    print("ToolError:", e)',
+      '    print("ToolError:", e.code, e)',
       'print(sorted(e["name"] for e in read_graph()["entities"]))',
     ].join('\n'));
-    assert.match(r.structuredContent.stdout, /ToolError: .*not confirmed by the user/);
+    // Declined is "denied" (the user said no), not "unavailable" (a server that is down).
+    assert.match(r.structuredContent.stdout, /ToolError: denied .*not confirmed by the user/);
     assert.match(r.structuredContent.stdout, /\['Ada'\]/);
     assert.equal(asked.length, 2, 'read_graph (read-only) needs no confirmation');
     assert.match(asked[0], /memory__create_entities/);

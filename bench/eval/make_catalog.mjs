@@ -2,6 +2,7 @@
 // make_catalog.mjs - builds a retrieval development set's catalog from real MCP servers.
 //
 // usage: node bench/eval/make_catalog.mjs SERVERS.json OUTDIR [--work DIR] [--only NAME,...]
+//                                          [--timeout SECONDS]
 //
 // For each entry of SERVERS.json ({"server", "npm_package", "version", "args"?, "env_keys"?,
 // "bin"?}) it installs the package at that version into a scratch folder (never the checkout),
@@ -25,15 +26,17 @@ const { StdioClientTransport, getDefaultEnvironment } = await import(pathToFileU
 
 const argv = process.argv.slice(2);
 if (argv.length < 2) {
-  console.error('usage: make_catalog.mjs SERVERS.json OUTDIR [--work DIR] [--only NAME,...]');
+  console.error('usage: make_catalog.mjs SERVERS.json OUTDIR [--work DIR] [--only NAME,...] [--timeout S]');
   process.exit(2);
 }
 const [serversPath, outDir] = argv;
 let work = path.join(os.tmpdir(), 'ptc-eval-servers');
 let only = null;
+let timeoutMs = 120000; // a server's start and listing; some take tens of seconds on a busy machine
 for (let i = 2; i < argv.length; i++) {
   if (argv[i] === '--work') work = argv[++i];
   else if (argv[i] === '--only') only = new Set(argv[++i].split(','));
+  else if (argv[i] === '--timeout') timeoutMs = 1000 * Number(argv[++i]);
   else { console.error(`unknown option ${argv[i]}`); process.exit(2); }
 }
 const servers = JSON.parse(fs.readFileSync(serversPath, 'utf8'));
@@ -75,7 +78,7 @@ async function list(s, inst) {
     env, cwd: path.join(work, s.server), stderr: 'ignore',
   });
   const client = new Client({ name: 'ptc-mcp-eval', version: '1' });
-  const timer = setTimeout(() => transport.close(), 30000);
+  const timer = setTimeout(() => transport.close(), timeoutMs);
   try {
     await client.connect(transport);
     const tools = [];

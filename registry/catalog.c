@@ -569,7 +569,8 @@ char *reg_tool_embed_text(const reg_tool_t *tool)
     if (tool == NULL) return NULL;
     ptc_buf_t b;
     ptc_buf_init(&b, REG_EMBED_TEXT_MAX - 1); /* with its NUL */
-    sb_split(&b, tool->server); /* as in reg_tool_index_text */
+    /* The server's name first, as in reg_tool_index_text. */
+    sb_split(&b, tool->server);
     sb_split(&b, tool->name);
     sb_sentence(&b, tool->title);
     sb_sentence(&b, tool->description);

@@ -540,6 +540,10 @@ char *reg_tool_index_text(const reg_tool_t *tool)
     if (tool == NULL) return NULL;
     ptc_buf_t b;
     ptc_buf_init(&b, 2 * (size_t)REG_TEXT_MAX - 1); /* with its NUL */
+    /* The server's name first: users name the product ("on GitLab", "in Trello") and many
+     * tools do not (list_branches, add_comment); with it, recall@5 on dev2 went 0.68 -> 0.71
+     * for BM25 and 0.76 -> 0.82 for the model (bench/eval/README.md). */
+    sb_split(&b, tool->server);
     sb_split(&b, tool->name);
     sb_sentence(&b, tool->title);
     sb_sentence(&b, tool->description);
@@ -565,6 +569,8 @@ char *reg_tool_embed_text(const reg_tool_t *tool)
     if (tool == NULL) return NULL;
     ptc_buf_t b;
     ptc_buf_init(&b, REG_EMBED_TEXT_MAX - 1); /* with its NUL */
+    /* The server's name first, as in reg_tool_index_text. */
+    sb_split(&b, tool->server);
     sb_split(&b, tool->name);
     sb_sentence(&b, tool->title);
     sb_sentence(&b, tool->description);

@@ -121,10 +121,11 @@ static void finish_page_with(mcp_call_t *call, cJSON *sc, const exec_page_t *pag
         ptc__sb_str(&t, "(no output)\n");
     if (first && files_text != NULL) ptc__sb_str(&t, files_text);
     const cJSON *trunc = cJSON_GetObjectItemCaseSensitive(sc, "truncated");
-    if (cJSON_IsTrue(trunc) && page->cursor == NULL) {
+    /* The first page says so too: a model reading only it must not take the output as whole. */
+    if (cJSON_IsTrue(trunc) && (first || page->cursor == NULL)) {
         ptc__sb_fmt(&t,
                     "[output truncated: %.0f bytes of stdout and %.0f of stderr were produced; "
-                    "only the first part was kept]\n",
+                    "only the first part of each was kept (the server's --max-output-bytes)]\n",
                     cJSON_GetObjectItemCaseSensitive(sc, "stdout_bytes")->valuedouble,
                     cJSON_GetObjectItemCaseSensitive(sc, "stderr_bytes")->valuedouble);
     }

@@ -3,7 +3,7 @@
 // ptc://files/ URI that resources/read returns, the bounds, and the limit flags.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { buildDir, connect, ptcBin } from './helpers.mjs';
@@ -145,4 +145,59 @@ test('past the bounds a file is listed truncated or omitted with a reason, never
   } finally {
     await c.close();
   }
+});
+
+test('a run that printed more than --max-output-bytes says so on its first page', async () => {
+  const c = await connect(ptcBin, ['--max-output-bytes', '64K', '--output-page-chars', '1000']);
+  try {
+    await c.client.listTools();
+    const r = await run(c, 'import sys\nsys.stdout.write("x" * 200000)');
+    assert.equal(r.structuredContent.truncated, true);
+    assert.equal(r.structuredContent.stdout_bytes, 200000);
+    assert.ok(r.structuredContent.next_cursor, 'more pages follow');
+    assert.match(r.content[0].text, /\[output truncated: 200000 bytes of stdout .*--max-output-bytes/);
+    // The kept amount is the flag's: 64 KiB over pages of 1000 characters.
+    let cursor = r.structuredContent.next_cursor;
+    let kept = r.structuredContent.stdout.length;
+    while (cursor) {
+      const p = await c.client.callTool({ name: 'execute_code', arguments: { cursor } });
+      kept += p.structuredContent.stdout.length;
+      cursor = p.structuredContent.next_cursor;
+    }
+    assert.equal(kept, 65536);
+  } finally {
+    await c.close();
+  }
+});
+
+test('--memory-limit, --tmp-size and --max-code-bytes take effect', async () => {
+  const big = 'b = bytearray(160 << 20)\nb[::4096] = b"x" * len(b[::4096])\nprint("allocated")';
+  const fill = 'open("/tmp/fill", "wb").write(b"x" * (4 << 20))\nprint("filled")';
+  const dflt = await connect(ptcBin);
+  try {
+    assert.equal((await run(dflt, big)).structuredContent.status, 'ok');
+    assert.equal((await run(dflt, fill)).structuredContent.status, 'ok');
+  } finally {
+    await dflt.close();
+  }
+  const c = await connect(ptcBin, ['--memory-limit', '64M', '--tmp-size', '1M', '--max-code-bytes', '1K']);
+  try {
+    const mem = await run(c, big);
+    assert.equal(mem.isError, true);
+    assert.ok(['oom', 'error'].includes(mem.structuredContent.status), JSON.stringify(mem.structuredContent));
+    if (mem.structuredContent.status === 'error') assert.match(mem.structuredContent.stderr, /MemoryError/);
+    const tmp = await run(c, fill);
+    assert.equal(tmp.structuredContent.status, 'error');
+    assert.match(tmp.structuredContent.stderr, /No space left on device/);
+    const long = await run(c, `print(${'1 + '.repeat(300)}1)`);
+    assert.equal(long.isError, true);
+    assert.match(long.content[0].text, /longer than the 1024 .*--max-code-bytes/);
+    assert.equal((await run(c, 'print(2)')).structuredContent.stdout, '2\n');
+  } finally {
+    await c.close();
+  }
+  // The code travels to the sandbox as one argument: a bound past the executor's is refused.
+  const r = spawnSync(ptcBin, ['--max-code-bytes', '1M'], { input: '', encoding: 'utf8', timeout: 30000 });
+  assert.notEqual(r.status, 0);
+  assert.match(r.stderr, /--max-code-bytes: at most 122880/);
 });

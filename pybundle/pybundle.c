@@ -582,8 +582,6 @@ static const char INIT_PY_HEAD[] =
     "tools.help() lists the modules; tools.call(server, tool, **args) takes original names;\n"
     "tools.search(query, top_k=5) searches the registry; tools.emit(obj) returns a record.\n"
     "\"\"\"\n"
-    "import importlib as _importlib\n"
-    "\n"
     "from ._runtime import ToolError, acall, aemit, asearch, call, emit, help, search\n"
     "\n"
     "__all__ = ['ToolError', 'call', 'acall', 'search', 'asearch', 'emit', 'aemit', 'help']\n"
@@ -595,9 +593,12 @@ static const char INIT_PY_TAIL[] =
     "\n"
     "\n"
     "def __getattr__(name):\n"
-    "    # tools.<module> works without importing the module first.\n"
+    "    # tools.<module> works without importing the module first. importlib is imported here,\n"
+    "    # not at the top: `import tools` stays cheap.\n"
     "    if name in _MODULES:\n"
-    "        return _importlib.import_module('.' + name, __name__)\n"
+    "        import importlib\n"
+    "\n"
+    "        return importlib.import_module('.' + name, __name__)\n"
     "    raise AttributeError('module %r has no attribute %r; tools.help() lists the modules'\n"
     "                         % (__name__, name))\n";
 

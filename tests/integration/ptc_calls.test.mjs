@@ -56,6 +56,17 @@ test('code calls two servers\' tools as typed functions and prints a combined re
     assert.equal(lines[0], "Echo: hi | The sum of 20 and 22 is 42. | ['Ada']");
     assert.match(lines[1], /\(a: float, b: float\)/);
     assert.equal(r.structuredContent.tool_calls, 4);
+    // `import tools` leaves asyncio (and the bridge's modules) unimported until they are needed;
+    // acall still works, importing it then.
+    const lazy = await run(c, [
+      'import sys',
+      'import tools',
+      'print(sorted(m for m in ("asyncio", "json", "socket", "threading") if m in sys.modules))',
+      'import asyncio',
+      'print(asyncio.run(tools.acall("everything", "echo", message="async")))',
+    ].join('\n'));
+    assert.equal(lazy.structuredContent.status, 'ok', lazy.content[0].text);
+    assert.equal(lazy.structuredContent.stdout, "[]\nEcho: async\n");
   } finally {
     await c.close();
     s.cleanup();

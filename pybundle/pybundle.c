@@ -330,6 +330,44 @@ static void first_line(const char *s, size_t max, buf_t *out)
     ptc__pybundle_put(out, s, n);
 }
 
+/* The docstring's Returns section: what tools._runtime's _unwrap gives back. With an
+ * outputSchema the result is its structuredContent, a dict whose top-level keys are listed. */
+static void returns_doc(buf_t *doc, const cJSON *out)
+{
+    if (doc->len >= PTC_PYBUNDLE_DOC_MAX) return;
+    ptc__pybundle_puts(doc, doc->len ? "\n\nReturns:\n    " : "Returns:\n    ");
+    if (out == NULL) {
+        ptc__pybundle_puts(doc, "The tool's structuredContent when it sends one; else its text "
+                                "parsed as JSON when it is JSON; else the text (str); a result "
+                                "without text gives its content list. A tool error raises "
+                                "tools.ToolError.");
+        return;
+    }
+    ptc__pybundle_puts(doc, "dict: the tool's structuredContent, per its outputSchema. A tool "
+                            "error raises tools.ToolError.");
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(out, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(out, "required");
+    if (!cJSON_IsObject(props)) return;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, props)
+    {
+        if (it->string == NULL || doc->len >= PTC_PYBUNDLE_DOC_MAX) continue;
+        const char *annot, *shown;
+        type_hint(it, &annot, &shown);
+        ptc__pybundle_puts(doc, "\n    ");
+        first_line(it->string, 100, doc);
+        ptc__pybundle_puts(doc, " (");
+        ptc__pybundle_puts(doc, shown);
+        ptc__pybundle_puts(
+            doc, cJSON_IsArray(req) && schema_requires(req, it->string) ? ")" : ", optional)");
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(it, "description");
+        if (cJSON_IsString(d) && d->valuestring[0]) {
+            ptc__pybundle_puts(doc, ": ");
+            first_line(d->valuestring, 400, doc);
+        }
+    }
+}
+
 /* Writes one function into mod and its entry into fns (the _catalog.json list). */
 static int gen_function(buf_t *mod, cJSON *fns, names_t *fnames, const reg_tool_t *t)
 {
@@ -367,8 +405,10 @@ static int gen_function(buf_t *mod, cJSON *fns, names_t *fnames, const reg_tool_
             ptc__pybundle_puts(&sig, " = None");
         }
     }
-    ptc__pybundle_puts(mod, ") -> _ptc_Any:\n    ");
-    ptc__pybundle_puts(&sig, ")");
+    /* A declared outputSchema (an object, by MCP's rule) means the call returns that object. */
+    const cJSON *out = t->output_schema;
+    ptc__pybundle_puts(mod, out ? ") -> _ptc_b.dict:\n    " : ") -> _ptc_Any:\n    ");
+    ptc__pybundle_puts(&sig, out ? ") -> dict" : ")");
 
     /* Docstring: the description, then one line per parameter, all within DOC_MAX. */
     ptc__pybundle_put(&doc, t->description, utf8_cut(t->description, PTC_PYBUNDLE_DOC_MAX));
@@ -388,6 +428,7 @@ static int gen_function(buf_t *mod, cJSON *fns, names_t *fnames, const reg_tool_
             first_line(d->valuestring, 400, &doc);
         }
     }
+    returns_doc(&doc, out);
     if (doc.err) {
         rc = doc.err;
         goto out;
@@ -476,6 +517,7 @@ int ptc_pybundle_key(const reg_catalog_t *cat, char key[65])
         if (!rc) rc = hash_field(&ctx, t->description);
         if (!rc) rc = hash_json(&ctx, t->input_schema);
         if (!rc) rc = hash_json(&ctx, t->annotations);
+        if (!rc) rc = hash_json(&ctx, t->output_schema);
     }
     unsigned char digest[32];
     if (!rc && mbedtls_sha256_finish_ret(&ctx, digest)) rc = -1;

@@ -67,6 +67,18 @@ test('code calls two servers\' tools as typed functions and prints a combined re
     ].join('\n'));
     assert.equal(lazy.structuredContent.status, 'ok', lazy.content[0].text);
     assert.equal(lazy.structuredContent.stdout, "[]\nEcho: async\n");
+    // The functions document what they return; one whose tool declares an outputSchema returns
+    // that dict (its keys in the docstring), and the call gives exactly it.
+    const shape = await run(c, [
+      'import inspect',
+      'from tools.everything import echo, get_structured_content as g',
+      'print(inspect.signature(g).return_annotation is dict, inspect.signature(echo).return_annotation is dict)',
+      'print("structuredContent" in echo.__doc__, "temperature (float): Temperature in celsius" in g.__doc__)',
+      'r = g(location="Chicago")',
+      'print(type(r).__name__, sorted(r))',
+    ].join('\n'));
+    assert.equal(shape.structuredContent.status, 'ok', shape.content[0].text);
+    assert.equal(shape.structuredContent.stdout, "True False\nTrue True\ndict ['conditions', 'humidity', 'temperature']\n");
   } finally {
     await c.close();
     s.cleanup();

@@ -1,7 +1,7 @@
 /* filestore.c - the store behind execute_code's file URIs: the files a run left in its output
  * folder, kept server-side under unguessable keys, bounded like the output pages (total bytes,
  * entries, idle TTL; least recently used goes first). Also tells a file's MIME type. */
-#include "executor.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,19 +11,19 @@
 #define FILE_ID_BYTES 16 /* 128 random bits: the key is a capability, like a cursor */
 
 typedef struct fentry {
-    char *key; /* 32 hex digits, '/', the escaped name */
+    exec__lru_node_t node; /* first: most recently used first */
+    char *key;             /* 32 hex digits, '/', the escaped name */
     char *name;
     const char *mime; /* static */
     unsigned char *data;
     size_t len;
     uint64_t last_used_ms;
-    struct fentry *prev, *next; /* most recently used first */
 } fentry_t;
 
 struct exec_filestore {
     size_t max_bytes, max_entries, bytes, n;
     uint64_t ttl_ms;
-    fentry_t *head, *tail;
+    exec__lru_t lru;
 };
 
 int exec_filestore_new(size_t max_bytes, size_t max_entries, uint64_t ttl_ms,
@@ -40,28 +40,6 @@ int exec_filestore_new(size_t max_bytes, size_t max_entries, uint64_t ttl_ms,
     return EXEC_FILESTORE_OK;
 }
 
-static void unlink_entry(exec_filestore_t *s, fentry_t *e)
-{
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        s->head = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        s->tail = e->prev;
-    e->prev = e->next = NULL;
-}
-
-static void push_front(exec_filestore_t *s, fentry_t *e)
-{
-    e->next = s->head;
-    e->prev = NULL;
-    if (s->head) s->head->prev = e;
-    s->head = e;
-    if (s->tail == NULL) s->tail = e;
-}
-
 static void entry_free(fentry_t *e)
 {
     free(e->key);
@@ -72,7 +50,7 @@ static void entry_free(fentry_t *e)
 
 static void drop(exec_filestore_t *s, fentry_t *e)
 {
-    unlink_entry(s, e);
+    exec__lru_unlink(&s->lru, &e->node);
     s->bytes -= e->len;
     s->n--;
     entry_free(e);
@@ -81,8 +59,8 @@ static void drop(exec_filestore_t *s, fentry_t *e)
 void exec_filestore_free(exec_filestore_t *s)
 {
     if (s == NULL) return;
-    while (s->head)
-        drop(s, s->head);
+    while (s->lru.head)
+        drop(s, (fentry_t *)s->lru.head);
     free(s);
 }
 
@@ -98,8 +76,8 @@ size_t exec_filestore_bytes(const exec_filestore_t *s)
 
 static void expire(exec_filestore_t *s, uint64_t now_ms)
 {
-    while (s->tail && now_ms - s->tail->last_used_ms >= s->ttl_ms)
-        drop(s, s->tail);
+    while (s->lru.tail && now_ms - ((fentry_t *)s->lru.tail)->last_used_ms >= s->ttl_ms)
+        drop(s, (fentry_t *)s->lru.tail);
 }
 
 static const char hexdig[] = "0123456789ABCDEF";
@@ -169,9 +147,9 @@ int exec_filestore_put(exec_filestore_t *s, const char *name, const unsigned cha
         entry_free(e);
         return EXEC_FILESTORE_ENOMEM;
     }
-    while (s->head && (s->n >= s->max_entries || s->bytes + len > s->max_bytes))
-        drop(s, s->tail);
-    push_front(s, e);
+    while (s->lru.head && (s->n >= s->max_entries || s->bytes + len > s->max_bytes))
+        drop(s, (fentry_t *)s->lru.tail);
+    exec__lru_push_front(&s->lru, &e->node);
     s->n++;
     s->bytes += len;
     return EXEC_FILESTORE_OK;
@@ -182,14 +160,14 @@ int exec_filestore_get(exec_filestore_t *s, const char *key, uint64_t now_ms, ex
     memset(f, 0, sizeof *f);
     expire(s, now_ms);
     if (key == NULL) return EXEC_FILESTORE_EXPIRED;
-    fentry_t *e = s->head;
+    fentry_t *e = (fentry_t *)s->lru.head;
     /* The whole key must match: the random part is the capability, the name only a label. */
     while (e && strcmp(e->key, key) != 0)
-        e = e->next;
+        e = (fentry_t *)e->node.next;
     if (e == NULL) return EXEC_FILESTORE_EXPIRED;
     e->last_used_ms = now_ms;
-    unlink_entry(s, e);
-    push_front(s, e);
+    exec__lru_unlink(&s->lru, &e->node);
+    exec__lru_push_front(&s->lru, &e->node);
     f->name = e->name;
     f->mime_type = e->mime;
     f->data = e->data;

@@ -102,15 +102,16 @@ bool reg_text_is_stopword(const char *word);
 /** One tool. A view owned by the catalog: valid until the tool is removed or the catalog is
  *  freed. Strings are never NULL ("" when absent); the JSON members may be NULL. */
 typedef struct reg_tool {
-    const char *id;            /* SERVER__TOOL, unique in the catalog */
-    const char *server;        /* original server name */
-    const char *name;          /* original tool name (what tools/call needs) */
-    const char *title;         /* "" when the tool has none */
-    const char *description;   /* cut to REG_TEXT_MAX */
-    const char *category;      /* the tool's "category" (or _meta.category), else its server */
-    const cJSON *input_schema; /* owned by the catalog; {"type":"object"} when absent */
-    const cJSON *annotations;  /* owned by the catalog; NULL when absent */
-    uint64_t seq;              /* unique per addition: a tool removed and added back differs */
+    const char *id;             /* SERVER__TOOL, unique in the catalog */
+    const char *server;         /* original server name */
+    const char *name;           /* original tool name (what tools/call needs) */
+    const char *title;          /* "" when the tool has none */
+    const char *description;    /* cut to REG_TEXT_MAX */
+    const char *category;       /* the tool's "category" (or _meta.category), else its server */
+    const cJSON *input_schema;  /* owned by the catalog; {"type":"object"} when absent */
+    const cJSON *annotations;   /* owned by the catalog; NULL when absent */
+    uint64_t seq;               /* unique per addition: a tool removed and added back differs */
+    const cJSON *output_schema; /* owned by the catalog; NULL when absent or not an object */
 } reg_tool_t;
 
 typedef struct reg_catalog reg_catalog_t;
@@ -120,11 +121,12 @@ int reg_catalog_new(reg_catalog_t **out);
 void reg_catalog_free(reg_catalog_t *cat);
 
 /**
- * Adds one MCP Tool object (name required; title, description, inputSchema, annotations,
- * category optional) for `server` (if NULL, the object's own "server" member is used; one of
- * them is required). Borrows tool (copied). The id is SERVER__TOOL; if taken, "_2", "_3", ...
- * is appended (the base is cut to fit 128 bytes), so the same sequence of additions always
- * yields the same ids. *out_tool (may be NULL) receives the new tool's view.
+ * Adds one MCP Tool object (name required; title, description, inputSchema, outputSchema,
+ * annotations, category optional; an outputSchema that is not an object is ignored) for `server`
+ * (if NULL, the object's own "server" member is used; one of them is required). Borrows tool
+ * (copied). The id is SERVER__TOOL; if taken, "_2", "_3", ... is appended (the base is cut to fit
+ * 128 bytes), so the same sequence of additions always yields the same ids. *out_tool (may be NULL)
+ * receives the new tool's view.
  */
 int reg_catalog_add(reg_catalog_t *cat, const char *server, const cJSON *tool, char *msg,
                     size_t msg_size, const reg_tool_t **out_tool);

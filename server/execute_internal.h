@@ -19,6 +19,13 @@
 #define EXECUTE_TRACEBACK_LINES 6
 /* Past this much stdout on a failed run's page, the traceback's end is repeated up front. */
 #define EXECUTE_INLINE_OUTPUT 1000
+/* Clients read a message into a bounded buffer (the official SDK's stdio client: 10 MiB), so one
+ * result carries at most this many image bytes (4/3 more as base64); the others are listed with
+ * their URI. */
+#define EXECUTE_IMAGES_MAX_RESULT_BYTES (6u << 20)
+/* A file's bytes as resources/read returns them (base64 for binary types) must fit that buffer
+ * too: the default per-file bound (--max-file-bytes) is this, under the executor's own. */
+#define EXECUTE_FILE_MAX_BYTES (7u << 20)
 
 struct ptc_execute {
     uv_loop_t *loop;
@@ -26,6 +33,11 @@ struct ptc_execute {
     exec_pool_t *pool;
     exec_pages_t *pages;
     size_t page_chars;
+    /* Files out (/tmp/outputs): kept for ptc://files/ URIs; images up to image_max_bytes
+       become image content blocks. */
+    exec_filestore_t *files;
+    size_t image_max_bytes;
+    size_t max_code_bytes; /* --max-code-bytes, at most EXEC_MAX_CODE_BYTES */
     double max_timeout_s;
     bool unsafe;
     bool confirm_writes;
@@ -62,6 +74,9 @@ typedef struct outcome {
     uint64_t tool_calls; /* answered by a tool or from the journal */
     uint64_t timeout_ms; /* the run's own */
     bool deadline_cut;   /* its timeout was cut to the request's deadline */
+    cJSON *files;        /* structuredContent.files: the listing, with ptc://files/ URIs */
+    cJSON *images;       /* image content blocks (base64) for the first page */
+    char *files_text;    /* the text's lines naming the files, or NULL */
 } outcome_t;
 
 /* One execute_code request: its runs, and with self-healing the repair loop around them. */
@@ -116,6 +131,9 @@ void ptc__sb_fmt(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 
  *  cursor; note, err_tail and heal (may be NULL) are the text's parts around the output. */
 void ptc__execute_finish_page(mcp_call_t *call, cJSON *sc, const exec_page_t *page, bool first,
                               const char *note, const char *err_tail, const char *heal);
+/** Keeps the files a finished run left (r->files) in ex's file store and fills o's listing,
+ *  image blocks and text lines. MCP_ENOMEM when out of memory. */
+int ptc__execute_keep_files(ptc_execute_t *ex, const exec_result_t *r, outcome_t *o);
 /** Answers call with status "refused" and message. */
 void ptc__execute_finish_refused(ptc_execute_t *ex, mcp_call_t *call, const char *message);
 /** Answers with the request's result (its last run, the attempts) and frees the job. */

@@ -44,6 +44,28 @@ static const flag_t flags[] = {
     {"list-page-size", ARG_SIZE, OFF(list_page_size), 0, "N", "tools/list page size", "50"},
     {"output-page-chars", ARG_SIZE, OFF(output_page_chars), 0, "N", "execute_code output page size",
      "20000"},
+    {"max-output-bytes", ARG_SIZE, OFF(max_output_bytes), 0, "N",
+     "stdout and stderr kept per run, each (K/M/G suffixes; the rest is counted, and the first "
+     "page says so)",
+     "4 MiB"},
+    {"memory-limit", ARG_SIZE, OFF(memory_limit), 0, "SIZE", "memory of one run (cgroup)",
+     "256 MiB"},
+    {"tmp-size", ARG_SIZE, OFF(tmp_size), 0, "SIZE", "a run's private /tmp (tmpfs)", "32 MiB"},
+    {"max-code-bytes", ARG_SIZE, OFF(max_code_bytes), 0, "N",
+     "longest code accepted; at most 120 KiB, as the code travels to the sandbox as one argument",
+     "120 KiB"},
+    {"max-file-bytes", ARG_SIZE, OFF(max_file_bytes), 0, "SIZE",
+     "one file returned from /tmp/outputs (more is cut; past 7 MiB its base64 outgrows the "
+     "official SDK client's 10 MiB message buffer)",
+     "7 MiB"},
+    {"max-call-files-bytes", ARG_SIZE, OFF(max_call_files_bytes), 0, "SIZE",
+     "all files returned by one run (past it files are listed as omitted)", "32 MiB"},
+    {"max-files", ARG_SIZE, OFF(max_files), 0, "N", "files returned by one run", "32"},
+    {"file-store-bytes", ARG_SIZE, OFF(file_store_bytes), 0, "SIZE",
+     "files kept for ptc://files/ URIs, all runs together (least recently used go first)",
+     "128 MiB"},
+    {"max-image-bytes", ARG_SIZE, OFF(max_image_bytes), 0, "SIZE",
+     "largest image (png, jpeg, gif, webp) returned as an image content block", "5 MiB"},
     {"python", ARG_STR, OFF(python), 0, "PATH", "interpreter inside the sandbox", "system python3"},
     {"max-concurrent", ARG_SIZE, OFF(max_concurrent), 0, "N", "parallel runs", "cores"},
     {"max-queue", ARG_SIZE, OFF(max_queue), 0, "N",
@@ -118,6 +140,7 @@ static const flag_t flags[] = {
     {"version", ARG_NONE, OFF(version), 0, NULL, "print the version and exit", NULL},
 };
 #define N_FLAGS (sizeof flags / sizeof flags[0])
+_Static_assert(N_FLAGS <= sizeof(((ptc_options_t *)0)->given), "ptc_options_t.given is too small");
 
 void ptc_options_init(ptc_options_t *o)
 {

@@ -178,9 +178,13 @@ void ptc_execute_free(ptc_execute_t *ex);
 
 /** The store of execute_code's output pages and the loop (borrowed; they live as long as ex). */
 struct exec_pages *ptc_execute_pages(const ptc_execute_t *ex);
+/** data as base64, NUL-terminated (malloc'd; NULL on ENOMEM) (output_resources.c). */
+char *ptc_base64(const unsigned char *data, size_t len);
+/** The store of the files runs left in /tmp/outputs (borrowed; lives as long as ex). */
+struct exec_filestore *ptc_execute_files(const ptc_execute_t *ex);
 uv_loop_t *ptc_execute_loop(const ptc_execute_t *ex);
-/** Adds the resource template ptc://output/{cursor}: reading it returns the execute_code output
- *  page behind that cursor (output_resources.c). */
+/** Adds the resource templates ptc://output/{cursor} (the execute_code output page behind that
+ *  cursor) and ptc://files/{id}/{name} (a file a run returned) (output_resources.c). */
 int ptc_output_resources_register(ptc_execute_t *ex, mcp_server_t *srv);
 
 /* The sandbox's environment: --packages/--requirements and --custom-tools (environment.c). */

@@ -137,6 +137,16 @@ void mcp__call_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const c
                              c->tool);
         return;
     }
+    /* The parsed strings end at a NUL: refuse rather than hand the handler a shortened one. */
+    for (size_t i = 0; i < s->rx_nul_n; i++) {
+        if (s->rx_nul[i].member != s->rx_member) continue;
+        mcp_call_finish_text(c, true,
+                             "Invalid arguments for tool %s: argument \"%s\" contains a NUL "
+                             "character (\\u0000) at offset %ld; remove it (strings cannot "
+                             "carry NUL characters here)",
+                             c->tool, s->rx_nul[i].arg, s->rx_nul[i].offset);
+        return;
+    }
     char why[512];
     if (c->modern && !mcp__mrtr_read(c, why, sizeof why)) {
         mcp_call_finish_rpc_error(c, MCP_JSONRPC_INVALID_PARAMS, why);

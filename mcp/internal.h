@@ -136,7 +136,21 @@ struct mcp_session {
     bool stateless;       /* every request is a 2026-07-28 one (mcp_session_set_stateless) */
     mcp__req_t *cur;      /* the request being dispatched, or NULL */
     mcp__sub_t *subs;     /* open subscriptions/listen streams */
+    /* While a message is dispatched: the NULs its tools/call arguments held (nulscan.c) and
+     * the batch member being handled (0 outside a batch). */
+    const struct mcp__nul_hit *rx_nul;
+    size_t rx_nul_n;
+    int rx_member;
 };
+
+/* nulscan.c: the first \u0000 in a string under params.arguments.ARG of each message (each
+ * batch member) of a raw JSON text. */
+typedef struct mcp__nul_hit {
+    int member;   /* batch member index, 0 outside a batch */
+    long offset;  /* character offset of the NUL in its string */
+    char arg[64]; /* the top-level argument it is in (cut to fit) */
+} mcp__nul_hit_t;
+size_t mcp__nul_scan(const char *json, size_t len, mcp__nul_hit_t *hits, size_t max);
 
 /* session.c */
 int mcp__session_send(mcp_session_t *s, cJSON *msg); /* takes msg */

@@ -411,7 +411,12 @@ static void receive_batch(mcp_session_t *s, const cJSON *arr)
     }
     b->pending = 1; /* held until every member is dispatched */
     const cJSON *m;
-    cJSON_ArrayForEach(m, arr) handle_one(s, b, m);
+    s->rx_member = 0;
+    cJSON_ArrayForEach(m, arr)
+    {
+        handle_one(s, b, m);
+        s->rx_member++;
+    }
     mcp__batch_done_one(s, b);
 }
 
@@ -434,10 +439,16 @@ void mcp_session_receive(mcp_session_t *s, const char *json, size_t len)
                      "Parse error: the message is not valid JSON (one JSON-RPC message per line)");
         return;
     }
+    mcp__nul_hit_t hits[16];
+    s->rx_nul = hits;
+    s->rx_nul_n = mcp__nul_scan(json, len, hits, sizeof hits / sizeof hits[0]);
+    s->rx_member = 0;
     if (cJSON_IsArray(msg))
         receive_batch(s, msg);
     else
         handle_one(s, NULL, msg);
+    s->rx_nul = NULL;
+    s->rx_nul_n = 0;
     cJSON_Delete(msg);
 }
 

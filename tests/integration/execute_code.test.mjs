@@ -234,3 +234,21 @@ test('a warm run counts its timeout from its code, not from when its sandbox was
     await c.close();
   }
 });
+
+test('a NUL character in code is refused with its offset, never cut off', async () => {
+  const c = await connect(ptcBin);
+  try {
+    await c.client.listTools();
+    // JSON carries it as \u0000; the parsed string would end there and run only the first line.
+    const r = await run(c, 'print("é😀")\u0000print("cut")');
+    assert.equal(r.isError, true);
+    assert.match(r.content[0].text, /argument "code" contains a NUL character .* at offset 11; remove it/);
+    assert.equal(r.structuredContent, undefined, 'nothing ran');
+    // A Python escape spelled \u0000 in the source (an escaped backslash in JSON) is no NUL.
+    const ok = await run(c, 'print(len("\\u0000"), "\\\\u0000")');
+    assert.equal(ok.isError, undefined, ok.content[0].text);
+    assert.equal(ok.structuredContent.stdout, '1 \\u0000\n');
+  } finally {
+    await c.close();
+  }
+});

@@ -43,6 +43,8 @@ struct mcp_server {
     bool resources_changed_while_held, prompts_changed_while_held;
     unsigned char state_key[32]; /* MRTR: signs requestState (mrtr.c) */
     uint64_t next_sub;           /* numbers the subscriptions/listen streams */
+    mcp_list_gate_fn list_gate;  /* tools/list waits while it says so (listgate.c) */
+    void *list_gate_data;
 };
 
 /* The request being dispatched: set by session.c for the length of one synchronous dispatch,
@@ -138,10 +140,19 @@ struct mcp_session {
     mcp__sub_t *subs;     /* open subscriptions/listen streams */
     /* While a message is dispatched: the NULs its tools/call arguments held (nulscan.c) and
      * the batch member being handled (0 outside a batch). */
+    struct mcp__parked_list *parked_lists; /* tools/list held by the list gate */
     const struct mcp__nul_hit *rx_nul;
     size_t rx_nul_n;
     int rx_member;
 };
+
+/* listgate.c: answers tools/list now (with the request's context in s->cur), or parks it
+ * while the server's list gate is closed; a parked one is answered by
+ * mcp_server_release_lists, or at once when the session shuts down, and dropped when it is
+ * freed. */
+void mcp__tools_list(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const char *cursor);
+void mcp__lists_release(mcp_session_t *s);
+void mcp__lists_drop(mcp_session_t *s);
 
 /* nulscan.c: the first \u0000 in a string under params.arguments.ARG of each message (each
  * batch member) of a raw JSON text. */

@@ -203,6 +203,14 @@ int mcp_server_add_tool(mcp_server_t *srv, const mcp_tool_def_t *def);
 /** While held, tool changes send no notifications/tools/list_changed; releasing sends one if
  *  anything changed meanwhile (so replacing a server's hundred tools is one notification). */
 void mcp_server_hold_notifications(mcp_server_t *srv, bool hold);
+/** Holds tools/list back while gate(data) says true (until the tools a client should see are
+ *  known, e.g. the downstream servers' first listing): such a request is parked, never
+ *  blocking the loop, and answered by mcp_server_release_lists (or when its session shuts
+ *  down). NULL: no gate. */
+typedef bool (*mcp_list_gate_fn)(void *data);
+void mcp_server_set_list_gate(mcp_server_t *srv, mcp_list_gate_fn gate, void *data);
+/** Answers every parked tools/list now with the tools as they are. */
+void mcp_server_release_lists(mcp_server_t *srv);
 /** Removes a tool by name; MCP_EINVAL if absent. Calls in flight keep running. */
 int mcp_server_remove_tool(mcp_server_t *srv, const char *name);
 /** The only initialized session, if its client declared `capability` (NULL: any); NULL when

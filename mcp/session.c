@@ -261,19 +261,7 @@ static void handle_tools_list(mcp_session_t *s, mcp__batch_t *b, const cJSON *id
         answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS, "tools/list: cursor must be a string");
         return;
     }
-    bool bad = false;
-    cJSON *res = mcp__server_list_tools(s->srv, mcp__session_proto(s),
-                                        cJSON_IsString(cur) ? cur->valuestring : NULL, &bad);
-    if (bad) {
-        answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS,
-                     "tools/list: invalid cursor (pass back a nextCursor exactly as received)");
-        return;
-    }
-    if (res == NULL) {
-        answer_error(s, b, id, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
-        return;
-    }
-    mcp__session_answer(s, b, mcp_jsonrpc_result(id, res));
+    mcp__tools_list(s, b, id, cJSON_IsString(cur) ? cur->valuestring : NULL);
 }
 
 static void handle_request(mcp_session_t *s, mcp__batch_t *b, const cJSON *msg)
@@ -467,7 +455,9 @@ void mcp_session_reject_oversized(mcp_session_t *s, size_t bytes, size_t max_byt
 
 void mcp__session_check_idle(mcp_session_t *s)
 {
-    if (!s->shutting_down || s->calls != NULL || s->outreqs != NULL || s->idle_cb == NULL) return;
+    if (!s->shutting_down || s->calls != NULL || s->outreqs != NULL || s->parked_lists != NULL ||
+        s->idle_cb == NULL)
+        return;
     mcp_session_idle_cb cb = s->idle_cb;
     s->idle_cb = NULL;
     mcp__close_free((uv_handle_t *)s->grace_timer);
@@ -508,6 +498,7 @@ void mcp_session_shutdown(mcp_session_t *s, mcp_session_idle_cb idle_cb, void *d
     /* The client can no longer answer our requests once its side is closing. */
     mcp__outreq_fail_all(s, MCP_ECLOSED, "the client connection is closing");
     mcp__listen_end_all(s, true);
+    mcp__lists_release(s);
     if (s->calls != NULL) {
         s->grace_timer = malloc(sizeof *s->grace_timer);
         if (s->grace_timer == NULL || uv_timer_init(s->srv->loop, s->grace_timer) < 0) {
@@ -530,6 +521,7 @@ void mcp_session_free(mcp_session_t *s)
     mcp__listen_end_all(s, false);
     while (s->calls != NULL)
         mcp__call_detach(s->calls);
+    mcp__lists_drop(s);
     mcp__close_free((uv_handle_t *)s->grace_timer);
     mcp__server_unlink_session(s->srv, s);
     if (s->ops->closed) s->ops->closed(s->tdata);

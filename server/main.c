@@ -356,7 +356,10 @@ static int run(const ptc_options_t *o)
     ptc_execute_describe(app.exec, app.srv, NULL);
     ptc_pybundle_cache_refresh(app.bundle);
     ptc_downstream_set_server(app.downstream, app.srv);
-    if (o->expose_tools) ptc_downstream_expose(app.downstream, app.srv);
+    if (o->expose_tools) {
+        ptc_downstream_expose(app.downstream, app.srv);
+        ptc_startup_gate_lists(app.startup, app.srv);
+    }
     if (strcmp(o->transport, "http") == 0) {
         if ((rc = start_http(&app, o)) < 0) {
             status = 2;

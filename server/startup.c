@@ -2,8 +2,9 @@
  * run code right after initialize, before the downstream servers have answered. Those first
  * calls are parked here, never blocking the loop, and released once every configured server
  * has given its first listing (or failed) and what is known is indexed (and, for a run that
- * uses the tools package, packaged), or when the wait is over. The gate opens once for good: a
- * server that restarts later makes no call wait again. */
+ * uses the tools package, packaged), or when the wait is over. With --expose-tools a
+ * tools/list waits too (mcp's list gate), for the listings only: it needs no index. The gate opens
+ * once for good: a server that restarts later makes no call wait again. */
 #include "tools.h"
 
 #include <stdlib.h>
@@ -33,6 +34,9 @@ struct ptc_startup {
     ptc_search_t *search;
     ptc_pybundle_cache_t *bundle;
     bool open, open_package; /* the gates, once opened, stay open */
+    bool open_lists;
+    mcp_server_t *lists_srv; /* its tools/list is gated (--expose-tools), or NULL */
+    bool lists_parked;       /* a tools/list waits in lists_srv */
     bool timer_on;
     uv_timer_t *timer; /* freed by its close callback */
     parked_t *parked;
@@ -92,6 +96,15 @@ static void update(ptc_startup_t *st)
         st->open_package = true;
 }
 
+/* Every configured server gave its first listing or failed (or the wait is over). */
+static bool update_lists(ptc_startup_t *st)
+{
+    if (!st->open_lists &&
+        (uv_now(st->loop) >= st->deadline || ptc_downstream_settled(st->downstream)))
+        st->open_lists = true;
+    return st->open_lists;
+}
+
 static bool may_go(const ptc_startup_t *st, bool needs_package)
 {
     return needs_package ? st->open_package : st->open;
@@ -129,10 +142,39 @@ static void release_ready(ptc_startup_t *st)
         cJSON_Delete(p->args);
         free(p);
     }
-    if (st->parked == NULL && st->timer_on) {
+    if (st->lists_parked && update_lists(st)) {
+        st->lists_parked = false;
+        mcp_server_release_lists(st->lists_srv);
+    }
+    if (st->parked == NULL && !st->lists_parked && st->timer_on) {
         uv_timer_stop(st->timer);
         st->timer_on = false;
     }
+}
+
+static void start_polling(ptc_startup_t *st)
+{
+    if (!st->timer_on) {
+        uv_timer_start(st->timer, on_poll, STARTUP_POLL_MS, STARTUP_POLL_MS);
+        st->timer_on = true;
+    }
+}
+
+/* mcp's list gate: true parks the tools/list until release_ready lets it go. */
+static bool list_gate(void *data)
+{
+    ptc_startup_t *st = data;
+    if (update_lists(st)) return false;
+    st->lists_parked = true;
+    start_polling(st);
+    return true;
+}
+
+void ptc_startup_gate_lists(ptc_startup_t *st, mcp_server_t *srv)
+{
+    if (st == NULL) return;
+    st->lists_srv = srv;
+    mcp_server_set_list_gate(srv, list_gate, st);
 }
 
 static void parked_cancelled(mcp_call_t *call, void *data)
@@ -166,10 +208,7 @@ bool ptc_startup_hold(ptc_startup_t *st, mcp_call_t *call, const cJSON *args, bo
     p->next = st->parked;
     st->parked = p;
     mcp_call_on_cancel(call, parked_cancelled, p);
-    if (!st->timer_on) {
-        uv_timer_start(st->timer, on_poll, STARTUP_POLL_MS, STARTUP_POLL_MS);
-        st->timer_on = true;
-    }
+    start_polling(st);
     return true;
 }
 
@@ -197,6 +236,11 @@ void ptc_startup_free(ptc_startup_t *st)
         mcp_call_finish_text(p->call, true, "the server shut down before the tools were known");
         cJSON_Delete(p->args);
         free(p);
+    }
+    if (st->lists_srv != NULL) {
+        /* The server outlives this: lists answer at once from now on, parked ones now. */
+        mcp_server_set_list_gate(st->lists_srv, NULL, NULL);
+        if (st->lists_parked) mcp_server_release_lists(st->lists_srv);
     }
     uv_timer_stop(st->timer);
     uv_close((uv_handle_t *)st->timer, timer_closed);

@@ -86,6 +86,8 @@ bool ptc_startup_hold(ptc_startup_t *st, mcp_call_t *call, const cJSON *args, bo
                       mcp_tool_fn fn, void *data);
 /** True when code names the tools package (the word "tools"), so a run waits for it. */
 bool ptc_startup_uses_tools(const char *code);
+/* --expose-tools: tools/list of srv waits like search_tools, for the servers' first listing. */
+void ptc_startup_gate_lists(ptc_startup_t *st, mcp_server_t *srv);
 /** A sentence naming the servers still starting (for results after the wait), or 0 and "". */
 size_t ptc_startup_still_starting(const ptc_startup_t *st, char *buf, size_t size);
 /** Answers calls still parked; frees (the timer on the loop's next turn). */

@@ -112,3 +112,58 @@ test('a server slower than --startup-wait is named as still starting, and the wa
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+async function allTools(c) {
+  const names = [];
+  let cursor;
+  do {
+    const page = await c.client.listTools(cursor ? { cursor } : {});
+    names.push(...page.tools.map((t) => t.name));
+    cursor = page.nextCursor;
+  } while (cursor);
+  return names;
+}
+
+test('--expose-tools: tools/list right after initialize waits for a server slow to list its tools', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-first-'));
+  const config = path.join(dir, 'config.json');
+  writeFileSync(config, JSON.stringify({
+    mcpServers: { fake: { command: 'python3', args: [fake, '--list-delay-ms', '1500'] } },
+  }));
+  const c = await connect(ptcBin, ['--config', config, '--expose-tools', '--startup-wait', '60', '--embedder', 'lexical']);
+  try {
+    const names = await allTools(c);
+    assert.ok(names.includes('execute_code'), JSON.stringify(names));
+    assert.ok(names.includes('fake__echo') && names.includes('fake__tool_02'), JSON.stringify(names));
+  } finally {
+    await c.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('--expose-tools: tools/list waits no longer than --startup-wait for a server that never answers', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-first-'));
+  const config = path.join(dir, 'config.json');
+  writeFileSync(config, JSON.stringify({
+    mcpServers: {
+      fake: { command: 'python3', args: [fake, '--list-delay-ms', '500'] },
+      slow: { command: 'python3', args: [fake, '--mode', 'silent'] },
+    },
+  }));
+  const c = await connect(ptcBin, ['--config', config, '--expose-tools', '--startup-wait', '3', '--embedder', 'lexical']);
+  try {
+    const t0 = Date.now();
+    const names = await allTools(c);
+    const waited = Date.now() - t0;
+    assert.ok(names.includes('fake__echo'), JSON.stringify(names));
+    assert.ok(!names.some((n) => n.startsWith('slow__')), JSON.stringify(names));
+    assert.ok(waited < 20000, `waited ${waited} ms`);
+    // The gate opened for good: the next list answers at once.
+    const t1 = Date.now();
+    await c.client.listTools();
+    assert.ok(Date.now() - t1 < 2000);
+  } finally {
+    await c.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

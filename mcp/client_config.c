@@ -35,6 +35,7 @@ static void free_server(mcp_downstream_server_t *s)
     free(s->cwd);
     free(s->url);
     free_kv(s->headers, s->n_headers);
+    free(s->category);
     memset(s, 0, sizeof *s);
 }
 
@@ -171,7 +172,8 @@ static int parse_entry(const cJSON *entry, mcp_downstream_server_t *s, char *msg
     if ((rc = opt_string(entry, "type", name, &s->type, msg, msg_size)) < 0 ||
         (rc = opt_string(entry, "command", name, &s->command, msg, msg_size)) < 0 ||
         (rc = opt_string(entry, "url", name, &s->url, msg, msg_size)) < 0 ||
-        (rc = opt_string(entry, "cwd", name, &s->cwd, msg, msg_size)) < 0)
+        (rc = opt_string(entry, "cwd", name, &s->cwd, msg, msg_size)) < 0 ||
+        (rc = opt_string(entry, "category", name, &s->category, msg, msg_size)) < 0)
         return rc;
     if (s->type != NULL) {
         if (strcmp(s->type, "stdio") == 0)
@@ -204,6 +206,7 @@ static int parse_entry(const cJSON *entry, mcp_downstream_server_t *s, char *msg
  * accepted in silence so that a config reused from them gives no noise; anything else is most
  * likely a typo ("comand", "arg") and gets a warning naming it. */
 static const char *const known_keys[] = {"command", "args", "env", "cwd", "type", "url", "headers",
+                                         "category",
                                          /* other clients' keys, not used here */
                                          "disabled", "alwaysLoad", "autoApprove", "alwaysAllow",
                                          "timeout", "description", "transportType", NULL};
@@ -229,7 +232,8 @@ static int warn_unknown_keys(mcp_downstream_config_t *cfg, const cJSON *entry, c
         else
             snprintf(m, sizeof m,
                      "mcpServers.%s.%.128s: unknown key, ignored (an entry has \"command\", "
-                     "\"args\", \"env\", \"cwd\" or \"type\", \"url\", \"headers\")",
+                     "\"args\", \"env\", \"cwd\" or \"type\", \"url\", \"headers\"; "
+                     "\"category\")",
                      name, it->string);
         int rc = add_problem(cfg, name, false, m);
         if (rc < 0) return rc;

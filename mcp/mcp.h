@@ -658,6 +658,7 @@ typedef struct mcp_downstream_server {
     char *url;                    /* http: required */
     mcp_downstream_kv_t *headers; /* http: "headers" object */
     size_t n_headers;
+    char *category; /* "category": for search_tools' filter, or NULL */
 } mcp_downstream_server_t;
 
 /** Something wrong with one entry (or the file), kept so that the log and --check can show it. */

@@ -315,13 +315,51 @@ static void on_peer_cancelled(mcp_client_t *c, mcp_client_peer_req_t *req, void 
 
 /* --- clients ------------------------------------------------------------------------------- */
 
+/* The --config entry's "category" of server `name`, or NULL. */
+static const char *config_category(const ptc_downstream_t *d, const char *name)
+{
+    for (size_t i = 0; i < d->cfg.n_servers; i++)
+        if (strcmp(d->cfg.servers[i].name, name) == 0) return d->cfg.servers[i].category;
+    return NULL;
+}
+
+/* A copy of tools where each tool without a category of its own ("category" or
+ * _meta.category, as the registry reads it) gets the server's; NULL when out of memory. */
+static cJSON *with_category(const cJSON *tools, const char *category)
+{
+    cJSON *copy = cJSON_Duplicate(tools, true);
+    cJSON *t;
+    cJSON_ArrayForEach(t, copy)
+    {
+        const cJSON *meta = cJSON_GetObjectItemCaseSensitive(t, "_meta");
+        if (!cJSON_IsObject(t) || cJSON_IsString(cJSON_GetObjectItemCaseSensitive(t, "category")) ||
+            cJSON_IsString(cJSON_GetObjectItemCaseSensitive(meta, "category")))
+            continue;
+        cJSON_DeleteItemFromObjectCaseSensitive(t, "category"); /* not a string: replaced */
+        if (cJSON_AddStringToObject(t, "category", category) == NULL) {
+            cJSON_Delete(copy);
+            return NULL;
+        }
+    }
+    return copy;
+}
+
 static void on_tools(mcp_client_t *c, const cJSON *tools, void *data)
 {
     ptc_downstream_t *d = data;
     char msg[256];
     const char *name = mcp_client_name(c);
-    if (reg_registry_set_server_tools(ptc_search_registry(d->search), name, tools, msg,
-                                      sizeof msg) < 0) {
+    const char *category = config_category(d, name);
+    cJSON *categorised = category != NULL ? with_category(tools, category) : NULL;
+    if (category != NULL && categorised == NULL) {
+        mcp_log(d->lg, MCP_LOG_ERROR, "server %s: its tools were not indexed: out of memory", name);
+        return;
+    }
+    int rc =
+        reg_registry_set_server_tools(ptc_search_registry(d->search), name,
+                                      categorised != NULL ? categorised : tools, msg, sizeof msg);
+    cJSON_Delete(categorised);
+    if (rc < 0) {
         mcp_log(d->lg, MCP_LOG_ERROR, "server %s: its tools were not indexed: %s", name, msg);
         return;
     }

@@ -43,7 +43,8 @@ cJSON *ptc_search_results_json(const reg_registry_t *reg, const reg_result_t *re
             cJSON_Delete(root);
             return NULL;
         }
-        if (!cJSON_AddNumberToObject(o, "score", score)) {
+        if (!cJSON_AddNumberToObject(o, "score", score) ||
+            !cJSON_AddStringToObject(o, "category", t->category)) {
             cJSON_Delete(root);
             return NULL;
         }
@@ -81,8 +82,11 @@ char *ptc_search_results_text(const reg_result_t *res, size_t n, size_t desc_max
     for (size_t i = 0; i < n; i++) {
         const reg_tool_t *t = res[i].tool;
         char head[REG_ID_MAX + 64];
-        snprintf(head, sizeof head, "%zu. %s (score %.2f)", i + 1, t->id, (double)res[i].score);
+        snprintf(head, sizeof head, "%zu. %s (score %.2f; category ", i + 1, t->id,
+                 (double)res[i].score);
         ptc_buf_str(&o, head);
+        put_flat(&o, t->category, 64);
+        ptc_buf_str(&o, ")");
         if (t->description[0]) {
             ptc_buf_str(&o, ": ");
             put_flat(&o, t->description, desc_max);

@@ -46,6 +46,7 @@ typedef struct query_job {
     void *done_data;
     char *query;
     char *server;
+    char *category;
     size_t top_k;
     float *vec;
     int rc;
@@ -58,7 +59,9 @@ static const char input_schema[] =
     "plain words (e.g. 'create a ticket in the bug tracker').\"},"
     "\"top_k\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":50,\"description\":\"How many "
     "tools to return (default 5).\"},"
-    "\"server\":{\"type\":\"string\",\"description\":\"Only tools of this server.\"}},"
+    "\"server\":{\"type\":\"string\",\"description\":\"Only tools of this server.\"},"
+    "\"category\":{\"type\":\"string\",\"description\":\"Only tools of this category (a "
+    "server's tools are in its own name's category unless configured otherwise).\"}},"
     "\"required\":[\"query\"],\"additionalProperties\":false}";
 
 static const char output_schema[] =
@@ -67,8 +70,9 @@ static const char output_schema[] =
     "\"tools\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
     "\"id\":{\"type\":\"string\"},\"server\":{\"type\":\"string\"},\"name\":{\"type\":\"string\"},"
     "\"description\":{\"type\":\"string\"},\"inputSchema\":{\"type\":\"object\"},"
-    "\"score\":{\"type\":\"number\"}},"
-    "\"required\":[\"id\",\"server\",\"name\",\"description\",\"inputSchema\",\"score\"]}},"
+    "\"score\":{\"type\":\"number\"},\"category\":{\"type\":\"string\"}},"
+    "\"required\":[\"id\",\"server\",\"name\",\"description\",\"inputSchema\",\"score\","
+    "\"category\"]}},"
     "\"servers\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
     "\"name\":{\"type\":\"string\"},\"state\":{\"type\":\"string\"},"
     "\"tools\":{\"type\":\"integer\"},\"reason\":{\"type\":\"string\"}},"
@@ -163,6 +167,7 @@ static void job_free(query_job_t *j)
 {
     free(j->query);
     free(j->server);
+    free(j->category);
     free(j->vec);
     free(j);
 }
@@ -190,12 +195,13 @@ static bool add_index_info(cJSON *sc, const reg_search_info_t *info)
 }
 
 static void answer(ptc_search_t *s, mcp_call_t *call, const char *query, const float *vec,
-                   size_t top_k, const char *server)
+                   size_t top_k, const char *server, const char *category)
 {
     reg_result_t res[SEARCH_MAX_TOP_K];
     reg_filter_t f;
     reg_filter_default(&f);
     f.server = server;
+    f.category = category;
     char msg[256] = "";
     reg_search_info_t info;
     int n = reg_registry_search_info(s->reg, query, vec, top_k, &f, res, &info, msg, sizeof msg);
@@ -241,8 +247,9 @@ static void answer(ptc_search_t *s, mcp_call_t *call, const char *query, const f
     char coverage[160];
     index_coverage(&info, coverage, sizeof coverage);
     if (n == 0)
-        snprintf(text, len, "No tools match%s%s (%zu tools known; embedder %s%s).%s%s",
-                 server ? " on server " : "", server ? server : "", st.tools, st.embedder, coverage,
+        snprintf(text, len, "No tools match%s%s%s%s (%zu tools known; embedder %s%s).%s%s",
+                 server ? " on server " : "", server ? server : "", category ? " in category " : "",
+                 category ? category : "", st.tools, st.embedder, coverage,
                  servers[0] ? "\nServers:\n" : "", servers);
     else
         snprintf(text, len, "%s\n[embedder %s; %zu tools known%s]%s%s", list, st.embedder, st.tools,
@@ -296,7 +303,7 @@ static void query_done(uv_work_t *w, int status)
                     "by keywords only",
                     status != 0 ? uv_strerror(status) : j->msg);
         bool ok = status == 0 && j->rc == 0;
-        answer(s, j->call, j->query, ok ? j->vec : NULL, j->top_k, j->server);
+        answer(s, j->call, j->query, ok ? j->vec : NULL, j->top_k, j->server, j->category);
     }
     job_free(j);
 }
@@ -316,6 +323,7 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
     const char *query = cJSON_GetObjectItemCaseSensitive(args, "query")->valuestring;
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(args, "top_k");
     const cJSON *server = cJSON_GetObjectItemCaseSensitive(args, "server");
+    const cJSON *category = cJSON_GetObjectItemCaseSensitive(args, "category");
     size_t top_k = k ? (size_t)k->valuedouble : SEARCH_DEFAULT_TOP_K;
     bool blank = true;
     for (const char *p = query; *p; p++)
@@ -326,13 +334,15 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
         return;
     }
     const char *srv = cJSON_IsString(server) ? server->valuestring : NULL;
+    const char *cat = cJSON_IsString(category) ? category->valuestring : NULL;
     if (!reg_registry_query_blocking(s->reg) || s->queries_in_flight >= SEARCH_MAX_QUERY_JOBS) {
-        answer(s, call, query, NULL, top_k, srv);
+        answer(s, call, query, NULL, top_k, srv, cat);
         return;
     }
     query_job_t *j = calloc(1, sizeof *j);
     if (j == NULL || (j->query = strdup(query)) == NULL ||
         (srv && (j->server = strdup(srv)) == NULL) ||
+        (cat && (j->category = strdup(cat)) == NULL) ||
         (j->vec = malloc(s->dim * sizeof *j->vec)) == NULL) {
         if (j) job_free(j);
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
@@ -344,7 +354,7 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
     j->work.data = j;
     if (uv_queue_work(s->loop, &j->work, query_work, query_done) < 0) {
         job_free(j);
-        answer(s, call, query, NULL, top_k, srv);
+        answer(s, call, query, NULL, top_k, srv, cat);
         return;
     }
     s->queries_in_flight++;

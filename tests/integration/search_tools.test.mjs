@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import http from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { connect, ptcBin, repoRoot, sleep } from './helpers.mjs';
@@ -181,5 +181,61 @@ test('the remote embedder calls an OpenAI-compatible endpoint; a restart reuses 
   } finally {
     server.close();
     rmSync(cacheHome, { recursive: true, force: true });
+  }
+});
+
+test('search_tools category: from a --config entry and a --tools-file tool, filtered and shown', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-cat-'));
+  const config = path.join(dir, 'config.json');
+  const toolsFile = path.join(dir, 'tools.json');
+  const fake = path.join(repoRoot, 'tests', 'fixtures', 'fake_downstream.py');
+  writeFileSync(config, JSON.stringify({
+    mcpServers: {
+      lab: { command: 'python3', args: [fake], category: 'testing' },
+      plain: { command: 'python3', args: [fake] },
+    },
+  }));
+  writeFileSync(toolsFile, JSON.stringify([
+    { server: 'files', name: 'read_file', description: 'Read a file from disk', category: 'storage' },
+    { server: 'files', name: 'stat_file', description: 'Show a file\'s size and dates' },
+  ]));
+  try {
+    // "category" is a key of ours now: no warning about it.
+    const chk = spawnSync(ptcBin, ['--check', '--config', config], { encoding: 'utf8', timeout: 90000 });
+    assert.doesNotMatch(chk.stdout + chk.stderr, /category/, chk.stdout + chk.stderr);
+
+    const c = await connect(ptcBin, ['--config', config, '--tools-file', toolsFile, '--embedder', 'lexical', '--startup-wait', '60']);
+    try {
+      const { tools } = await c.client.listTools(); // the SDK then checks structuredContent
+      const st = tools.find((t) => t.name === 'search_tools');
+      assert.equal(st.inputSchema.properties.category.type, 'string');
+      assert.ok(st.outputSchema.properties.tools.items.required.includes('category'));
+
+      const lab = await search(c, { query: 'echo fixture tool', top_k: 50, category: 'testing' });
+      assert.ok(lab.structuredContent.tools.length > 0, lab.content[0].text);
+      for (const t of lab.structuredContent.tools) {
+        assert.equal(t.server, 'lab');
+        assert.equal(t.category, 'testing');
+      }
+      assert.match(lab.content[0].text, /^1\. lab__\S+ \(score [0-9.]+; category testing\)/);
+
+      // Without a configured category a server's tools are in its own name's.
+      const plain = await search(c, { query: 'echo fixture tool', top_k: 50, category: 'plain' });
+      assert.ok(plain.structuredContent.tools.length > 0);
+      assert.ok(plain.structuredContent.tools.every((t) => t.server === 'plain' && t.category === 'plain'));
+
+      const stored = await search(c, { query: 'file', top_k: 50, category: 'storage' });
+      assert.deepEqual(stored.structuredContent.tools.map((t) => t.id), ['files__read_file']);
+      const all = await search(c, { query: 'file', top_k: 50 });
+      assert.equal(all.structuredContent.tools.find((t) => t.id === 'files__stat_file').category, 'files');
+
+      const none = await search(c, { query: 'echo', category: 'nope' });
+      assert.equal(none.structuredContent.tools.length, 0);
+      assert.match(none.content[0].text, /No tools match in category nope/);
+    } finally {
+      await c.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -40,6 +40,7 @@ struct mcp_server {
     mcp__table_t resources, templates, prompts;
     bool declared_resources, declared_prompts, declared_completions;
     bool resources_changed_while_held, prompts_changed_while_held;
+    uint64_t sessions_made; /* numbers the sessions (mcp_session_serial) */
 };
 
 /* A JSON-RPC batch whose answers are collected until its last request is done. */
@@ -100,6 +101,7 @@ struct mcp_session {
     uv_timer_t *grace_timer;
     mcp_session_t *prev, *next;
     cJSON *subscriptions; /* array of URI strings from resources/subscribe, or NULL */
+    uint64_t serial;      /* mcp_session_serial */
 };
 
 /* session.c */

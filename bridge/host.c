@@ -1,71 +1,13 @@
-/* host.c - the host end of one run's bridge: checks, dispatch, answers, emit, audit. */
-#include "bridge.h"
+/* host.c - the host end of one run's bridge: checks, dispatch, answers, emit (the tool
+ * patterns and the audit record are in host_policy.c). */
+#include "host_internal.h"
 
-#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <mbedtls/sha256.h>
-
-#define READ_CHUNK  (64u << 10)
-#define MESSAGE_MAX 1024
-
-typedef struct bh_call bh_call_t;
-
-typedef struct bh_patterns {
-    char **pat;
-    size_t n;
-} bh_patterns_t;
-
-struct ptc_bridge_host {
-    uv_loop_t *loop;
-    uv_pipe_t pipe;
-    uv_timer_t timer;
-    int handles_open; /* freed when both handles are closed */
-    const mcp_logger_t *lg;
-    const ptc_bridge_ops_t *ops;
-    void *ops_data;
-
-    ptc_bridge_limits_t lim; /* strings below, not the caller's */
-    char *run_id;
-    bh_patterns_t allow, deny;
-
-    mcp_framer_t framer;
-    char rbuf[READ_CHUNK];
-    bool reading, peer_closed, closing;
-
-    bh_call_t *calls; /* in flight, doubly linked */
-    cJSON *outputs, *warnings;
-    uint64_t warnings_dropped;
-    size_t emit_total;
-    ptc_bridge_counters_t n;
-};
-
-struct bh_call {
-    bh_call_t *prev, *next;
-    ptc_bridge_host_t *h;
-    int64_t id;
-    ptc_bridge_method_t method;
-    char *tool_id, *server, *name; /* for the audit record (call) */
-    char digest[65];
-    char *jkey;   /* the journal key, or NULL when the call is not journaled */
-    unsigned occ; /* its occurrence number in this attempt */
-    uint64_t start_ns, deadline_ms;
-    unsigned timeout_ms; /* what the call was given, for the timeout message */
-    void *cancel_handle;
-    bool starting;  /* inside ops->call / ops->search */
-    bool done;      /* answered (or given up): ignore callbacks, free once starting ends */
-    bool abandoned; /* given up by the host (timeout, close) rather than answered by ops */
-};
-
-typedef struct bh_write {
-    uv_write_t req;
-    char *line;
-} bh_write_t;
 
 const char *ptc_bridge_host_strerror(int err)
 {
@@ -86,17 +28,6 @@ const char *ptc_bridge_host_strerror(int err)
 /* ---------------------------------------------------------------------------------------- */
 /* Small helpers                                                                             */
 
-static void put_msg(char *msg, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void put_msg(char *msg, size_t size, const char *fmt, ...)
-{
-    if (msg == NULL || size == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, size, fmt, ap);
-    va_end(ap);
-}
-
 static char *dup_str(const char *s)
 {
     if (s == NULL) s = "";
@@ -104,61 +35,6 @@ static char *dup_str(const char *s)
     char *d = malloc(n);
     if (d != NULL) memcpy(d, s, n);
     return d;
-}
-
-static void patterns_free(bh_patterns_t *p)
-{
-    for (size_t i = 0; i < p->n; i++)
-        free(p->pat[i]);
-    free(p->pat);
-    p->pat = NULL;
-    p->n = 0;
-}
-
-/* Splits "a*, b__c" into trimmed, non-empty patterns. */
-static int patterns_parse(const char *list, bh_patterns_t *p, const char *flag, char *msg,
-                          size_t msg_size)
-{
-    memset(p, 0, sizeof *p);
-    if (list == NULL) return 0;
-    const char *s = list;
-    while (*s != '\0') {
-        const char *e = strchr(s, ',');
-        if (e == NULL) e = s + strlen(s);
-        const char *a = s, *b = e;
-        while (a < b && (*a == ' ' || *a == '\t'))
-            a++;
-        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
-            b--;
-        if (b > a) {
-            if (p->n == PTC_BRIDGE_PATTERNS_MAX) {
-                put_msg(msg, msg_size, "%s has more than %u patterns; use fewer, wider globs", flag,
-                        PTC_BRIDGE_PATTERNS_MAX);
-                patterns_free(p);
-                return PTC_BRIDGE_HOST_EINVAL;
-            }
-            char **np = realloc(p->pat, (p->n + 1) * sizeof *np);
-            char *one = np != NULL ? malloc((size_t)(b - a) + 1) : NULL;
-            if (np != NULL) p->pat = np;
-            if (one == NULL) {
-                patterns_free(p);
-                put_msg(msg, msg_size, "out of memory");
-                return PTC_BRIDGE_HOST_ENOMEM;
-            }
-            memcpy(one, a, (size_t)(b - a));
-            one[b - a] = '\0';
-            p->pat[p->n++] = one;
-        }
-        s = *e == ',' ? e + 1 : e;
-    }
-    return 0;
-}
-
-static bool patterns_match(const bh_patterns_t *p, const char *id)
-{
-    for (size_t i = 0; i < p->n; i++)
-        if (fnmatch(p->pat[i], id, 0) == 0) return true;
-    return false;
 }
 
 static void warn(ptc_bridge_host_t *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -179,20 +55,6 @@ static void warn(ptc_bridge_host_t *h, const char *fmt, ...)
         cJSON_Delete(s);
         h->warnings_dropped++;
     }
-}
-
-/* SHA-256 of the arguments printed without spaces with keys sorted; "" when out of memory. */
-static void args_digest(const cJSON *args, char out[65])
-{
-    out[0] = '\0';
-    char *s = ptc_json_canonical(args);
-    if (s == NULL) return;
-    unsigned char d[32];
-    if (mbedtls_sha256_ret((const unsigned char *)s, strlen(s), d, 0) == 0) {
-        for (int i = 0; i < 32; i++)
-            snprintf(out + 2 * i, 3, "%02x", d[i]);
-    }
-    free(s);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -273,50 +135,6 @@ static void answer_result(ptc_bridge_host_t *h, int64_t id, const cJSON *result)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Audit                                                                                     */
-
-static void audit(ptc_bridge_host_t *h, const char *tool_id, const char *server, const char *name,
-                  const char *digest, const char *outcome, uint64_t start_ns, bool is_error,
-                  const char *message)
-{
-    struct timespec ts;
-    struct tm tm;
-    char when[40] = "";
-    if (clock_gettime(CLOCK_REALTIME, &ts) == 0 && gmtime_r(&ts.tv_sec, &tm) != NULL) {
-        size_t k = strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-        snprintf(when + k, sizeof when - k, ".%03ldZ", ts.tv_nsec / 1000000L);
-    }
-    uint64_t dur_ms = (uv_hrtime() - start_ns) / 1000000u;
-    cJSON *r = cJSON_CreateObject();
-    bool ok = r != NULL && cJSON_AddStringToObject(r, "time", when) != NULL &&
-              cJSON_AddStringToObject(r, "run", h->run_id) != NULL &&
-              (tool_id != NULL ? cJSON_AddStringToObject(r, "tool", tool_id)
-                               : cJSON_AddNullToObject(r, "tool")) != NULL &&
-              cJSON_AddStringToObject(r, "server", server != NULL ? server : "") != NULL &&
-              cJSON_AddStringToObject(r, "name", name != NULL ? name : "") != NULL &&
-              cJSON_AddStringToObject(r, "args_sha256", digest) != NULL &&
-              cJSON_AddStringToObject(r, "outcome", outcome) != NULL &&
-              cJSON_AddNumberToObject(r, "duration_ms", (double)dur_ms) != NULL;
-    if (ok && strcmp(outcome, "ok") == 0)
-        ok = cJSON_AddBoolToObject(r, "is_error", is_error) != NULL;
-    else if (ok && message != NULL)
-        ok = cJSON_AddStringToObject(r, "message", message) != NULL;
-    char *line = ok ? cJSON_PrintUnformatted(r) : NULL;
-    if (line == NULL) {
-        mcp_log(h->lg, MCP_LOG_ERROR, "bridge: out of memory writing the audit record of %s: %s",
-                tool_id != NULL ? tool_id : "?", outcome);
-    } else if (h->lim.audit != NULL) {
-        if (fprintf(h->lim.audit, "%s\n", line) < 0 || fflush(h->lim.audit) != 0)
-            mcp_log(h->lg, MCP_LOG_ERROR, "bridge: cannot write the audit log; check --audit-log");
-    } else {
-        mcp_log(h->lg, MCP_LOG_INFO, "audit %s", line);
-    }
-    free(line);
-    if (ok && h->ops->audit != NULL) h->ops->audit(h->ops_data, r);
-    cJSON_Delete(r);
-}
-
-/* ---------------------------------------------------------------------------------------- */
 /* Calls in flight                                                                           */
 
 static void call_unlink(bh_call_t *c)
@@ -389,8 +207,8 @@ static void call_answer(bh_call_t *c, int err, const cJSON *result, const char *
                      message != NULL ? message : mcp_strerror(err));
     }
     if (c->method == PTC_BRIDGE_CALL)
-        audit(h, c->tool_id, c->server, c->name, c->digest, outcome_of(err), c->start_ns, is_error,
-              message);
+        ptc__bh_audit(h, c->tool_id, c->server, c->name, c->digest, outcome_of(err), c->start_ns,
+                      is_error, message);
 }
 
 static void on_done(void *data, int err, const cJSON *result, const char *message)
@@ -467,8 +285,8 @@ static void start(ptc_bridge_host_t *h, ptc_bridge_req_t *req, const reg_tool_t 
         answer_error(h, req->id, PTC_BRIDGE_E_TIMEOUT,
                      "%s was not started: the run's deadline has passed", what);
         if (is_call)
-            audit(h, tool->id, req->server, req->tool, digest, "timeout", start_ns, false,
-                  "the run's deadline has passed");
+            ptc__bh_audit(h, tool->id, req->server, req->tool, digest, "timeout", start_ns, false,
+                          "the run's deadline has passed");
         free(jkey);
         return;
     }
@@ -533,7 +351,7 @@ static void handle_call(ptc_bridge_host_t *h, ptc_bridge_req_t *req)
 {
     uint64_t t0 = uv_hrtime();
     char digest[65];
-    args_digest(req->arguments, digest);
+    ptc__bh_args_digest(req->arguments, digest);
     const reg_tool_t *tool = h->ops->find_tool(h->ops_data, req->server, req->tool);
     if (tool == NULL) {
         h->n.refused++;
@@ -541,21 +359,21 @@ static void handle_call(ptc_bridge_host_t *h, ptc_bridge_req_t *req)
                      "there is no tool \"%s\" on server \"%s\" in the registry; "
                      "tools.search(...) lists the tools that exist",
                      req->tool, req->server);
-        audit(h, NULL, req->server, req->tool, digest, "error", t0, false, "unknown tool");
+        ptc__bh_audit(h, NULL, req->server, req->tool, digest, "error", t0, false, "unknown tool");
         return;
     }
     /* For the repair request's signatures: a call refused for its arguments says most. */
     if (h->lim.journal != NULL) ptc_journal_note_used(h->lim.journal, tool->id);
     const char *why = NULL;
-    if (h->allow.n > 0 && !patterns_match(&h->allow, tool->id))
+    if (h->allow.n > 0 && !ptc__bh_patterns_match(&h->allow, tool->id))
         why = "--allow-tools";
-    else if (patterns_match(&h->deny, tool->id))
+    else if (ptc__bh_patterns_match(&h->deny, tool->id))
         why = "--deny-tools";
     if (why != NULL) {
         h->n.refused++;
         answer_error(h, req->id, PTC_BRIDGE_E_DENIED, "tool %s is not allowed by %s", tool->id,
                      why);
-        audit(h, tool->id, req->server, req->tool, digest, "denied", t0, false, why);
+        ptc__bh_audit(h, tool->id, req->server, req->tool, digest, "denied", t0, false, why);
         return;
     }
     if (h->lim.refuse_writes &&
@@ -566,8 +384,8 @@ static void handle_call(ptc_bridge_host_t *h, ptc_bridge_req_t *req)
                      "(--confirm-writes), which this client cannot give; call it directly "
                      "or run without --confirm-writes",
                      tool->id);
-        audit(h, tool->id, req->server, req->tool, digest, "denied", t0, false,
-              "needs confirmation");
+        ptc__bh_audit(h, tool->id, req->server, req->tool, digest, "denied", t0, false,
+                      "needs confirmation");
         return;
     }
     char vmsg[MESSAGE_MAX / 2] = "";
@@ -577,7 +395,7 @@ static void handle_call(ptc_bridge_host_t *h, ptc_bridge_req_t *req)
         answer_error(h, req->id, PTC_BRIDGE_E_INVALID,
                      "invalid arguments for %s: %s (tools.help shows its parameters)", tool->id,
                      vmsg);
-        audit(h, tool->id, req->server, req->tool, digest, "error", t0, false, vmsg);
+        ptc__bh_audit(h, tool->id, req->server, req->tool, digest, "error", t0, false, vmsg);
         return;
     }
     char *jkey = NULL;
@@ -589,8 +407,8 @@ static void handle_call(ptc_bridge_host_t *h, ptc_bridge_req_t *req)
                 h->n.refused++;
                 answer_error(h, req->id, PTC_BRIDGE_E_UNAVAIL,
                              "the host ran out of memory journaling the call; try again");
-                audit(h, tool->id, req->server, req->tool, digest, "error", t0, false,
-                      "out of memory");
+                ptc__bh_audit(h, tool->id, req->server, req->tool, digest, "error", t0, false,
+                              "out of memory");
                 return;
             }
             occ = ptc_journal_occurrence(h->lim.journal, jkey);
@@ -602,8 +420,8 @@ static void handle_call(ptc_bridge_host_t *h, ptc_bridge_req_t *req)
                 h->n.replayed++;
                 ptc_journal_note_replay(h->lim.journal, tool->id, occ);
                 answer_result(h, req->id, kept);
-                audit(h, tool->id, req->server, req->tool, digest, "replayed", t0, false,
-                      "answered from the replay journal of an earlier attempt");
+                ptc__bh_audit(h, tool->id, req->server, req->tool, digest, "replayed", t0, false,
+                              "answered from the replay journal of an earlier attempt");
                 return;
             }
         }
@@ -615,8 +433,8 @@ static void handle_call(ptc_bridge_host_t *h, ptc_bridge_req_t *req)
                      "the call budget of this run (%u tool calls) is spent; do more per call "
                      "or split the work over several runs",
                      h->lim.max_calls);
-        audit(h, tool->id, req->server, req->tool, digest, "denied", t0, false,
-              "call budget spent");
+        ptc__bh_audit(h, tool->id, req->server, req->tool, digest, "denied", t0, false,
+                      "call budget spent");
         return;
     }
     if (h->n.in_flight >= PTC_BRIDGE_INFLIGHT_MAX) {
@@ -625,8 +443,8 @@ static void handle_call(ptc_bridge_host_t *h, ptc_bridge_req_t *req)
         answer_error(h, req->id, PTC_BRIDGE_E_BUDGET,
                      "%u calls are already in flight; wait for some before starting more",
                      PTC_BRIDGE_INFLIGHT_MAX);
-        audit(h, tool->id, req->server, req->tool, digest, "denied", t0, false,
-              "too many calls in flight");
+        ptc__bh_audit(h, tool->id, req->server, req->tool, digest, "denied", t0, false,
+                      "too many calls in flight");
         return;
     }
     start(h, req, tool, digest, t0, jkey, occ);
@@ -718,9 +536,9 @@ static void on_line(void *data, const char *line, size_t len, bool too_big)
         if (req.method == PTC_BRIDGE_EMIT) warn(h, "a record was skipped: request bytes spent");
         if (req.method == PTC_BRIDGE_CALL) {
             char digest[65];
-            args_digest(req.arguments, digest);
-            audit(h, NULL, req.server, req.tool, digest, "denied", uv_hrtime(), false,
-                  "request bytes budget spent");
+            ptc__bh_args_digest(req.arguments, digest);
+            ptc__bh_audit(h, NULL, req.server, req.tool, digest, "denied", uv_hrtime(), false,
+                          "request bytes budget spent");
         }
         ptc_bridge_req_clear(&req);
         return;
@@ -773,8 +591,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 static void host_free(ptc_bridge_host_t *h)
 {
     mcp_framer_close(&h->framer);
-    patterns_free(&h->allow);
-    patterns_free(&h->deny);
+    ptc__bh_patterns_free(&h->allow);
+    ptc__bh_patterns_free(&h->deny);
     free(h->run_id);
     cJSON_Delete(h->outputs);
     cJSON_Delete(h->warnings);
@@ -797,9 +615,9 @@ int ptc_bridge_host_new(uv_loop_t *loop, int fd, const ptc_bridge_limits_t *lim,
     if (lim != NULL) l = *lim;
     if (loop == NULL || fd < 0 || ops == NULL || ops->find_tool == NULL || ops->call == NULL ||
         ops->cancel == NULL || out == NULL) {
-        put_msg(msg, msg_size,
-                "bridge host: loop, fd, ops (find_tool, call, cancel) and out "
-                "are required");
+        ptc__bh_msg(msg, msg_size,
+                    "bridge host: loop, fd, ops (find_tool, call, cancel) and out "
+                    "are required");
         if (fd >= 0) close(fd);
         return PTC_BRIDGE_HOST_EINVAL;
     }
@@ -813,16 +631,16 @@ int ptc_bridge_host_new(uv_loop_t *loop, int fd, const ptc_bridge_limits_t *lim,
     int rc = 0;
     if (l.emit_record_max > PTC_BRIDGE_EMIT_RECORD_MAX ||
         l.emit_total_max > PTC_BRIDGE_EMIT_TOTAL_MAX) {
-        put_msg(msg, msg_size, "emit caps are at most %u bytes per record and %u per run",
-                PTC_BRIDGE_EMIT_RECORD_MAX, PTC_BRIDGE_EMIT_TOTAL_MAX);
+        ptc__bh_msg(msg, msg_size, "emit caps are at most %u bytes per record and %u per run",
+                    PTC_BRIDGE_EMIT_RECORD_MAX, PTC_BRIDGE_EMIT_TOTAL_MAX);
         rc = PTC_BRIDGE_HOST_EINVAL;
     } else if (l.run_id != NULL && strlen(l.run_id) > PTC_BRIDGE_RUN_ID_MAX) {
-        put_msg(msg, msg_size, "the run id is longer than %u bytes", PTC_BRIDGE_RUN_ID_MAX);
+        ptc__bh_msg(msg, msg_size, "the run id is longer than %u bytes", PTC_BRIDGE_RUN_ID_MAX);
         rc = PTC_BRIDGE_HOST_EINVAL;
     }
     ptc_bridge_host_t *h = rc == 0 ? calloc(1, sizeof *h) : NULL;
     if (rc == 0 && h == NULL) {
-        put_msg(msg, msg_size, "out of memory");
+        ptc__bh_msg(msg, msg_size, "out of memory");
         rc = PTC_BRIDGE_HOST_ENOMEM;
     }
     if (rc < 0) {
@@ -840,13 +658,14 @@ int ptc_bridge_host_new(uv_loop_t *loop, int fd, const ptc_bridge_limits_t *lim,
     h->lim.run_id = NULL;
     h->lim.allow_tools = h->lim.deny_tools = NULL;
     if (h->run_id == NULL || h->outputs == NULL || h->warnings == NULL) {
-        put_msg(msg, msg_size, "out of memory");
+        ptc__bh_msg(msg, msg_size, "out of memory");
         rc = PTC_BRIDGE_HOST_ENOMEM;
     }
-    if (rc == 0) rc = patterns_parse(l.allow_tools, &h->allow, "--allow-tools", msg, msg_size);
-    if (rc == 0) rc = patterns_parse(l.deny_tools, &h->deny, "--deny-tools", msg, msg_size);
+    if (rc == 0)
+        rc = ptc__bh_patterns_parse(l.allow_tools, &h->allow, "--allow-tools", msg, msg_size);
+    if (rc == 0) rc = ptc__bh_patterns_parse(l.deny_tools, &h->deny, "--deny-tools", msg, msg_size);
     if (rc == 0 && mcp_framer_init(&h->framer, l.line_max, on_line, h) != 0) {
-        put_msg(msg, msg_size, "bridge host: bad line cap");
+        ptc__bh_msg(msg, msg_size, "bridge host: bad line cap");
         rc = PTC_BRIDGE_HOST_EINVAL;
     }
     if (rc < 0) {
@@ -870,7 +689,7 @@ int ptc_bridge_host_new(uv_loop_t *loop, int fd, const ptc_bridge_limits_t *lim,
         close(fd);
     }
     if (urc < 0) {
-        put_msg(msg, msg_size, "the bridge descriptor cannot be used: %s", uv_strerror(urc));
+        ptc__bh_msg(msg, msg_size, "the bridge descriptor cannot be used: %s", uv_strerror(urc));
         if (h->handles_open == 0) {
             host_free(h);
         } else {
@@ -956,8 +775,8 @@ void ptc_bridge_host_close(ptc_bridge_host_t *h, ptc_bridge_counters_t *out)
         call_abandon(c);
         h->n.cancelled++;
         if (c->method == PTC_BRIDGE_CALL)
-            audit(h, c->tool_id, c->server, c->name, c->digest, "cancelled", c->start_ns, false,
-                  "the run ended");
+            ptc__bh_audit(h, c->tool_id, c->server, c->name, c->digest, "cancelled", c->start_ns,
+                          false, "the run ended");
         if (!c->starting) call_free(c); /* else start() frees it when ops->call returns */
     }
     if (out != NULL) *out = h->n;

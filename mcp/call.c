@@ -33,6 +33,8 @@ static void call_free(mcp_call_t *c)
     cJSON_Delete(c->id);
     cJSON_Delete(c->params);
     cJSON_Delete(c->progress_token);
+    cJSON_Delete(c->caps);
+    free(c->state);
     free(c->pending_message);
     free(c->tool);
     free(c);
@@ -50,6 +52,7 @@ static void complete(mcp_call_t *c, cJSON *msg)
             c->have_pending = false;
             send_progress(c, c->pending_progress, c->pending_total, c->pending_message);
         }
+        if (c->modern) mcp__modern_decorate(msg, "tools/call");
         mcp__session_answer(s, c->batch, msg);
     } else {
         cJSON_Delete(msg);
@@ -62,6 +65,11 @@ static void complete(mcp_call_t *c, cJSON *msg)
         mcp__batch_done_one(s, batch);
         mcp__session_check_idle(s);
     }
+}
+
+void mcp__call_complete(mcp_call_t *c, cJSON *msg)
+{
+    complete(c, msg);
 }
 
 static void answer_now(mcp_session_t *s, mcp__batch_t *b, cJSON *msg)
@@ -98,6 +106,18 @@ void mcp__call_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const c
     c->s = s;
     c->batch = b;
     c->tool_ref = tool;
+    snprintf(c->protocol, sizeof c->protocol, "%s", mcp__session_proto(s));
+    if (mcp__session_modern(s)) {
+        c->modern = true;
+        c->log_on = s->cur->log_on;
+        c->log_level = s->cur->log_level;
+        if ((c->caps = cJSON_Duplicate(s->cur->caps, true)) == NULL) {
+            call_free(c);
+            answer_now(s, b,
+                       mcp_jsonrpc_error(id, MCP_JSONRPC_INTERNAL_ERROR, "out of memory", NULL));
+            return;
+        }
+    }
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
     const cJSON *tok = cJSON_GetObjectItemCaseSensitive(meta, "progressToken");
     if (cJSON_IsString(tok) || cJSON_IsNumber(tok)) c->progress_token = cJSON_Duplicate(tok, true);
@@ -118,6 +138,10 @@ void mcp__call_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const c
         return;
     }
     char why[512];
+    if (c->modern && !mcp__mrtr_read(c, why, sizeof why)) {
+        mcp_call_finish_rpc_error(c, MCP_JSONRPC_INVALID_PARAMS, why);
+        return;
+    }
     if (mcp_schema_validate(tool->input_schema, args, why, sizeof why) < 0) {
         mcp_call_finish_text(c, true, "Invalid arguments for tool %s: %s", c->tool, why);
         return;
@@ -128,6 +152,32 @@ void mcp__call_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const c
 mcp_session_t *mcp_call_session(const mcp_call_t *call)
 {
     return call->s;
+}
+
+bool mcp_call_is_modern(const mcp_call_t *call)
+{
+    return call->modern;
+}
+
+const char *mcp_call_protocol(const mcp_call_t *call)
+{
+    return call->protocol;
+}
+
+bool mcp_call_client_has(const mcp_call_t *call, const char *name)
+{
+    if (call->modern) return cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(call->caps, name));
+    return call->s != NULL && mcp_session_client_has(call->s, name);
+}
+
+void mcp_call_finish_missing_capability(mcp_call_t *call, const char *capability)
+{
+    cJSON *msg = mcp__missing_capability(call->id, capability, call->tool);
+    if (msg == NULL) {
+        mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+        return;
+    }
+    complete(call, msg);
 }
 
 const char *mcp_call_tool(const mcp_call_t *call)
@@ -188,7 +238,7 @@ static void send_progress(mcp_call_t *c, double progress, double total, const ch
     bool ok = cJSON_AddNumberToObject(p, "progress", progress) != NULL;
     if (ok && total >= 0) ok = cJSON_AddNumberToObject(p, "total", total) != NULL;
     /* The message field arrived with 2025-03-26. */
-    if (ok && message != NULL && mcp_protocol_cmp(c->s->protocol, "2025-03-26") >= 0)
+    if (ok && message != NULL && mcp_protocol_cmp(c->protocol, "2025-03-26") >= 0)
         ok = cJSON_AddStringToObject(p, "message", message) != NULL;
     if (!ok) {
         cJSON_Delete(p);
@@ -260,7 +310,7 @@ void mcp_call_finish(mcp_call_t *c, cJSON *content, cJSON *structured, bool is_e
     bool ok = res != NULL && content != NULL && cJSON_AddItemToObject(res, "content", content);
     if (ok) content = NULL;
     if (ok && structured != NULL && c->s != NULL &&
-        mcp_protocol_cmp(c->s->protocol, "2025-06-18") >= 0) {
+        mcp_protocol_cmp(c->protocol, "2025-06-18") >= 0) {
         ok = cJSON_AddItemToObject(res, "structuredContent", structured);
         if (ok) structured = NULL;
     }
@@ -303,11 +353,15 @@ void mcp_call_finish_rpc_error(mcp_call_t *c, int code, const char *message)
 
 void mcp_call_log(mcp_call_t *call, mcp_level_t level, const char *logger, cJSON *data)
 {
-    if (call->s == NULL) {
+    if (call->s == NULL || (call->modern && (!call->log_on || level > call->log_level))) {
         cJSON_Delete(data);
         return;
     }
-    mcp__session_log(call->s, call->id, level, logger, data);
+    /* A stateless request asked for its log messages in its _meta; it has no session level. */
+    if (call->modern)
+        mcp__session_log_send(call->s, call->id, level, logger, data);
+    else
+        mcp__session_log(call->s, call->id, level, logger, data);
 }
 
 int mcp_call_request_ex(mcp_call_t *call, const char *method, cJSON *params,
@@ -318,6 +372,12 @@ int mcp_call_request_ex(mcp_call_t *call, const char *method, cJSON *params,
     if (call->s == NULL) {
         cJSON_Delete(params);
         return MCP_ESTATE;
+    }
+    if (call->modern) {
+        /* 2026-07-28 has no server-to-client requests: input travels in an
+         * InputRequiredResult instead. */
+        cJSON_Delete(params);
+        return MCP_ENOTSUP;
     }
     return mcp__session_request(call->s, call->id, method, params, need_capability, timeout_ms, cb,
                                 data, out);

@@ -20,7 +20,7 @@ typedef struct http_post http_post_t;
 
 struct mcp__http_conn {
     mcp_client_t *c; /* NULL once closed */
-    mcp_http_client_t *http;
+    ptc_http_client_t *http;
     const mcp_logger_t *lg;
     char name[MCP_DOWNSTREAM_MAX_NAME + 1];
     char *url;
@@ -33,7 +33,7 @@ struct mcp__http_conn {
 
 struct http_post {
     mcp__http_conn_t *h;
-    mcp_http_req_t *req;
+    ptc_http_req_t *req;
     bool has_id;
     double id;
     http_post_t *prev, *next;
@@ -93,8 +93,9 @@ static void dispatch_sse(mcp_client_t *c, const char *body, size_t len)
     free(data);
 }
 
-static void on_post_done(void *data, int err, const mcp_http_response_t *resp, const char *message)
+static void on_post_done(void *data, int err, const ptc_http_response_t *resp, const char *message)
 {
+    err = mcp__http_err(err);
     http_post_t *p = data;
     mcp__http_conn_t *h = p->h;
     unlink_post(p);
@@ -141,15 +142,15 @@ int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg)
 {
     mcp_client_t *c = h->c;
     if (c == NULL) return MCP_ECLOSED;
-    mcp_http_header_t hdrs[HTTP_MAX_HEADERS];
+    ptc_http_header_t hdrs[HTTP_MAX_HEADERS];
     size_t n = 0;
-    hdrs[n++] = (mcp_http_header_t){"Content-Type", "application/json"};
-    hdrs[n++] = (mcp_http_header_t){"Accept", "application/json, text/event-stream"};
-    if (h->session_id != NULL) hdrs[n++] = (mcp_http_header_t){"Mcp-Session-Id", h->session_id};
+    hdrs[n++] = (ptc_http_header_t){"Content-Type", "application/json"};
+    hdrs[n++] = (ptc_http_header_t){"Accept", "application/json, text/event-stream"};
+    if (h->session_id != NULL) hdrs[n++] = (ptc_http_header_t){"Mcp-Session-Id", h->session_id};
     if (h->protocol[0] != '\0')
-        hdrs[n++] = (mcp_http_header_t){"MCP-Protocol-Version", h->protocol};
+        hdrs[n++] = (ptc_http_header_t){"MCP-Protocol-Version", h->protocol};
     for (size_t i = 0; i < c->n_headers && n < HTTP_MAX_HEADERS; i++)
-        hdrs[n++] = (mcp_http_header_t){c->headers[i].name, c->headers[i].value};
+        hdrs[n++] = (ptc_http_header_t){c->headers[i].name, c->headers[i].value};
     http_post_t *p = calloc(1, sizeof *p);
     char *text = cJSON_PrintUnformatted(msg);
     if (p == NULL || text == NULL) {
@@ -163,12 +164,12 @@ int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg)
         p->id = id->valuedouble;
     }
     p->h = h;
-    int rc = mcp_http_request(h->http, "POST", h->url, hdrs, n, text, strlen(text), on_post_done, p,
+    int rc = ptc_http_request(h->http, "POST", h->url, hdrs, n, text, strlen(text), on_post_done, p,
                               &p->req);
     free(text);
     if (rc < 0) {
         free(p);
-        return rc;
+        return mcp__http_err(rc);
     }
     p->next = h->posts;
     if (h->posts) h->posts->prev = p;
@@ -187,7 +188,7 @@ int mcp__http_open(mcp_client_t *c, unsigned gen, mcp__http_conn_t **out)
         return MCP_ENOMEM;
     }
     h->c = c;
-    h->http = c->opts.http;
+    h->http = mcp__http_client_httpc(c->opts.http);
     h->lg = c->lg;
     snprintf(h->name, sizeof h->name, "%s", c->name);
     h->gen = gen;
@@ -205,7 +206,7 @@ void mcp__http_abandon(mcp__http_conn_t *h, double id)
 {
     for (http_post_t *p = h->posts; p != NULL; p = p->next) {
         if (p->has_id && p->id == id) {
-            mcp_http_cancel(p->req); /* its callback unlinks and frees it */
+            ptc_http_cancel(p->req); /* its callback unlinks and frees it */
             return;
         }
     }
@@ -216,7 +217,7 @@ unsigned mcp__http_gen(const mcp__http_conn_t *h)
     return h->gen;
 }
 
-static void on_deleted(void *data, int err, const mcp_http_response_t *resp, const char *message)
+static void on_deleted(void *data, int err, const ptc_http_response_t *resp, const char *message)
 {
     (void)data;
     (void)err;
@@ -229,14 +230,14 @@ void mcp__http_close(mcp__http_conn_t *h)
     mcp_client_t *c = h->c;
     if (c == NULL) return;
     if (h->session_id != NULL) {
-        mcp_http_header_t hdrs[HTTP_MAX_HEADERS];
+        ptc_http_header_t hdrs[HTTP_MAX_HEADERS];
         size_t n = 0;
-        hdrs[n++] = (mcp_http_header_t){"Mcp-Session-Id", h->session_id};
+        hdrs[n++] = (ptc_http_header_t){"Mcp-Session-Id", h->session_id};
         if (h->protocol[0] != '\0')
-            hdrs[n++] = (mcp_http_header_t){"MCP-Protocol-Version", h->protocol};
+            hdrs[n++] = (ptc_http_header_t){"MCP-Protocol-Version", h->protocol};
         for (size_t i = 0; i < c->n_headers && n < HTTP_MAX_HEADERS; i++)
-            hdrs[n++] = (mcp_http_header_t){c->headers[i].name, c->headers[i].value};
-        if (mcp_http_request(h->http, "DELETE", h->url, hdrs, n, NULL, 0, on_deleted, NULL, NULL) <
+            hdrs[n++] = (ptc_http_header_t){c->headers[i].name, c->headers[i].value};
+        if (ptc_http_request(h->http, "DELETE", h->url, hdrs, n, NULL, 0, on_deleted, NULL, NULL) <
             0)
             mcp_log(h->lg, MCP_LOG_DEBUG, "downstream server %s: could not end the HTTP session",
                     h->name);
@@ -247,7 +248,7 @@ void mcp__http_close(mcp__http_conn_t *h)
     http_post_t *p = h->posts;
     while (p != NULL) {
         http_post_t *next = p->next;
-        mcp_http_cancel(p->req);
+        ptc_http_cancel(p->req);
         p = next;
     }
     conn_unref(h);

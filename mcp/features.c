@@ -96,10 +96,13 @@ bool mcp__features_handle(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, co
     return false;
 }
 
-static void send_changed(mcp_server_t *srv, const char *method)
+static void send_changed(mcp_server_t *srv, bool prompts)
 {
+    const char *method =
+        prompts ? "notifications/prompts/list_changed" : "notifications/resources/list_changed";
     for (mcp_session_t *s = srv->sessions; s != NULL; s = s->next)
         if (s->protocol[0] != '\0' && !s->shutting_down) mcp_session_notify(s, method, NULL);
+    mcp__listen_notify(srv, prompts ? MCP__CHANGED_PROMPTS : MCP__CHANGED_RESOURCES, NULL);
 }
 
 void mcp__features_list_changed(mcp_server_t *srv, bool prompts)
@@ -111,19 +114,18 @@ void mcp__features_list_changed(mcp_server_t *srv, bool prompts)
             srv->resources_changed_while_held = true;
         return;
     }
-    send_changed(srv, prompts ? "notifications/prompts/list_changed"
-                              : "notifications/resources/list_changed");
+    send_changed(srv, prompts);
 }
 
 void mcp__features_release(mcp_server_t *srv)
 {
     if (srv->resources_changed_while_held) {
         srv->resources_changed_while_held = false;
-        send_changed(srv, "notifications/resources/list_changed");
+        send_changed(srv, false);
     }
     if (srv->prompts_changed_while_held) {
         srv->prompts_changed_while_held = false;
-        send_changed(srv, "notifications/prompts/list_changed");
+        send_changed(srv, true);
     }
 }
 

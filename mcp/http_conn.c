@@ -247,7 +247,13 @@ void mcp__hconn_respond(mcp__hconn_t *c, int status, const char *content_type,
 void mcp__hconn_error(mcp__hconn_t *c, int status, int code, const char *msg,
                       const char *extra_headers)
 {
-    cJSON *e = mcp_jsonrpc_error(NULL, code, msg, NULL);
+    mcp__hconn_error_id(c, status, NULL, code, msg, extra_headers);
+}
+
+void mcp__hconn_error_id(mcp__hconn_t *c, int status, const cJSON *id, int code, const char *msg,
+                         const char *extra_headers)
+{
+    cJSON *e = mcp_jsonrpc_error(id, code, msg, NULL);
     char *text = e != NULL ? cJSON_PrintUnformatted(e) : NULL;
     cJSON_Delete(e);
     mcp__hconn_respond(c, status, "application/json", extra_headers, text ? text : "",

@@ -118,6 +118,9 @@ void mcp__hconn_respond(mcp__hconn_t *c, int status, const char *content_type,
 /** A JSON-RPC error body {"jsonrpc":"2.0","error":{"code":code,"message":msg},"id":null}. */
 void mcp__hconn_error(mcp__hconn_t *c, int status, int code, const char *msg,
                       const char *extra_headers);
+/* mcp__hconn_error answering request `id` (borrowed; NULL: null). */
+void mcp__hconn_error_id(mcp__hconn_t *c, int status, const cJSON *id, int code, const char *msg,
+                         const char *extra_headers);
 /** Begins a 200 text/event-stream response (chunked). owner is told of a lost connection
  *  through mcp__http_conn_lost. */
 void mcp__hconn_stream_begin(mcp__hconn_t *c, const char *extra_headers, void *owner);

@@ -12,6 +12,7 @@ typedef struct mcp__entry {
     mcp_tool_fn handler;       /* tools */
     mcp_resource_read_fn read;
     mcp_prompt_get_fn get;
+    mcp_prompt_get_round_fn get_round;
     mcp_complete_fn complete;
     void *data;
 } mcp__entry_t;
@@ -40,8 +41,22 @@ struct mcp_server {
     mcp__table_t resources, templates, prompts;
     bool declared_resources, declared_prompts, declared_completions;
     bool resources_changed_while_held, prompts_changed_while_held;
-    uint64_t sessions_made; /* numbers the sessions (mcp_session_serial) */
+    uint64_t sessions_made;      /* numbers the sessions (mcp_session_serial) */
+    unsigned char state_key[32]; /* MRTR: signs requestState (mrtr.c) */
+    uint64_t next_sub;           /* numbers the subscriptions/listen streams */
 };
+
+/* The request being dispatched: set by session.c for the length of one synchronous dispatch,
+ * so that the handlers answer in the request's own protocol (a stateless 2026-07-28 request
+ * brings its version and capabilities in _meta; a legacy one uses the session's). */
+typedef struct mcp__req {
+    bool modern;
+    const char *method;
+    char protocol[16];
+    const cJSON *caps;     /* modern: the request's clientCapabilities (borrowed) */
+    bool log_on;           /* modern: _meta asked for notifications/message */
+    mcp_level_t log_level; /* modern: their threshold */
+} mcp__req_t;
 
 /* A JSON-RPC batch whose answers are collected until its last request is done. */
 typedef struct mcp__batch {
@@ -69,6 +84,14 @@ struct mcp_call {
     void *cancel_data;
     mcp__batch_t *batch;
     mcp_call_t *prev, *next;
+    /* 2026-07-28: what the stateless request brought (a legacy call uses its session's). */
+    bool modern;
+    char protocol[16];
+    cJSON *caps; /* modern: a copy of the request's clientCapabilities */
+    bool log_on;
+    mcp_level_t log_level;
+    const cJSON *input_responses; /* MRTR: in params, or NULL */
+    char *state;                  /* MRTR: the verified requestState, or NULL */
 };
 
 struct mcp_outreq {
@@ -81,6 +104,16 @@ struct mcp_outreq {
     uv_timer_t *timer;
     mcp_outreq_t *prev, *next;
 };
+
+/* A subscriptions/listen stream (2026-07-28): the notifications it asked for go out related
+ * to its request id until the client cancels it or the session ends. */
+typedef struct mcp__sub {
+    cJSON *id; /* the listen request's id */
+    char sub_id[32];
+    bool tools, prompts, resources;
+    cJSON *uris; /* resourceSubscriptions, or NULL */
+    struct mcp__sub *prev, *next;
+} mcp__sub_t;
 
 struct mcp_session {
     mcp_server_t *srv;
@@ -102,6 +135,9 @@ struct mcp_session {
     mcp_session_t *prev, *next;
     cJSON *subscriptions; /* array of URI strings from resources/subscribe, or NULL */
     uint64_t serial;      /* mcp_session_serial */
+    bool stateless;       /* every request is a 2026-07-28 one (mcp_session_set_stateless) */
+    mcp__req_t *cur;      /* the request being dispatched, or NULL */
+    mcp__sub_t *subs;     /* open subscriptions/listen streams */
 };
 
 /* session.c */
@@ -117,6 +153,60 @@ void mcp__session_log(mcp_session_t *s, const cJSON *related, mcp_level_t level,
 void mcp__session_answer(mcp_session_t *s, mcp__batch_t *batch, cJSON *msg);
 void mcp__session_check_idle(mcp_session_t *s);
 void mcp__batch_done_one(mcp_session_t *s, mcp__batch_t *batch);
+/* The protocol revision of the request being dispatched (else the session's; "" before
+ * initialize), and whether it is a stateless one. */
+const char *mcp__session_proto(const mcp_session_t *s);
+bool mcp__session_modern(const mcp_session_t *s);
+/* Methods both eras share: tools/list, tools/call, resources, prompts, completion. */
+void mcp__session_dispatch(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const char *method,
+                           const cJSON *params);
+cJSON *mcp__server_capabilities(const mcp_server_t *srv);
+/* Sends a notifications/message for request `related` without the session's level check. */
+void mcp__session_log_send(mcp_session_t *s, const cJSON *related, mcp_level_t level,
+                           const char *logger, cJSON *data);
+
+/* listen.c: subscriptions/listen. kind is what changed; uri the resource for
+ * MCP__CHANGED_RESOURCE. */
+typedef enum mcp__changed {
+    MCP__CHANGED_TOOLS,
+    MCP__CHANGED_PROMPTS,
+    MCP__CHANGED_RESOURCES,
+    MCP__CHANGED_RESOURCE,
+} mcp__changed_t;
+void mcp__listen_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const cJSON *params);
+void mcp__listen_notify(mcp_server_t *srv, mcp__changed_t kind, const char *uri);
+/* Ends the session's subscriptions: with their final result (a graceful end) or silently. */
+void mcp__listen_end_all(mcp_session_t *s, bool answer);
+/* The client cancelled request id: true if it was a subscription (now ended). */
+bool mcp__listen_cancel(mcp_session_t *s, const cJSON *id);
+
+/* mrtr.c: the requestState key, and a stateless call's inputResponses/requestState (read
+ * before its handler runs; false with why set when they are malformed or the state fails
+ * verification). */
+int mcp__mrtr_key_init(unsigned char key[32]);
+bool mcp__mrtr_read(mcp_call_t *c, char *why, size_t why_size);
+/* The same for any request: params' inputResponses (borrowed into *responses) and
+ * requestState (verified for `bind`, decoded into *state, malloc'd). */
+bool mcp__mrtr_parse(const mcp_server_t *srv, const cJSON *params, const char *bind,
+                     const cJSON **responses, char **state, char *why, size_t why_size);
+/* The InputRequiredResult asking input_requests (taken) with state sealed for `bind`; NULL
+ * with *missing set when caps lack a capability a request needs, or with *err set. */
+cJSON *mcp__mrtr_result(const mcp_server_t *srv, const cJSON *caps, const char *bind,
+                        cJSON *input_requests, const char *state, const char **err,
+                        const char **missing);
+/* call.c: answers the call (msg taken) and frees it. */
+void mcp__call_complete(mcp_call_t *c, cJSON *msg);
+
+/* modern.c: 2026-07-28 stateless requests */
+/* Validates the request's _meta and answers it (server/discover, or the shared methods). */
+void mcp__modern_request(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const char *method,
+                         const cJSON *params);
+/* The -32021 MissingRequiredClientCapabilityError answering id, for `what` (a tool or prompt
+ * name) needing `capability`; NULL on ENOMEM. */
+cJSON *mcp__missing_capability(const cJSON *id, const char *capability, const char *what);
+/* Adds resultType and, for the cacheable methods, ttlMs and cacheScope to a result message
+ * (a response to `method`) that lacks them. */
+void mcp__modern_decorate(cJSON *msg, const char *method);
 
 /* server.c */
 const mcp__entry_t *mcp__server_find_tool(const mcp_server_t *srv, const char *name);

@@ -24,6 +24,8 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
+#include "httpc.h"
+
 /* ---------------------------------------------------------------------------------------- */
 /* Errors                                                                                   */
 
@@ -456,6 +458,11 @@ typedef struct mcp_prompt_arg {
 typedef int (*mcp_prompt_get_fn)(const char *name, const cJSON *args, void *data, cJSON **messages,
                                  char *msg, size_t msg_size);
 
+typedef struct mcp_prompt_round mcp_prompt_round_t; /* MRTR section below */
+typedef int (*mcp_prompt_get_round_fn)(const char *name, const cJSON *args,
+                                       mcp_prompt_round_t *round, void *data, cJSON **messages,
+                                       char *msg, size_t msg_size);
+
 typedef struct mcp_prompt_def {
     const char *name;             /* required; [A-Za-z0-9_.-]{1,128} */
     const char *title;            /* may be NULL */
@@ -465,6 +472,9 @@ typedef struct mcp_prompt_def {
     mcp_prompt_get_fn get;
     mcp_complete_fn complete; /* completes an argument; may be NULL */
     void *data;               /* borrowed */
+    /* Instead of get: a prompt that may ask the client first (2026-07-28 MRTR, see
+     * mcp_prompt_round_t). */
+    mcp_prompt_get_round_fn get_round;
 } mcp_prompt_def_t;
 
 /** Adds a prompt (everything copied). MCP_EINVAL (logged) for a bad name, a duplicate, a
@@ -580,70 +590,25 @@ void mcp_http_server_free(mcp_http_server_t *h);
 int mcp_http_parse_listen(const char *listen, char *host, size_t host_size, unsigned *port);
 
 /* ---------------------------------------------------------------------------------------- */
-/* Outbound HTTP(S) client (libuv + mbedTLS), for remote embeddings, the repair fallback and  */
-/* HTTP downstream servers. Certificate verification is always on; redirects are refused.   */
+/* Outbound HTTP(S) client for HTTP downstream servers: the client of httpc/ (httpc.h), its  */
+/* lines written to an mcp_logger_t and its errors given as mcp_err_t.                      */
 
 typedef struct mcp_http_client mcp_http_client_t;
-typedef struct mcp_http_req mcp_http_req_t;
-
-typedef struct mcp_http_client_opts {
-    const char *ca_file;         /* PEM bundle; NULL: the system bundle (found at run time) */
-    unsigned connect_timeout_ms; /* DNS + TCP + TLS handshake (default 10000; 0: default) */
-    unsigned total_timeout_ms;   /* whole request (default 60000; 0: default) */
-    size_t max_response_bytes;   /* body cap (default 16 MiB; 0: default) */
-} mcp_http_client_opts_t;
+typedef ptc_http_client_opts_t mcp_http_client_opts_t;
 
 void mcp_http_client_opts_default(mcp_http_client_opts_t *opts);
 /**
- * Creates a client: loads the CA bundle once (a blocking file read: call it at start-up).
- * Borrows loop and lg; opts may be NULL (defaults) and its strings are not kept. An unreadable
- * opts->ca_file fails with MCP_EINVAL (logged); a missing system bundle only makes https
- * requests fail with MCP_ETLS. *out is set on MCP_OK.
+ * Creates a client (ptc_http_client_new): loads the CA bundle once (blocking: call it at
+ * start-up). Borrows loop and lg; opts may be NULL (defaults). An unreadable opts->ca_file
+ * fails with MCP_EINVAL (logged). *out is set on MCP_OK.
  */
 int mcp_http_client_new(uv_loop_t *loop, const mcp_http_client_opts_t *opts, const mcp_logger_t *lg,
                         mcp_http_client_t **out);
-/**
- * Frees the client; requests in flight are cancelled (their callbacks run with ECANCELED before
- * this returns). May be called from an HTTP callback. Their handles close on the next loop
- * turns, so run the loop once more before uv_loop_close.
- */
+/** Frees the client; requests in flight are cancelled (see ptc_http_client_free). */
 void mcp_http_client_free(mcp_http_client_t *c);
-
-typedef struct mcp_http_response {
-    int status;       /* HTTP status code */
-    const char *body; /* NUL-terminated copy of the body (may contain NULs before it) */
-    size_t body_len;
-    const char *content_type; /* may be NULL */
-    const char *session_id;   /* the Mcp-Session-Id header (Streamable HTTP), or NULL */
-} mcp_http_response_t;
-
-/**
- * Called once. On err < 0, resp is NULL and message says what failed (MCP_ERESOLVE,
- * MCP_ECONNECT, MCP_ETLS, MCP_ETIMEDOUT, MCP_EREDIRECT naming the target, MCP_ETOOBIG,
- * MCP_EPROTO, MCP_ECLOSED, MCP_EIO, MCP_ECANCELED); on success message is NULL. resp and
- * message are borrowed (valid during the call). The request handle is gone after the call.
- */
-typedef void (*mcp_http_cb)(void *data, int err, const mcp_http_response_t *resp,
-                            const char *message);
-
-typedef struct mcp_http_header {
-    const char *name, *value;
-} mcp_http_header_t;
-
-/**
- * Starts a request: method "GET"/"POST"/... (an HTTP token), url "http://" or "https://"
- * (no user@ part), headers (copied; at most 64, no CR/LF in values; Host, Content-Length,
- * Transfer-Encoding and Connection are written by the client and refused here), body (copied,
- * may be NULL). Every redirect is refused. On error returns < 0 (MCP_EINVAL for a bad URL,
- * method or header; MCP_EBUSY with 256 requests in flight) and never calls cb. *out (may be
- * NULL) is valid until the callback has run.
- */
-int mcp_http_request(mcp_http_client_t *c, const char *method, const char *url,
-                     const mcp_http_header_t *headers, size_t n_headers, const char *body,
-                     size_t body_len, mcp_http_cb cb, void *data, mcp_http_req_t **out);
-/** Cancels a request; its callback runs with MCP_ECANCELED before this returns. Does nothing
- *  if called from the request's own callback. */
-void mcp_http_cancel(mcp_http_req_t *r);
+/** A log hook of the libraries' shape (syslog severity, one line) that writes to the
+ *  mcp_logger_t in data (may be NULL: nothing is written). */
+void mcp_log_hook(void *data, int level, const char *line);
 
 /* ======================================================================================== */
 /* Downstream MCP servers: the CLIENT side (files mcp/client_*.c)                           */
@@ -911,5 +876,106 @@ bool mcp_client_peer_cancelled(const mcp_client_peer_req_t *req);
 void mcp_client_peer_reply(mcp_client_peer_req_t *req, cJSON *result);
 /** Answers with a JSON-RPC error and frees req. */
 void mcp_client_peer_fail(mcp_client_peer_req_t *req, int code, const char *message);
+
+/* ---------------------------------------------------------------------------------------- */
+/* MCP 2026-07-28: stateless requests beside the legacy sessions (files mcp/session.c,      */
+/* mcp/modern.c, mcp/transport_http.c)                                                      */
+/*                                                                                          */
+/* An `initialize` selects the legacy protocol for the session, exactly as before. A       */
+/* request whose params._meta carries MCP_META_PROTOCOL_VERSION is served on its own: its   */
+/* protocol version and client capabilities come from that _meta, nothing is remembered    */
+/* between requests, and server-to-client requests are refused (MCP_ENOTSUP). Its results  */
+/* carry "resultType"; list results and resources/read carry the cache hints "ttlMs" and   */
+/* "cacheScope". Over Streamable HTTP such a request needs no Mcp-Session-Id: each POST is  */
+/* a session of its own that ends with its answer.                                          */
+
+#define MCP_PROTOCOL_MODERN "2026-07-28" /* the newest stateless revision */
+
+#define MCP_META_PROTOCOL_VERSION    "io.modelcontextprotocol/protocolVersion"
+#define MCP_META_CLIENT_CAPABILITIES "io.modelcontextprotocol/clientCapabilities"
+#define MCP_META_CLIENT_INFO         "io.modelcontextprotocol/clientInfo"
+#define MCP_META_SERVER_INFO         "io.modelcontextprotocol/serverInfo"
+#define MCP_META_LOG_LEVEL           "io.modelcontextprotocol/logLevel"
+
+/* JSON-RPC error codes of 2026-07-28. */
+#define MCP_ERR_HEADER_MISMATCH              (-32020) /* HTTP headers disagree with the body */
+#define MCP_ERR_MISSING_CLIENT_CAPABILITY    (-32021) /* data.requiredCapabilities */
+#define MCP_ERR_UNSUPPORTED_PROTOCOL_VERSION (-32022) /* data.supported, data.requested */
+
+/** True if `version` is a stateless revision this library speaks. */
+bool mcp_protocol_modern_supported(const char *version);
+/** The stateless revisions this library speaks, as a new JSON array of strings (NULL on
+ *  ENOMEM). */
+cJSON *mcp_protocol_modern_list(void);
+/** True if a request's params (borrowed, may be NULL) carry the 2026 _meta protocol version
+ *  key, which makes it a stateless request whatever else it holds. */
+bool mcp_params_are_modern(const cJSON *params);
+/** The HTTP status a stateless request's JSON-RPC error is answered with over HTTP (400 for
+ *  the client's mistakes, 404 for an unknown method, 500 for internal errors). */
+int mcp_modern_http_status(int code);
+
+/** Makes every request of session s a stateless one (a transport whose sessions last one
+ *  request, as Streamable HTTP without Mcp-Session-Id). Requests without the 2026 _meta then
+ *  get -32602. */
+void mcp_session_set_stateless(mcp_session_t *s);
+
+/** True if the call came as a stateless (2026-07-28) request. */
+bool mcp_call_is_modern(const mcp_call_t *call);
+/** The protocol revision the call's client speaks ("2026-07-28", or the session's). */
+const char *mcp_call_protocol(const mcp_call_t *call);
+/** True if the call's client declared capability `name` (the request's own _meta
+ *  capabilities for a stateless call, else the session's). */
+bool mcp_call_client_has(const mcp_call_t *call, const char *name);
+/** Finishes the call with MissingRequiredClientCapabilityError (-32021) naming `capability`
+ *  in data.requiredCapabilities ({capability: {}}). Frees the call. */
+void mcp_call_finish_missing_capability(mcp_call_t *call, const char *capability);
+
+/* ---------------------------------------------------------------------------------------- */
+/* MRTR: multi-round-trip requests of 2026-07-28 (file mcp/mrtr.c)                           */
+/*                                                                                          */
+/* A stateless client cannot be sent sampling, elicitation or roots requests. A tool that   */
+/* needs them finishes its call with an InputRequiredResult naming what it needs; the client */
+/* calls again with the answers (inputResponses) and the opaque requestState of the result. */
+/* The library protects that state (HMAC-SHA256 with a key made per process from mbedTLS's  */
+/* random generator, bound to the tool's name, valid MCP_MRTR_STATE_TTL_MS): a state that   */
+/* was changed, belongs to another tool, comes from another process or expired is refused  */
+/* with -32602 before the handler runs, so a handler only ever sees state it wrote itself. */
+
+#define MCP_MRTR_STATE_TTL_MS (10u * 60u * 1000u) /* how long a requestState is honoured */
+#define MCP_MRTR_MAX_STATE    (64u * 1024u)       /* bytes of state one round may carry */
+
+/** The client's answers to the previous round's inputRequests: an object mapping each key to
+ *  the client's result (borrowed; every value already checked to be an object), or NULL on a
+ *  first round (and always for legacy calls). */
+const cJSON *mcp_call_input_responses(const mcp_call_t *call);
+/** The state the previous round's InputRequiredResult carried, verified (borrowed), or NULL
+ *  when the call carried none. */
+const char *mcp_call_request_state(const mcp_call_t *call);
+/**
+ * Finishes a stateless call with an InputRequiredResult. input_requests (taken) is an object
+ * mapping keys the tool chooses to {method, params} with method sampling/createMessage,
+ * elicitation/create or roots/list; state (borrowed, may be NULL, at most
+ * MCP_MRTR_MAX_STATE bytes) comes back through mcp_call_request_state on the next round. A
+ * request the client's capabilities do not allow finishes the call with -32021 instead (ask
+ * mcp_call_client_has first); a legacy call or malformed input_requests with an internal
+ * error. Frees the call.
+ */
+void mcp_call_finish_input_required(mcp_call_t *call, cJSON *input_requests, const char *state);
+
+/**
+ * What a prompts/get round of a prompt registered with get_round sees and may ask. The
+ * function answers with *messages as get does, or, for a stateless request only, sets
+ * input_requests (as mcp_call_finish_input_required takes them; the library takes it) and
+ * optionally next_state (malloc'd; the library takes it) and returns MCP_OK: the client then
+ * gets an InputRequiredResult and comes back with the answers.
+ */
+struct mcp_prompt_round {
+    bool modern;                  /* a stateless request: only it can be asked */
+    const cJSON *input_responses; /* the answers to the previous round, or NULL */
+    const char *state;            /* the previous round's state, verified, or NULL */
+    const cJSON *client_caps;     /* the request's (or session's) client capabilities */
+    cJSON *input_requests;        /* out: what to ask */
+    char *next_state;             /* out: state for the next round */
+};
 
 #endif /* PTC_MCP_H */

@@ -58,9 +58,10 @@ static cJSON *arguments_listing(const mcp_prompt_def_t *def, const mcp_logger_t 
 
 int mcp_server_add_prompt(mcp_server_t *srv, const mcp_prompt_def_t *def)
 {
-    if (def == NULL || def->name == NULL || def->get == NULL || !name_ok(def->name)) {
+    if (def == NULL || def->name == NULL || (def->get == NULL) == (def->get_round == NULL) ||
+        !name_ok(def->name)) {
         mcp_log(srv->lg, MCP_LOG_ERROR,
-                "prompt %s: needs a name of [A-Za-z0-9_.-]{1,128} and a get function",
+                "prompt %s: needs a name of [A-Za-z0-9_.-]{1,128} and one get function",
                 def && def->name ? def->name : "(unnamed)");
         return MCP_EINVAL;
     }
@@ -76,6 +77,7 @@ int mcp_server_add_prompt(mcp_server_t *srv, const mcp_prompt_def_t *def)
     mcp__entry_t *e = mcp__entry_new(def->name, def->name, def->title, def->description);
     if (e == NULL) return MCP_ENOMEM;
     e->get = def->get;
+    e->get_round = def->get_round;
     e->complete = def->complete;
     e->data = def->data;
     int rc = MCP_ENOMEM;
@@ -167,6 +169,58 @@ static int check_messages(const cJSON *messages, char *msg, size_t msg_size)
     return MCP_OK;
 }
 
+#define ROUND_ANSWERED 1 /* get_round answered the request itself (asked, or refused) */
+
+/* A prompt registered with get_round (2026-07-28 MRTR): its round's input and state in, an
+ * InputRequiredResult out when it asks. Returns ROUND_ANSWERED, or get's return code. */
+static int get_round(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const mcp__entry_t *e,
+                     const cJSON *params, const cJSON *args, cJSON **messages, char *msg,
+                     size_t msg_size)
+{
+    mcp_prompt_round_t round = {.modern = mcp__session_modern(s),
+                                .client_caps =
+                                    mcp__session_modern(s) ? s->cur->caps : s->client_caps};
+    /* Bound to "prompt:NAME", which no tool name can be: a tool's state is no prompt's. */
+    char bind[160], why[400];
+    snprintf(bind, sizeof bind, "prompt:%s", e->key);
+    char *state = NULL;
+    if (round.modern &&
+        !mcp__mrtr_parse(s->srv, params, bind, &round.input_responses, &state, why, sizeof why)) {
+        mcp__answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS, "prompts/get %.128s: %s", e->key,
+                          why);
+        return ROUND_ANSWERED;
+    }
+    round.state = state;
+    int rc = e->get_round(e->key, args, &round, e->data, messages, msg, msg_size);
+    free(state);
+    if (rc != MCP_OK || round.input_requests == NULL) {
+        cJSON_Delete(round.input_requests);
+        free(round.next_state);
+        return rc;
+    }
+    cJSON_Delete(*messages);
+    *messages = NULL;
+    const char *err = round.modern ? NULL : "only a 2026-07-28 client can be asked for input";
+    const char *missing = NULL;
+    cJSON *res = NULL;
+    if (err == NULL)
+        res = mcp__mrtr_result(s->srv, round.client_caps, bind, round.input_requests,
+                               round.next_state, &err, &missing);
+    else
+        cJSON_Delete(round.input_requests);
+    free(round.next_state);
+    if (res != NULL) {
+        mcp__session_answer(s, b, mcp_jsonrpc_result(id, res));
+    } else if (missing != NULL) {
+        mcp__session_answer(s, b, mcp__missing_capability(id, missing, e->key));
+    } else {
+        mcp_log(s->srv->lg, MCP_LOG_ERROR, "prompt %s: %s", e->key, err);
+        mcp__answer_error(s, b, id, MCP_JSONRPC_INTERNAL_ERROR, "prompts/get %.128s: %s", e->key,
+                          err);
+    }
+    return ROUND_ANSWERED;
+}
+
 static void handle_get(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const cJSON *params)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
@@ -204,7 +258,16 @@ static void handle_get(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const
         return;
     }
     cJSON *messages = NULL;
-    int rc = e->get(e->key, args, e->data, &messages, msg, sizeof msg);
+    int rc;
+    if (e->get_round != NULL) {
+        rc = get_round(s, b, id, e, params, args, &messages, msg, sizeof msg);
+        if (rc == ROUND_ANSWERED) {
+            cJSON_Delete(empty);
+            return;
+        }
+    } else {
+        rc = e->get(e->key, args, e->data, &messages, msg, sizeof msg);
+    }
     cJSON_Delete(empty);
     if (rc == MCP_EINVAL) {
         cJSON_Delete(messages);
@@ -252,7 +315,7 @@ void mcp__prompts_handle(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, con
         }
         bool bad = false;
         cJSON *res =
-            mcp__table_page(&s->srv->prompts, "prompts", s->protocol,
+            mcp__table_page(&s->srv->prompts, "prompts", mcp__session_proto(s),
                             cJSON_IsString(cur) ? cur->valuestring : NULL, s->srv->page_size, &bad);
         if (bad)
             mcp__answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS,

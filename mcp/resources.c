@@ -164,6 +164,7 @@ void mcp_server_resource_updated(mcp_server_t *srv, const char *uri)
         }
         mcp_session_notify(s, "notifications/resources/updated", p);
     }
+    mcp__listen_notify(srv, MCP__CHANGED_RESOURCE, uri);
 }
 
 /* The resource or template that serves uri; vars gets a template's variables. */
@@ -209,7 +210,9 @@ static void not_found(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const 
     char m[512];
     snprintf(m, sizeof m, "Resource not found: %.200s%s%.200s", uri, why ? ": " : "",
              why ? why : " (resources/list and resources/templates/list show what exists)");
-    mcp__session_answer(s, b, mcp_jsonrpc_error(id, MCP_RESOURCE_NOT_FOUND, m, data));
+    /* SEP-2164 (2026-07-28) made it Invalid Params; legacy clients keep -32002. */
+    int code = mcp__session_modern(s) ? MCP_JSONRPC_INVALID_PARAMS : MCP_RESOURCE_NOT_FOUND;
+    mcp__session_answer(s, b, mcp_jsonrpc_error(id, code, m, data));
 }
 
 /* Each item must be a ResourceContents: uri plus text or base64 blob. */
@@ -335,8 +338,8 @@ static void handle_list(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, cons
     }
     bool bad = false;
     cJSON *res =
-        mcp__table_page(t, field, s->protocol, cJSON_IsString(cur) ? cur->valuestring : NULL,
-                        s->srv->page_size, &bad);
+        mcp__table_page(t, field, mcp__session_proto(s),
+                        cJSON_IsString(cur) ? cur->valuestring : NULL, s->srv->page_size, &bad);
     if (bad) {
         mcp__answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS,
                           "%s: invalid cursor (pass back a nextCursor exactly as received)",

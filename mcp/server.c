@@ -51,6 +51,11 @@ int mcp_server_new(uv_loop_t *loop, const mcp_server_opts_t *opts, const mcp_log
      * it always did. */
     srv->tools.max_cursor = 4 * (MAX_TOOL_NAME + 16);
     srv->tools.trim = trim_tool_listing;
+    if (mcp__mrtr_key_init(srv->state_key) < 0) {
+        mcp_log(lg, MCP_LOG_ERROR, "could not make the requestState key (random generator)");
+        mcp_server_free(srv);
+        return MCP_EIO;
+    }
     if (srv->name == NULL || srv->version == NULL || (opts->title && !srv->title) ||
         (opts->instructions && !srv->instructions)) {
         mcp_server_free(srv);
@@ -129,6 +134,7 @@ static void notify_list_changed(mcp_server_t *srv)
     }
     for (mcp_session_t *s = srv->sessions; s != NULL; s = s->next)
         if (s->protocol[0] != '\0') mcp_session_notify(s, "notifications/tools/list_changed", NULL);
+    mcp__listen_notify(srv, MCP__CHANGED_TOOLS, NULL);
 }
 
 int mcp_server_add_tool(mcp_server_t *srv, const mcp_tool_def_t *def)

@@ -29,6 +29,21 @@ void mcp_session_set_router(mcp_session_t *s, mcp_send_related_fn fn)
     s->send_related = fn;
 }
 
+void mcp_session_set_stateless(mcp_session_t *s)
+{
+    s->stateless = true;
+}
+
+const char *mcp__session_proto(const mcp_session_t *s)
+{
+    return s->cur != NULL ? s->cur->protocol : s->protocol;
+}
+
+bool mcp__session_modern(const mcp_session_t *s)
+{
+    return s->cur != NULL && s->cur->modern;
+}
+
 const char *mcp_session_protocol(const mcp_session_t *s)
 {
     return s->protocol[0] != '\0' ? s->protocol : NULL;
@@ -84,6 +99,7 @@ void mcp__session_answer(mcp_session_t *s, mcp__batch_t *batch, cJSON *msg)
         mcp_log(s->srv->lg, MCP_LOG_ERROR, "out of memory building a response");
         return;
     }
+    if (mcp__session_modern(s)) mcp__modern_decorate(msg, s->cur->method);
     if (batch == NULL) {
         mcp__session_send(s, msg);
         return;
@@ -120,6 +136,12 @@ void mcp__session_log(mcp_session_t *s, const cJSON *related, mcp_level_t level,
         cJSON_Delete(data);
         return;
     }
+    mcp__session_log_send(s, related, level, logger, data);
+}
+
+void mcp__session_log_send(mcp_session_t *s, const cJSON *related, mcp_level_t level,
+                           const char *logger, cJSON *data)
+{
     cJSON *p = cJSON_CreateObject();
     if (p == NULL || cJSON_AddStringToObject(p, "level", mcp_level_name(level)) == NULL ||
         (logger != NULL && cJSON_AddStringToObject(p, "logger", logger) == NULL)) {
@@ -144,7 +166,7 @@ static void answer_error(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, int
     mcp__session_answer(s, b, mcp_jsonrpc_error(id, code, msg, NULL));
 }
 
-static cJSON *server_capabilities(const mcp_server_t *srv)
+cJSON *mcp__server_capabilities(const mcp_server_t *srv)
 {
     cJSON *caps = cJSON_CreateObject();
     cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
@@ -184,7 +206,7 @@ static void handle_initialize(mcp_session_t *s, mcp__batch_t *b, const cJSON *id
 
     cJSON *res = cJSON_CreateObject();
     cJSON *info = cJSON_CreateObject();
-    cJSON *scaps = server_capabilities(srv);
+    cJSON *scaps = mcp__server_capabilities(srv);
     bool ok = res && info && scaps &&
               cJSON_AddStringToObject(res, "protocolVersion", chosen) != NULL &&
               cJSON_AddStringToObject(info, "name", srv->name) != NULL &&
@@ -240,7 +262,7 @@ static void handle_tools_list(mcp_session_t *s, mcp__batch_t *b, const cJSON *id
         return;
     }
     bool bad = false;
-    cJSON *res = mcp__server_list_tools(s->srv, s->protocol,
+    cJSON *res = mcp__server_list_tools(s->srv, mcp__session_proto(s),
                                         cJSON_IsString(cur) ? cur->valuestring : NULL, &bad);
     if (bad) {
         answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS,
@@ -261,6 +283,11 @@ static void handle_request(mcp_session_t *s, mcp__batch_t *b, const cJSON *msg)
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
     if (params != NULL && !cJSON_IsObject(params)) {
         answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS, "params must be an object");
+        return;
+    }
+    if (s->stateless || mcp_params_are_modern(params)) {
+        /* 2026-07-28: the request brings its own version and capabilities. */
+        mcp__modern_request(s, b, id, method, params);
         return;
     }
     if (strcmp(method, "ping") == 0) {
@@ -287,13 +314,20 @@ static void handle_request(mcp_session_t *s, mcp__batch_t *b, const cJSON *msg)
         answer_error(s, b, id, MCP_JSONRPC_INTERNAL_ERROR, "the server is shutting down");
         return;
     }
+    if (strcmp(method, "logging/setLevel") == 0)
+        handle_set_level(s, b, id, params);
+    else
+        mcp__session_dispatch(s, b, id, method, params);
+}
+
+void mcp__session_dispatch(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const char *method,
+                           const cJSON *params)
+{
     if (strcmp(method, "tools/list") == 0) {
         handle_tools_list(s, b, id, params);
     } else if (strcmp(method, "tools/call") == 0) {
         if (b != NULL) b->pending++; /* answered when the call finishes */
         mcp__call_start(s, b, id, params);
-    } else if (strcmp(method, "logging/setLevel") == 0) {
-        handle_set_level(s, b, id, params);
     } else if (mcp__features_handle(s, b, id, method, params)) {
         /* resources, prompts, completion: answered */
     } else {
@@ -309,7 +343,7 @@ static void handle_notification(mcp_session_t *s, const cJSON *msg)
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
     if (strcmp(method, "notifications/cancelled") == 0) {
         const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
-        if (rid == NULL) return;
+        if (rid == NULL || mcp__listen_cancel(s, rid)) return;
         for (mcp_call_t *c = s->calls; c != NULL; c = c->next) {
             if (cJSON_Compare(c->id, rid, true)) {
                 const cJSON *why = cJSON_GetObjectItemCaseSensitive(params, "reason");
@@ -462,6 +496,7 @@ void mcp_session_shutdown(mcp_session_t *s, mcp_session_idle_cb idle_cb, void *d
     s->idle_data = data;
     /* The client can no longer answer our requests once its side is closing. */
     mcp__outreq_fail_all(s, MCP_ECLOSED, "the client connection is closing");
+    mcp__listen_end_all(s, true);
     if (s->calls != NULL) {
         s->grace_timer = malloc(sizeof *s->grace_timer);
         if (s->grace_timer == NULL || uv_timer_init(s->srv->loop, s->grace_timer) < 0) {
@@ -481,6 +516,7 @@ void mcp_session_free(mcp_session_t *s)
     if (s == NULL) return;
     s->idle_cb = NULL;
     mcp__outreq_fail_all(s, MCP_ECLOSED, "the session was closed");
+    mcp__listen_end_all(s, false);
     while (s->calls != NULL)
         mcp__call_detach(s->calls);
     mcp__close_free((uv_handle_t *)s->grace_timer);

@@ -6,6 +6,7 @@
 #include "http_server_internal.h"
 
 #include <http_parser.h>
+#include <mbedtls/base64.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,9 +43,11 @@ struct mcp__hsess {
     mcp_http_server_t *hs;
     char id[2 * SESSION_ID_BYTES + 1];
     bool legacy;
-    bool ended;    /* no longer found by id */
-    bool draining; /* ended by a server stop: answers in flight still go out */
-    bool lost;     /* legacy: the stream closed; ended from the next loop turn */
+    bool ended;     /* no longer found by id */
+    bool draining;  /* ended by a server stop: answers in flight still go out */
+    bool lost;      /* legacy: the stream closed; ended from the next loop turn (also a
+                       stateless session once its one request is answered or abandoned) */
+    bool stateless; /* 2026-07-28: one POST without Mcp-Session-Id; never found by id */
     mcp_session_t *s;
     mcp__hstream_t *streams; /* POST streams */
     size_t n_open, n_retained;
@@ -197,7 +200,29 @@ static mcp__hstream_t *find_stream(mcp__hsess_t *se, const cJSON *related)
 
 static void session_header(const mcp__hsess_t *se, char *buf, size_t size)
 {
-    snprintf(buf, size, "Mcp-Session-Id: %s\r\n", se->id);
+    if (se->stateless)
+        buf[0] = '\0';
+    else
+        snprintf(buf, size, "Mcp-Session-Id: %s\r\n", se->id);
+}
+
+/* A stateless session is done: it ends from a fresh loop turn (we may be inside it here). */
+static void stateless_done(mcp__hsess_t *se)
+{
+    se->lost = true;
+    mcp__http_reap_later(se->hs);
+}
+
+/* The HTTP status of a stateless request's JSON answer: its error code calls for one. */
+static int stateless_status(const char *json, size_t len)
+{
+    int status = 200;
+    cJSON *msg = cJSON_ParseWithLength(json, len);
+    const cJSON *code =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(msg, "error"), "code");
+    if (cJSON_IsNumber(code)) status = mcp_modern_http_status(code->valueint);
+    cJSON_Delete(msg);
+    return status;
 }
 
 static void primer(mcp__hstream_t *st, uint64_t after)
@@ -221,6 +246,7 @@ static int sess_send(void *tdata, const char *json, size_t len, const cJSON *rel
     if (se->ended && !se->draining) return MCP_OK; /* nobody can receive it any more */
     se->last_active_ms = mcp__now_ms();
     mcp__hstream_t *st = related != NULL ? find_stream(se, related) : NULL;
+    if (se->stateless && json == NULL && !answer) return MCP_ENOTSUP; /* no resumption */
     if (json == NULL && !answer) {
         /* Close the stream early; its events wait for a GET with Last-Event-ID. */
         if (st == NULL || !st->sse || st->conn == NULL) return MCP_ENOTSUP;
@@ -241,12 +267,20 @@ static int sess_send(void *tdata, const char *json, size_t len, const cJSON *rel
         else if (c != NULL)
             mcp__hconn_respond(c, 202, NULL, NULL, "", 0);
         stream_free(st);
+        if (se->stateless) stateless_done(se);
         return MCP_OK;
     }
     if (se->legacy) {
         stream_emit(se->get, json, len);
         return MCP_OK;
     }
+    if (se->stateless && st != NULL && !st->sse && !answer && st->conn != NULL) {
+        /* 2026-07-28: the answer is plain JSON unless something comes before it, which turns
+         * the response into an event stream (the request's only way back). */
+        st->sse = true;
+        mcp__hconn_stream_begin(st->conn, NULL, st);
+    }
+    if (se->stateless && (st == NULL || !st->sse) && !answer) return MCP_OK; /* nowhere */
     if (st == NULL || (!st->sse && !answer)) {
         /* Unrelated, or a JSON answer stream that cannot carry it: the standalone stream. */
         stream_emit(se->get, json, len);
@@ -260,20 +294,23 @@ static int sess_send(void *tdata, const char *json, size_t len, const cJSON *rel
         if (c != NULL) {
             char h[96];
             session_header(se, h, sizeof h);
-            mcp__hconn_respond(c, 200, "application/json", h, json, len);
+            mcp__hconn_respond(c, se->stateless ? stateless_status(json, len) : 200,
+                               "application/json", h, json, len);
         }
         stream_free(st);
+        if (se->stateless) stateless_done(se);
         return MCP_OK;
     }
     stream_emit(st, json, len);
     if (answer) {
         st->answered = true;
         se->n_open--;
-        if (st->conn != NULL) {
+        if (st->conn != NULL || se->stateless) {
             mcp__hconn_t *c = st->conn;
             st->conn = NULL;
-            mcp__hconn_stream_end(c);
+            if (c != NULL) mcp__hconn_stream_end(c);
             stream_free(st);
+            if (se->stateless) stateless_done(se);
         } else {
             /* Kept for a GET with Last-Event-ID; bounded in number and time. */
             st->done_ms = mcp__now_ms();
@@ -377,7 +414,7 @@ static void end_session(mcp__hsess_t *se, bool cancel_now, bool drain)
     se->ended = true;
     se->draining = drain;
     sess_unlink(&hs->sessions, se);
-    hs->n_sessions--;
+    if (!se->stateless) hs->n_sessions--;
     sess_link(&hs->ending, se);
     if (!drain) detach_streams(se);
     mcp_session_shutdown(se->s, on_session_idle, se);
@@ -390,7 +427,9 @@ void mcp__http_reap(mcp_http_server_t *hs)
     for (mcp__hsess_t *se = hs->sessions, *next; se != NULL; se = next) {
         next = se->next;
         if (se->lost) {
-            mcp_log(hs->lg, MCP_LOG_INFO, "http: an SSE client disconnected; ending its session");
+            if (!se->stateless)
+                mcp_log(hs->lg, MCP_LOG_INFO,
+                        "http: an SSE client disconnected; ending its session");
             end_session(se, true, false);
         }
     }
@@ -445,6 +484,11 @@ void mcp__http_conn_lost(mcp_http_server_t *hs, void *owner)
         se->lost = true;
         mcp__http_reap_later(se->hs);
     }
+    if (se->stateless && !se->ended) {
+        /* 2026-07-28: a request's connection is its only way back; its work is abandoned. */
+        stateless_done(se);
+        return;
+    }
     /* Streamable HTTP: disconnection is not cancellation; the events wait for a resume. */
 }
 
@@ -482,7 +526,7 @@ static bool room_for_session(mcp_http_server_t *hs)
     if (hs->n_sessions < hs->o.max_sessions) return true;
     mcp__hsess_t *oldest = NULL;
     for (mcp__hsess_t *se = hs->sessions; se != NULL; se = se->next) {
-        if (se->n_open > 0 || se->get->conn != NULL) continue;
+        if (se->stateless || se->n_open > 0 || se->get->conn != NULL) continue;
         bool live = false;
         for (mcp__hstream_t *st = se->streams; st != NULL && !live; st = st->next)
             live = st->conn != NULL;
@@ -522,7 +566,7 @@ static mcp__hsess_t *session_of(mcp_http_server_t *hs, mcp__hconn_t *c)
         return NULL;
     }
     mcp__hsess_t *se = sess_find(hs, sid);
-    if (se == NULL || se->legacy) {
+    if (se == NULL || se->legacy || se->stateless) {
         mcp__hconn_error(c, 404, -32001,
                          "Session not found (it ended or expired): initialize "
                          "a new one",
@@ -580,6 +624,196 @@ static bool inspect_body(mcp__hconn_t *c, const mcp__hreq_t *req, body_info_t *b
     return true;
 }
 
+/* --- Streamable HTTP, 2026-07-28: stateless requests ------------------------------------- */
+
+/* Header `name` without the optional white space around it (RFC 9110 5.5), copied into buf;
+ * NULL when absent. A value longer than buf is cut, which no valid value is. */
+static const char *header_trimmed(const mcp__hconn_t *c, const char *name, char *buf, size_t size)
+{
+    const char *v = mcp__hconn_header(c, name);
+    if (v == NULL) return NULL;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    size_t n = strlen(v);
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    if (n >= size) n = size - 1;
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* A POST is a stateless request when it names no session and either its
+ * MCP-Protocol-Version is none of the legacy revisions or its body carries the 2026 _meta. */
+static bool is_stateless_post(const mcp__hconn_t *c, const body_info_t *bi)
+{
+    if (mcp__hconn_header(c, "Mcp-Session-Id") != NULL) return false;
+    char pv[64];
+    if (header_trimmed(c, "MCP-Protocol-Version", pv, sizeof pv) != NULL)
+        return !mcp_protocol_supported(pv);
+    return !bi->is_batch &&
+           mcp_params_are_modern(cJSON_GetObjectItemCaseSensitive(bi->msg, "params"));
+}
+
+static void reject(mcp__hconn_t *c, int status, const cJSON *id, int code, const char *msg)
+{
+    mcp__hconn_error_id(c, status, id, code, msg, NULL);
+}
+
+/* The body value the Mcp-Name header must repeat (SEP-2243), or NULL when the method has
+ * none. */
+static const char *name_of(const char *method, const cJSON *params)
+{
+    const char *field = NULL;
+    if (strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0)
+        field = "name";
+    else if (strcmp(method, "resources/read") == 0)
+        field = "uri";
+    const cJSON *v = field != NULL ? cJSON_GetObjectItemCaseSensitive(params, field) : NULL;
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* SEP-2243 custom headers: a tool's argument whose schema names "x-mcp-header": NAME travels
+ * in the header Mcp-Param-NAME too, literally or as =?base64?...?= (strict base64). True when
+ * every such argument the body has is in its header with the same value; why says otherwise. */
+static bool custom_headers_match(const mcp__hconn_t *c, const mcp_server_t *srv,
+                                 const cJSON *params, char *why, size_t why_size)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
+    const mcp__entry_t *tool =
+        cJSON_IsString(name) ? mcp__server_find_tool(srv, name->valuestring) : NULL;
+    const cJSON *props =
+        tool != NULL ? cJSON_GetObjectItemCaseSensitive(tool->input_schema, "properties") : NULL;
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(params, "arguments");
+    const cJSON *p;
+    cJSON_ArrayForEach(p, props)
+    {
+        const cJSON *hname = cJSON_GetObjectItemCaseSensitive(p, "x-mcp-header");
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, p->string);
+        if (!cJSON_IsString(hname) || v == NULL || cJSON_IsNull(v)) continue;
+        char header[160], raw[1024], decoded[1024];
+        snprintf(header, sizeof header, "Mcp-Param-%.100s", hname->valuestring);
+        char *body = cJSON_IsString(v) ? NULL : cJSON_PrintUnformatted(v);
+        const char *want = cJSON_IsString(v) ? v->valuestring : body;
+        const char *got = header_trimmed(c, header, raw, sizeof raw);
+        size_t n = got != NULL ? strlen(got) : 0;
+        if (got != NULL && n >= 11 && strncmp(got, "=?base64?", 9) == 0 &&
+            strcmp(got + n - 2, "?=") == 0) {
+            size_t olen = 0;
+            if (mbedtls_base64_decode((unsigned char *)decoded, sizeof decoded - 1, &olen,
+                                      (const unsigned char *)got + 9, n - 11) != 0) {
+                snprintf(why, why_size, "Header mismatch: %s is not valid base64", header);
+                cJSON_free(body);
+                return false;
+            }
+            decoded[olen] = '\0';
+            got = decoded;
+        }
+        bool same = got != NULL && want != NULL && strcmp(got, want) == 0;
+        cJSON_free(body);
+        if (!same) {
+            snprintf(why, why_size, "Header mismatch: %s must carry argument %.80s's value", header,
+                     p->string);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The standard headers must agree with the body (-32020 HeaderMismatch, 400 otherwise). */
+static bool check_modern_headers(mcp__hconn_t *c, const mcp_server_t *srv, const cJSON *msg)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
+    const char *method = cJSON_GetObjectItemCaseSensitive(msg, "method")->valuestring;
+    char pv[64], hm[256], hn[MCP_MAX_URI_BYTES + 1], m[512];
+    if (header_trimmed(c, "MCP-Protocol-Version", pv, sizeof pv) == NULL) {
+        reject(c, 400, id, MCP_ERR_HEADER_MISMATCH,
+               "Header mismatch: a 2026-07-28 request needs the MCP-Protocol-Version header");
+        return false;
+    }
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(params, "_meta"), MCP_META_PROTOCOL_VERSION);
+    if (cJSON_IsString(ver) && strcmp(ver->valuestring, pv) != 0) {
+        snprintf(m, sizeof m,
+                 "Header mismatch: MCP-Protocol-Version \"%.40s\" differs from _meta's \"%.40s\"",
+                 pv, ver->valuestring);
+        reject(c, 400, id, MCP_ERR_HEADER_MISMATCH, m);
+        return false;
+    }
+    if (header_trimmed(c, "Mcp-Method", hm, sizeof hm) == NULL || strcmp(hm, method) != 0) {
+        snprintf(m, sizeof m, "Header mismatch: Mcp-Method must be the body's method \"%.160s\"",
+                 method);
+        reject(c, 400, id, MCP_ERR_HEADER_MISMATCH, m);
+        return false;
+    }
+    const char *name = name_of(method, params);
+    if (name != NULL &&
+        (header_trimmed(c, "Mcp-Name", hn, sizeof hn) == NULL || strcmp(hn, name) != 0)) {
+        snprintf(m, sizeof m, "Header mismatch: Mcp-Name must be the body's \"%.160s\"", name);
+        reject(c, 400, id, MCP_ERR_HEADER_MISMATCH, m);
+        return false;
+    }
+    if (strcmp(method, "tools/call") == 0 && !custom_headers_match(c, srv, params, m, sizeof m)) {
+        reject(c, 400, id, MCP_ERR_HEADER_MISMATCH, m);
+        return false;
+    }
+    return true;
+}
+
+/* Serves one stateless POST: a session of its own that ends with the answer. */
+static void post_stateless(mcp_http_server_t *hs, mcp__hconn_t *c, const mcp__hreq_t *req,
+                           const body_info_t *bi)
+{
+    if (bi->is_batch) {
+        reject(c, 400, NULL, MCP_JSONRPC_INVALID_REQUEST,
+               "Invalid Request: protocol 2026-07-28 has no JSON-RPC batches");
+        return;
+    }
+    bool request = bi->n_requests > 0;
+    if (request && !check_modern_headers(c, hs->srv, bi->msg)) return;
+    /* A stateless request is bounded by its connection (max_connections), not by the session
+     * limit: it must never make a legacy session give way. */
+    if (hs->stopping) {
+        mcp__hconn_error(c, 503, -32000, "Service Unavailable: the server is stopping", NULL);
+        return;
+    }
+    mcp__hsess_t *se = sess_new(hs, false);
+    if (se != NULL) {
+        se->stateless = true;
+        hs->n_sessions--; /* counted by sess_new; not a session of the limit */
+        mcp_session_set_stateless(se->s);
+    }
+    if (se != NULL && !request) {
+        /* A notification: nothing answers it. */
+        mcp_session_receive(se->s, req->body, req->body_len);
+        mcp__hconn_respond(c, 202, NULL, NULL, "", 0);
+        stateless_done(se);
+        return;
+    }
+    cJSON *ids = cJSON_CreateArray();
+    cJSON *id = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(bi->msg, "id"), true);
+    mcp__hstream_t *st = NULL;
+    if (se != NULL && ids != NULL && id != NULL && cJSON_AddItemToArray(ids, id)) {
+        id = NULL;
+        st = stream_new(se, false, false);
+    }
+    cJSON_Delete(id);
+    if (se == NULL || st == NULL) {
+        cJSON_Delete(ids);
+        mcp__hconn_error(c, 500, MCP_JSONRPC_INTERNAL_ERROR, "out of memory", NULL);
+        if (se != NULL) end_session(se, true, false);
+        return;
+    }
+    st->ids = ids;
+    se->n_open++;
+    st->conn = c;
+    mcp__hconn_wait(c, st);
+    se->dispatching = st;
+    mcp_session_receive(se->s, req->body, req->body_len);
+    if (se->dispatching == st) se->dispatching = NULL;
+}
+
 static void post_mcp(mcp_http_server_t *hs, mcp__hconn_t *c, const mcp__hreq_t *req)
 {
     const char *accept = mcp__hconn_header(c, "Accept");
@@ -598,6 +832,11 @@ static void post_mcp(mcp_http_server_t *hs, mcp__hconn_t *c, const mcp__hreq_t *
     }
     body_info_t bi;
     if (!inspect_body(c, req, &bi)) {
+        cJSON_Delete(bi.msg);
+        return;
+    }
+    if (is_stateless_post(c, &bi)) {
+        post_stateless(hs, c, req, &bi);
         cJSON_Delete(bi.msg);
         return;
     }
@@ -786,7 +1025,7 @@ static void post_messages(mcp_http_server_t *hs, mcp__hconn_t *c, const mcp__hre
         return;
     }
     mcp__hsess_t *se = sess_find(hs, sid);
-    if (se == NULL || !se->legacy) {
+    if (se == NULL || !se->legacy || se->stateless) {
         mcp__hconn_error(c, 404, -32001, "Session not found: open a new one with GET /sse", NULL);
         return;
     }

@@ -3,6 +3,8 @@
  * since generating writes files. Runs use the newest finished package. */
 #include "pybundle.h"
 
+#include "base.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -122,13 +124,9 @@ static cJSON *read_modules(const char *root)
 {
     char path[PTC_PYBUNDLE_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/tools/_catalog.json", root);
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) return NULL;
-    char *buf = malloc(1u << 20);
-    size_t n = buf ? fread(buf, 1, (1u << 20) - 1, f) : 0;
-    fclose(f);
-    if (buf == NULL) return NULL;
-    buf[n] = '\0';
+    char *buf = NULL;
+    /* Written by the generator, so within its cap for one file. */
+    if (ptc_file_read(path, PTC_PYBUNDLE_FILE_MAX, &buf, NULL) < 0) return NULL;
     cJSON *doc = cJSON_Parse(buf);
     free(buf);
     cJSON *out = cJSON_CreateArray();

@@ -4,16 +4,12 @@
 
 #include "pybundle.h"
 
-/* A capped text buffer (PTC_PYBUNDLE_FILE_MAX): the first failure sticks in err, so callers
- * check once at the end. */
-typedef struct buf {
-    char *p;
-    size_t len, cap;
-    int err;
-} buf_t;
+#include "base.h"
 
-void ptc__pybundle_put(buf_t *b, const char *s, size_t n);
-void ptc__pybundle_puts(buf_t *b, const char *s);
-void ptc__pybundle_buf_free(buf_t *b);
+/* The generated files are base's capped buffers (PTC_PYBUNDLE_FILE_MAX each): the first
+ * failure sticks, so callers check once at the end. */
+void ptc__pybundle_buf_init(ptc_buf_t *b);
+/* A buffer's failure as this library's code (PTC_PYBUNDLE_ETOOBIG, PTC_PYBUNDLE_ENOMEM), or 0. */
+int ptc__pybundle_buf_err(const ptc_buf_t *b);
 
 #endif

@@ -39,54 +39,15 @@ const char *ptc_pybundle_strerror(int err)
 /* ---------------------------------------------------------------------------------------- */
 /* Python text                                                                              */
 
-/* Decodes one UTF-8 character at s (n bytes left); returns its length, or 0 when the bytes
- * are not a valid shortest-form encoding of a scalar value (the caller then emits U+FFFD). */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    size_t len;
-    uint32_t min;
-    if ((s[0] & 0xE0) == 0xC0) {
-        len = 2, min = 0x80, *cp = s[0] & 0x1Fu;
-    } else if ((s[0] & 0xF0) == 0xE0) {
-        len = 3, min = 0x800, *cp = s[0] & 0x0Fu;
-    } else if ((s[0] & 0xF8) == 0xF0) {
-        len = 4, min = 0x10000, *cp = s[0] & 0x07u;
-    } else {
-        return 0;
-    }
-    if (n < len) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        *cp = (*cp << 6) | (s[i] & 0x3Fu);
-    }
-    if (*cp < min || *cp > 0x10FFFF || (*cp >= 0xD800 && *cp <= 0xDFFF)) return 0;
-    return len;
-}
-
-/* Length of the longest prefix of s (at most max bytes) that does not cut a character. */
-static size_t utf8_cut(const char *s, size_t max)
-{
-    size_t n = strlen(s);
-    if (n <= max) return n;
-    while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
-        max--;
-    return max;
-}
-
 /* Writes s as a double-quoted, pure-ASCII Python string literal: quotes, backslashes and every
  * control or non-ASCII character are escaped, so no byte of s can end the literal or the line. */
-static void py_str(buf_t *b, const char *s, size_t n)
+static void py_str(ptc_buf_t *b, const char *s, size_t n)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    ptc__pybundle_put(b, "\"", 1);
+    ptc_buf_append(b, "\"", 1);
     size_t i = 0;
-    while (i < n && !b->err) {
-        uint32_t cp;
-        size_t k = utf8_decode(u + i, n - i, &cp);
+    while (i < n && ptc_buf_error(b) == 0) {
+        unsigned cp;
+        size_t k = ptc_utf8_decode(s + i, n - i, &cp);
         if (k == 0) {
             cp = 0xFFFD;
             k = 1;
@@ -108,9 +69,9 @@ static void py_str(buf_t *b, const char *s, size_t n)
         } else {
             snprintf(esc, sizeof esc, "\\U%08x", (unsigned)cp);
         }
-        ptc__pybundle_puts(b, esc);
+        ptc_buf_str(b, esc);
     }
-    ptc__pybundle_put(b, "\"", 1);
+    ptc_buf_append(b, "\"", 1);
 }
 
 static const char *const PY_KEYWORDS[] = {
@@ -145,8 +106,7 @@ size_t ptc_pybundle_identifier(const char *name, char *out, size_t out_size)
             i++;
             continue;
         }
-        uint32_t cp;
-        size_t k = utf8_decode(s + i, strlen((const char *)s + i), &cp);
+        size_t k = ptc_utf8_decode((const char *)s + i, strlen((const char *)s + i), NULL);
         i += k ? k : 1;
         out[o++] = '_';
     }
@@ -323,15 +283,15 @@ static size_t collect_params(const cJSON *schema, param_t *ps)
 }
 
 /* The first line of s, at most max bytes, cut on a character. */
-static void first_line(const char *s, size_t max, buf_t *out)
+static void first_line(const char *s, size_t max, ptc_buf_t *out)
 {
     size_t n = strcspn(s, "\r\n");
-    if (n > max) n = utf8_cut(s, max);
-    ptc__pybundle_put(out, s, n);
+    if (n > max) n = ptc_utf8_cut(s, strlen(s), max);
+    ptc_buf_append(out, s, n);
 }
 
 /* Writes one function into mod and its entry into fns (the _catalog.json list). */
-static int gen_function(buf_t *mod, cJSON *fns, names_t *fnames, const reg_tool_t *t)
+static int gen_function(ptc_buf_t *mod, cJSON *fns, names_t *fnames, const reg_tool_t *t)
 {
     char fname[PTC_PYBUNDLE_IDENT_MAX + 1];
     int rc = unique_name(fnames, MODULE_RESERVED, NRES(MODULE_RESERVED), t->name, fname);
@@ -340,93 +300,99 @@ static int gen_function(buf_t *mod, cJSON *fns, names_t *fnames, const reg_tool_
     if (!ps) return PTC_PYBUNDLE_ENOMEM;
     size_t np = collect_params(t->input_schema, ps);
     names_t pnames = {0};
-    buf_t sig = {0}, doc = {0};
+    ptc_buf_t sig, doc;
+    ptc__pybundle_buf_init(&sig);
+    ptc__pybundle_buf_init(&doc);
     for (size_t i = 0; i < np && !rc; i++)
         rc = unique_name(&pnames, MODULE_RESERVED, NRES(MODULE_RESERVED), ps[i].wire, ps[i].ident);
     if (rc) goto out;
 
-    ptc__pybundle_puts(mod, "\n\ndef ");
-    ptc__pybundle_puts(mod, fname);
-    ptc__pybundle_puts(mod, "(");
-    ptc__pybundle_puts(&sig, fname);
-    ptc__pybundle_puts(&sig, "(");
+    ptc_buf_str(mod, "\n\ndef ");
+    ptc_buf_str(mod, fname);
+    ptc_buf_str(mod, "(");
+    ptc_buf_str(&sig, fname);
+    ptc_buf_str(&sig, "(");
     for (size_t i = 0; i < np; i++) {
         const char *annot, *shown;
         type_hint(ps[i].prop, &annot, &shown);
         const char *sep = i ? ", " : "";
-        ptc__pybundle_puts(mod, sep);
-        ptc__pybundle_puts(mod, ps[i].ident);
-        ptc__pybundle_puts(mod, ": ");
-        ptc__pybundle_puts(mod, annot);
-        ptc__pybundle_puts(&sig, sep);
-        ptc__pybundle_puts(&sig, ps[i].ident);
-        ptc__pybundle_puts(&sig, ": ");
-        ptc__pybundle_puts(&sig, shown);
+        ptc_buf_str(mod, sep);
+        ptc_buf_str(mod, ps[i].ident);
+        ptc_buf_str(mod, ": ");
+        ptc_buf_str(mod, annot);
+        ptc_buf_str(&sig, sep);
+        ptc_buf_str(&sig, ps[i].ident);
+        ptc_buf_str(&sig, ": ");
+        ptc_buf_str(&sig, shown);
         if (!ps[i].required) {
-            ptc__pybundle_puts(mod, " = None");
-            ptc__pybundle_puts(&sig, " = None");
+            ptc_buf_str(mod, " = None");
+            ptc_buf_str(&sig, " = None");
         }
     }
-    ptc__pybundle_puts(mod, ") -> _ptc_Any:\n    ");
-    ptc__pybundle_puts(&sig, ")");
+    ptc_buf_str(mod, ") -> _ptc_Any:\n    ");
+    ptc_buf_str(&sig, ")");
 
     /* Docstring: the description, then one line per parameter, all within DOC_MAX. */
-    ptc__pybundle_put(&doc, t->description, utf8_cut(t->description, PTC_PYBUNDLE_DOC_MAX));
-    if (np) ptc__pybundle_puts(&doc, doc.len ? "\n\nArgs:" : "Args:");
+    ptc_buf_append(&doc, t->description,
+                   ptc_utf8_cut(t->description, strlen(t->description), PTC_PYBUNDLE_DOC_MAX));
+    if (np) ptc_buf_str(&doc, doc.len ? "\n\nArgs:" : "Args:");
     for (size_t i = 0; i < np && doc.len < PTC_PYBUNDLE_DOC_MAX; i++) {
         const char *annot, *shown;
         type_hint(ps[i].prop, &annot, &shown);
-        ptc__pybundle_puts(&doc, "\n    ");
-        ptc__pybundle_puts(&doc, ps[i].ident);
-        ptc__pybundle_puts(&doc, " (");
-        ptc__pybundle_puts(&doc, shown);
-        ptc__pybundle_puts(&doc, ps[i].required ? ", required)" : ", optional)");
+        ptc_buf_str(&doc, "\n    ");
+        ptc_buf_str(&doc, ps[i].ident);
+        ptc_buf_str(&doc, " (");
+        ptc_buf_str(&doc, shown);
+        ptc_buf_str(&doc, ps[i].required ? ", required)" : ", optional)");
         const cJSON *d =
             ps[i].prop ? cJSON_GetObjectItemCaseSensitive(ps[i].prop, "description") : NULL;
         if (cJSON_IsString(d) && d->valuestring[0]) {
-            ptc__pybundle_puts(&doc, ": ");
+            ptc_buf_str(&doc, ": ");
             first_line(d->valuestring, 400, &doc);
         }
     }
-    if (doc.err) {
-        rc = doc.err;
+    if (ptc__pybundle_buf_err(&doc)) {
+        rc = ptc__pybundle_buf_err(&doc);
         goto out;
     }
     py_str(mod, doc.p ? doc.p : "", doc.len);
-    ptc__pybundle_puts(mod, "\n    return _ptc_rt._invoke(");
+    ptc_buf_str(mod, "\n    return _ptc_rt._invoke(");
     py_str(mod, t->server, strlen(t->server));
-    ptc__pybundle_puts(mod, ", ");
+    ptc_buf_str(mod, ", ");
     py_str(mod, t->name, strlen(t->name));
     for (int want = 1; want >= 0; want--) {
-        ptc__pybundle_puts(mod, ", {");
+        ptc_buf_str(mod, ", {");
         bool first = true;
         for (size_t i = 0; i < np; i++) {
             if (ps[i].required != (want == 1)) continue;
-            if (!first) ptc__pybundle_puts(mod, ", ");
+            if (!first) ptc_buf_str(mod, ", ");
             first = false;
             py_str(mod, ps[i].wire, strlen(ps[i].wire));
-            ptc__pybundle_puts(mod, ": ");
-            ptc__pybundle_puts(mod, ps[i].ident);
+            ptc_buf_str(mod, ": ");
+            ptc_buf_str(mod, ps[i].ident);
         }
-        ptc__pybundle_puts(mod, "}");
+        ptc_buf_str(mod, "}");
     }
-    ptc__pybundle_puts(mod, ")\n");
+    ptc_buf_str(mod, ")\n");
 
-    buf_t summary = {0};
+    ptc_buf_t summary;
+    ptc__pybundle_buf_init(&summary);
     first_line(t->description, 200, &summary);
     cJSON *fn = cJSON_CreateObject();
-    if (sig.err || summary.err || !fn || !cJSON_AddItemToArray(fns, fn) ||
-        !cJSON_AddStringToObject(fn, "name", fname) ||
+    if (ptc__pybundle_buf_err(&sig) || ptc__pybundle_buf_err(&summary) || !fn ||
+        !cJSON_AddItemToArray(fns, fn) || !cJSON_AddStringToObject(fn, "name", fname) ||
         !cJSON_AddStringToObject(fn, "tool", t->name) ||
         !cJSON_AddStringToObject(fn, "id", t->id) ||
         !cJSON_AddStringToObject(fn, "signature", sig.p ? sig.p : "") ||
         !cJSON_AddStringToObject(fn, "summary", summary.p ? summary.p : "")) {
-        rc = sig.err ? sig.err : summary.err ? summary.err : PTC_PYBUNDLE_ENOMEM;
+        rc = ptc__pybundle_buf_err(&sig)       ? ptc__pybundle_buf_err(&sig)
+             : ptc__pybundle_buf_err(&summary) ? ptc__pybundle_buf_err(&summary)
+                                               : PTC_PYBUNDLE_ENOMEM;
     }
-    ptc__pybundle_buf_free(&summary);
+    ptc_buf_free(&summary);
 out:
-    ptc__pybundle_buf_free(&sig);
-    ptc__pybundle_buf_free(&doc);
+    ptc_buf_free(&sig);
+    ptc_buf_free(&doc);
     names_free(&pnames);
     free(ps);
     return rc;
@@ -610,7 +576,7 @@ typedef struct gen {
     const reg_catalog_t *cat;
     const char *tools_dir;
     cJSON *catalog; /* _catalog.json */
-    buf_t init;     /* __init__.py */
+    ptc_buf_t init; /* __init__.py */
     size_t modules, functions, skipped;
 } gen_t;
 
@@ -620,7 +586,8 @@ static int gen_module(gen_t *g, names_t *mnames, const char *server, size_t ntoo
     char mname[PTC_PYBUNDLE_IDENT_MAX + 1];
     int rc = unique_name(mnames, PACKAGE_RESERVED, NRES(PACKAGE_RESERVED), server, mname);
     if (rc) return rc;
-    buf_t mod = {0};
+    ptc_buf_t mod;
+    ptc__pybundle_buf_init(&mod);
     names_t fnames = {0};
     cJSON *modules = cJSON_GetObjectItemCaseSensitive(g->catalog, "modules");
     cJSON *info = cJSON_CreateObject();
@@ -635,16 +602,17 @@ static int gen_module(gen_t *g, names_t *mnames, const char *server, size_t ntoo
         cJSON_Delete(fns);
         return PTC_PYBUNDLE_ENOMEM;
     }
-    ptc__pybundle_puts(&mod, "# Generated by ptc-mcp from the tool registry; do not edit.\n");
-    buf_t doc = {0};
-    ptc__pybundle_puts(&doc, "Tools of the MCP server ");
-    ptc__pybundle_puts(&doc, server);
-    ptc__pybundle_puts(&doc, ".");
+    ptc_buf_str(&mod, "# Generated by ptc-mcp from the tool registry; do not edit.\n");
+    ptc_buf_t doc;
+    ptc__pybundle_buf_init(&doc);
+    ptc_buf_str(&doc, "Tools of the MCP server ");
+    ptc_buf_str(&doc, server);
+    ptc_buf_str(&doc, ".");
     py_str(&mod, doc.p ? doc.p : "", doc.len);
-    rc = doc.err;
-    ptc__pybundle_buf_free(&doc);
-    ptc__pybundle_puts(&mod, "\n");
-    ptc__pybundle_puts(&mod, MODULE_HEAD);
+    rc = ptc__pybundle_buf_err(&doc);
+    ptc_buf_free(&doc);
+    ptc_buf_str(&mod, "\n");
+    ptc_buf_str(&mod, MODULE_HEAD);
     for (size_t i = 0; i < ntools && !rc; i++) {
         const reg_tool_t *t = reg_catalog_at(g->cat, i);
         if (strcmp(t->server, server) != 0) continue;
@@ -656,19 +624,19 @@ static int gen_module(gen_t *g, names_t *mnames, const char *server, size_t ntoo
         rc = gen_function(&mod, fns, &fnames, t);
         if (!rc) g->functions++;
     }
-    if (!rc) rc = mod.err;
+    if (!rc) rc = ptc__pybundle_buf_err(&mod);
     if (!rc) {
         char file[PTC_PYBUNDLE_IDENT_MAX + 8];
         snprintf(file, sizeof file, "%s.py", mname);
         rc = write_file(g->tools_dir, file, mod.p, mod.len);
     }
     if (!rc) {
-        if (g->modules) ptc__pybundle_puts(&g->init, ", ");
+        if (g->modules) ptc_buf_str(&g->init, ", ");
         py_str(&g->init, mname, strlen(mname));
         g->modules++;
     }
     names_free(&fnames);
-    ptc__pybundle_buf_free(&mod);
+    ptc_buf_free(&mod);
     return rc;
 }
 
@@ -679,7 +647,7 @@ static int generate(gen_t *g, const char *key)
         !cJSON_AddStringToObject(g->catalog, "key", key) ||
         !cJSON_AddObjectToObject(g->catalog, "modules"))
         return PTC_PYBUNDLE_ENOMEM;
-    ptc__pybundle_puts(&g->init, INIT_PY_HEAD);
+    ptc_buf_str(&g->init, INIT_PY_HEAD);
 
     names_t mnames = {0}, servers = {0};
     /* Only the first TOOLS_MAX tools become functions: this also bounds the quadratic name
@@ -701,8 +669,8 @@ static int generate(gen_t *g, const char *key)
     names_free(&servers);
     if (rc) return rc;
 
-    ptc__pybundle_puts(&g->init, INIT_PY_TAIL);
-    if (g->init.err) return g->init.err;
+    ptc_buf_str(&g->init, INIT_PY_TAIL);
+    if (ptc__pybundle_buf_err(&g->init)) return ptc__pybundle_buf_err(&g->init);
     rc = write_file(g->tools_dir, "__init__.py", g->init.p, g->init.len);
     if (!rc)
         rc = write_file(g->tools_dir, "_runtime.py", (const char *)ptc_pybundle_runtime_py,
@@ -761,9 +729,10 @@ int ptc_pybundle_build(const reg_catalog_t *cat, const char *cache_dir, ptc_pybu
         return PTC_PYBUNDLE_EIO;
     }
     gen_t g = {.cat = cat, .tools_dir = tools};
+    ptc__pybundle_buf_init(&g.init);
     rc = generate(&g, info->key);
     cJSON_Delete(g.catalog);
-    ptc__pybundle_buf_free(&g.init);
+    ptc_buf_free(&g.init);
     if (rc) {
         if (msg && msg_size)
             snprintf(msg, msg_size, "generating the tools package in %s failed: %s", tmp,

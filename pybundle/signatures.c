@@ -1,5 +1,5 @@
 /* signatures.c - tools as the Python functions of the generated package, one line each, for
- * the repair request (ptc_pybundle_signatures), and the module's capped text buffer. */
+ * the repair request (ptc_pybundle_signatures), and the module's buffers (base's, capped). */
 #include "internal.h"
 
 #include <ctype.h>
@@ -9,67 +9,25 @@
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------- */
-/* A capped text buffer: the first failure sticks, so callers check once at the end.        */
+/* The module's buffers                                                                      */
 
-void ptc__pybundle_put(buf_t *b, const char *s, size_t n)
+void ptc__pybundle_buf_init(ptc_buf_t *b)
 {
-    if (b->err) return;
-    if (n > PTC_PYBUNDLE_FILE_MAX - b->len) {
-        b->err = PTC_PYBUNDLE_ETOOBIG;
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->err = PTC_PYBUNDLE_ENOMEM;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
+    ptc_buf_init(b, PTC_PYBUNDLE_FILE_MAX);
 }
 
-void ptc__pybundle_puts(buf_t *b, const char *s)
+int ptc__pybundle_buf_err(const ptc_buf_t *b)
 {
-    ptc__pybundle_put(b, s, strlen(s));
+    int err = ptc_buf_error(b);
+    return err == 0 ? 0 : err == PTC_ETOOBIG ? PTC_PYBUNDLE_ETOOBIG : PTC_PYBUNDLE_ENOMEM;
 }
 
-void ptc__pybundle_buf_free(buf_t *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
-
-static void fmt(buf_t *b, const char *format, ...) __attribute__((format(printf, 2, 3)));
-
-/* Short pieces only: the text is cut at 511 bytes (the callers' pieces are bounded). */
-static void fmt(buf_t *b, const char *format, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, format);
-    int n = vsnprintf(tmp, sizeof tmp, format, ap);
-    va_end(ap);
-    if (n < 0) return;
-    ptc__pybundle_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Signatures                                                                               */
-
-/* Appends tool t's line of the repair request: its Python signature and summary. */
-static void signature_line(buf_t *s, const reg_tool_t *t)
+static void signature_line(ptc_buf_t *s, const reg_tool_t *t)
 {
     char mod[PTC_PYBUNDLE_IDENT_MAX + 1], fn[PTC_PYBUNDLE_IDENT_MAX + 1];
     ptc_pybundle_identifier(t->server, mod, sizeof mod);
     ptc_pybundle_identifier(t->name, fn, sizeof fn);
-    fmt(s, "- tools.%s.%s(", mod, fn);
+    ptc_buf_printf(s, "- tools.%s.%s(", mod, fn);
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(t->input_schema, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(t->input_schema, "required");
     const cJSON *p;
@@ -89,14 +47,15 @@ static void signature_line(buf_t *s, const reg_tool_t *t)
         {
             if (cJSON_IsString(r) && strcmp(r->valuestring, p->string) == 0) required = true;
         }
-        fmt(s, "%s%.100s: %s%s", k++ ? ", " : "", p->string, py, required ? "" : " = None");
+        ptc_buf_printf(s, "%s%.100s: %s%s", k++ ? ", " : "", p->string, py,
+                       required ? "" : " = None");
     }
-    ptc__pybundle_puts(s, ")");
+    ptc_buf_str(s, ")");
     if (t->description != NULL && t->description[0] != '\0') {
         size_t dl = strcspn(t->description, "\n");
-        fmt(s, "  # %.*s", (int)(dl > 160 ? 160 : dl), t->description);
+        ptc_buf_printf(s, "  # %.*s", (int)(dl > 160 ? 160 : dl), t->description);
     }
-    ptc__pybundle_puts(s, "\n");
+    ptc_buf_str(s, "\n");
 }
 
 /* True if `word` stands in code as a whole Python identifier. */
@@ -176,11 +135,12 @@ char *ptc_pybundle_signatures(const reg_catalog_t *cat, const char *code, const 
             }
         }
     }
-    buf_t s = {0};
+    ptc_buf_t s;
+    ptc__pybundle_buf_init(&s);
     for (size_t i = 0; i < set.n; i++)
         signature_line(&s, set.t[i]);
-    if (s.err) {
-        ptc__pybundle_buf_free(&s);
+    if (ptc__pybundle_buf_err(&s)) {
+        ptc_buf_free(&s);
         return NULL;
     }
     return s.p;

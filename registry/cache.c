@@ -1,6 +1,8 @@
 /* cache.c - embedding vectors on disk, one checked file per (provider, model, text). */
 #include "internal.h"
 
+#include "base.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -217,38 +219,29 @@ int reg_cache_get(reg_cache_t *c, const char *provider, const char *model, const
     if (make_key(provider, model, text, key) < 0) return REG_EINVAL;
     char sub[PATH_MAX], path[PATH_MAX];
     if (entry_path(c, key, sub, sizeof sub, path, sizeof path) < 0) return REG_EIO;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT ? REG_ENOENT : REG_EIO;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return REG_EIO;
-    }
-    size_t size = (size_t)st.st_size;
     size_t max = HEADER_SIZE + (size_t)REG_DIM_MAX * sizeof(float) + DIGEST_SIZE;
-    if (size < HEADER_SIZE + DIGEST_SIZE || size > max) {
-        close(fd);
+    char *raw = NULL;
+    size_t size = 0;
+    int rrc = ptc_file_read(path, max, &raw, &size);
+    if (rrc == -ENOENT) return REG_ENOENT;
+    if (rrc == PTC_ENOMEM) return REG_ENOMEM;
+    struct stat st;
+    if (rrc == PTC_ETOOBIG && stat(path, &st) == 0) {
+        drop(c, path, (size_t)st.st_size);
+        return REG_ECORRUPT;
+    }
+    if (rrc < 0) return REG_EIO;
+    if (size < HEADER_SIZE + DIGEST_SIZE) {
+        free(raw);
         drop(c, path, size);
         return REG_ECORRUPT;
     }
-    unsigned char *buf = malloc(size);
-    if (buf == NULL) {
-        close(fd);
-        return REG_ENOMEM;
-    }
-    size_t got = 0;
-    while (got < size) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
+    unsigned char *buf = (unsigned char *)raw;
     int rc = REG_OK;
     uint32_t fdim;
     memcpy(&fdim, buf + 8, sizeof fdim);
     unsigned char digest[32];
-    if (got != size || memcmp(buf, MAGIC, 8) != 0 ||
+    if (memcmp(buf, MAGIC, 8) != 0 ||
         size != HEADER_SIZE + (size_t)fdim * sizeof(float) + DIGEST_SIZE ||
         memcmp(buf + 16, key, 32) != 0 ||
         mbedtls_sha256_ret(buf, size - DIGEST_SIZE, digest, 0) != 0 ||

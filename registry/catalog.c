@@ -1,6 +1,8 @@
 /* catalog.c - the tools the registry knows: ids, loading --tools-file, per-server removal. */
 #include "internal.h"
 
+#include "base.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,11 +232,8 @@ static int check_tool(const cJSON *tool, const char *server, char *msg, size_t m
 
 static char *dup_cut(const char *s, size_t max)
 {
-    size_t n = strnlen(s, max);
-    /* Do not cut inside a UTF-8 sequence. */
-    if (n == max)
-        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-            n--;
+    size_t n = strnlen(s, max + 1);
+    n = ptc_utf8_cut(s, n, max); /* not inside a UTF-8 sequence */
     char *d = malloc(n + 1);
     if (d == NULL) return NULL;
     memcpy(d, s, n);
@@ -417,45 +416,18 @@ int reg_catalog_load_file(reg_catalog_t *cat, const char *path, const char *defa
     if (added != NULL) *added = 0;
     if (cat == NULL || path == NULL)
         return reg__fail(msg, msg_size, REG_EINVAL, "no catalog or no path given");
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = ptc_file_read(path, REG_FILE_MAX, &buf, &len);
+    if (rc == PTC_ETOOBIG)
+        return reg__fail(msg, msg_size, REG_ETOOBIG, "tools file %s is larger than %u MiB", path,
+                         REG_FILE_MAX >> 20);
+    if (rc == PTC_ENOMEM)
+        return reg__fail(msg, msg_size, REG_ENOMEM, "cannot read tools file %s: %s", path,
+                         reg_strerror(REG_ENOMEM));
+    if (rc < 0)
         return reg__fail(msg, msg_size, REG_EIO, "cannot open tools file %s: %s", path,
-                         strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    int rc = buf ? REG_OK : REG_ENOMEM;
-    while (rc == REG_OK) {
-        if (len + 1 >= cap) {
-            if (cap >= REG_FILE_MAX) {
-                rc = REG_ETOOBIG;
-                break;
-            }
-            cap *= 2;
-            char *nb = realloc(buf, cap);
-            if (nb == NULL) {
-                rc = REG_ENOMEM;
-                break;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, cap - 1 - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) rc = REG_EIO;
-            break;
-        }
-    }
-    int err = errno;
-    fclose(f);
-    if (rc < 0) {
-        free(buf);
-        if (rc == REG_ETOOBIG)
-            return reg__fail(msg, msg_size, rc, "tools file %s is larger than %u MiB", path,
-                             REG_FILE_MAX >> 20);
-        return reg__fail(msg, msg_size, rc, "cannot read tools file %s: %s", path,
-                         rc == REG_EIO ? strerror(err) : reg_strerror(rc));
-    }
-    buf[len] = 0;
+                         strerror(-rc));
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
     if (root == NULL) {
@@ -536,46 +508,27 @@ const reg_tool_t *reg_catalog_find_tool(const reg_catalog_t *cat, const char *se
 /* ---------------------------------------------------------------------------------------- */
 /* Index text                                                                               */
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap, max;
-    int err;
-} sbuf_t;
-
-static void sb_put(sbuf_t *b, const char *s, size_t n)
+/* The index and embedding texts are capped by design (REG_TEXT_MAX * 2, REG_EMBED_TEXT_MAX):
+ * the buffer refuses past its cap, so each piece is cut here, at a character boundary, to
+ * what the cap leaves. */
+static void sb_put(ptc_buf_t *b, const char *s, size_t n)
 {
-    if (b->err) return;
-    if (b->n + n + 1 > b->max) n = b->max > b->n + 1 ? b->max - b->n - 1 : 0;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->err = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
+    ptc_buf_append(b, s, ptc_utf8_cut(s, n, b->max - b->len));
 }
 
 /* Appends text as a sentence: a separator first, and a period unless it ends with one. */
-static void sb_sentence(sbuf_t *b, const char *s)
+static void sb_sentence(ptc_buf_t *b, const char *s)
 {
     size_t n = strlen(s);
     while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\n'))
         n--;
     if (n == 0) return;
-    if (b->n > 0) sb_put(b, " ", 1);
+    if (b->len > 0) sb_put(b, " ", 1);
     sb_put(b, s, n);
     if (s[n - 1] != '.' && s[n - 1] != '?' && s[n - 1] != '!') sb_put(b, ".", 1);
 }
 
-static void sb_split(sbuf_t *b, const char *ident)
+static void sb_split(ptc_buf_t *b, const char *ident)
 {
     char tmp[2 * REG_NAME_MAX + 2];
     int n = reg_text_split(ident, tmp, sizeof tmp);
@@ -585,7 +538,8 @@ static void sb_split(sbuf_t *b, const char *ident)
 char *reg_tool_index_text(const reg_tool_t *tool)
 {
     if (tool == NULL) return NULL;
-    sbuf_t b = {.max = 2 * (size_t)REG_TEXT_MAX};
+    ptc_buf_t b;
+    ptc_buf_init(&b, 2 * (size_t)REG_TEXT_MAX - 1); /* with its NUL */
     sb_split(&b, tool->name);
     sb_sentence(&b, tool->title);
     sb_sentence(&b, tool->description);
@@ -603,18 +557,14 @@ char *reg_tool_index_text(const reg_tool_t *tool)
             if (cJSON_IsString(d)) sb_sentence(&b, d->valuestring);
         }
     }
-    if (b.err) {
-        free(b.p);
-        return NULL;
-    }
-    if (b.p == NULL) return reg__strdup("");
-    return b.p;
+    return ptc_buf_take(&b, NULL); /* NULL on ENOMEM */
 }
 
 char *reg_tool_embed_text(const reg_tool_t *tool)
 {
     if (tool == NULL) return NULL;
-    sbuf_t b = {.max = REG_EMBED_TEXT_MAX};
+    ptc_buf_t b;
+    ptc_buf_init(&b, REG_EMBED_TEXT_MAX - 1); /* with its NUL */
     sb_split(&b, tool->name);
     sb_sentence(&b, tool->title);
     sb_sentence(&b, tool->description);
@@ -632,19 +582,14 @@ char *reg_tool_embed_text(const reg_tool_t *tool)
             if (p->string == NULL) continue;
             int n = reg_text_split(p->string, tmp, sizeof tmp);
             if (n <= 0 && n != REG_ETOOBIG) continue;
-            sb_put(&b, first ? (b.n > 0 ? " Parameters: " : "Parameters: ") : ", ",
-                   first ? (b.n > 0 ? 13 : 12) : 2);
+            sb_put(&b, first ? (b.len > 0 ? " Parameters: " : "Parameters: ") : ", ",
+                   first ? (b.len > 0 ? 13 : 12) : 2);
             sb_put(&b, tmp, strlen(tmp));
             first = false;
         }
         if (!first) sb_put(&b, ".", 1);
     }
-    if (b.err) {
-        free(b.p);
-        return NULL;
-    }
-    if (b.p == NULL) return reg__strdup("");
-    return b.p;
+    return ptc_buf_take(&b, NULL); /* NULL on ENOMEM */
 }
 
 /* True when c can end a word (so a quote right after it is an apostrophe: "user's"). */

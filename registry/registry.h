@@ -268,9 +268,9 @@ void reg_embedder_free(reg_embedder_t *e);
  * loaded, else lexical, saying so in note), "model", "lexical" or "remote". Strings may be
  * NULL when unused.
  *
- * The remote provider speaks HTTP, which this library does not: the wiring supplies it as
- * open_remote (a constructor of a reg_embedder_t whose embed() may block on a worker thread
- * while the loop performs the request); without it "remote" fails with REG_ENOTSUP.
+ * "remote" is opened by open_remote (a constructor of a reg_embedder_t whose embed() may block
+ * on a worker thread): the binary passes reg_embedder_remote_open, tests a fake; without it
+ * "remote" fails with REG_ENOTSUP.
  */
 typedef struct reg_embedder_spec reg_embedder_spec_t;
 struct reg_embedder_spec {
@@ -283,6 +283,16 @@ struct reg_embedder_spec {
                        size_t msg_size);
     void *open_remote_data; /* borrowed; passed to open_remote */
 };
+
+/**
+ * The remote embedding provider (embedder_remote.c): OpenAI-compatible /v1/embeddings or
+ * Ollama /api/embed (chosen by the URL's path), with the key from spec->key_env, batches of 64,
+ * retries with backoff, L2-normalised vectors. data is the --ca-file path (borrowed, may be NULL).
+ * Probes the endpoint once (blocking) to learn the dimension. Fits
+ * reg_embedder_spec_t's open_remote.
+ */
+int reg_embedder_remote_open(const reg_embedder_spec_t *spec, void *data, reg_embedder_t **out,
+                             char *msg, size_t msg_size);
 
 /**
  * Opens the embedder a spec names; the one place where providers are chosen, so a provider

@@ -3,6 +3,8 @@
  * host's operations (ptc_repair_ops_t): the loop itself never runs code nor talks to a model. */
 #include "repair.h"
 
+#include "base.h"
+
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,53 +30,6 @@ struct ptc_repair_loop {
     uv_timer_t *timer;               /* the deadline while a repair is asked for */
     char stop_reason[400];
 };
-
-/* --- a text buffer ------------------------------------------------------------------------- */
-
-typedef struct tbuf {
-    char *s;
-    size_t len, cap;
-    bool failed;
-} tbuf_t;
-
-static void tb_put(tbuf_t *b, const char *s, size_t n)
-{
-    if (b->failed) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *ns = realloc(b->s, cap);
-        if (ns == NULL) {
-            b->failed = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void tb_str(tbuf_t *b, const char *s)
-{
-    tb_put(b, s, strlen(s));
-}
-
-static void tb_fmt(tbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Short pieces only: one piece is cut at 511 bytes (every caller's is bounded). */
-static void tb_fmt(tbuf_t *b, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    tb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
 
 /* --- set-up -------------------------------------------------------------------------------- */
 
@@ -270,15 +225,17 @@ static void record_attempt(ptc_repair_loop_t *l, const ptc_repair_run_t *r, cons
 }
 
 /* The failed run's error as sent to a repairer and shown in the packet: its last lines. */
-static void error_tail(const ptc_repair_run_t *r, tbuf_t *b)
+static void error_tail(const ptc_repair_run_t *r, ptc_buf_t *b)
 {
     if (strcmp(r->status, "timeout") == 0)
-        tb_fmt(b, "(the run was killed at its %.1f s timeout)\n", (double)r->timeout_ms / 1000.0);
+        ptc_buf_printf(b, "(the run was killed at its %.1f s timeout)\n",
+                       (double)r->timeout_ms / 1000.0);
     else if (strcmp(r->status, "oom") == 0)
-        tb_str(b, "(the run was killed at its memory limit)\n");
+        ptc_buf_str(b, "(the run was killed at its memory limit)\n");
     else if (strcmp(r->status, "killed") == 0)
-        tb_fmt(b, "(the run was killed by %s)\n", r->signal_name ? r->signal_name : "a signal");
-    tb_str(b, ptc_repair_last_lines(r->err ? r->err : "", PTC_REPAIR_ERROR_LINES));
+        ptc_buf_printf(b, "(the run was killed by %s)\n",
+                       r->signal_name ? r->signal_name : "a signal");
+    ptc_buf_str(b, ptc_repair_last_lines(r->err ? r->err : "", PTC_REPAIR_ERROR_LINES));
 }
 
 static void on_deadline(uv_timer_t *t)
@@ -339,15 +296,17 @@ static void ask_repair(ptc_repair_loop_t *l, const ptc_repair_run_t *r)
         stop(l, "%s", why);
         return;
     }
-    tbuf_t tail = {0};
+    ptc_buf_t tail;
+    ptc_buf_init(&tail, PTC_CAP_REPAIR_TEXT);
     error_tail(r, &tail);
     const cJSON *used = l->journal ? ptc_journal_used(l->journal) : NULL;
     char *sigs =
         l->ops->signatures ? l->ops->signatures(l->data, ptc_repair_loop_code(l), used) : NULL;
-    char *prompt = tail.failed ? NULL
-                               : ptc_repair_prompt(ptc_repair_loop_code(l), l->attempt,
-                                                   tail.s ? tail.s : "", sigs);
-    free(tail.s);
+    char *prompt =
+        ptc_buf_error(&tail) != 0
+            ? NULL
+            : ptc_repair_prompt(ptc_repair_loop_code(l), l->attempt, ptc_buf_cstr(&tail), sigs);
+    ptc_buf_free(&tail);
     free(sigs);
     if (prompt == NULL) {
         stop(l, "out of memory building the repair request");
@@ -420,30 +379,32 @@ void ptc_repair_loop_ran(ptc_repair_loop_t *l, const ptc_repair_run_t *r)
 /* --- the report ---------------------------------------------------------------------------- */
 
 /* The history as text: one line per attempt, what was replayed. */
-static void history(const ptc_repair_loop_t *l, bool fail, tbuf_t *b)
+static void history(const ptc_repair_loop_t *l, bool fail, ptc_buf_t *b)
 {
     int n = cJSON_GetArraySize(l->attempts);
-    tb_fmt(b, "Self-healing: %d attempts, %d repair%s by %s; the last one %s.", n, n - 1,
-           n == 2 ? "" : "s", l->by != NULL ? l->by->by : "a repairer",
-           fail ? "failed too" : "succeeded");
+    ptc_buf_printf(b, "Self-healing: %d attempts, %d repair%s by %s; the last one %s.", n, n - 1,
+                   n == 2 ? "" : "s", l->by != NULL ? l->by->by : "a repairer",
+                   fail ? "failed too" : "succeeded");
     const cJSON *a;
     cJSON_ArrayForEach(a, l->attempts)
     {
         const cJSON *err = cJSON_GetObjectItemCaseSensitive(a, "error");
         const cJSON *ch = cJSON_GetObjectItemCaseSensitive(a, "changes");
         const cJSON *rp = cJSON_GetObjectItemCaseSensitive(a, "replayed");
-        tb_fmt(b, "\n  attempt %d: %s", cJSON_GetObjectItemCaseSensitive(a, "attempt")->valueint,
-               cJSON_GetObjectItemCaseSensitive(a, "status")->valuestring);
-        if (cJSON_IsString(ch)) tb_fmt(b, " (code changed %s)", ch->valuestring);
-        if (cJSON_IsString(err)) tb_fmt(b, ": %.300s", err->valuestring);
+        ptc_buf_printf(b, "\n  attempt %d: %s",
+                       cJSON_GetObjectItemCaseSensitive(a, "attempt")->valueint,
+                       cJSON_GetObjectItemCaseSensitive(a, "status")->valuestring);
+        if (cJSON_IsString(ch)) ptc_buf_printf(b, " (code changed %s)", ch->valuestring);
+        if (cJSON_IsString(err)) ptc_buf_printf(b, ": %.300s", err->valuestring);
         if (cJSON_GetArraySize(rp) > 0) {
-            tb_fmt(b, "; %d call%s replayed, not run again:", cJSON_GetArraySize(rp),
-                   cJSON_GetArraySize(rp) == 1 ? "" : "s");
+            ptc_buf_printf(b, "; %d call%s replayed, not run again:", cJSON_GetArraySize(rp),
+                           cJSON_GetArraySize(rp) == 1 ? "" : "s");
             const cJSON *x;
             cJSON_ArrayForEach(x, rp)
             {
-                tb_fmt(b, " %s #%d", cJSON_GetObjectItemCaseSensitive(x, "tool")->valuestring,
-                       cJSON_GetObjectItemCaseSensitive(x, "occurrence")->valueint);
+                ptc_buf_printf(b, " %s #%d",
+                               cJSON_GetObjectItemCaseSensitive(x, "tool")->valuestring,
+                               cJSON_GetObjectItemCaseSensitive(x, "occurrence")->valueint);
             }
         }
     }
@@ -457,17 +418,18 @@ int ptc_repair_loop_report(const ptc_repair_loop_t *l, const ptc_repair_run_t *l
     bool fail = failed(last);
     int n_attempts = cJSON_GetArraySize(l->attempts);
     const char *code = ptc_repair_loop_code(l);
-    tbuf_t heal = {0};
-    tb_str(&heal, "");
+    ptc_buf_t heal;
+    ptc_buf_init(&heal, PTC_CAP_REPAIR_TEXT);
     if (n_attempts > 1) history(l, fail, &heal);
     if (l->stop_reason[0] != '\0') {
-        if (heal.len) tb_str(&heal, "\n");
-        tb_fmt(&heal, "Repairs stopped: %s.", l->stop_reason);
+        if (heal.len) ptc_buf_str(&heal, "\n");
+        ptc_buf_printf(&heal, "Repairs stopped: %s.", l->stop_reason);
     }
     if (n_attempts > 1) {
-        tb_fmt(&heal, "\n%s:\n```python\n", fail ? "Last code tried" : "Final code that worked");
-        tb_str(&heal, code);
-        tb_str(&heal, "```");
+        ptc_buf_printf(&heal, "\n%s:\n```python\n",
+                       fail ? "Last code tried" : "Final code that worked");
+        ptc_buf_str(&heal, code);
+        ptc_buf_str(&heal, "```");
     }
     cJSON *p = NULL;
     bool ok = true;
@@ -478,23 +440,25 @@ int ptc_repair_loop_report(const ptc_repair_loop_t *l, const ptc_repair_run_t *l
         unsigned line = ptc_repair_failing_line(last->err);
         char line_text[PTC_REPAIR_LINE_MAX];
         ptc_repair_code_line(code, line, line_text, sizeof line_text);
-        tbuf_t tail = {0};
+        ptc_buf_t tail;
+        ptc_buf_init(&tail, PTC_CAP_REPAIR_TEXT);
         error_tail(last, &tail);
-        p = tail.failed ? NULL : ptc_repair_packet(fp, tail.s ? tail.s : "", line, line_text);
-        free(tail.s);
+        p = ptc_buf_error(&tail) != 0 ? NULL
+                                      : ptc_repair_packet(fp, ptc_buf_cstr(&tail), line, line_text);
+        ptc_buf_free(&tail);
         ok = p != NULL && (l->stop_reason[0] == '\0' ||
                            cJSON_AddStringToObject(p, "stopped", l->stop_reason) != NULL);
-        if (heal.len) tb_str(&heal, "\n");
-        tb_fmt(&heal, "Repair packet: error %s", fp);
-        if (line > 0) tb_fmt(&heal, "; failing line %u: %s", line, line_text);
-        tb_str(&heal, ". Fix the code and call execute_code again.");
+        if (heal.len) ptc_buf_str(&heal, "\n");
+        ptc_buf_printf(&heal, "Repair packet: error %s", fp);
+        if (line > 0) ptc_buf_printf(&heal, "; failing line %u: %s", line, line_text);
+        ptc_buf_str(&heal, ". Fix the code and call execute_code again.");
     }
-    if (!ok || heal.failed) {
+    *text = ok ? ptc_buf_take(&heal, NULL) : NULL; /* NULL after a failure */
+    ptc_buf_free(&heal);
+    if (*text == NULL) {
         cJSON_Delete(p);
-        free(heal.s);
         return PTC_REPAIR_ENOMEM;
     }
-    *text = heal.s;
     *packet = p;
     return 0;
 }

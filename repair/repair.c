@@ -1,6 +1,8 @@
 /* repair.c - fingerprints of failures, code out of replies, the repair request and packet. */
 #include "repair.h"
 
+#include "base.h"
+
 #include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -584,4 +586,33 @@ cJSON *ptc_repair_packet(const char *fingerprint, const char *error_tail, unsign
         return NULL;
     }
     return p;
+}
+
+char *ptc_repair_content_text(const cJSON *content)
+{
+    if (cJSON_IsString(content)) return strdup(content->valuestring);
+    if (cJSON_IsObject(content)) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(content, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(content, "text");
+        if (cJSON_IsString(type) && strcmp(type->valuestring, "text") == 0 && cJSON_IsString(text))
+            return strdup(text->valuestring);
+        return NULL;
+    }
+    if (!cJSON_IsArray(content)) return NULL;
+    ptc_buf_t out;
+    /* Far past the reply's cap (refused as too long by the repairers) yet bounded. */
+    ptc_buf_init(&out, PTC_CAP_REPAIR_CONTENT);
+    bool any = false;
+    const cJSON *block;
+    cJSON_ArrayForEach(block, content)
+    {
+        char *t = ptc_repair_content_text(block);
+        if (t == NULL) continue;
+        if (out.len > 0) ptc_buf_str(&out, "\n");
+        ptc_buf_str(&out, t);
+        any = true;
+        free(t);
+    }
+    if (!any) return NULL;
+    return ptc_buf_take(&out, NULL);
 }

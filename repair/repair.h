@@ -5,9 +5,10 @@
  * The pure part (repair.c) fingerprints a failure (exception type, the last frames, the message
  * with numbers and addresses stripped) so that a repeated error is recognised, takes code out
  * of a model's reply, summarises how much a repair changed, builds the repair request's text
- * and the repair packet. The repairers that send that text to a model (the client's own
- * through MCP sampling, an OpenAI-compatible endpoint over HTTPS) live with the wiring, which
- * has MCP (server/repairers.h). All functions run on the loop thread.
+ * and the repair packet. Of the repairers that send that text to a model, the fallback one (an
+ * OpenAI-compatible endpoint over HTTPS, repairer_http.c) is here; the client's own through
+ * MCP sampling needs MCP and lives with the wiring (server/repairers.h). All functions run on
+ * the loop thread.
  */
 #ifndef PTC_REPAIR_H
 #define PTC_REPAIR_H
@@ -18,6 +19,8 @@
 
 #include <cjson/cJSON.h>
 #include <uv.h>
+
+#include "httpc.h"
 
 #define PTC_REPAIR_MAX         10   /* the largest max_repairs a caller or --max-repairs may ask */
 #define PTC_REPAIR_ERROR_LINES 5    /* lines of the error sent to a repairer */
@@ -30,7 +33,11 @@
 
 enum {
     PTC_REPAIR_ENOMEM = -1,
-    PTC_REPAIR_EINVAL = -2, /* max_repairs out of 0..PTC_REPAIR_MAX */
+    PTC_REPAIR_EINVAL = -2,  /* max_repairs out of 0..PTC_REPAIR_MAX; a repairer's bad settings */
+    PTC_REPAIR_EREMOTE = -3, /* the repairer answered with an error */
+    PTC_REPAIR_EPROTO = -4,  /* the repairer's answer holds no usable text */
+    PTC_REPAIR_ETOOBIG = -5, /* the answer is longer than PTC_REPAIR_REPLY_MAX */
+    PTC_REPAIR_EHTTP = -6,   /* the HTTP request failed (the message says why) */
 };
 
 /** The system prompt of every repair request (static). */
@@ -99,6 +106,42 @@ cJSON *ptc_repair_packet(const char *fingerprint, const char *error_tail, unsign
  * request was cancelled, nor during the cancel.
  */
 typedef void (*ptc_repair_cb)(void *data, int err, const char *reply, const char *message);
+
+/** The text of a model's message content: a {"type":"text"} block, an array of blocks (their
+ *  texts joined by newlines) or a string. Caller frees; NULL when there is no text or on
+ *  ENOMEM. */
+char *ptc_repair_content_text(const cJSON *content);
+
+/* ---- the fallback repairer ----------------------------------------------------------------- */
+
+/** An OpenAI-compatible chat-completions endpoint (repairer_http.c). */
+typedef struct ptc_repair_http ptc_repair_http_t;
+typedef struct ptc_repair_http_ask ptc_repair_http_ask_t; /* one request to it in flight */
+
+/**
+ * Creates it: url is the chat-completions endpoint (".../chat/completions" is appended to a
+ * URL that does not end so), model the model name, key_env the name of the environment
+ * variable holding the API key (NULL: no Authorization header; named but unset: an error),
+ * ca_file the --ca-file bundle (NULL: the system's). Reads the CA bundle (blocking: call at
+ * start-up); the HTTP client's lines go to log (may be NULL). Borrows loop and log_data; copies
+ * the strings. On error (PTC_REPAIR_EINVAL, PTC_REPAIR_ENOMEM) writes what to do to msg.
+ */
+int ptc_repair_http_new(uv_loop_t *loop, const char *url, const char *model, const char *key_env,
+                        const char *ca_file, ptc_http_log_fn log, void *log_data,
+                        ptc_repair_http_t **out, char *msg, size_t msg_size);
+/** Frees it; requests in flight are cancelled (their callbacks are not called). */
+void ptc_repair_http_free(ptc_repair_http_t *r);
+/** "MODEL at URL" for messages (borrowed). */
+const char *ptc_repair_http_name(const ptc_repair_http_t *r);
+/**
+ * Sends one repair request (the system prompt and prompt, temperature 0, max_tokens). Borrows
+ * prompt. *out is set on 0; cb runs later, never before this returns, with the reply or
+ * PTC_REPAIR_EHTTP, _EREMOTE (an HTTP error status), _EPROTO or _ETOOBIG and a message.
+ */
+int ptc_repair_http_ask(ptc_repair_http_t *r, const char *prompt, ptc_repair_cb cb, void *data,
+                        ptc_repair_http_ask_t **out);
+/** Stops a request in flight; cb is not called. a may be NULL. */
+void ptc_repair_http_cancel(ptc_repair_http_ask_t *a);
 
 /* ---- the replay journal -------------------------------------------------------------------- */
 /*

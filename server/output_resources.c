@@ -5,36 +5,12 @@
 #include "executor.h"
 #include "tools.h"
 
+#include "base.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #define OUTPUT_URI_PREFIX "ptc://output/"
-
-typedef struct text {
-    char *s;
-    size_t len, cap;
-    bool failed;
-} text_t;
-
-static void put(text_t *t, const char *s)
-{
-    size_t n = strlen(s);
-    if (t->failed) return;
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 256;
-        while (cap < t->len + n + 1)
-            cap *= 2;
-        char *ns = realloc(t->s, cap);
-        if (ns == NULL) {
-            t->failed = true;
-            return;
-        }
-        t->s = ns;
-        t->cap = cap;
-    }
-    memcpy(t->s + t->len, s, n + 1);
-    t->len += n;
-}
 
 static int read_output(const char *uri, const cJSON *vars, void *data, cJSON **contents, char *msg,
                        size_t msg_size)
@@ -50,31 +26,32 @@ static int read_output(const char *uri, const cJSON *vars, void *data, cJSON **c
         return MCP_EINVAL;
     }
     if (rc < 0) return MCP_ENOMEM;
-    text_t t = {0};
+    ptc_buf_t t;
+    ptc_buf_init(&t, PTC_CAP_RESOURCE_TEXT);
     bool has_err = page.err[0] != '\0';
-    if (has_err && page.out[0] != '\0') put(&t, "--- stdout ---\n");
-    put(&t, page.out);
+    if (has_err && page.out[0] != '\0') ptc_buf_str(&t, "--- stdout ---\n");
+    ptc_buf_str(&t, page.out);
     if (has_err) {
-        if (t.len > 0 && t.s[t.len - 1] != '\n') put(&t, "\n");
-        put(&t, "--- stderr ---\n");
-        put(&t, page.err);
+        if (t.len > 0 && t.p[t.len - 1] != '\n') ptc_buf_str(&t, "\n");
+        ptc_buf_str(&t, "--- stderr ---\n");
+        ptc_buf_str(&t, page.err);
     }
     if (page.cursor != NULL) {
-        if (t.len > 0 && t.s[t.len - 1] != '\n') put(&t, "\n");
-        put(&t, "[more output: " OUTPUT_URI_PREFIX);
-        put(&t, page.cursor);
-        put(&t, "]");
+        if (t.len > 0 && t.p[t.len - 1] != '\n') ptc_buf_str(&t, "\n");
+        ptc_buf_str(&t, "[more output: " OUTPUT_URI_PREFIX);
+        ptc_buf_str(&t, page.cursor);
+        ptc_buf_str(&t, "]");
     }
-    if (t.len == 0) put(&t, "");
     exec_page_clear(&page);
     cJSON *arr = cJSON_CreateArray();
     cJSON *c = cJSON_CreateObject();
-    bool ok = !t.failed && arr != NULL && c != NULL && cJSON_AddItemToArray(arr, c);
+    char *text = ptc_buf_take(&t, NULL);
+    bool ok = text != NULL && arr != NULL && c != NULL && cJSON_AddItemToArray(arr, c);
     if (!ok) cJSON_Delete(c);
     ok = ok && cJSON_AddStringToObject(c, "uri", uri) != NULL &&
          cJSON_AddStringToObject(c, "mimeType", "text/plain") != NULL &&
-         cJSON_AddStringToObject(c, "text", t.s) != NULL;
-    free(t.s);
+         cJSON_AddStringToObject(c, "text", text) != NULL;
+    free(text);
     if (!ok) {
         cJSON_Delete(arr);
         return MCP_ENOMEM;

@@ -1,7 +1,7 @@
-/* repairers.h - the two repairers: they send a repair request (repair.h) to a model, the
- * client's own through MCP sampling (repairer_sampling.c) or an OpenAI-compatible
- * chat-completions endpoint over HTTPS (repairer_http.c). They need mcp/, so they live with the
- * wiring, and fit the repair loop's "ask the model" operation. Loop-thread only. */
+/* repairers.h - the two repairers behind one ask handle (repairers.c): they send a repair
+ * request (repair.h) to a model, the client's own through MCP sampling (here: it needs mcp/) or
+ * the OpenAI-compatible chat-completions endpoint of repair/ (ptc_repair_http_*), and fit the
+ * repair loop's "ask the model" operation; their codes are mcp_err_t. Loop-thread only. */
 #ifndef PTC_SERVER_REPAIRERS_H
 #define PTC_SERVER_REPAIRERS_H
 
@@ -21,15 +21,12 @@ typedef struct ptc_repair_ask ptc_repair_ask_t; /* one request to a repairer in 
 int ptc_repair_ask_sampling(mcp_call_t *call, const char *prompt, ptc_repair_cb cb, void *data,
                             ptc_repair_ask_t **out);
 
-/** The fallback repairer: an OpenAI-compatible chat-completions endpoint. */
-typedef struct ptc_repairer_http ptc_repairer_http_t;
+/** The fallback repairer (repair.h's ptc_repair_http_t) with the binary's logger. */
+typedef ptc_repair_http_t ptc_repairer_http_t;
 
 /**
- * Creates it: url is the chat-completions endpoint (".../chat/completions" is appended to a
- * URL that does not end so), model the model name, key_env the name of the environment
- * variable holding the API key (NULL: no Authorization header; named but unset: an error),
- * ca_file the --ca-file bundle (NULL: the system's). Reads the CA bundle (blocking: call at
- * start-up). Borrows loop and lg; copies the strings. On error writes what to do to msg.
+ * Creates it (ptc_repair_http_new), the HTTP client's lines in lg (borrowed). MCP_EINVAL or
+ * MCP_ENOMEM with what to do in msg.
  */
 int ptc_repairer_http_new(uv_loop_t *loop, const char *url, const char *model, const char *key_env,
                           const char *ca_file, const mcp_logger_t *lg, ptc_repairer_http_t **out,
@@ -39,8 +36,8 @@ void ptc_repairer_http_free(ptc_repairer_http_t *r);
 /** "MODEL at URL" for messages (borrowed). */
 const char *ptc_repairer_http_name(const ptc_repairer_http_t *r);
 
-/** Sends one repair request (the system prompt and prompt, temperature 0, max_tokens).
- *  Borrows prompt. *out is set on 0; cb runs later, never before this returns. */
+/** Sends one repair request (ptc_repair_http_ask). Borrows prompt. *out is set on 0; cb runs
+ *  later, never before this returns. */
 int ptc_repair_ask_http(ptc_repairer_http_t *r, const char *prompt, ptc_repair_cb cb, void *data,
                         ptc_repair_ask_t **out);
 

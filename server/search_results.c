@@ -2,12 +2,12 @@
  * structuredContent and the text for the model. */
 #include "tools.h"
 
+#include "base.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define TEXT_MAX (1u << 20) /* the rendered list never grows past this */
 
 cJSON *ptc_search_results_json(const reg_registry_t *reg, const reg_result_t *res, size_t n)
 {
@@ -51,55 +51,13 @@ cJSON *ptc_search_results_json(const reg_registry_t *reg, const reg_result_t *re
     return root;
 }
 
-typedef struct out {
-    char *p;
-    size_t n, cap;
-    int err;
-} out_t;
-
-static void put(out_t *o, const char *s, size_t n)
-{
-    if (o->err) return;
-    if (o->n + n + 1 > TEXT_MAX) {
-        o->err = 1;
-        return;
-    }
-    if (o->n + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 1024;
-        while (cap < o->n + n + 1)
-            cap *= 2;
-        char *p = realloc(o->p, cap);
-        if (p == NULL) {
-            o->err = 1;
-            return;
-        }
-        o->p = p;
-        o->cap = cap;
-    }
-    memcpy(o->p + o->n, s, n);
-    o->n += n;
-    o->p[o->n] = 0;
-}
-
-static void puts_(out_t *o, const char *s)
-{
-    put(o, s, strlen(s));
-}
-
 /* Appends s with newlines folded to spaces, cut to max bytes on a UTF-8 boundary. */
-static void put_flat(out_t *o, const char *s, size_t max)
+static void put_flat(ptc_buf_t *o, const char *s, size_t max)
 {
-    size_t n = strlen(s);
-    int cut = 0;
-    if (n > max) {
-        n = max;
-        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-            n--;
-        cut = 1;
-    }
+    size_t len = strlen(s), n = ptc_utf8_cut(s, len, max);
     for (size_t i = 0; i < n; i++)
-        put(o, s[i] == '\n' || s[i] == '\r' ? " " : s + i, 1);
-    if (cut) puts_(o, "...");
+        ptc_buf_append(o, s[i] == '\n' || s[i] == '\r' ? " " : s + i, 1);
+    if (n < len) ptc_buf_str(o, "...");
 }
 
 static int is_required(const cJSON *schema, const char *name)
@@ -117,15 +75,16 @@ char *ptc_search_results_text(const reg_result_t *res, size_t n, size_t desc_max
 {
     if (n > 0 && res == NULL) return NULL;
     if (desc_max == 0) desc_max = 200;
-    out_t o = {0};
-    if (n == 0) puts_(&o, "No matching tools.");
+    ptc_buf_t o;
+    ptc_buf_init(&o, PTC_CAP_SEARCH_TEXT);
+    if (n == 0) ptc_buf_str(&o, "No matching tools.");
     for (size_t i = 0; i < n; i++) {
         const reg_tool_t *t = res[i].tool;
         char head[REG_ID_MAX + 64];
         snprintf(head, sizeof head, "%zu. %s (score %.2f)", i + 1, t->id, (double)res[i].score);
-        puts_(&o, head);
+        ptc_buf_str(&o, head);
         if (t->description[0]) {
-            puts_(&o, ": ");
+            ptc_buf_str(&o, ": ");
             put_flat(&o, t->description, desc_max);
         }
         const cJSON *props = cJSON_GetObjectItemCaseSensitive(t->input_schema, "properties");
@@ -134,16 +93,12 @@ char *ptc_search_results_text(const reg_result_t *res, size_t n, size_t desc_max
         cJSON_ArrayForEach(p, props)
         {
             if (p->string == NULL) continue;
-            puts_(&o, first ? " | params: " : ", ");
+            ptc_buf_str(&o, first ? " | params: " : ", ");
             first = 0;
             put_flat(&o, p->string, 64);
-            if (is_required(t->input_schema, p->string)) puts_(&o, "*");
+            if (is_required(t->input_schema, p->string)) ptc_buf_str(&o, "*");
         }
-        puts_(&o, "\n");
+        ptc_buf_str(&o, "\n");
     }
-    if (o.err) {
-        free(o.p);
-        return NULL;
-    }
-    return o.p;
+    return ptc_buf_take(&o, NULL); /* NULL past the cap or on ENOMEM */
 }

@@ -392,7 +392,7 @@ int ptc_search_open_embedder(const ptc_options_t *o, reg_embedder_t **out, char 
         .url = o->embed_url,
         .remote_model = o->embed_remote_model,
         .key_env = o->embed_key_env,
-        .open_remote = ptc_remote_embedder_open,
+        .open_remote = reg_embedder_remote_open,
         .open_remote_data = (void *)(uintptr_t)o->ca_file,
     };
     return reg_embedder_open(&spec, out, note, note_size, msg, msg_size);

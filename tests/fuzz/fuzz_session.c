@@ -1,6 +1,7 @@
 /* fuzz_session.c - libFuzzer target: bytes -> line framing -> JSON-RPC dispatch of a session with
- * a few tools, including one that stays in flight until the session ends. Finds crashes, leaks
- * and undefined behaviour in everything a client can send. */
+ * a few tools, including one that stays in flight until the session ends, and the 2026-07-28
+ * request shapes (_meta, MRTR inputResponses/requestState, subscriptions/listen). Finds crashes,
+ * leaks and undefined behaviour in everything a client can send. */
 #include "mcp.h"
 
 #include <stdlib.h>
@@ -56,6 +57,37 @@ static void tool_ask(mcp_call_t *call, const cJSON *args, void *data)
     int rc = mcp_session_request(mcp_call_session(call), "roots/list", NULL, "roots", 0, NULL, NULL,
                                  NULL);
     mcp_call_finish_text(call, rc < 0, "%d", rc);
+}
+
+/* 2026-07-28 MRTR: asks (with state) until the client answered "k", then echoes the state. */
+static void tool_mrtr(mcp_call_t *call, const cJSON *args, void *data)
+{
+    (void)args;
+    (void)data;
+    const cJSON *in = mcp_call_input_responses(call);
+    if (mcp_call_is_modern(call) && !cJSON_HasObjectItem(in, "k")) {
+        mcp_call_finish_input_required(
+            call, cJSON_Parse("{\"k\":{\"method\":\"roots/list\",\"params\":{}}}"), "s");
+        return;
+    }
+    const char *st = mcp_call_request_state(call);
+    mcp_call_finish_text(call, false, "%s", st != NULL ? st : "-");
+}
+
+static int get_any(const char *name, const cJSON *args, void *data, cJSON **messages, char *msg,
+                   size_t msg_size);
+
+/* A prompt that asks for "k" through its round before it renders. */
+static int get_round(const char *name, const cJSON *args, mcp_prompt_round_t *round, void *data,
+                     cJSON **messages, char *msg, size_t msg_size)
+{
+    if (round->modern && !cJSON_HasObjectItem(round->input_responses, "k")) {
+        round->input_requests =
+            cJSON_Parse("{\"k\":{\"method\":\"elicitation/create\",\"params\":{}}}");
+        round->next_state = round->state != NULL ? strdup(round->state) : NULL;
+        return MCP_OK;
+    }
+    return get_any(name, args, data, messages, msg, msg_size);
 }
 
 /* A resource read that echoes the URI and any template variables. */
@@ -134,6 +166,7 @@ static harness_t *harness(void)
         {.name = "hold", .handler = tool_hold},
         {.name = "ask", .handler = tool_ask},
         {.name = "z.last-tool_1", .handler = tool_now},
+        {.name = "mrtr", .handler = tool_mrtr},
     };
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
         if (mcp_server_add_tool(h.srv, &defs[i]) < 0) abort();
@@ -146,9 +179,10 @@ static harness_t *harness(void)
     mcp_prompt_def_t p1 = {
         .name = "p", .args = pargs, .n_args = 2, .get = get_any, .complete = complete_any};
     mcp_prompt_def_t p2 = {.name = "q", .title = "Q", .get = get_any};
+    mcp_prompt_def_t p3 = {.name = "r", .get_round = get_round};
     if (mcp_server_add_resource(h.srv, &r1) < 0 || mcp_server_add_resource(h.srv, &r2) < 0 ||
         mcp_server_add_resource_template(h.srv, &t1) < 0 || mcp_server_add_prompt(h.srv, &p1) < 0 ||
-        mcp_server_add_prompt(h.srv, &p2) < 0)
+        mcp_server_add_prompt(h.srv, &p2) < 0 || mcp_server_add_prompt(h.srv, &p3) < 0)
         abort();
     ready = true;
     return &h;

@@ -188,8 +188,9 @@ test('prompts: list, get with arguments, argument validation, completion', async
   const { client, close } = await connect(bin);
   try {
     const { prompts } = await client.listPrompts();
-    assert.deepEqual(prompts.map((p) => p.name).sort(), ['test_prompt_with_arguments',
-      'test_prompt_with_embedded_resource', 'test_prompt_with_image', 'test_simple_prompt']);
+    assert.deepEqual(prompts.map((p) => p.name).sort(), ['test_input_required_result_prompt',
+      'test_prompt_with_arguments', 'test_prompt_with_embedded_resource', 'test_prompt_with_image',
+      'test_simple_prompt']);
     const withArgs = prompts.find((p) => p.name === 'test_prompt_with_arguments');
     assert.deepEqual(withArgs.arguments.map((a) => [a.name, a.required]), [['arg1', true], ['arg2', true]]);
     const got = await client.getPrompt({ name: 'test_prompt_with_arguments', arguments: { arg1: 'hello', arg2: 'world' } });

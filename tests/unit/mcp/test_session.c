@@ -264,6 +264,217 @@ static void shutdown_waits_for_calls_then_cancels_after_grace(void **state)
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "isError")));
 }
 
+/* --- MCP 2026-07-28: stateless requests, MRTR ------------------------------------------- */
+
+#define META26(caps)                                                                               \
+    "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","                       \
+    "\"io.modelcontextprotocol/clientCapabilities\":" caps
+
+static int error_code(const cJSON *msg)
+{
+    const cJSON *c = cJSON_GetObjectItem(cJSON_GetObjectItem(msg, "error"), "code");
+    return cJSON_IsNumber(c) ? c->valueint : 0;
+}
+
+static const cJSON *result_of(const cJSON *msg)
+{
+    const cJSON *r = cJSON_GetObjectItem(msg, "result");
+    assert_non_null(r);
+    return r;
+}
+
+static void modern_requests_are_served_beside_the_legacy_session(void **state)
+{
+    env_t *e = *state;
+    add_tool(e, "echo", tool_now);
+    /* No initialize: a request with the 2026 _meta is served on its own. */
+    feed(e,
+         "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{" META26("{}") "}}}");
+    const cJSON *r = result_of(last(&e->sink));
+    assert_string_equal(cJSON_GetObjectItem(r, "resultType")->valuestring, "complete");
+    assert_int_equal(cJSON_GetObjectItem(r, "ttlMs")->valueint, 0);
+    assert_string_equal(cJSON_GetObjectItem(r, "cacheScope")->valuestring, "private");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r, "tools")), 1);
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"server/discover\",\"params\":{" META26(
+                "{}") "}}}");
+    r = result_of(last(&e->sink));
+    assert_string_equal(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(r, "supportedVersions"), 0)->valuestring,
+        MCP_PROTOCOL_MODERN);
+    assert_string_equal(
+        cJSON_GetObjectItem(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(r, "_meta"), MCP_META_SERVER_INFO), "name")
+            ->valuestring,
+        "ptc-mcp");
+    /* The session stays uninitialized: a legacy request is still refused. */
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\"}");
+    assert_int_equal(error_code(last(&e->sink)), MCP_JSONRPC_INVALID_REQUEST);
+    /* Version, _meta and removed methods. */
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
+            "\"io.modelcontextprotocol/protocolVersion\":\"2030-01-01\","
+            "\"io.modelcontextprotocol/clientCapabilities\":{}}}}");
+    cJSON *m = last(&e->sink);
+    assert_int_equal(error_code(m), MCP_ERR_UNSUPPORTED_PROTOCOL_VERSION);
+    const cJSON *data = cJSON_GetObjectItem(cJSON_GetObjectItem(m, "error"), "data");
+    assert_string_equal(cJSON_GetObjectItem(data, "requested")->valuestring, "2030-01-01");
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(data, "supported"), 0)->valuestring,
+                        MCP_PROTOCOL_MODERN);
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
+            "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}}}");
+    assert_int_equal(error_code(last(&e->sink)), MCP_JSONRPC_INVALID_PARAMS);
+    assert_int_equal(cJSON_GetObjectItem(last(&e->sink), "id")->valueint, 5);
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\",\"params\":{" META26("{}") "}}}");
+    assert_int_equal(error_code(last(&e->sink)), MCP_JSONRPC_METHOD_NOT_FOUND);
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
+            "\"arguments\":{}," META26("{}") "}}}");
+    r = result_of(last(&e->sink));
+    assert_string_equal(cJSON_GetObjectItem(r, "resultType")->valuestring, "complete");
+    assert_null(cJSON_GetObjectItem(r, "ttlMs")); /* a call is not cacheable */
+    /* initialize still selects the legacy protocol, whose results carry no 2026 fields. */
+    init(e);
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/list\"}");
+    r = result_of(last(&e->sink));
+    assert_null(cJSON_GetObjectItem(r, "resultType"));
+    assert_null(cJSON_GetObjectItem(r, "ttlMs"));
+}
+
+#define RETRY_FMT                                                                                  \
+    "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{"                        \
+    "\"name\":\"%s\",\"inputResponses\":{\"ok\":{\"action\":\"accept\"}},"                         \
+    "\"requestState\":\"%s\"," META26("{\"elicitation\":{}}") "}}}"
+
+/* Asks for a confirmation in round 1 (state "asked"), answers in round 2. */
+static void tool_confirm(mcp_call_t *call, const cJSON *args, void *data)
+{
+    (void)args;
+    (void)data;
+    /* 2026-07-28 has no server-to-client requests. */
+    if (mcp_call_is_modern(call))
+        assert_int_equal(
+            mcp_call_request(call, "elicitation/create", cJSON_CreateObject(), NULL, NULL, NULL),
+            MCP_ENOTSUP);
+    if (!mcp_call_is_modern(call)) {
+        mcp_call_finish_input_required(call, cJSON_Parse("{}"), NULL);
+        return;
+    }
+    const char *st = mcp_call_request_state(call);
+    const cJSON *in = mcp_call_input_responses(call);
+    if (st == NULL) {
+        mcp_call_finish_input_required(
+            call,
+            cJSON_Parse("{\"ok\":{\"method\":\"elicitation/create\",\"params\":{\"message\":"
+                        "\"Sure?\",\"requestedSchema\":{\"type\":\"object\"}}}}"),
+            "asked");
+        return;
+    }
+    assert_string_equal(st, "asked");
+    mcp_call_finish_text(call, false, "confirmed: %s",
+                         cJSON_GetObjectItem(cJSON_GetObjectItem(in, "ok"), "action")->valuestring);
+}
+
+static void mrtr_state_round_trips_and_tampering_is_refused(void **state)
+{
+    env_t *e = *state;
+    add_tool(e, "confirm", tool_confirm);
+    add_tool(e, "other", tool_confirm);
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+            "\"confirm\"," META26("{\"elicitation\":{}}") "}}}");
+    const cJSON *r = result_of(last(&e->sink));
+    assert_string_equal(cJSON_GetObjectItem(r, "resultType")->valuestring, "input_required");
+    assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "inputRequests"), "ok"));
+    const char *rs = cJSON_GetObjectItem(r, "requestState")->valuestring;
+    assert_null(strstr(rs, "asked")); /* opaque, not the tool's words */
+    char good[512], bad[512], msg[1400];
+    snprintf(good, sizeof good, "%s", rs);
+    snprintf(bad, sizeof bad, "%s", rs);
+    bad[strlen(bad) - 2] = bad[strlen(bad) - 2] == 'A' ? 'B' : 'A';
+
+    snprintf(msg, sizeof msg, RETRY_FMT, 2, "confirm", bad);
+    feed(e, msg);
+    assert_int_equal(error_code(last(&e->sink)), MCP_JSONRPC_INVALID_PARAMS);
+    snprintf(msg, sizeof msg, RETRY_FMT, 3, "other", good); /* another tool's state */
+    feed(e, msg);
+    assert_int_equal(error_code(last(&e->sink)), MCP_JSONRPC_INVALID_PARAMS);
+    snprintf(msg, sizeof msg, RETRY_FMT, 4, "confirm", good);
+    feed(e, msg);
+    r = result_of(last(&e->sink));
+    assert_string_equal(cJSON_GetObjectItem(r, "resultType")->valuestring, "complete");
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(r, "content"), 0), "text")
+            ->valuestring,
+        "confirmed: accept");
+    /* A non-object answer never reaches the tool. */
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
+            "\"confirm\",\"inputResponses\":{\"ok\":3}," META26("{\"elicitation\":{}}") "}}}");
+    assert_int_equal(error_code(last(&e->sink)), MCP_JSONRPC_INVALID_PARAMS);
+    /* Without the capability the input request needs: -32021 naming it. */
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":"
+            "\"confirm\"," META26("{}") "}}}");
+    cJSON *m = last(&e->sink);
+    assert_int_equal(error_code(m), MCP_ERR_MISSING_CLIENT_CAPABILITY);
+    assert_non_null(cJSON_GetObjectItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "error"), "data"),
+                            "requiredCapabilities"),
+        "elicitation"));
+    /* A legacy call cannot finish with an InputRequiredResult. */
+    init(e);
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":"
+            "\"confirm\"}}");
+    assert_int_equal(error_code(last(&e->sink)), MCP_JSONRPC_INTERNAL_ERROR);
+}
+
+static const char *method_of(const cJSON *msg)
+{
+    const cJSON *m = cJSON_GetObjectItem(msg, "method");
+    return cJSON_IsString(m) ? m->valuestring : "";
+}
+
+static const char *sub_id_of(const cJSON *msg)
+{
+    const cJSON *id =
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(msg, "params"), "_meta"),
+                            "io.modelcontextprotocol/subscriptionId");
+    return cJSON_IsString(id) ? id->valuestring : NULL;
+}
+
+static void listen_streams_get_what_they_asked_for(void **state)
+{
+    env_t *e = *state;
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":\"t\",\"method\":\"subscriptions/listen\",\"params\":{"
+            "\"notifications\":{\"toolsListChanged\":true,\"promptsListChanged\":true}," META26(
+                "{}") "}}}");
+    cJSON *ack = last(&e->sink);
+    assert_string_equal(method_of(ack), "notifications/subscriptions/acknowledged");
+    char tools_sub[32];
+    snprintf(tools_sub, sizeof tools_sub, "%s", sub_id_of(ack));
+    const cJSON *honored = cJSON_GetObjectItem(cJSON_GetObjectItem(ack, "params"), "notifications");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(honored, "toolsListChanged")));
+    /* No prompts registered: not honoured, so not promised. */
+    assert_null(cJSON_GetObjectItem(honored, "promptsListChanged"));
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":\"r\",\"method\":\"subscriptions/listen\",\"params\":{"
+            "\"notifications\":{\"resourcesListChanged\":true}," META26("{}") "}}}");
+    sink_clear(&e->sink);
+    add_tool(e, "new_tool", tool_now);
+    /* Only the tools subscription hears of it, tagged with its id; no legacy list_changed
+     * (the session never initialized). */
+    assert_int_equal(e->sink.n, 1);
+    assert_string_equal(method_of(e->sink.msgs[0]), "notifications/tools/list_changed");
+    assert_string_equal(sub_id_of(e->sink.msgs[0]), tools_sub);
+    /* Cancelled by the client, it hears nothing more. */
+    feed(e, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+            "\"requestId\":\"t\"}}");
+    sink_clear(&e->sink);
+    add_tool(e, "newer_tool", tool_now);
+    assert_int_equal(e->sink.n, 0);
+    /* A graceful end answers the remaining one. */
+    int idled = 0;
+    mcp_session_shutdown(e->sess, idle, &idled);
+    assert_int_equal(idled, 1);
+    cJSON *end = last(&e->sink);
+    assert_string_equal(cJSON_GetObjectItem(end, "id")->valuestring, "r");
+    assert_string_equal(cJSON_GetObjectItem(result_of(end), "resultType")->valuestring, "complete");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -275,6 +486,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(freeing_a_session_cancels_calls_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(shutdown_waits_for_calls_then_cancels_after_grace, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(modern_requests_are_served_beside_the_legacy_session, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(mrtr_state_round_trips_and_tampering_is_refused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(listen_streams_get_what_they_asked_for, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "base.h"
 #include "registry.h"
 
 static int valid_id(const char *id)
@@ -320,10 +321,48 @@ static void test_find_by_server_and_name(void **state)
     reg_catalog_free(cat);
 }
 
+/* A description past the texts' caps is cut at a character boundary, never inside one. */
+static void test_long_texts_are_cut_on_a_character(void **state)
+{
+    (void)state;
+    reg_catalog_t *cat;
+    assert_int_equal(reg_catalog_new(&cat), REG_OK);
+    size_t n = 3 * (size_t)REG_TEXT_MAX; /* past the index text's cap too */
+    char *desc = malloc(n + 1);
+    assert_non_null(desc);
+    /* "euros. x" and then U+20AC (3 bytes) up to the end: both caps fall inside one. */
+    desc[0] = 'x';
+    for (size_t i = 1; i + 3 <= n; i += 3)
+        memcpy(desc + i, "\xE2\x82\xAC", 3);
+    desc[1 + (n - 1) / 3 * 3] = '\0';
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "name", "euros");
+    cJSON_AddStringToObject(t, "description", desc);
+    const reg_tool_t *tool;
+    char msg[256];
+    assert_int_equal(reg_catalog_add(cat, "s", t, msg, sizeof msg, &tool), REG_OK);
+    assert_true(ptc_utf8_valid(tool->description, strlen(tool->description)));
+    char *e = reg_tool_embed_text(tool);
+    assert_non_null(e);
+    assert_true(strlen(e) < REG_EMBED_TEXT_MAX);
+    assert_true(strlen(e) > REG_EMBED_TEXT_MAX - 4);
+    assert_true(ptc_utf8_valid(e, strlen(e)));
+    free(e);
+    char *x = reg_tool_index_text(tool);
+    assert_non_null(x);
+    assert_true(strlen(x) < 2 * (size_t)REG_TEXT_MAX);
+    assert_true(ptc_utf8_valid(x, strlen(x)));
+    free(x);
+    cJSON_Delete(t);
+    free(desc);
+    reg_catalog_free(cat);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sanitize_replaces_foreign_bytes),
+        cmocka_unit_test(test_long_texts_are_cut_on_a_character),
         cmocka_unit_test(test_make_id_fits_128),
         cmocka_unit_test(test_collisions_get_deterministic_suffixes),
         cmocka_unit_test(test_collision_suffix_fits_128),

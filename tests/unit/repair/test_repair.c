@@ -318,6 +318,34 @@ static void a_full_journal_is_marked_lost(void **state)
     ptc_journal_free(j);
 }
 
+static char *content_text_of(const char *json)
+{
+    cJSON *c = cJSON_Parse(json);
+    assert_non_null(c);
+    char *t = ptc_repair_content_text(c);
+    cJSON_Delete(c);
+    return t;
+}
+
+static void a_message_content_gives_its_text_blocks_joined(void **state)
+{
+    (void)state;
+    char *t = content_text_of("\"plain\"");
+    assert_string_equal(t, "plain");
+    free(t);
+    t = content_text_of("{\"type\":\"text\",\"text\":\"one\"}");
+    assert_string_equal(t, "one");
+    free(t);
+    /* Blocks without text are skipped; an empty text adds no separator. */
+    t = content_text_of("[{\"type\":\"image\",\"data\":\"x\"},{\"type\":\"text\",\"text\":\"\"},"
+                        "{\"type\":\"text\",\"text\":\"a\"},\"b\"]");
+    assert_string_equal(t, "a\nb");
+    free(t);
+    assert_null(content_text_of("[{\"type\":\"image\",\"data\":\"x\"}]"));
+    assert_null(content_text_of("{\"type\":\"image\",\"data\":\"x\"}"));
+    assert_null(content_text_of("42"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +360,7 @@ int main(void)
         cmocka_unit_test(journal_keys_are_canonical_json_of_the_arguments),
         cmocka_unit_test(the_journal_keeps_successes_by_occurrence_across_attempts),
         cmocka_unit_test(a_full_journal_is_marked_lost),
+        cmocka_unit_test(a_message_content_gives_its_text_blocks_joined),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
-/* http_client_tls.c - TLS for the outbound HTTP client: mbedTLS over memory BIOs (libuv keeps
+/* tls.c - TLS for the outbound HTTP client: mbedTLS over memory BIOs (libuv keeps
  * the socket), the handshake with SNI and the certificate check, and the CA bundle. */
-#include "http_client_internal.h"
+#include "internal.h"
 
 #include <mbedtls/error.h>
 
@@ -8,20 +8,20 @@
 #include <unistd.h>
 
 /* Plaintext bytes taken out of mbedTLS per mbedtls_ssl_read(). */
-#define MCP_HTTP_PLAIN_CHUNK (16 * 1024)
+#define PTC_HTTP_PLAIN_CHUNK (16 * 1024)
 
 /* ---------------------------------------------------------------------------------------- */
 /* TLS                                                                                       */
 
 static int bio_send(void *ctx, const unsigned char *buf, size_t len)
 {
-    mcp_http_req_t *r = ctx;
-    return mcp__hbuf_append(&r->out, buf, len) < 0 ? MBEDTLS_ERR_SSL_ALLOC_FAILED : (int)len;
+    ptc_http_req_t *r = ctx;
+    return ptc__hbuf_append(&r->out, buf, len) < 0 ? MBEDTLS_ERR_SSL_ALLOC_FAILED : (int)len;
 }
 
 static int bio_recv(void *ctx, unsigned char *buf, size_t len)
 {
-    mcp_http_req_t *r = ctx;
+    ptc_http_req_t *r = ctx;
     if (r->tls_in_len == 0) return r->eof ? 0 : MBEDTLS_ERR_SSL_WANT_READ;
     size_t n = len < r->tls_in_len ? len : r->tls_in_len;
     memcpy(buf, r->tls_in, n);
@@ -39,13 +39,13 @@ static bool tls_retry(int ret)
     return false;
 }
 
-static void tls_fail(mcp_http_req_t *r, int ret)
+static void tls_fail(ptc_http_req_t *r, int ret)
 {
     char err[200];
     mbedtls_strerror(ret, err, sizeof err);
     uint32_t flags = r->ssl_inited ? mbedtls_ssl_get_verify_result(&r->ssl) : 0;
     if (ret == MBEDTLS_ERR_SSL_CONN_EOF || (r->eof && (ret == 0 || tls_retry(ret)))) {
-        mcp__http_req_fail(r, MCP_ETLS, "%s closed the connection during the TLS handshake",
+        ptc__http_req_fail(r, PTC_HTTP_ETLS, "%s closed the connection during the TLS handshake",
                            r->where);
     } else if (flags != 0 && flags != (uint32_t)-1) {
         char info[400];
@@ -54,19 +54,19 @@ static void tls_fail(mcp_http_req_t *r, int ret)
         /* verify_info writes one line per reason; join them. */
         for (int i = 0; i < n && info[i]; i++)
             if (info[i] == '\n') info[i] = (i + 1 < n && info[i + 1]) ? ';' : '\0';
-        mcp__http_req_fail(
-            r, MCP_ETLS,
+        ptc__http_req_fail(
+            r, PTC_HTTP_ETLS,
             "TLS handshake with %s failed: %s (certificate rejected: %s); check the host name, "
             "or pass --ca-file if the server uses a private CA",
             r->where, err, info);
     } else {
-        mcp__http_req_fail(r, MCP_ETLS, "TLS handshake with %s failed: %s (-0x%04x)", r->where, err,
-                           (unsigned)-ret);
+        ptc__http_req_fail(r, PTC_HTTP_ETLS, "TLS handshake with %s failed: %s (-0x%04x)", r->where,
+                           err, (unsigned)-ret);
     }
 }
 
 /* Writes the whole request through TLS (the memory BIO never blocks), then drops it. */
-static int tls_write_request(mcp_http_req_t *r)
+static int tls_write_request(ptc_http_req_t *r)
 {
     size_t off = 0;
     while (off < r->request.len) {
@@ -75,16 +75,16 @@ static int tls_write_request(mcp_http_req_t *r)
         if (n < 0) return n;
         off += (size_t)n;
     }
-    mcp__hbuf_free(&r->request);
+    ptc_buf_free(&r->request);
     return 0;
 }
 
 /* Runs the TLS state machine over the ciphertext in tls_in (all of it is consumed). */
-void mcp__http_req_tls_pump(mcp_http_req_t *r)
+void ptc__http_req_tls_pump(ptc_http_req_t *r)
 {
     if (!r->handshake_done) {
         int ret = mbedtls_ssl_handshake(&r->ssl);
-        if (!mcp__http_req_flush_out(r)) return;
+        if (!ptc__http_req_flush_out(r)) return;
         if (ret != 0 && tls_retry(ret) && !r->eof) return;
         if (ret != 0) {
             tls_fail(r, ret);
@@ -97,18 +97,18 @@ void mcp__http_req_tls_pump(mcp_http_req_t *r)
             tls_fail(r, ret);
             return;
         }
-        if (!mcp__http_req_flush_out(r)) return;
+        if (!ptc__http_req_flush_out(r)) return;
     }
     for (;;) {
-        unsigned char plain[MCP_HTTP_PLAIN_CHUNK];
+        unsigned char plain[PTC_HTTP_PLAIN_CHUNK];
         int n = mbedtls_ssl_read(&r->ssl, plain, sizeof plain);
         if (n > 0) {
-            mcp__http_req_feed(r, (const char *)plain, (size_t)n);
+            ptc__http_req_feed(r, (const char *)plain, (size_t)n);
             if (r->done) return;
             continue;
         }
         if (n == 0 || n == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY || n == MBEDTLS_ERR_SSL_CONN_EOF) {
-            mcp__http_req_on_eof(r);
+            ptc__http_req_on_eof(r);
             return;
         }
         if (tls_retry(n)) {
@@ -117,21 +117,21 @@ void mcp__http_req_tls_pump(mcp_http_req_t *r)
         }
         char err[200];
         mbedtls_strerror(n, err, sizeof err);
-        mcp__http_req_fail(r, MCP_ETLS, "TLS error reading from %s: %s (-0x%04x)", r->where, err,
-                           (unsigned)-n);
+        ptc__http_req_fail(r, PTC_HTTP_ETLS, "TLS error reading from %s: %s (-0x%04x)", r->where,
+                           err, (unsigned)-n);
         return;
     }
     /* Reading may have produced records to send (alerts, key updates). */
-    mcp__http_req_flush_out(r);
+    ptc__http_req_flush_out(r);
 }
 
-void mcp__http_req_start_tls(mcp_http_req_t *r)
+void ptc__http_req_start_tls(ptc_http_req_t *r)
 {
-    mcp_http_client_t *c = r->client;
+    ptc_http_client_t *c = r->client;
     if (!c->have_ca) {
-        mcp__http_req_fail(
-            r, MCP_ETLS, "cannot verify %s: no CA bundle was found on this system; pass --ca-file",
-            r->where);
+        ptc__http_req_fail(
+            r, PTC_HTTP_ETLS,
+            "cannot verify %s: no CA bundle was found on this system; pass --ca-file", r->where);
         return;
     }
     mbedtls_ssl_init(&r->ssl);
@@ -144,7 +144,7 @@ void mcp__http_req_start_tls(mcp_http_req_t *r)
     }
     mbedtls_ssl_set_bio(&r->ssl, r, bio_send, bio_recv, NULL);
     r->tls_in_len = 0;
-    mcp__http_req_tls_pump(r); /* sends the ClientHello */
+    ptc__http_req_tls_pump(r); /* sends the ClientHello */
 }
 
 /* Where distributions keep the system CA bundle; the first readable one is used. */
@@ -157,7 +157,7 @@ static const char *const system_ca_files[] = {
     "/usr/local/share/certs/ca-root-nss.crt",            /* FreeBSD */
 };
 
-int mcp__http_client_load_ca(mcp_http_client_t *c, const char *ca_file)
+int ptc__http_client_load_ca(ptc_http_client_t *c, const char *ca_file)
 {
     const char *path = ca_file;
     if (path == NULL) {
@@ -168,10 +168,10 @@ int mcp__http_client_load_ca(mcp_http_client_t *c, const char *ca_file)
             }
         }
         if (path == NULL) {
-            mcp_log(c->lg, MCP_LOG_WARNING,
-                    "no system CA bundle found; https requests will fail until --ca-file is "
-                    "given");
-            return MCP_OK;
+            ptc__http_log(c, PTC_HTTP_LOG_WARNING,
+                          "no system CA bundle found; https requests will fail until --ca-file is "
+                          "given");
+            return PTC_HTTP_OK;
         }
     }
     /* A positive result counts certificates that did not parse; the others are usable. */
@@ -180,13 +180,13 @@ int mcp__http_client_load_ca(mcp_http_client_t *c, const char *ca_file)
     if (ret < 0) {
         char err[200];
         mbedtls_strerror(ret, err, sizeof err);
-        mcp_log(c->lg, MCP_LOG_ERROR, "cannot load the CA bundle %s: %s; give a PEM file", path,
-                err);
-        return ca_file != NULL ? MCP_EINVAL : MCP_OK;
+        ptc__http_log(c, PTC_HTTP_LOG_ERROR, "cannot load the CA bundle %s: %s; give a PEM file",
+                      path, err);
+        return ca_file != NULL ? PTC_HTTP_EINVAL : PTC_HTTP_OK;
     }
     if (ret > 0)
-        mcp_log(c->lg, MCP_LOG_DEBUG, "CA bundle %s: %d certificates skipped (unparsable)", path,
-                ret);
+        ptc__http_log(c, PTC_HTTP_LOG_DEBUG, "CA bundle %s: %d certificates skipped (unparsable)",
+                      path, ret);
     c->have_ca = true;
-    return MCP_OK;
+    return PTC_HTTP_OK;
 }

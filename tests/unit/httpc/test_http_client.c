@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "http_internal.h"
-#include "mcp.h"
+#include "httpc.h"
+#include "url.h"
 
 #include <mbedtls/bignum.h>
 #include <mbedtls/ctr_drbg.h>
@@ -478,12 +478,12 @@ static char *dup_or_null(const char *s, size_t n)
     return d;
 }
 
-static void on_result(void *data, int err, const mcp_http_response_t *resp, const char *msg)
+static void on_result(void *data, int err, const ptc_http_response_t *resp, const char *msg)
 {
     result_t *res = data;
     res->calls++;
     res->err = err;
-    if (err == MCP_OK) {
+    if (err == PTC_HTTP_OK) {
         assert_non_null(resp);
         assert_null(msg);
         res->status = resp->status;
@@ -499,9 +499,15 @@ static void on_result(void *data, int err, const mcp_http_response_t *resp, cons
     }
 }
 
-static void client_opts(fixture_t *f, mcp_http_client_opts_t *o)
+/* PTC_TEST_VERBOSE=1: the client's lines on stderr. */
+static void log_line(void *data, int level, const char *line)
 {
-    mcp_http_client_opts_default(o);
+    fprintf(data, "http client (%d): %s\n", level, line);
+}
+
+static void client_opts(fixture_t *f, ptc_http_client_opts_t *o)
+{
+    ptc_http_client_opts_default(o);
     o->ca_file = f->pki.ca_path;
     o->connect_timeout_ms = TEST_TIMEOUT_MS;
     o->total_timeout_ms = TEST_TIMEOUT_MS;
@@ -510,29 +516,29 @@ static void client_opts(fixture_t *f, mcp_http_client_opts_t *o)
 
 /* Runs one request to completion on a fresh loop and client; checks the callback ran once and
  * that every handle was closed. */
-static void run_with(fixture_t *f, const mcp_http_client_opts_t *opts, const char *method,
+static void run_with(fixture_t *f, const ptc_http_client_opts_t *opts, const char *method,
                      const char *url, const char *body, result_t *res)
 {
     memset(res, 0, sizeof *res);
     uv_loop_t loop;
     assert_int_equal(uv_loop_init(&loop), 0);
-    mcp_http_client_t *c = NULL;
-    mcp_http_client_opts_t o;
+    ptc_http_client_t *c = NULL;
+    ptc_http_client_opts_t o;
     if (opts == NULL) {
         client_opts(f, &o);
         opts = &o;
     }
     /* PTC_TEST_VERBOSE=1 shows the client's debug log, with every error message. */
-    mcp_logger_t lg = {.out = stderr, .level = MCP_LOG_DEBUG};
     bool verbose = getenv("PTC_TEST_VERBOSE") != NULL;
-    assert_int_equal(mcp_http_client_new(&loop, opts, verbose ? &lg : NULL, &c), MCP_OK);
-    mcp_http_header_t hdr[] = {{"X-Test", "yes"}};
-    assert_int_equal(mcp_http_request(c, method, url, hdr, 1, body, body ? strlen(body) : 0,
+    assert_int_equal(ptc_http_client_new(&loop, opts, verbose ? log_line : NULL, stderr, &c),
+                     PTC_HTTP_OK);
+    ptc_http_header_t hdr[] = {{"X-Test", "yes"}};
+    assert_int_equal(ptc_http_request(c, method, url, hdr, 1, body, body ? strlen(body) : 0,
                                       on_result, res, NULL),
-                     MCP_OK);
+                     PTC_HTTP_OK);
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(res->calls, 1);
-    mcp_http_client_free(c);
+    ptc_http_client_free(c);
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&loop), 0);
 }
@@ -554,29 +560,30 @@ static void url_of(char *out, size_t cap, const char *scheme, const char *host, 
 static void url_parse_accepts_hosts_ports_and_targets(void **state)
 {
     (void)state;
-    mcp__http_url_t u;
+    ptc__http_url_t u;
     assert_int_equal(
-        mcp__http_url_parse("https://api.example.com/v1/embeddings?x=1#frag", &u, NULL), MCP_OK);
+        ptc__http_url_parse("https://api.example.com/v1/embeddings?x=1#frag", &u, NULL),
+        PTC_HTTP_OK);
     assert_true(u.tls);
     assert_string_equal(u.host, "api.example.com");
     assert_int_equal(u.port, 443);
     assert_true(u.default_port);
     assert_string_equal(u.target, "/v1/embeddings?x=1");
-    mcp__http_url_free(&u);
+    ptc__http_url_free(&u);
 
-    assert_int_equal(mcp__http_url_parse("HTTP://[::1]:8080?q", &u, NULL), MCP_OK);
+    assert_int_equal(ptc__http_url_parse("HTTP://[::1]:8080?q", &u, NULL), PTC_HTTP_OK);
     assert_false(u.tls);
     assert_true(u.ipv6);
     assert_string_equal(u.host, "::1");
     assert_int_equal(u.port, 8080);
     assert_false(u.default_port);
     assert_string_equal(u.target, "/?q");
-    mcp__http_url_free(&u);
+    ptc__http_url_free(&u);
 
-    assert_int_equal(mcp__http_url_parse("http://localhost", &u, NULL), MCP_OK);
+    assert_int_equal(ptc__http_url_parse("http://localhost", &u, NULL), PTC_HTTP_OK);
     assert_int_equal(u.port, 80);
     assert_string_equal(u.target, "/");
-    mcp__http_url_free(&u);
+    ptc__http_url_free(&u);
 }
 
 static void url_parse_rejects_malformed_urls(void **state)
@@ -602,13 +609,13 @@ static void url_parse_rejects_malformed_urls(void **state)
         "",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        mcp__http_url_t u;
+        ptc__http_url_t u;
         const char *why = NULL;
-        int rc = mcp__http_url_parse(bad[i], &u, &why);
-        if (rc != MCP_EINVAL) print_error("accepted: '%s'\n", bad[i]);
-        assert_int_equal(rc, MCP_EINVAL);
+        int rc = ptc__http_url_parse(bad[i], &u, &why);
+        if (rc != PTC_HTTP_EINVAL) print_error("accepted: '%s'\n", bad[i]);
+        assert_int_equal(rc, PTC_HTTP_EINVAL);
         assert_non_null(why);
-        mcp__http_url_free(&u);
+        ptc__http_url_free(&u);
     }
 }
 
@@ -617,33 +624,33 @@ static void request_rejects_bad_arguments_without_calling_back(void **state)
     fixture_t *f = *state;
     uv_loop_t loop;
     assert_int_equal(uv_loop_init(&loop), 0);
-    mcp_http_client_opts_t o;
+    ptc_http_client_opts_t o;
     client_opts(f, &o);
-    mcp_http_client_t *c = NULL;
-    assert_int_equal(mcp_http_client_new(&loop, &o, NULL, &c), MCP_OK);
+    ptc_http_client_t *c = NULL;
+    assert_int_equal(ptc_http_client_new(&loop, &o, NULL, NULL, &c), PTC_HTTP_OK);
     result_t res = {0};
     char url[128];
     url_of(url, sizeof url, "http", "127.0.0.1", &f->plain, "/hello");
-    mcp_http_header_t inject[] = {{"X-A", "b\r\nX-Injected: 1"}};
-    mcp_http_header_t reserved[] = {{"Content-Length", "3"}};
-    mcp_http_header_t badname[] = {{"Bad Name", "v"}};
-    assert_int_equal(mcp_http_request(c, "GET", url, inject, 1, NULL, 0, on_result, &res, NULL),
-                     MCP_EINVAL);
-    assert_int_equal(mcp_http_request(c, "GET", url, reserved, 1, NULL, 0, on_result, &res, NULL),
-                     MCP_EINVAL);
-    assert_int_equal(mcp_http_request(c, "GET", url, badname, 1, NULL, 0, on_result, &res, NULL),
-                     MCP_EINVAL);
-    assert_int_equal(mcp_http_request(c, "GE T", url, NULL, 0, NULL, 0, on_result, &res, NULL),
-                     MCP_EINVAL);
+    ptc_http_header_t inject[] = {{"X-A", "b\r\nX-Injected: 1"}};
+    ptc_http_header_t reserved[] = {{"Content-Length", "3"}};
+    ptc_http_header_t badname[] = {{"Bad Name", "v"}};
+    assert_int_equal(ptc_http_request(c, "GET", url, inject, 1, NULL, 0, on_result, &res, NULL),
+                     PTC_HTTP_EINVAL);
+    assert_int_equal(ptc_http_request(c, "GET", url, reserved, 1, NULL, 0, on_result, &res, NULL),
+                     PTC_HTTP_EINVAL);
+    assert_int_equal(ptc_http_request(c, "GET", url, badname, 1, NULL, 0, on_result, &res, NULL),
+                     PTC_HTTP_EINVAL);
+    assert_int_equal(ptc_http_request(c, "GE T", url, NULL, 0, NULL, 0, on_result, &res, NULL),
+                     PTC_HTTP_EINVAL);
     assert_int_equal(
-        mcp_http_request(c, "GET", "http://u@127.0.0.1/", NULL, 0, NULL, 0, on_result, &res, NULL),
-        MCP_EINVAL);
+        ptc_http_request(c, "GET", "http://u@127.0.0.1/", NULL, 0, NULL, 0, on_result, &res, NULL),
+        PTC_HTTP_EINVAL);
     assert_int_equal(
-        mcp_http_request(c, "GET", "file:///etc/passwd", NULL, 0, NULL, 0, on_result, &res, NULL),
-        MCP_EINVAL);
+        ptc_http_request(c, "GET", "file:///etc/passwd", NULL, 0, NULL, 0, on_result, &res, NULL),
+        PTC_HTTP_EINVAL);
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(res.calls, 0);
-    mcp_http_client_free(c);
+    ptc_http_client_free(c);
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
@@ -652,11 +659,11 @@ static void missing_ca_file_fails_client_creation(void **state)
     (void)state;
     uv_loop_t loop;
     assert_int_equal(uv_loop_init(&loop), 0);
-    mcp_http_client_opts_t o;
-    mcp_http_client_opts_default(&o);
+    ptc_http_client_opts_t o;
+    ptc_http_client_opts_default(&o);
     o.ca_file = "no-such-dir/no-such-ca.pem";
-    mcp_http_client_t *c = NULL;
-    assert_int_equal(mcp_http_client_new(&loop, &o, NULL, &c), MCP_EINVAL);
+    ptc_http_client_t *c = NULL;
+    assert_int_equal(ptc_http_client_new(&loop, &o, NULL, NULL, &c), PTC_HTTP_EINVAL);
     assert_null(c);
     assert_int_equal(uv_loop_close(&loop), 0);
 }
@@ -668,7 +675,7 @@ static void http_get_returns_status_body_and_content_type(void **state)
     url_of(url, sizeof url, "http", "127.0.0.1", &f->plain, "/hello");
     result_t res;
     run(f, "GET", url, NULL, &res);
-    assert_int_equal(res.err, MCP_OK);
+    assert_int_equal(res.err, PTC_HTTP_OK);
     assert_int_equal(res.status, 200);
     assert_int_equal(res.body_len, 5);
     assert_string_equal(res.body, "hello");
@@ -683,7 +690,7 @@ static void http_post_sends_host_length_and_body(void **state)
     url_of(url, sizeof url, "http", "127.0.0.1", &f->plain, "/echo");
     result_t res;
     run(f, "POST", url, "{\"input\":\"abc\"}", &res);
-    assert_int_equal(res.err, MCP_OK);
+    assert_int_equal(res.err, PTC_HTTP_OK);
     assert_int_equal(res.status, 201);
     snprintf(want, sizeof want, "POST host=127.0.0.1:%u connection=close body={\"input\":\"abc\"}",
              (unsigned)f->plain.port);
@@ -699,8 +706,8 @@ static void https_get_and_post_verify_the_test_ca(void **state)
     url_of(url, sizeof url, "https", "localhost", &f->tls, "/hello");
     result_t res;
     run(f, "GET", url, NULL, &res);
-    if (res.err != MCP_OK) print_error("%s\n", res.msg);
-    assert_int_equal(res.err, MCP_OK);
+    if (res.err != PTC_HTTP_OK) print_error("%s\n", res.msg);
+    assert_int_equal(res.err, PTC_HTTP_OK);
     assert_int_equal(res.status, 200);
     assert_string_equal(res.body, "hello");
     assert_string_equal(res.content_type, "text/plain");
@@ -708,7 +715,7 @@ static void https_get_and_post_verify_the_test_ca(void **state)
 
     url_of(url, sizeof url, "https", "localhost", &f->tls, "/echo");
     run(f, "POST", url, "[1,2,3]", &res);
-    assert_int_equal(res.err, MCP_OK);
+    assert_int_equal(res.err, PTC_HTTP_OK);
     assert_int_equal(res.status, 201);
     snprintf(want, sizeof want, "POST host=localhost:%u connection=close body=[1,2,3]",
              (unsigned)f->tls.port);
@@ -723,25 +730,25 @@ static void chunked_and_close_delimited_bodies_are_reassembled(void **state)
     result_t res;
     url_of(url, sizeof url, "http", "127.0.0.1", &f->plain, "/chunked");
     run(f, "GET", url, NULL, &res);
-    assert_int_equal(res.err, MCP_OK);
+    assert_int_equal(res.err, PTC_HTTP_OK);
     assert_string_equal(res.body, "hello world");
     result_free(&res);
 
     url_of(url, sizeof url, "https", "localhost", &f->tls, "/chunked");
     run(f, "GET", url, NULL, &res);
-    assert_int_equal(res.err, MCP_OK);
+    assert_int_equal(res.err, PTC_HTTP_OK);
     assert_string_equal(res.body, "hello world");
     result_free(&res);
 
     url_of(url, sizeof url, "https", "localhost", &f->tls, "/until-close");
     run(f, "GET", url, NULL, &res);
-    assert_int_equal(res.err, MCP_OK);
+    assert_int_equal(res.err, PTC_HTTP_OK);
     assert_string_equal(res.body, "read until the end");
     result_free(&res);
 
     url_of(url, sizeof url, "http", "127.0.0.1", &f->plain, "/until-close");
     run(f, "GET", url, NULL, &res);
-    assert_int_equal(res.err, MCP_OK);
+    assert_int_equal(res.err, PTC_HTTP_OK);
     assert_string_equal(res.body, "read until the end");
     result_free(&res);
 }
@@ -753,7 +760,7 @@ static void unknown_ca_fails_with_etls(void **state)
     url_of(url, sizeof url, "https", "localhost", &f->rogue, "/hello");
     result_t res;
     run(f, "GET", url, NULL, &res);
-    assert_int_equal(res.err, MCP_ETLS);
+    assert_int_equal(res.err, PTC_HTTP_ETLS);
     assert_non_null(strstr(res.msg, "not correctly signed by the trusted CA"));
     result_free(&res);
 }
@@ -765,7 +772,7 @@ static void certificate_for_another_host_fails_with_etls(void **state)
     url_of(url, sizeof url, "https", "localhost", &f->wrong, "/hello");
     result_t res;
     run(f, "GET", url, NULL, &res);
-    assert_int_equal(res.err, MCP_ETLS);
+    assert_int_equal(res.err, PTC_HTTP_ETLS);
     assert_non_null(strstr(res.msg, "Common Name"));
     result_free(&res);
 }
@@ -773,14 +780,14 @@ static void certificate_for_another_host_fails_with_etls(void **state)
 static void system_bundle_does_not_trust_the_test_ca(void **state)
 {
     fixture_t *f = *state;
-    mcp_http_client_opts_t o;
+    ptc_http_client_opts_t o;
     client_opts(f, &o);
     o.ca_file = NULL;
     char url[128];
     url_of(url, sizeof url, "https", "localhost", &f->tls, "/hello");
     result_t res;
     run_with(f, &o, "GET", url, NULL, &res);
-    assert_int_equal(res.err, MCP_ETLS);
+    assert_int_equal(res.err, PTC_HTTP_ETLS);
     result_free(&res);
 }
 
@@ -791,7 +798,7 @@ static void redirect_is_refused_and_names_the_target(void **state)
     url_of(url, sizeof url, "http", "127.0.0.1", &f->plain, "/redirect");
     result_t res;
     run(f, "GET", url, NULL, &res);
-    assert_int_equal(res.err, MCP_EREDIRECT);
+    assert_int_equal(res.err, PTC_HTTP_EREDIRECT);
     assert_non_null(strstr(res.msg, "http://elsewhere.invalid/next"));
     assert_non_null(strstr(res.msg, "302"));
     result_free(&res);
@@ -804,26 +811,26 @@ static void body_over_the_cap_fails_with_etoobig(void **state)
     result_t res;
     url_of(url, sizeof url, "http", "127.0.0.1", &f->plain, "/big");
     run(f, "GET", url, NULL, &res);
-    assert_int_equal(res.err, MCP_ETOOBIG);
+    assert_int_equal(res.err, PTC_HTTP_ETOOBIG);
     result_free(&res);
 
     url_of(url, sizeof url, "https", "localhost", &f->tls, "/big-until-close");
     run(f, "GET", url, NULL, &res);
-    assert_int_equal(res.err, MCP_ETOOBIG);
+    assert_int_equal(res.err, PTC_HTTP_ETOOBIG);
     result_free(&res);
 }
 
 static void silent_server_times_out(void **state)
 {
     fixture_t *f = *state;
-    mcp_http_client_opts_t o;
+    ptc_http_client_opts_t o;
     client_opts(f, &o);
     o.total_timeout_ms = TEST_SHORT_TIMEOUT_MS;
     char url[128];
     url_of(url, sizeof url, "http", "127.0.0.1", &f->plain, "/hang");
     result_t res;
     run_with(f, &o, "GET", url, NULL, &res);
-    assert_int_equal(res.err, MCP_ETIMEDOUT);
+    assert_int_equal(res.err, PTC_HTTP_ETIMEDOUT);
     assert_non_null(strstr(res.msg, "300 ms"));
     result_free(&res);
 }
@@ -833,14 +840,14 @@ static void silent_server_times_out(void **state)
 static void stalled_tls_handshake_hits_the_connect_timeout(void **state)
 {
     fixture_t *f = *state;
-    mcp_http_client_opts_t o;
+    ptc_http_client_opts_t o;
     client_opts(f, &o);
     o.connect_timeout_ms = TEST_SHORT_TIMEOUT_MS;
     char url[128];
     url_of(url, sizeof url, "https", "localhost", &f->plain, "/hello");
     result_t res;
     run_with(f, &o, "GET", url, NULL, &res);
-    assert_int_equal(res.err, MCP_ETIMEDOUT);
+    assert_int_equal(res.err, PTC_HTTP_ETIMEDOUT);
     assert_non_null(strstr(res.msg, "connecting to"));
     result_free(&res);
 }
@@ -855,7 +862,7 @@ static void refused_port_fails_with_econnect(void **state)
     result_t res;
     run(f, "GET", url, NULL, &res);
     close(fd);
-    assert_int_equal(res.err, MCP_ECONNECT);
+    assert_int_equal(res.err, PTC_HTTP_ECONNECT);
     assert_non_null(strstr(res.msg, "refused"));
     result_free(&res);
 }
@@ -867,17 +874,17 @@ static void malformed_or_short_responses_fail(void **state)
     result_t res;
     url_of(url, sizeof url, "http", "127.0.0.1", &f->plain, "/malformed");
     run(f, "GET", url, NULL, &res);
-    assert_int_equal(res.err, MCP_EPROTO);
+    assert_int_equal(res.err, PTC_HTTP_EPROTO);
     result_free(&res);
 
     url_of(url, sizeof url, "https", "localhost", &f->tls, "/truncated");
     run(f, "GET", url, NULL, &res);
-    assert_int_equal(res.err, MCP_EPROTO);
+    assert_int_equal(res.err, PTC_HTTP_EPROTO);
     result_free(&res);
 
     url_of(url, sizeof url, "http", "127.0.0.1", &f->plain, "/silent-close");
     run(f, "GET", url, NULL, &res);
-    assert_int_equal(res.err, MCP_ECLOSED);
+    assert_int_equal(res.err, PTC_HTTP_ECLOSED);
     result_free(&res);
 }
 
@@ -885,8 +892,8 @@ static void malformed_or_short_responses_fail(void **state)
 typedef struct interrupt {
     server_t *srv;
     int seen;
-    mcp_http_client_t *client;
-    mcp_http_req_t *req;
+    ptc_http_client_t *client;
+    ptc_http_req_t *req;
     result_t *res;
     bool free_client;
     int calls_when_returned;
@@ -897,10 +904,10 @@ static void on_poll(uv_timer_t *t)
     interrupt_t *in = t->data;
     if (atomic_load(&in->srv->requests) == in->seen) return;
     if (in->free_client) {
-        mcp_http_client_free(in->client);
+        ptc_http_client_free(in->client);
         in->client = NULL;
     } else {
-        mcp_http_cancel(in->req);
+        ptc_http_cancel(in->req);
     }
     in->calls_when_returned = in->res->calls;
     uv_close((uv_handle_t *)t, NULL);
@@ -911,17 +918,17 @@ static void interrupt_mid_request(fixture_t *f, server_t *srv, const char *schem
 {
     uv_loop_t loop;
     assert_int_equal(uv_loop_init(&loop), 0);
-    mcp_http_client_opts_t o;
+    ptc_http_client_opts_t o;
     client_opts(f, &o);
     interrupt_t in = {.srv = srv, .seen = atomic_load(&srv->requests), .free_client = free_client};
     result_t res = {0};
     in.res = &res;
-    assert_int_equal(mcp_http_client_new(&loop, &o, NULL, &in.client), MCP_OK);
+    assert_int_equal(ptc_http_client_new(&loop, &o, NULL, NULL, &in.client), PTC_HTTP_OK);
     char url[128];
     url_of(url, sizeof url, scheme, host, srv, "/hang");
     assert_int_equal(
-        mcp_http_request(in.client, "GET", url, NULL, 0, NULL, 0, on_result, &res, &in.req),
-        MCP_OK);
+        ptc_http_request(in.client, "GET", url, NULL, 0, NULL, 0, on_result, &res, &in.req),
+        PTC_HTTP_OK);
     assert_non_null(in.req);
     uv_timer_t poll_timer;
     uv_timer_init(&loop, &poll_timer);
@@ -930,8 +937,8 @@ static void interrupt_mid_request(fixture_t *f, server_t *srv, const char *schem
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(in.calls_when_returned, 1); /* the callback ran before cancel returned */
     assert_int_equal(res.calls, 1);
-    assert_int_equal(res.err, MCP_ECANCELED);
-    mcp_http_client_free(in.client);
+    assert_int_equal(res.err, PTC_HTTP_ECANCELED);
+    ptc_http_client_free(in.client);
     assert_int_equal(uv_loop_close(&loop), 0);
     result_free(&res);
 }
@@ -955,22 +962,22 @@ static void freeing_the_client_during_the_lookup_cancels(void **state)
     fixture_t *f = *state;
     uv_loop_t loop;
     assert_int_equal(uv_loop_init(&loop), 0);
-    mcp_http_client_opts_t o;
+    ptc_http_client_opts_t o;
     client_opts(f, &o);
-    mcp_http_client_t *c = NULL;
-    assert_int_equal(mcp_http_client_new(&loop, &o, NULL, &c), MCP_OK);
+    ptc_http_client_t *c = NULL;
+    assert_int_equal(ptc_http_client_new(&loop, &o, NULL, NULL, &c), PTC_HTTP_OK);
     char url[128];
     url_of(url, sizeof url, "http", "localhost", &f->plain, "/hello");
     result_t a = {0}, b = {0};
-    assert_int_equal(mcp_http_request(c, "GET", url, NULL, 0, NULL, 0, on_result, &a, NULL),
-                     MCP_OK);
-    assert_int_equal(mcp_http_request(c, "GET", url, NULL, 0, NULL, 0, on_result, &b, NULL),
-                     MCP_OK);
-    mcp_http_client_free(c);
+    assert_int_equal(ptc_http_request(c, "GET", url, NULL, 0, NULL, 0, on_result, &a, NULL),
+                     PTC_HTTP_OK);
+    assert_int_equal(ptc_http_request(c, "GET", url, NULL, 0, NULL, 0, on_result, &b, NULL),
+                     PTC_HTTP_OK);
+    ptc_http_client_free(c);
     assert_int_equal(a.calls, 1);
     assert_int_equal(b.calls, 1);
-    assert_int_equal(a.err, MCP_ECANCELED);
-    assert_int_equal(b.err, MCP_ECANCELED);
+    assert_int_equal(a.err, PTC_HTTP_ECANCELED);
+    assert_int_equal(b.err, PTC_HTTP_ECANCELED);
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(a.calls, 1);
     assert_int_equal(uv_loop_close(&loop), 0);
@@ -980,19 +987,19 @@ static void freeing_the_client_during_the_lookup_cancels(void **state)
 
 /* The first answer frees the client from inside its callback; the other request is cancelled. */
 typedef struct free_in_cb {
-    mcp_http_client_t *client;
+    ptc_http_client_t *client;
     result_t first, second;
 } free_in_cb_t;
 
-static void on_first(void *data, int err, const mcp_http_response_t *resp, const char *msg)
+static void on_first(void *data, int err, const ptc_http_response_t *resp, const char *msg)
 {
     free_in_cb_t *x = data;
     on_result(&x->first, err, resp, msg);
-    mcp_http_client_free(x->client);
+    ptc_http_client_free(x->client);
     x->client = NULL;
 }
 
-static void on_second(void *data, int err, const mcp_http_response_t *resp, const char *msg)
+static void on_second(void *data, int err, const ptc_http_response_t *resp, const char *msg)
 {
     free_in_cb_t *x = data;
     on_result(&x->second, err, resp, msg);
@@ -1003,24 +1010,24 @@ static void callback_may_free_the_client(void **state)
     fixture_t *f = *state;
     uv_loop_t loop;
     assert_int_equal(uv_loop_init(&loop), 0);
-    mcp_http_client_opts_t o;
+    ptc_http_client_opts_t o;
     client_opts(f, &o);
     free_in_cb_t x = {0};
-    assert_int_equal(mcp_http_client_new(&loop, &o, NULL, &x.client), MCP_OK);
+    assert_int_equal(ptc_http_client_new(&loop, &o, NULL, NULL, &x.client), PTC_HTTP_OK);
     char hang[128], hello[128];
     url_of(hang, sizeof hang, "https", "localhost", &f->tls, "/hang");
     url_of(hello, sizeof hello, "http", "127.0.0.1", &f->plain, "/hello");
-    assert_int_equal(mcp_http_request(x.client, "GET", hang, NULL, 0, NULL, 0, on_second, &x, NULL),
-                     MCP_OK);
-    assert_int_equal(mcp_http_request(x.client, "GET", hello, NULL, 0, NULL, 0, on_first, &x, NULL),
-                     MCP_OK);
+    assert_int_equal(ptc_http_request(x.client, "GET", hang, NULL, 0, NULL, 0, on_second, &x, NULL),
+                     PTC_HTTP_OK);
+    assert_int_equal(ptc_http_request(x.client, "GET", hello, NULL, 0, NULL, 0, on_first, &x, NULL),
+                     PTC_HTTP_OK);
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_null(x.client);
     assert_int_equal(x.first.calls, 1);
-    assert_int_equal(x.first.err, MCP_OK);
+    assert_int_equal(x.first.err, PTC_HTTP_OK);
     assert_string_equal(x.first.body, "hello");
     assert_int_equal(x.second.calls, 1);
-    assert_int_equal(x.second.err, MCP_ECANCELED);
+    assert_int_equal(x.second.err, PTC_HTTP_ECANCELED);
     assert_int_equal(uv_loop_close(&loop), 0);
     result_free(&x.first);
     result_free(&x.second);
@@ -1032,10 +1039,10 @@ static void concurrent_requests_all_complete(void **state)
     enum { N = 8 };
     uv_loop_t loop;
     assert_int_equal(uv_loop_init(&loop), 0);
-    mcp_http_client_opts_t o;
+    ptc_http_client_opts_t o;
     client_opts(f, &o);
-    mcp_http_client_t *c = NULL;
-    assert_int_equal(mcp_http_client_new(&loop, &o, NULL, &c), MCP_OK);
+    ptc_http_client_t *c = NULL;
+    assert_int_equal(ptc_http_client_new(&loop, &o, NULL, NULL, &c), PTC_HTTP_OK);
     result_t res[N];
     memset(res, 0, sizeof res);
     for (int i = 0; i < N; i++) {
@@ -1045,16 +1052,17 @@ static void concurrent_requests_all_complete(void **state)
         else
             url_of(url, sizeof url, "http", "127.0.0.1", &f->plain, "/chunked");
         assert_int_equal(
-            mcp_http_request(c, "GET", url, NULL, 0, NULL, 0, on_result, &res[i], NULL), MCP_OK);
+            ptc_http_request(c, "GET", url, NULL, 0, NULL, 0, on_result, &res[i], NULL),
+            PTC_HTTP_OK);
     }
     uv_run(&loop, UV_RUN_DEFAULT);
     for (int i = 0; i < N; i++) {
         assert_int_equal(res[i].calls, 1);
-        assert_int_equal(res[i].err, MCP_OK);
+        assert_int_equal(res[i].err, PTC_HTTP_OK);
         assert_string_equal(res[i].body, "hello world");
         result_free(&res[i]);
     }
-    mcp_http_client_free(c);
+    ptc_http_client_free(c);
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
@@ -1064,24 +1072,26 @@ static void too_many_requests_in_flight_are_refused(void **state)
     enum { LIMIT = 256 };
     uv_loop_t loop;
     assert_int_equal(uv_loop_init(&loop), 0);
-    mcp_http_client_opts_t o;
+    ptc_http_client_opts_t o;
     client_opts(f, &o);
-    mcp_http_client_t *c = NULL;
-    assert_int_equal(mcp_http_client_new(&loop, &o, NULL, &c), MCP_OK);
+    ptc_http_client_t *c = NULL;
+    assert_int_equal(ptc_http_client_new(&loop, &o, NULL, NULL, &c), PTC_HTTP_OK);
     char url[128];
     url_of(url, sizeof url, "http", "127.0.0.1", &f->plain, "/hello");
     result_t *res = calloc(LIMIT + 1, sizeof *res);
     assert_non_null(res);
     for (int i = 0; i < LIMIT; i++)
         assert_int_equal(
-            mcp_http_request(c, "GET", url, NULL, 0, NULL, 0, on_result, &res[i], NULL), MCP_OK);
+            ptc_http_request(c, "GET", url, NULL, 0, NULL, 0, on_result, &res[i], NULL),
+            PTC_HTTP_OK);
     assert_int_equal(
-        mcp_http_request(c, "GET", url, NULL, 0, NULL, 0, on_result, &res[LIMIT], NULL), MCP_EBUSY);
-    mcp_http_client_free(c);
+        ptc_http_request(c, "GET", url, NULL, 0, NULL, 0, on_result, &res[LIMIT], NULL),
+        PTC_HTTP_EBUSY);
+    ptc_http_client_free(c);
     uv_run(&loop, UV_RUN_DEFAULT);
     for (int i = 0; i < LIMIT; i++) {
         assert_int_equal(res[i].calls, 1);
-        assert_int_equal(res[i].err, MCP_ECANCELED);
+        assert_int_equal(res[i].err, PTC_HTTP_ECANCELED);
         result_free(&res[i]);
     }
     assert_int_equal(res[LIMIT].calls, 0);

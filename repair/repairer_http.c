@@ -1,6 +1,8 @@
 /* repairer_http.c - the fallback repairer: an OpenAI-compatible chat-completions endpoint over
- * HTTP(S), for clients that cannot sample. */
-#include "repairer_internal.h"
+ * HTTP(S) (httpc/), for clients that cannot sample. */
+#include "repair.h"
+
+#include "httpc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,11 +14,20 @@
 #define HTTP_REPAIR_URL_MAX      2048
 #define HTTP_REPAIR_BODY_SHOWN   200 /* bytes of an error answer's body quoted */
 
-struct ptc_repairer_http {
-    mcp_http_client_t *http;
+struct ptc_repair_http {
+    ptc_http_client_t *http;
     char *url, *model, *key;
     char name[HTTP_REPAIR_URL_MAX + 200];
-    ptc_repair_ask_t *asks;
+    ptc_repair_http_ask_t *asks;
+};
+
+struct ptc_repair_http_ask {
+    ptc_repair_http_t *owner;
+    ptc_repair_cb cb;
+    void *data;
+    bool cancelled; /* the callback is not called any more */
+    ptc_http_req_t *http;
+    ptc_repair_http_ask_t *prev, *next; /* in owner's list */
 };
 
 static char *endpoint_of(const char *url)
@@ -35,23 +46,23 @@ static char *endpoint_of(const char *url)
     return s;
 }
 
-int ptc_repairer_http_new(uv_loop_t *loop, const char *url, const char *model, const char *key_env,
-                          const char *ca_file, const mcp_logger_t *lg, ptc_repairer_http_t **out,
-                          char *msg, size_t msg_size)
+int ptc_repair_http_new(uv_loop_t *loop, const char *url, const char *model, const char *key_env,
+                        const char *ca_file, ptc_http_log_fn log, void *log_data,
+                        ptc_repair_http_t **out, char *msg, size_t msg_size)
 {
     *out = NULL;
     if (url == NULL || model == NULL || model[0] == '\0') {
         snprintf(msg, msg_size,
                  "--repair-url needs --repair-model (the model name the endpoint expects)");
-        return MCP_EINVAL;
+        return PTC_REPAIR_EINVAL;
     }
     if (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0) {
         snprintf(msg, msg_size, "--repair-url %s: expected an http:// or https:// URL", url);
-        return MCP_EINVAL;
+        return PTC_REPAIR_EINVAL;
     }
     if (strlen(url) > HTTP_REPAIR_URL_MAX) {
         snprintf(msg, msg_size, "--repair-url is longer than %d bytes", HTTP_REPAIR_URL_MAX);
-        return MCP_EINVAL;
+        return PTC_REPAIR_EINVAL;
     }
     const char *key = NULL;
     if (key_env != NULL) {
@@ -61,45 +72,45 @@ int ptc_repairer_http_new(uv_loop_t *loop, const char *url, const char *model, c
                      "--repair-key-env %s: the variable is not set; export the API key in it "
                      "or drop the flag",
                      key_env);
-            return MCP_EINVAL;
+            return PTC_REPAIR_EINVAL;
         }
         if (strlen(key) > HTTP_REPAIR_KEY_MAX || strpbrk(key, "\r\n") != NULL) {
             snprintf(msg, msg_size, "--repair-key-env %s: the key is not a usable header value",
                      key_env);
-            return MCP_EINVAL;
+            return PTC_REPAIR_EINVAL;
         }
     }
-    ptc_repairer_http_t *r = calloc(1, sizeof *r);
+    ptc_repair_http_t *r = calloc(1, sizeof *r);
     if (r == NULL || (r->url = endpoint_of(url)) == NULL || (r->model = strdup(model)) == NULL ||
         (key != NULL && (r->key = strdup(key)) == NULL)) {
-        ptc_repairer_http_free(r);
+        ptc_repair_http_free(r);
         snprintf(msg, msg_size, "out of memory");
-        return MCP_ENOMEM;
+        return PTC_REPAIR_ENOMEM;
     }
-    mcp_http_client_opts_t o;
-    mcp_http_client_opts_default(&o);
+    ptc_http_client_opts_t o;
+    ptc_http_client_opts_default(&o);
     o.ca_file = ca_file;
     o.total_timeout_ms = HTTP_REPAIR_TIMEOUT_MS;
     o.max_response_bytes = HTTP_REPAIR_MAX_RESPONSE;
-    int rc = mcp_http_client_new(loop, &o, lg, &r->http);
+    int rc = ptc_http_client_new(loop, &o, log, log_data, &r->http);
     if (rc < 0) {
         snprintf(msg, msg_size, "the repair endpoint's HTTP client cannot be set up: %s%s",
-                 mcp_strerror(rc), ca_file ? " (check --ca-file)" : "");
-        ptc_repairer_http_free(r);
-        return rc;
+                 ptc_http_strerror(rc), ca_file ? " (check --ca-file)" : "");
+        ptc_repair_http_free(r);
+        return rc == PTC_HTTP_ENOMEM ? PTC_REPAIR_ENOMEM : PTC_REPAIR_EINVAL;
     }
     snprintf(r->name, sizeof r->name, "%s at %s", r->model, r->url);
     *out = r;
     return 0;
 }
 
-void ptc_repairer_http_free(ptc_repairer_http_t *r)
+void ptc_repair_http_free(ptc_repair_http_t *r)
 {
     if (r == NULL) return;
     /* Callbacks of requests still in flight must not reach their owners any more. */
-    for (ptc_repair_ask_t *a = r->asks; a != NULL; a = a->next)
+    for (ptc_repair_http_ask_t *a = r->asks; a != NULL; a = a->next)
         a->cancelled = true;
-    if (r->http != NULL) mcp_http_client_free(r->http); /* runs on_answer for each: frees them */
+    if (r->http != NULL) ptc_http_client_free(r->http); /* runs on_answer for each: frees them */
     free(r->url);
     free(r->model);
     if (r->key != NULL) {
@@ -109,14 +120,14 @@ void ptc_repairer_http_free(ptc_repairer_http_t *r)
     free(r);
 }
 
-const char *ptc_repairer_http_name(const ptc_repairer_http_t *r)
+const char *ptc_repair_http_name(const ptc_repair_http_t *r)
 {
     return r->name;
 }
 
-static void ask_unlink(ptc_repair_ask_t *a)
+static void ask_unlink(ptc_repair_http_ask_t *a)
 {
-    ptc_repairer_http_t *r = a->owner;
+    ptc_repair_http_t *r = a->owner;
     if (a->prev != NULL)
         a->prev->next = a->next;
     else if (r->asks == a)
@@ -132,7 +143,7 @@ static char *reply_of(const char *body, size_t len, char *msg, size_t msg_size)
     const cJSON *choices = cJSON_GetObjectItemCaseSensitive(root, "choices");
     const cJSON *first = cJSON_GetArrayItem(choices, 0);
     const cJSON *message = cJSON_GetObjectItemCaseSensitive(first, "message");
-    char *text = ptc__repair_content_text(cJSON_GetObjectItemCaseSensitive(message, "content"));
+    char *text = ptc_repair_content_text(cJSON_GetObjectItemCaseSensitive(message, "content"));
     if (text == NULL)
         snprintf(msg, msg_size, "%s",
                  root == NULL ? "the repair endpoint's answer is not JSON"
@@ -141,9 +152,9 @@ static char *reply_of(const char *body, size_t len, char *msg, size_t msg_size)
     return text;
 }
 
-static void on_answer(void *data, int err, const mcp_http_response_t *resp, const char *message)
+static void on_answer(void *data, int err, const ptc_http_response_t *resp, const char *message)
 {
-    ptc_repair_ask_t *a = data;
+    ptc_repair_http_ask_t *a = data;
     a->http = NULL;
     ask_unlink(a);
     if (a->cancelled) {
@@ -153,20 +164,20 @@ static void on_answer(void *data, int err, const mcp_http_response_t *resp, cons
     char m[400];
     if (err < 0) {
         snprintf(m, sizeof m, "the repair endpoint %s failed: %s", a->owner->url,
-                 message ? message : mcp_strerror(err));
-        a->cb(a->data, err, NULL, m);
+                 message ? message : ptc_http_strerror(err));
+        a->cb(a->data, PTC_REPAIR_EHTTP, NULL, m);
     } else if (resp->status < 200 || resp->status > 299) {
         size_t n =
             resp->body_len < HTTP_REPAIR_BODY_SHOWN ? resp->body_len : HTTP_REPAIR_BODY_SHOWN;
         snprintf(m, sizeof m, "the repair endpoint answered HTTP %d: %.*s", resp->status, (int)n,
                  resp->body);
-        a->cb(a->data, MCP_EREMOTE, NULL, m);
+        a->cb(a->data, PTC_REPAIR_EREMOTE, NULL, m);
     } else {
         char *text = reply_of(resp->body, resp->body_len, m, sizeof m);
         if (text == NULL)
-            a->cb(a->data, MCP_EPROTO, NULL, m);
+            a->cb(a->data, PTC_REPAIR_EPROTO, NULL, m);
         else if (strlen(text) > PTC_REPAIR_REPLY_MAX)
-            a->cb(a->data, MCP_ETOOBIG, NULL, "the repair endpoint's answer is too long");
+            a->cb(a->data, PTC_REPAIR_ETOOBIG, NULL, "the repair endpoint's answer is too long");
         else
             a->cb(a->data, 0, text, NULL);
         free(text);
@@ -174,8 +185,8 @@ static void on_answer(void *data, int err, const mcp_http_response_t *resp, cons
     free(a);
 }
 
-int ptc_repair_ask_http(ptc_repairer_http_t *r, const char *prompt, ptc_repair_cb cb, void *data,
-                        ptc_repair_ask_t **out)
+int ptc_repair_http_ask(ptc_repair_http_t *r, const char *prompt, ptc_repair_cb cb, void *data,
+                        ptc_repair_http_ask_t **out)
 {
     *out = NULL;
     cJSON *body = cJSON_CreateObject();
@@ -201,40 +212,41 @@ int ptc_repair_ask_http(ptc_repairer_http_t *r, const char *prompt, ptc_repair_c
          cJSON_AddNumberToObject(body, "max_tokens", PTC_REPAIR_MAX_TOKENS) != NULL;
     char *text = ok ? cJSON_PrintUnformatted(body) : NULL;
     cJSON_Delete(body);
-    ptc_repair_ask_t *a = text != NULL ? calloc(1, sizeof *a) : NULL;
+    ptc_repair_http_ask_t *a = text != NULL ? calloc(1, sizeof *a) : NULL;
     if (a == NULL) {
         free(text);
-        return MCP_ENOMEM;
+        return PTC_REPAIR_ENOMEM;
     }
-    a->kind = REPAIR_HTTP;
     a->cb = cb;
     a->data = data;
     a->owner = r;
     char auth[HTTP_REPAIR_KEY_MAX + 16];
-    mcp_http_header_t h[3] = {{"Content-Type", "application/json"}, {"Accept", "application/json"}};
+    ptc_http_header_t h[3] = {{"Content-Type", "application/json"}, {"Accept", "application/json"}};
     size_t nh = 2;
     if (r->key != NULL) {
         snprintf(auth, sizeof auth, "Bearer %s", r->key);
-        h[nh++] = (mcp_http_header_t){"Authorization", auth};
+        h[nh++] = (ptc_http_header_t){"Authorization", auth};
     }
     a->next = r->asks;
     if (r->asks != NULL) r->asks->prev = a;
     r->asks = a;
-    int rc = mcp_http_request(r->http, "POST", r->url, h, nh, text, strlen(text), on_answer, a,
+    int rc = ptc_http_request(r->http, "POST", r->url, h, nh, text, strlen(text), on_answer, a,
                               &a->http);
     memset(auth, 0, sizeof auth);
     free(text);
     if (rc < 0) {
         ask_unlink(a);
         free(a);
-        return rc;
+        return rc == PTC_HTTP_ENOMEM ? PTC_REPAIR_ENOMEM : PTC_REPAIR_EHTTP;
     }
     *out = a;
     return 0;
 }
 
-void ptc__repair_http_cancel(ptc_repair_ask_t *a)
+void ptc_repair_http_cancel(ptc_repair_http_ask_t *a)
 {
+    if (a == NULL || a->cancelled) return;
+    a->cancelled = true;
     /* on_answer runs inside and frees a (cancelled is set). */
-    if (a->http != NULL) mcp_http_cancel(a->http);
+    if (a->http != NULL) ptc_http_cancel(a->http);
 }

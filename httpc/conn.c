@@ -1,14 +1,14 @@
-/* http_client_conn.c - one request's connection for the outbound HTTP client: DNS, connecting
+/* conn.c - one request's connection for the outbound HTTP client: DNS, connecting
  * to each address in turn, the connect and total timeouts, reading, and writing (plain bytes,
  * or the ciphertext mbedTLS queued). */
-#include "http_client_internal.h"
+#include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct write_req {
     uv_write_t w;
-    mcp_http_req_t *r;
+    ptc_http_req_t *r;
     char *bytes; /* owned */
 } write_req_t;
 
@@ -18,42 +18,42 @@ typedef struct write_req {
 static void on_written(uv_write_t *w, int status)
 {
     write_req_t *wr = (write_req_t *)w;
-    mcp_http_req_t *r = wr->r;
+    ptc_http_req_t *r = wr->r;
     free(wr->bytes);
     free(wr);
     /* A server may answer and close before reading all of a request; the answer counts. */
     if (status < 0 && status != UV_ECANCELED && !r->done && !r->started)
-        mcp__http_req_fail(r, MCP_EIO, "sending the request to %s failed: %s", r->where,
+        ptc__http_req_fail(r, PTC_HTTP_EIO, "sending the request to %s failed: %s", r->where,
                            uv_strerror(status));
 }
 
 /* Hands the bytes of b to libuv (the write request takes the buffer; b is left empty). */
-static int write_buf(mcp_http_req_t *r, mcp__hbuf_t *b)
+static int write_buf(ptc_http_req_t *r, ptc_buf_t *b)
 {
-    if (b->len == 0) return MCP_OK;
+    if (b->len == 0) return PTC_HTTP_OK;
     write_req_t *wr = calloc(1, sizeof *wr);
-    if (wr == NULL) return MCP_ENOMEM;
+    if (wr == NULL) return PTC_HTTP_ENOMEM;
     wr->r = r;
     wr->bytes = b->p;
     uv_buf_t ub = uv_buf_init(b->p, (unsigned)b->len);
-    mcp__hbuf_init(b, b->max);
+    ptc_buf_init(b, b->max);
     int rc = uv_write(&wr->w, (uv_stream_t *)&r->tcp, &ub, 1, on_written);
     if (rc < 0) {
         free(wr->bytes);
         free(wr);
         return rc;
     }
-    return MCP_OK;
+    return PTC_HTTP_OK;
 }
 
 /* Sends what mbedTLS queued; false (and the request failed) if that went wrong. */
-bool mcp__http_req_flush_out(mcp_http_req_t *r)
+bool ptc__http_req_flush_out(ptc_http_req_t *r)
 {
     int rc = write_buf(r, &r->out);
     if (rc < 0)
-        mcp__http_req_fail(r, MCP_EIO, "sending to %s failed: %s", r->where,
-                           rc == MCP_ENOMEM ? "out of memory" : uv_strerror(rc));
-    return rc == MCP_OK;
+        ptc__http_req_fail(r, PTC_HTTP_EIO, "sending to %s failed: %s", r->where,
+                           rc == PTC_HTTP_ENOMEM ? "out of memory" : uv_strerror(rc));
+    return rc == PTC_HTTP_OK;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -62,16 +62,16 @@ bool mcp__http_req_flush_out(mcp_http_req_t *r)
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
-    mcp_http_req_t *r = h->data;
-    *buf = uv_buf_init(r->rbuf, MCP_HTTP_READ_CHUNK);
+    ptc_http_req_t *r = h->data;
+    *buf = uv_buf_init(r->rbuf, PTC_HTTP_READ_CHUNK);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
-    mcp_http_req_t *r = s->data;
+    ptc_http_req_t *r = s->data;
     if (r->done || nread == 0) return;
     if (nread < 0 && nread != UV_EOF) {
-        mcp__http_req_fail(r, MCP_EIO, "reading the response from %s failed: %s", r->where,
+        ptc__http_req_fail(r, PTC_HTTP_EIO, "reading the response from %s failed: %s", r->where,
                            uv_strerror((int)nread));
         return;
     }
@@ -79,29 +79,29 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (r->url.tls) {
         r->tls_in = nread > 0 ? buf->base : NULL;
         r->tls_in_len = nread > 0 ? (size_t)nread : 0;
-        mcp__http_req_tls_pump(r);
+        ptc__http_req_tls_pump(r);
         r->tls_in_len = 0;
     } else if (nread == UV_EOF) {
-        mcp__http_req_on_eof(r);
+        ptc__http_req_on_eof(r);
     } else {
-        mcp__http_req_feed(r, buf->base, (size_t)nread);
+        ptc__http_req_feed(r, buf->base, (size_t)nread);
     }
 }
 
-static void try_connect(mcp_http_req_t *r);
+static void try_connect(ptc_http_req_t *r);
 
 static void on_retry_closed(uv_handle_t *h)
 {
-    mcp_http_req_t *r = h->data;
+    ptc_http_req_t *r = h->data;
     r->tcp_open = false;
     r->open_handles--;
     if (r->done)
-        mcp__http_req_maybe_free(r);
+        ptc__http_req_maybe_free(r);
     else
         try_connect(r);
 }
 
-static void next_address(mcp_http_req_t *r, int err)
+static void next_address(ptc_http_req_t *r, int err)
 {
     r->last_connect_err = err;
     r->cur_addr = r->cur_addr->ai_next;
@@ -111,7 +111,7 @@ static void next_address(mcp_http_req_t *r, int err)
 
 static void on_connect(uv_connect_t *cr, int status)
 {
-    mcp_http_req_t *r = cr->data;
+    ptc_http_req_t *r = cr->data;
     if (r->done) return; /* the handle is closing; this is its UV_ECANCELED */
     if (status < 0) {
         next_address(r, status);
@@ -119,32 +119,33 @@ static void on_connect(uv_connect_t *cr, int status)
     }
     int rc = uv_read_start((uv_stream_t *)&r->tcp, on_alloc, on_read);
     if (rc < 0) {
-        mcp__http_req_fail(r, MCP_EIO, "reading from %s failed: %s", r->where, uv_strerror(rc));
+        ptc__http_req_fail(r, PTC_HTTP_EIO, "reading from %s failed: %s", r->where,
+                           uv_strerror(rc));
         return;
     }
     if (r->url.tls) {
-        mcp__http_req_start_tls(r);
+        ptc__http_req_start_tls(r);
         return;
     }
     uv_timer_stop(&r->connect_timer);
     rc = write_buf(r, &r->request);
     if (rc < 0)
-        mcp__http_req_fail(r, MCP_EIO, "sending the request to %s failed: %s", r->where,
-                           rc == MCP_ENOMEM ? "out of memory" : uv_strerror(rc));
+        ptc__http_req_fail(r, PTC_HTTP_EIO, "sending the request to %s failed: %s", r->where,
+                           rc == PTC_HTTP_ENOMEM ? "out of memory" : uv_strerror(rc));
 }
 
-static void try_connect(mcp_http_req_t *r)
+static void try_connect(ptc_http_req_t *r)
 {
-    mcp_http_client_t *c = r->client;
+    ptc_http_client_t *c = r->client;
     if (r->cur_addr == NULL) {
-        mcp__http_req_fail(r, MCP_ECONNECT, "cannot connect to %s: %s (%d address%s tried)",
+        ptc__http_req_fail(r, PTC_HTTP_ECONNECT, "cannot connect to %s: %s (%d address%s tried)",
                            r->where, uv_strerror(r->last_connect_err), r->tried,
                            r->tried == 1 ? "" : "es");
         return;
     }
     int rc = uv_tcp_init(c->loop, &r->tcp);
     if (rc < 0) {
-        mcp__http_req_fail(r, MCP_EIO, "cannot create a socket for %s: %s", r->where,
+        ptc__http_req_fail(r, PTC_HTTP_EIO, "cannot create a socket for %s: %s", r->where,
                            uv_strerror(rc));
         return;
     }
@@ -159,18 +160,18 @@ static void try_connect(mcp_http_req_t *r)
     if (rc < 0) next_address(r, rc);
 }
 
-void mcp__http_req_on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res)
+void ptc__http_req_on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res)
 {
-    mcp_http_req_t *r = g->data;
+    ptc_http_req_t *r = g->data;
     r->gai_pending = false;
     if (r->done) {
         if (res != NULL) uv_freeaddrinfo(res);
-        mcp__http_req_maybe_free(r);
+        ptc__http_req_maybe_free(r);
         return;
     }
     if (status < 0 || res == NULL) {
         if (res != NULL) uv_freeaddrinfo(res);
-        mcp__http_req_fail(r, MCP_ERESOLVE, "cannot resolve host '%s': %s", r->url.host,
+        ptc__http_req_fail(r, PTC_HTTP_ERESOLVE, "cannot resolve host '%s': %s", r->url.host,
                            status < 0 ? uv_strerror(status) : "no address");
         return;
     }
@@ -179,19 +180,19 @@ void mcp__http_req_on_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo 
     try_connect(r);
 }
 
-void mcp__http_req_on_connect_timeout(uv_timer_t *t)
+void ptc__http_req_on_connect_timeout(uv_timer_t *t)
 {
-    mcp_http_req_t *r = t->data;
-    mcp__http_req_fail(
-        r, MCP_ETIMEDOUT,
+    ptc_http_req_t *r = t->data;
+    ptc__http_req_fail(
+        r, PTC_HTTP_ETIMEDOUT,
         "connecting to %s timed out after %u ms (name lookup, TCP and TLS handshake); check "
         "the URL or that the server is up",
         r->where, r->connect_timeout_ms);
 }
 
-void mcp__http_req_on_total_timeout(uv_timer_t *t)
+void ptc__http_req_on_total_timeout(uv_timer_t *t)
 {
-    mcp_http_req_t *r = t->data;
-    mcp__http_req_fail(r, MCP_ETIMEDOUT, "no complete response from %s within %u ms", r->where,
+    ptc_http_req_t *r = t->data;
+    ptc__http_req_fail(r, PTC_HTTP_ETIMEDOUT, "no complete response from %s within %u ms", r->where,
                        r->total_timeout_ms);
 }

@@ -1,4 +1,4 @@
-/* embed_remote.c - the remote embedding provider (--embedder remote): OpenAI-compatible
+/* embedder_remote.c - the remote embedding provider (--embedder remote): OpenAI-compatible
  * /v1/embeddings or Ollama /api/embed over HTTP(S), plugged into the registry's embedder
  * interface.
  *
@@ -6,9 +6,9 @@
  * one loop thread, so each call runs its requests on a private loop of its own, on the calling
  * thread: no state is shared with the server's loop, and calls on several workers at once are
  * independent. */
-#include "tools.h"
-
 #include "registry.h"
+
+#include "httpc.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -37,18 +37,18 @@ typedef struct sync_req {
     char message[256];
 } sync_req_t;
 
-static void on_http(void *data, int err, const mcp_http_response_t *resp, const char *message)
+static void on_http(void *data, int err, const ptc_http_response_t *resp, const char *message)
 {
     sync_req_t *r = data;
     r->err = err;
     if (err < 0) {
-        snprintf(r->message, sizeof r->message, "%s", message ? message : mcp_strerror(err));
+        snprintf(r->message, sizeof r->message, "%s", message ? message : ptc_http_strerror(err));
         return;
     }
     r->status = resp->status;
     r->body = malloc(resp->body_len + 1);
     if (r->body == NULL) {
-        r->err = MCP_ENOMEM;
+        r->err = PTC_HTTP_ENOMEM;
         return;
     }
     memcpy(r->body, resp->body, resp->body_len);
@@ -59,35 +59,35 @@ static int post_json(const remote_t *rm, const char *payload, sync_req_t *out)
 {
     memset(out, 0, sizeof *out);
     uv_loop_t loop;
-    if (uv_loop_init(&loop) != 0) return MCP_ENOMEM;
-    mcp_http_client_opts_t o;
-    mcp_http_client_opts_default(&o);
+    if (uv_loop_init(&loop) != 0) return PTC_HTTP_ENOMEM;
+    ptc_http_client_opts_t o;
+    ptc_http_client_opts_default(&o);
     o.ca_file = rm->ca_file;
     o.total_timeout_ms = REMOTE_TIMEOUT_MS;
     o.max_response_bytes = REMOTE_MAX_RESPONSE;
-    mcp_http_client_t *http = NULL;
-    int rc = mcp_http_client_new(&loop, &o, NULL, &http);
+    ptc_http_client_t *http = NULL;
+    int rc = ptc_http_client_new(&loop, &o, NULL, NULL, &http);
     if (rc == 0) {
         char auth[600];
-        mcp_http_header_t h[2] = {{"Content-Type", "application/json"}, {NULL, NULL}};
+        ptc_http_header_t h[2] = {{"Content-Type", "application/json"}, {NULL, NULL}};
         size_t nh = 1;
         if (rm->key != NULL) {
             snprintf(auth, sizeof auth, "Bearer %s", rm->key);
-            h[nh++] = (mcp_http_header_t){"Authorization", auth};
+            h[nh++] = (ptc_http_header_t){"Authorization", auth};
         }
         out->err = 1; /* set by the callback */
-        rc = mcp_http_request(http, "POST", rm->url, h, nh, payload, strlen(payload), on_http, out,
+        rc = ptc_http_request(http, "POST", rm->url, h, nh, payload, strlen(payload), on_http, out,
                               NULL);
         if (rc == 0) {
             uv_run(&loop, UV_RUN_DEFAULT);
             rc = out->err;
         }
-        mcp_http_client_free(http);
+        ptc_http_client_free(http);
     }
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
     if (rc != 0 && out->message[0] == '\0')
-        snprintf(out->message, sizeof out->message, "%s", mcp_strerror(rc));
+        snprintf(out->message, sizeof out->message, "%s", ptc_http_strerror(rc));
     return rc;
 }
 
@@ -206,7 +206,7 @@ static int embed_batch(const remote_t *rm, const char *const *texts, size_t n, s
         bool retry = false;
         if (err < 0) {
             snprintf(msg, msg_size, "remote embeddings at %s: %s", rm->url, r.message);
-            retry = err != MCP_EINVAL && err != MCP_ETLS && err != MCP_EREDIRECT;
+            retry = err != PTC_HTTP_EINVAL && err != PTC_HTTP_ETLS && err != PTC_HTTP_EREDIRECT;
         } else if (r.status != 200) {
             snprintf(msg, msg_size, "remote embeddings at %s: HTTP %d: %.160s", rm->url, r.status,
                      r.body ? r.body : "");
@@ -255,7 +255,7 @@ static char *dup_or_null(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-int ptc_remote_embedder_open(const reg_embedder_spec_t *spec, void *data, reg_embedder_t **out,
+int reg_embedder_remote_open(const reg_embedder_spec_t *spec, void *data, reg_embedder_t **out,
                              char *msg, size_t msg_size)
 {
     const char *ca_file = data;

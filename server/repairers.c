@@ -1,41 +1,84 @@
-/* repairer_sampling.c - repairs through the client's own model: sampling/createMessage. */
-#include "repairer_internal.h"
+/* repairers.c - one ask handle over the two repairers: the client's own model through
+ * sampling/createMessage (here, as it needs MCP) and the fallback endpoint of repair/
+ * (ptc_repair_http_*), whose codes are given as mcp_err_t. */
+#include "repairers.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-char *ptc__repair_content_text(const cJSON *content)
+typedef enum repair_kind { REPAIR_SAMPLING, REPAIR_HTTP } repair_kind_t;
+
+struct ptc_repair_ask {
+    repair_kind_t kind;
+    ptc_repair_cb cb;
+    void *data;
+    bool cancelled; /* the callback is not called any more */
+    mcp_outreq_t *outreq;
+    ptc_repair_http_ask_t *http;
+};
+
+int ptc_repairer_http_new(uv_loop_t *loop, const char *url, const char *model, const char *key_env,
+                          const char *ca_file, const mcp_logger_t *lg, ptc_repairer_http_t **out,
+                          char *msg, size_t msg_size)
 {
-    if (cJSON_IsString(content)) return strdup(content->valuestring);
-    if (cJSON_IsObject(content)) {
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(content, "type");
-        const cJSON *text = cJSON_GetObjectItemCaseSensitive(content, "text");
-        if (cJSON_IsString(type) && strcmp(type->valuestring, "text") == 0 && cJSON_IsString(text))
-            return strdup(text->valuestring);
-        return NULL;
+    /* The hook only reads the logger: dropping const is what its void * costs. */
+    int rc = ptc_repair_http_new(loop, url, model, key_env, ca_file, mcp_log_hook,
+                                 (void *)(uintptr_t)lg, out, msg, msg_size);
+    return rc == PTC_REPAIR_ENOMEM ? MCP_ENOMEM : rc < 0 ? MCP_EINVAL : 0;
+}
+
+void ptc_repairer_http_free(ptc_repairer_http_t *r)
+{
+    ptc_repair_http_free(r);
+}
+
+const char *ptc_repairer_http_name(const ptc_repairer_http_t *r)
+{
+    return ptc_repair_http_name(r);
+}
+
+static int mcp_err_of(int err)
+{
+    switch (err) {
+    case PTC_REPAIR_ENOMEM:
+        return MCP_ENOMEM;
+    case PTC_REPAIR_EINVAL:
+        return MCP_EINVAL;
+    case PTC_REPAIR_EREMOTE:
+        return MCP_EREMOTE;
+    case PTC_REPAIR_EPROTO:
+        return MCP_EPROTO;
+    case PTC_REPAIR_ETOOBIG:
+        return MCP_ETOOBIG;
     }
-    if (!cJSON_IsArray(content)) return NULL;
-    size_t len = 0;
-    char *out = NULL;
-    const cJSON *block;
-    cJSON_ArrayForEach(block, content)
-    {
-        char *t = ptc__repair_content_text(block);
-        if (t == NULL) continue;
-        size_t n = strlen(t);
-        char *grown = realloc(out, len + n + 2);
-        if (grown == NULL) {
-            free(t);
-            free(out);
-            return NULL;
-        }
-        out = grown;
-        if (len > 0) out[len++] = '\n';
-        memcpy(out + len, t, n + 1);
-        len += n;
-        free(t);
+    return err < 0 ? MCP_EIO : 0;
+}
+
+static void on_http_answer(void *data, int err, const char *reply, const char *message)
+{
+    ptc_repair_ask_t *a = data;
+    a->http = NULL;
+    a->cb(a->data, mcp_err_of(err), reply, message);
+    free(a);
+}
+
+int ptc_repair_ask_http(ptc_repairer_http_t *r, const char *prompt, ptc_repair_cb cb, void *data,
+                        ptc_repair_ask_t **out)
+{
+    *out = NULL;
+    ptc_repair_ask_t *a = calloc(1, sizeof *a);
+    if (a == NULL) return MCP_ENOMEM;
+    a->kind = REPAIR_HTTP;
+    a->cb = cb;
+    a->data = data;
+    int rc = ptc_repair_http_ask(r, prompt, on_http_answer, a, &a->http);
+    if (rc < 0) {
+        free(a);
+        return mcp_err_of(rc);
     }
-    return out;
+    *out = a;
+    return 0;
 }
 
 static void on_sampled(void *data, int err, const cJSON *result, const cJSON *error,
@@ -53,7 +96,7 @@ static void on_sampled(void *data, int err, const cJSON *result, const cJSON *er
         free(a);
         return;
     }
-    char *text = ptc__repair_content_text(cJSON_GetObjectItemCaseSensitive(result, "content"));
+    char *text = ptc_repair_content_text(cJSON_GetObjectItemCaseSensitive(result, "content"));
     if (text == NULL)
         a->cb(a->data, MCP_EPROTO, NULL, "the client's sampling answer holds no text");
     else if (strlen(text) > PTC_REPAIR_REPLY_MAX)
@@ -113,7 +156,8 @@ void ptc_repair_ask_cancel(ptc_repair_ask_t *a)
     if (a == NULL || a->cancelled) return;
     a->cancelled = true;
     if (a->kind == REPAIR_HTTP) {
-        ptc__repair_http_cancel(a);
+        ptc_repair_http_cancel(a->http); /* on_http_answer is not called: a is ours to free */
+        free(a);
         return;
     }
     /* Its callback (now or later) sees the flag and frees a. */

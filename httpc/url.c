@@ -1,6 +1,6 @@
-/* http_url.c - parsing of the absolute http(s) URLs the outbound client accepts. */
-#include "http_internal.h"
-#include "mcp.h"
+/* url.c - parsing of the absolute http(s) URLs the outbound client accepts. */
+#include "url.h"
+#include "httpc.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -11,7 +11,7 @@
 static int fail(const char **why, const char *reason)
 {
     if (why != NULL) *why = reason;
-    return MCP_EINVAL;
+    return PTC_HTTP_EINVAL;
 }
 
 /* RFC 3986 reg-name characters we accept in a host name: letters, digits, '-', '.', '_'. */
@@ -20,12 +20,12 @@ static bool host_char_ok(char ch)
     return isalnum((unsigned char)ch) || ch == '-' || ch == '.' || ch == '_';
 }
 
-int mcp__http_url_parse(const char *url, mcp__http_url_t *out, const char **why)
+int ptc__http_url_parse(const char *url, ptc__http_url_t *out, const char **why)
 {
     if (url == NULL || out == NULL) return fail(why, "no URL given");
     memset(out, 0, sizeof *out);
     size_t len = strlen(url);
-    if (len > MCP__HTTP_MAX_URL) return fail(why, "URL is too long");
+    if (len > PTC__HTTP_MAX_URL) return fail(why, "URL is too long");
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)url[i];
         /* Spaces and control bytes would let a caller smuggle extra request lines. */
@@ -62,7 +62,7 @@ int mcp__http_url_parse(const char *url, mcp__http_url_t *out, const char **why)
     }
     size_t host_len = (size_t)(host_end - host);
     if (host_len == 0) return fail(why, "URL has no host");
-    if (host_len > MCP__HTTP_MAX_HOST) return fail(why, "host name in the URL is too long");
+    if (host_len > PTC__HTTP_MAX_HOST) return fail(why, "host name in the URL is too long");
     memcpy(out->host, host, host_len);
     out->host[host_len] = '\0';
     if (out->ipv6) {
@@ -97,16 +97,16 @@ int mcp__http_url_parse(const char *url, mcp__http_url_t *out, const char **why)
     out->target = malloc(target_len + 2);
     if (out->target == NULL) {
         if (why != NULL) *why = "out of memory";
-        return MCP_ENOMEM;
+        return PTC_HTTP_ENOMEM;
     }
     size_t o = 0;
     if (need_slash) out->target[o++] = '/';
     memcpy(out->target + o, auth_end, target_len);
     out->target[o + target_len] = '\0';
-    return MCP_OK;
+    return PTC_HTTP_OK;
 }
 
-void mcp__http_url_free(mcp__http_url_t *u)
+void ptc__http_url_free(ptc__http_url_t *u)
 {
     if (u == NULL) return;
     free(u->target);

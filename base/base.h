@@ -1,0 +1,99 @@
+/*
+ * base.h - the small pieces every library of ptc-mcp needs once: a growable byte buffer with a
+ * hard cap, a file reader with a size cap, and UTF-8 checks (validate, sanitise, cut at a
+ * character boundary). No I/O but the file reader; no global state; thread-safe per object.
+ *
+ * Functions return 0 or a negative errno value (PTC_ENOMEM is -ENOMEM ...); ptc_strerror()
+ * names it. Every cap a library gives a buffer is a named constant below, so the limits of
+ * the whole program can be read in one place.
+ */
+#ifndef PTC_BASE_H
+#define PTC_BASE_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define PTC_ENOMEM  (-ENOMEM) /* allocation failed */
+#define PTC_EINVAL  (-EINVAL) /* bad argument */
+#define PTC_ETOOBIG (-E2BIG)  /* a size cap was reached */
+
+/** A static sentence for err (0, a PTC_E* value or any negative errno value). */
+const char *ptc_strerror(int err);
+
+/* ---- caps -------------------------------------------------------------------------------- */
+/* The most bytes a buffer may grow to (the terminating NUL not counted). Caps that are part of */
+/* a library's own interface stay named in its header (REG_TEXT_MAX, REG_EMBED_TEXT_MAX and    */
+/* REG_FILE_MAX in registry.h, PTC_PYBUNDLE_FILE_MAX in pybundle.h, the HTTP client's options */
+/* in httpc.h); these are the rest.                                                          */
+
+#define PTC_CAP_SEARCH_TEXT    (1u << 20)  /* server: search_tools' text for the model */
+#define PTC_CAP_RESOURCE_TEXT  (64u << 20) /* server: one ptc://output page as text */
+#define PTC_CAP_REPAIR_TEXT    (1u << 20)  /* repair: a failure's tail, the self-healing text */
+#define PTC_CAP_REPAIR_CONTENT (16u << 20) /* repair: a model message's text blocks joined */
+
+/* ---- the capped buffer ------------------------------------------------------------------- */
+
+/*
+ * Bytes with a NUL kept after them. The first failure (PTC_ENOMEM, or PTC_ETOOBIG when an
+ * append would pass max) sticks: later appends do nothing and return it, so a run of appends
+ * can be checked once, with ptc_buf_error(). The fields are read-only outside buf.c.
+ */
+typedef struct ptc_buf {
+    char *p;    /* NULL until the first byte; then NUL-terminated */
+    size_t len; /* bytes held */
+    size_t cap; /* bytes allocated */
+    size_t max; /* most bytes the buffer may hold */
+    int err;    /* the first failure, or 0 */
+} ptc_buf_t;
+
+/** An empty buffer that may grow to max bytes (plus its NUL). Allocates nothing. */
+void ptc_buf_init(ptc_buf_t *b, size_t max);
+/** Frees the bytes; the buffer is empty (and its error cleared) with the same max. */
+void ptc_buf_free(ptc_buf_t *b);
+/** Appends n bytes (data may be NULL when n is 0); 0, PTC_ETOOBIG or PTC_ENOMEM. */
+int ptc_buf_append(ptc_buf_t *b, const void *data, size_t n);
+/** Appends a NUL-terminated string. */
+int ptc_buf_str(ptc_buf_t *b, const char *s);
+/** Appends printf-formatted text, however long (within max). */
+int ptc_buf_printf(ptc_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** The first failure, or 0. */
+int ptc_buf_error(const ptc_buf_t *b);
+/** The text held ("" when empty; borrowed, valid until the next change). */
+const char *ptc_buf_cstr(const ptc_buf_t *b);
+/** Hands the bytes over (caller frees; "" allocated when empty) and empties the buffer; NULL
+ *  after a failure (the bytes are freed) or on ENOMEM. *len (may be NULL) gets the length. */
+char *ptc_buf_take(ptc_buf_t *b, size_t *len);
+
+/* ---- files ------------------------------------------------------------------------------- */
+
+/**
+ * Reads a whole regular file into *out (caller frees; a NUL is added after the bytes, which may
+ * hold NULs themselves) and its length into *len (may be NULL). PTC_ETOOBIG when it holds more
+ * than max bytes, -errno when it cannot be opened or read, PTC_EINVAL for a directory or
+ * another non-regular file. Blocking: not on the event loop's thread.
+ */
+int ptc_file_read(const char *path, size_t max, char **out, size_t *len);
+
+/* ---- UTF-8 ------------------------------------------------------------------------------- */
+/*
+ * Valid means RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF. One rule for
+ * NUL everywhere: a NUL byte is valid UTF-8 (ptc_utf8_valid accepts it), but text handed to a
+ * model or a C string API is sanitised, and ptc_utf8_sanitize replaces each NUL with U+FFFD
+ * as it does each byte that starts no valid sequence.
+ */
+
+/** Whether the n bytes at s are valid UTF-8 (NUL bytes included). */
+bool ptc_utf8_valid(const char *s, size_t n);
+/** A NUL-terminated copy of the n bytes at s in which every NUL and every byte that starts
+ *  no valid sequence is replaced by U+FFFD; *out_len (may be NULL) gets its length. Caller
+ *  frees; NULL on ENOMEM. */
+char *ptc_utf8_sanitize(const char *s, size_t n, size_t *out_len);
+/** The largest length <= max (and <= n) that does not split a multi-byte sequence of s:
+ *  s[0..result) is valid when s[0..n) is. */
+size_t ptc_utf8_cut(const char *s, size_t n, size_t max);
+/** The length of the valid sequence at s[0..n) (1..4), or 0 when none starts there; *cp (may
+ *  be NULL) gets its code point. */
+size_t ptc_utf8_decode(const char *s, size_t n, unsigned *cp);
+
+#endif /* PTC_BASE_H */

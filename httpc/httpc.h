@@ -1,0 +1,110 @@
+/*
+ * httpc.h - the outbound HTTP(S) client (libuv + mbedTLS + http-parser): one request at a time
+ * per handle, many in flight per client, every size and time bounded. Used by the downstream
+ * MCP client for HTTP servers (mcp/), the fallback repairer (repair/) and the remote embedder
+ * (registry/). Certificate verification is always on; redirects are refused.
+ *
+ * - Functions return 0 or a negative ptc_http_err_t; ptc_http_strerror() names it.
+ * - Everything runs on the thread of the loop the client was made with; callbacks never run
+ *   from inside the function that started the request.
+ */
+#ifndef PTC_HTTPC_H
+#define PTC_HTTPC_H
+
+#include <stddef.h>
+
+#include <uv.h>
+
+typedef enum ptc_http_err {
+    PTC_HTTP_OK = 0,
+    PTC_HTTP_ENOMEM = -1,     /* allocation failed */
+    PTC_HTTP_EINVAL = -2,     /* bad argument: URL, method, header, options */
+    PTC_HTTP_ETOOBIG = -3,    /* a size cap was reached (the response body, the request) */
+    PTC_HTTP_EIO = -4,        /* a socket read or write failed */
+    PTC_HTTP_ETIMEDOUT = -5,  /* the connect or the whole request timed out */
+    PTC_HTTP_ECANCELED = -6,  /* cancelled (ptc_http_cancel, ptc_http_client_free) */
+    PTC_HTTP_ECLOSED = -7,    /* the server closed the connection before the response ended */
+    PTC_HTTP_EPROTO = -8,     /* the server broke HTTP */
+    PTC_HTTP_ETLS = -9,       /* TLS set-up, handshake or certificate verification failed */
+    PTC_HTTP_ERESOLVE = -10,  /* host name lookup failed */
+    PTC_HTTP_ECONNECT = -11,  /* TCP connect failed */
+    PTC_HTTP_EREDIRECT = -12, /* the server answered with a redirect, which is refused */
+    PTC_HTTP_EBUSY = -13,     /* too many requests in flight */
+    PTC_HTTP_ESTATE = -14,    /* the client is being freed */
+} ptc_http_err_t;
+
+/** A static sentence naming err ("unknown error" for other values). */
+const char *ptc_http_strerror(int err);
+
+/* Severities of the lines handed to the log hook (syslog's numbers). */
+#define PTC_HTTP_LOG_ERROR   3
+#define PTC_HTTP_LOG_WARNING 4
+#define PTC_HTTP_LOG_DEBUG   7
+
+/** Receives one log line (no newline) at a syslog severity; line is borrowed. */
+typedef void (*ptc_http_log_fn)(void *data, int level, const char *line);
+
+typedef struct ptc_http_client ptc_http_client_t;
+typedef struct ptc_http_req ptc_http_req_t;
+
+typedef struct ptc_http_client_opts {
+    const char *ca_file;         /* PEM bundle; NULL: the system bundle (found at run time) */
+    unsigned connect_timeout_ms; /* DNS + TCP + TLS handshake (default 10000; 0: default) */
+    unsigned total_timeout_ms;   /* whole request (default 60000; 0: default) */
+    size_t max_response_bytes;   /* body cap (default 16 MiB; 0: default) */
+} ptc_http_client_opts_t;
+
+void ptc_http_client_opts_default(ptc_http_client_opts_t *opts);
+/**
+ * Creates a client: loads the CA bundle once (a blocking file read: call it at start-up).
+ * Borrows loop and log_data (log may be NULL: nothing is logged); opts may be NULL (defaults) and
+ * its strings are not kept. An unreadable opts->ca_file fails with PTC_HTTP_EINVAL (logged); a
+ * missing system bundle only makes https requests fail with PTC_HTTP_ETLS. *out is set on 0.
+ */
+int ptc_http_client_new(uv_loop_t *loop, const ptc_http_client_opts_t *opts, ptc_http_log_fn log,
+                        void *log_data, ptc_http_client_t **out);
+/**
+ * Frees the client; requests in flight are cancelled (their callbacks run with ECANCELED before
+ * this returns). May be called from an HTTP callback. Their handles close on the next loop
+ * turns, so run the loop once more before uv_loop_close.
+ */
+void ptc_http_client_free(ptc_http_client_t *c);
+
+typedef struct ptc_http_response {
+    int status;       /* HTTP status code */
+    const char *body; /* NUL-terminated copy of the body (may contain NULs before it) */
+    size_t body_len;
+    const char *content_type; /* may be NULL */
+    const char *session_id;   /* the Mcp-Session-Id header (Streamable HTTP), or NULL */
+} ptc_http_response_t;
+
+/**
+ * Called once. On err < 0, resp is NULL and message says what failed (PTC_HTTP_ERESOLVE,
+ * PTC_HTTP_ECONNECT, PTC_HTTP_ETLS, PTC_HTTP_ETIMEDOUT, PTC_HTTP_EREDIRECT naming the target,
+ * PTC_HTTP_ETOOBIG, PTC_HTTP_EPROTO, PTC_HTTP_ECLOSED, PTC_HTTP_EIO, PTC_HTTP_ECANCELED); on
+ * success message is NULL. resp and message are borrowed (valid during the call). The request
+ * handle is gone after the call.
+ */
+typedef void (*ptc_http_cb)(void *data, int err, const ptc_http_response_t *resp,
+                            const char *message);
+
+typedef struct ptc_http_header {
+    const char *name, *value;
+} ptc_http_header_t;
+
+/**
+ * Starts a request: method "GET"/"POST"/... (an HTTP token), url "http://" or "https://"
+ * (no user@ part), headers (copied; at most 64, no CR/LF in values; Host, Content-Length,
+ * Transfer-Encoding and Connection are written by the client and refused here), body (copied,
+ * may be NULL). Every redirect is refused. On error returns < 0 (PTC_HTTP_EINVAL for a bad URL,
+ * method or header; PTC_HTTP_EBUSY with 256 requests in flight) and never calls cb. *out (may be
+ * NULL) is valid until the callback has run.
+ */
+int ptc_http_request(ptc_http_client_t *c, const char *method, const char *url,
+                     const ptc_http_header_t *headers, size_t n_headers, const char *body,
+                     size_t body_len, ptc_http_cb cb, void *data, ptc_http_req_t **out);
+/** Cancels a request; its callback runs with PTC_HTTP_ECANCELED before this returns. Does nothing
+ *  if called from the request's own callback. */
+void ptc_http_cancel(ptc_http_req_t *r);
+
+#endif /* PTC_HTTPC_H */

@@ -1,0 +1,163 @@
+/* test_buf.c - the capped buffer: growth, the cap, printf, the sticky error, allocation
+ * failures (malloc and realloc are wrapped: see CMakeLists.txt). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void *__real_malloc(size_t n);
+void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_realloc(void *p, size_t n);
+
+/* Allocations left before the next one fails; -1: none fails. */
+static int allocs_left = -1;
+
+void *__wrap_malloc(size_t n)
+{
+    if (allocs_left == 0) return NULL;
+    if (allocs_left > 0) allocs_left--;
+    return __real_malloc(n);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    if (allocs_left == 0) return NULL;
+    if (allocs_left > 0) allocs_left--;
+    return __real_realloc(p, n);
+}
+
+static void test_appends_grow_and_keep_a_nul(void **state)
+{
+    (void)state;
+    ptc_buf_t b;
+    ptc_buf_init(&b, 1 << 20);
+    assert_string_equal(ptc_buf_cstr(&b), "");
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(ptc_buf_str(&b, "abc"), 0);
+    assert_int_equal(b.len, 3000);
+    assert_int_equal(strlen(ptc_buf_cstr(&b)), 3000);
+    assert_int_equal(ptc_buf_append(&b, "x\0y", 3), 0);
+    assert_int_equal(b.len, 3003);
+    assert_int_equal(b.p[3003], '\0');
+    assert_int_equal(ptc_buf_append(&b, NULL, 0), 0);
+    ptc_buf_free(&b);
+    assert_null(b.p);
+    assert_int_equal(b.max, 1 << 20);
+}
+
+static void test_an_append_past_the_cap_is_refused_and_sticks(void **state)
+{
+    (void)state;
+    ptc_buf_t b;
+    ptc_buf_init(&b, 5);
+    assert_int_equal(ptc_buf_str(&b, "12345"), 0);
+    assert_string_equal(ptc_buf_cstr(&b), "12345");
+    assert_int_equal(ptc_buf_str(&b, "6"), PTC_ETOOBIG);
+    assert_string_equal(ptc_buf_cstr(&b), "12345"); /* nothing of the refused append */
+    assert_int_equal(ptc_buf_error(&b), PTC_ETOOBIG);
+    assert_int_equal(ptc_buf_append(&b, "", 0), PTC_ETOOBIG); /* sticky */
+    assert_null(ptc_buf_take(&b, NULL));                      /* and take says so */
+    assert_null(b.p);
+    assert_int_equal(ptc_buf_error(&b), 0);
+    ptc_buf_free(&b);
+}
+
+static void test_printf_formats_any_length_within_the_cap(void **state)
+{
+    (void)state;
+    ptc_buf_t b;
+    ptc_buf_init(&b, 4096);
+    char big[2000];
+    memset(big, 'q', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    assert_int_equal(ptc_buf_printf(&b, "%d-%s-", 42, "x"), 0);
+    assert_int_equal(ptc_buf_printf(&b, "%s", big), 0);
+    assert_int_equal(b.len, 5 + 1999);
+    assert_memory_equal(b.p, "42-x-qq", 7);
+    assert_int_equal(ptc_buf_printf(&b, "%s", big), 0);
+    assert_int_equal(ptc_buf_printf(&b, "%s", big), PTC_ETOOBIG);
+    assert_int_equal(b.len, 5 + 2 * 1999);
+    ptc_buf_free(&b);
+}
+
+static void test_take_hands_the_bytes_over(void **state)
+{
+    (void)state;
+    ptc_buf_t b;
+    ptc_buf_init(&b, 100);
+    size_t len = 99;
+    char *s = ptc_buf_take(&b, &len); /* empty: an allocated "" */
+    assert_non_null(s);
+    assert_string_equal(s, "");
+    assert_int_equal(len, 0);
+    free(s);
+    ptc_buf_str(&b, "hello");
+    s = ptc_buf_take(&b, &len);
+    assert_string_equal(s, "hello");
+    assert_int_equal(len, 5);
+    assert_null(b.p);
+    assert_int_equal(b.len, 0);
+    free(s);
+}
+
+static void test_allocation_failure_is_an_error_that_sticks(void **state)
+{
+    (void)state;
+    ptc_buf_t b;
+    ptc_buf_init(&b, 1 << 20);
+    allocs_left = 0;
+    assert_int_equal(ptc_buf_str(&b, "a"), PTC_ENOMEM);
+    allocs_left = -1;
+    assert_int_equal(ptc_buf_str(&b, "a"), PTC_ENOMEM);
+    assert_null(ptc_buf_take(&b, NULL));
+
+    /* A failure while growing keeps what was there and frees it with the buffer. */
+    ptc_buf_init(&b, 1 << 20);
+    assert_int_equal(ptc_buf_str(&b, "abc"), 0);
+    allocs_left = 0;
+    char big[1000];
+    memset(big, 'z', sizeof big);
+    assert_int_equal(ptc_buf_append(&b, big, sizeof big), PTC_ENOMEM);
+    allocs_left = -1;
+    assert_string_equal(ptc_buf_cstr(&b), "abc");
+    assert_int_equal(ptc_buf_printf(&b, "%d", 1), PTC_ENOMEM);
+    ptc_buf_free(&b);
+
+    /* take of an empty buffer allocates its "": that may fail too. */
+    ptc_buf_init(&b, 10);
+    allocs_left = 0;
+    assert_null(ptc_buf_take(&b, NULL));
+    allocs_left = -1;
+    ptc_buf_free(&b);
+}
+
+static void test_strerror_names_the_codes(void **state)
+{
+    (void)state;
+    assert_string_equal(ptc_strerror(0), "success");
+    assert_string_equal(ptc_strerror(PTC_ENOMEM), "out of memory");
+    assert_string_equal(ptc_strerror(PTC_ETOOBIG), "size limit exceeded");
+    assert_string_equal(ptc_strerror(-ENOENT), "no such file or directory");
+    assert_string_equal(ptc_strerror(-EPIPE), "system error");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_appends_grow_and_keep_a_nul),
+        cmocka_unit_test(test_an_append_past_the_cap_is_refused_and_sticks),
+        cmocka_unit_test(test_printf_formats_any_length_within_the_cap),
+        cmocka_unit_test(test_take_hands_the_bytes_over),
+        cmocka_unit_test(test_allocation_failure_is_an_error_that_sticks),
+        cmocka_unit_test(test_strerror_names_the_codes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

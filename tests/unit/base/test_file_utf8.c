@@ -1,0 +1,155 @@
+/* test_file_utf8.c - the capped file reader and the UTF-8 checks. malloc and realloc are
+ * wrapped (see CMakeLists.txt) to fail the sanitiser's and the reader's allocations. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "base.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void *__real_malloc(size_t n);
+void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_realloc(void *p, size_t n);
+
+static int allocs_left = -1; /* allocations before the next one fails; -1: none fails */
+
+void *__wrap_malloc(size_t n)
+{
+    if (allocs_left == 0) return NULL;
+    if (allocs_left > 0) allocs_left--;
+    return __real_malloc(n);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    if (allocs_left == 0) return NULL;
+    if (allocs_left > 0) allocs_left--;
+    return __real_realloc(p, n);
+}
+
+/* A temporary file holding n bytes of data; its path in path (removed by the caller). */
+static void write_temp(char path[64], const void *data, size_t n)
+{
+    snprintf(path, 64, "/tmp/ptc-base-test-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, data, n), (ssize_t)n);
+    close(fd);
+}
+
+static void test_file_read_gives_the_bytes_and_a_nul(void **state)
+{
+    (void)state;
+    char path[64];
+    write_temp(path, "ab\0cd", 5);
+    char *out = NULL;
+    size_t len = 0;
+    assert_int_equal(ptc_file_read(path, 5, &out, &len), 0);
+    assert_int_equal(len, 5);
+    assert_memory_equal(out, "ab\0cd", 6);
+    free(out);
+    assert_int_equal(ptc_file_read(path, 4, &out, &len), PTC_ETOOBIG);
+    assert_null(out);
+    unlink(path);
+    write_temp(path, "", 0);
+    assert_int_equal(ptc_file_read(path, 0, &out, &len), 0);
+    assert_string_equal(out, "");
+    free(out);
+    unlink(path);
+}
+
+static void test_file_read_refuses_what_is_not_a_readable_file(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    assert_int_equal(ptc_file_read("/nonexistent/ptc-base", 100, &out, NULL), -ENOENT);
+    assert_int_equal(ptc_file_read("/tmp", 100, &out, NULL), -EISDIR);
+    assert_int_equal(ptc_file_read(NULL, 100, &out, NULL), PTC_EINVAL);
+    assert_null(out);
+}
+
+static void test_file_read_allocation_failure(void **state)
+{
+    (void)state;
+    char path[64];
+    write_temp(path, "hello", 5);
+    char *out = NULL;
+    allocs_left = 0;
+    assert_int_equal(ptc_file_read(path, 100, &out, NULL), PTC_ENOMEM);
+    allocs_left = -1;
+    assert_null(out);
+    unlink(path);
+}
+
+static void test_valid_follows_rfc_3629(void **state)
+{
+    (void)state;
+    assert_true(ptc_utf8_valid("", 0));
+    assert_true(ptc_utf8_valid("a\0b", 3)); /* NUL is valid UTF-8 */
+    assert_true(ptc_utf8_valid("\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80", 9));
+    assert_false(ptc_utf8_valid("\xC0\xAF", 2));         /* overlong */
+    assert_false(ptc_utf8_valid("\xE0\x80\xAF", 3));     /* overlong */
+    assert_false(ptc_utf8_valid("\xED\xA0\x80", 3));     /* surrogate */
+    assert_false(ptc_utf8_valid("\xF4\x90\x80\x80", 4)); /* past U+10FFFF */
+    assert_false(ptc_utf8_valid("\xE2\x82", 2));         /* truncated */
+    assert_false(ptc_utf8_valid("\x80", 1));             /* lone continuation */
+    unsigned cp = 0;
+    assert_int_equal(ptc_utf8_decode("\xE2\x82\xAC", 3, &cp), 3);
+    assert_int_equal(cp, 0x20AC);
+    assert_int_equal(ptc_utf8_decode("\xE2\x82\xAC", 2, &cp), 0);
+}
+
+static void test_sanitize_replaces_bad_bytes_and_nul_with_fffd(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    char *s = ptc_utf8_sanitize("a\0b\xFF\xC3\xA9\xE2\x82", 8, &n);
+    assert_string_equal(s, "a\xEF\xBF\xBD"
+                           "b\xEF\xBF\xBD\xC3\xA9\xEF\xBF\xBD\xEF\xBF\xBD");
+    assert_int_equal(n, strlen(s));
+    assert_true(ptc_utf8_valid(s, n));
+    free(s);
+    allocs_left = 0;
+    assert_null(ptc_utf8_sanitize("abc", 3, &n));
+    allocs_left = -1;
+}
+
+static void test_cut_never_splits_a_character(void **state)
+{
+    (void)state;
+    const char *s = "a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"; /* a é € 😀: 1+2+3+4 bytes */
+    size_t n = strlen(s);
+    assert_int_equal(ptc_utf8_cut(s, n, 100), n);
+    assert_int_equal(ptc_utf8_cut(s, n, 0), 0);
+    assert_int_equal(ptc_utf8_cut(s, n, 1), 1);
+    assert_int_equal(ptc_utf8_cut(s, n, 2), 1);
+    assert_int_equal(ptc_utf8_cut(s, n, 3), 3);
+    assert_int_equal(ptc_utf8_cut(s, n, 4), 3);
+    assert_int_equal(ptc_utf8_cut(s, n, 5), 3);
+    assert_int_equal(ptc_utf8_cut(s, n, 6), 6);
+    for (size_t m = 7; m < 10; m++)
+        assert_int_equal(ptc_utf8_cut(s, n, m), 6);
+    for (size_t m = 0; m <= n; m++)
+        assert_true(ptc_utf8_valid(s, ptc_utf8_cut(s, n, m)));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_file_read_gives_the_bytes_and_a_nul),
+        cmocka_unit_test(test_file_read_refuses_what_is_not_a_readable_file),
+        cmocka_unit_test(test_file_read_allocation_failure),
+        cmocka_unit_test(test_valid_follows_rfc_3629),
+        cmocka_unit_test(test_sanitize_replaces_bad_bytes_and_nul_with_fffd),
+        cmocka_unit_test(test_cut_never_splits_a_character),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -240,7 +240,8 @@ void ptc__sessions_free(ptc_xsessions_t *t);
 /** Writes prefix and 32 hex digits of fresh random bytes (128 bits) into buf: an unguessable
  *  handle. false when the kernel gives no random bytes. */
 bool ptc__execute_random_id(const char *prefix, char buf[PTC_SESSION_HANDLE_MAX]);
-/** Who a call's client is, for binding handles: its MCP session's serial (0: none). */
+/** Who a call's client is, for binding handles: its MCP session's serial (0: none, or a
+ *  stateless 2026-07-28 request, where the handle alone carries the session). */
 uint64_t ptc__sessions_owner(const mcp_call_t *call);
 /** A new session for owner (its sandbox starts with its first cell), or NULL with a sentence in
  *  msg (at the limit: naming the oldest idle one; out of memory). */
@@ -284,6 +285,8 @@ job_t *ptc__longrun_find(ptc_execute_t *ex, const char *cursor, uint64_t owner);
 void ptc__longrun_attach(job_t *j, mcp_call_t *call, uint64_t wait_ms);
 /** The run ended with no request waiting: kept (j->last) for its cursor, for a while. */
 void ptc__longrun_park(job_t *j);
+/** Ends every run handed back as running (the server stops). */
+void ptc__longrun_close_all(ptc_execute_t *ex);
 /** Stops j's timer and forgets its cursor (in ptc__execute_job_free). */
 void ptc__longrun_release(job_t *j);
 

@@ -212,3 +212,15 @@ void ptc__longrun_attach(job_t *j, mcp_call_t *call, uint64_t wait_ms)
     }
     ptc__execute_job_deliver(j); /* the loop finishes, or repairs with this request */
 }
+
+void ptc__longrun_close_all(ptc_execute_t *ex)
+{
+    while (ex->longruns != NULL) {
+        job_t *j = ex->longruns;
+        exec_run_cancel(j->run); /* no on_done follows */
+        j->run = NULL;
+        mcp_call_t *call = j->call;
+        ptc__execute_job_free(j); /* a session's cell dies with the session, closed next */
+        if (call != NULL) mcp_call_finish_text(call, true, "The server is shutting down.");
+    }
+}

@@ -62,6 +62,9 @@ bool ptc__execute_random_id(const char *prefix, char buf[PTC_SESSION_HANDLE_MAX]
 
 uint64_t ptc__sessions_owner(const mcp_call_t *call)
 {
+    /* A stateless (2026-07-28) request lives in a session of its own: there the handle alone
+     * carries the session (the server has one bearer token, which every request showed). */
+    if (call != NULL && mcp_call_is_modern(call)) return 0;
     mcp_session_t *s = call != NULL ? mcp_call_session(call) : NULL;
     return s != NULL ? mcp_session_serial(s) : 0;
 }

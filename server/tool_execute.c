@@ -891,6 +891,7 @@ void ptc_execute_free(ptc_execute_t *ex)
     if (ex->audit != NULL) fclose(ex->audit);
     ptc_repairer_http_free(ex->repairer);
     free(ex->described);
+    ptc__longrun_close_all(ex);
     ptc__sessions_free(ex->sessions); /* before the pool: their sandboxes are its children */
     exec_pool_free(ex->pool);
     exec_pages_free(ex->pages);
@@ -899,6 +900,7 @@ void ptc_execute_free(ptc_execute_t *ex)
 
 void ptc_execute_stop(ptc_execute_t *ex)
 {
+    ptc__longrun_close_all(ex);
     ptc__sessions_close_all(ex->sessions);
 }
 

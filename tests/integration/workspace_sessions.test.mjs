@@ -220,6 +220,10 @@ test('{cursor, cancel: true} stops a long run and a long cell; timeout_seconds s
     const end = await call(c, { cursor: t.structuredContent.next_cursor, wait_seconds: 20 });
     assert.equal(end.structuredContent.status, 'timeout');
     assert.match(text(end), /timeout \(timeout_seconds\) and was killed\. For more time pass a larger timeout_seconds \(at most 300/);
+
+    // Left running when the client goes: the server still exits cleanly (close checks it).
+    const left = await call(c, { code: 'import time\ntime.sleep(60)', timeout_seconds: 120 });
+    assert.equal(left.structuredContent.status, 'running');
   });
 });
 
@@ -236,9 +240,12 @@ test('over Streamable HTTP a long run is finished through its cursor, and the cu
     const other = await call(b, { cursor: cur, wait_seconds: 5 });
     assert.equal(other.isError, true);
     assert.match(text(other), /Unknown or expired cursor/);
-    let done = await call(a, { cursor: cur, wait_seconds: 10 });
+    const done = await call(a, { cursor: cur, wait_seconds: 10 });
     assert.equal(done.structuredContent.status, 'ok');
     assert.equal(done.structuredContent.stdout, 'late\n');
+    // A long run and a session left behind: stop() checks the clean exit.
+    assert.equal((await call(b, { code: 'import time\ntime.sleep(60)', timeout_seconds: 120 })).structuredContent.status, 'running');
+    assert.equal((await call(b, { code: 'import time\ntime.sleep(60)', session: 'new', timeout_seconds: 120 })).structuredContent.status, 'running');
   } finally {
     await a.close();
     await b.close();

@@ -6,8 +6,8 @@
  * Prints recall@1, recall@5 and MRR@10, overall and per query kind, for a BM25 baseline
  * written here independently of the library (k1 1.2, b 0.75, \w+ tokens, stop words), the
  * library's BM25, every available embedder and the hybrid (fusion of the best embedder with
- * the library's BM25). With --min-recall5 / --min-paraphrase-recall5 it exits 1 when the
- * gated method (--gate, default "hybrid") is below them.
+ * the library's BM25). With --min-recall5 / --min-paraphrase-recall5 / --min-lexical-recall5 it
+ * exits 1 when the gated method (--gate, default "hybrid") is below them.
  */
 #include "registry.h"
 
@@ -19,7 +19,7 @@
 #include <time.h>
 
 #define MAX_KINDS   8
-#define MAX_METHODS 10
+#define MAX_METHODS 12
 #define TOP         10 /* ranks looked at by the metrics */
 #define CANDIDATES  50 /* hits each list contributes to a fusion */
 #define LINE_MAX_B  (1 << 20)
@@ -298,41 +298,48 @@ typedef struct ranker {
     struct ranker *fuse_a, *fuse_b; /* or a fusion of two rankers */
     reg_fuse_method_t method;
     float bm25_weight;   /* weight of the second list in a fusion (the first has 1) */
+    float bm25_half;     /* REG_FUSE_SCORE: the second list's squash (0: none) ... */
+    bool bm25_relative;  /* ... or its scores relative to its best */
     baseline_t *base;    /* or the baseline */
     reg_registry_t *reg; /* or the registry facade, as the binary searches */
     double ms;           /* total query time */
+    float *qvec;         /* dense: query vectors by query number (a fusion reuses them) */
+    bool *have_qvec;
 } ranker_t;
 
-static int rank_hits(ranker_t *r, const char *query, size_t k, reg_hit_t *hits)
+/* Query qi's vector for a dense ranker, embedded once: every fusion of that ranker reuses it,
+ * so the bench's time goes to ranking rather than to re-encoding the same queries. */
+static const float *query_vector(ranker_t *r, size_t qi, const char *query)
 {
+    size_t dim = reg_embedder_dim(r->emb);
+    float *v = r->qvec + qi * dim;
+    if (r->have_qvec[qi]) return v;
     char msg[256] = "";
-    if (r->emb != NULL) {
-        size_t dim = reg_embedder_dim(r->emb);
-        float *v = malloc(dim * sizeof *v);
-        if (v == NULL) die("out of memory");
-        /* A sentence model sees the query as the registry gives it (quoted values dropped). */
-        char *q =
-            r->emb->sentence_model && !r->raw_query ? reg_query_embed_text(query) : strdup(query);
-        if (q == NULL) die("out of memory");
-        const char *t[1] = {q};
-        int rc = reg_embedder_embed(r->emb, t, 1, REG_EMBED_QUERY, v, msg, sizeof msg);
-        free(q);
-        if (rc < 0) die("embedding a query failed: %s", msg);
-        rc = reg_index_search(r->ix, v, k, NULL, hits);
-        free(v);
-        return rc;
-    }
+    /* A sentence model sees the query as the registry gives it (quoted values dropped). */
+    char *q = r->emb->sentence_model && !r->raw_query ? reg_query_embed_text(query) : strdup(query);
+    if (q == NULL) die("out of memory");
+    const char *t[1] = {q};
+    int rc = reg_embedder_embed(r->emb, t, 1, REG_EMBED_QUERY, v, msg, sizeof msg);
+    free(q);
+    if (rc < 0) die("embedding a query failed: %s", msg);
+    r->have_qvec[qi] = true;
+    return v;
+}
+
+static int rank_hits(ranker_t *r, size_t qi, const char *query, size_t k, reg_hit_t *hits)
+{
+    if (r->emb != NULL) return reg_index_search(r->ix, query_vector(r, qi, query), k, NULL, hits);
     if (r->bm != NULL) return reg_bm25_search(r->bm, query, k, NULL, hits);
     reg_hit_t a[CANDIDATES], b[CANDIDATES];
-    int na = rank_hits(r->fuse_a, query, CANDIDATES, a);
-    int nb = rank_hits(r->fuse_b, query, CANDIDATES, b);
+    int na = rank_hits(r->fuse_a, qi, query, CANDIDATES, a);
+    int nb = rank_hits(r->fuse_b, qi, query, CANDIDATES, b);
     if (na < 0 || nb < 0) return na < 0 ? na : nb;
-    reg_ranked_t lists[2] = {{a, (size_t)na, 1.0f, 0},
-                             {b, (size_t)nb, r->bm25_weight, REG_BM25_HALF}};
+    reg_ranked_t lists[2] = {{a, (size_t)na, 1.0f, 0, false},
+                             {b, (size_t)nb, r->bm25_weight, r->bm25_half, r->bm25_relative}};
     return reg_fuse(lists, 2, r->method, 60.0f, k, hits);
 }
 
-static size_t rank(ranker_t *r, const char *query, size_t k, const char **ids)
+static size_t rank(ranker_t *r, size_t qi, const char *query, size_t k, const char **ids)
 {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -361,7 +368,7 @@ static size_t rank(ranker_t *r, const char *query, size_t k, const char **ids)
             ids[i] = res[i].tool->id;
     } else {
         reg_hit_t hits[TOP];
-        int rc = rank_hits(r, query, k, hits);
+        int rc = rank_hits(r, qi, query, k, hits);
         if (rc < 0) die("search failed: %s", reg_strerror(rc));
         n = (size_t)rc;
         for (size_t i = 0; i < n; i++)
@@ -402,7 +409,7 @@ static void evaluate(bench_t *B, ranker_t *r, sums_t *per_kind, sums_t *all, FIL
     for (size_t qi = 0; qi < B->nq; qi++) {
         const query_t *q = &B->q[qi];
         const char *ids[TOP];
-        size_t n = rank(r, q->text, TOP, ids);
+        size_t n = rank(r, qi, q->text, TOP, ids);
         double r1 = recall_at(q, ids, n, 1), r5 = recall_at(q, ids, n, 5), mrr = 0;
         for (size_t i = 0; i < n; i++)
             if (is_rel(q, ids[i])) {
@@ -430,6 +437,58 @@ static void print_row(const char *method, const char *kind, const sums_t *s)
            s->mrr / n);
 }
 
+/* One JSON string (ids and names are [A-Za-z0-9_.-], but the query text is free). */
+static void put_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void dump_list(FILE *f, const char *key, const reg_hit_t *h, int n)
+{
+    fprintf(f, ", \"%s\": [", key);
+    for (int i = 0; i < n; i++) {
+        fputs(i ? ", [" : "[", f);
+        put_json_string(f, h[i].id);
+        fprintf(f, ", %.6g]", (double)h[i].score);
+    }
+    fputc(']', f);
+}
+
+static void dump_candidates(bench_t *B, ranker_t *dense, ranker_t *bm, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL) die("cannot write %s", path);
+    for (size_t qi = 0; qi < B->nq; qi++) {
+        const query_t *q = &B->q[qi];
+        reg_hit_t a[CANDIDATES], b[CANDIDATES];
+        int na = rank_hits(dense, qi, q->text, CANDIDATES, a);
+        int nb = rank_hits(bm, qi, q->text, CANDIDATES, b);
+        if (na < 0 || nb < 0) die("search failed while dumping");
+        fputs("{\"query\": ", f);
+        put_json_string(f, q->text);
+        fprintf(f, ", \"kind\": \"%s\", \"relevant\": [", B->kinds[q->kind]);
+        for (size_t j = 0; j < q->nrel; j++) {
+            if (j) fputs(", ", f);
+            put_json_string(f, q->rel[j]);
+        }
+        fputc(']', f);
+        dump_list(f, "dense", a, na);
+        dump_list(f, "bm25", b, nb);
+        fputs("}\n", f);
+    }
+    if (fclose(f) != 0) die("cannot write %s", path);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 
 static void usage(void)
@@ -438,6 +497,7 @@ static void usage(void)
             "usage: bench_retrieval CATALOG.json QUERIES.jsonl [options]\n"
             "  --min-recall5 X             exit 1 if the gated method's overall R@5 < X\n"
             "  --min-paraphrase-recall5 Y  exit 1 if its R@5 on paraphrase queries < Y\n"
+            "  --min-lexical-recall5 Z     exit 1 if its R@5 on lexical queries < Z\n"
             "  --gate NAME                 method the thresholds apply to (default registry)\n"
             "  --lexical-dim N             lexical embedder dimension\n"
             "  --ngram-weight F / --bigram-weight F / --word-weight F\n"
@@ -448,11 +508,14 @@ static void usage(void)
             "  --expect-embedder PREFIX    exit 1 unless the first embedder's name starts so\n"
             "                              (e.g. model: catches a silent fall-back)\n"
             "  --bm25-weight W             weight of BM25 against the embedder's 1 (default:\n"
-            "                              the registry's: 0.4 with a model, 1 with lexical);\n"
-            "                              applies to every hybrid row\n"
+            "                              the registry's: 0.1 with a model, 1 with lexical);\n"
+            "                              applies to every hybrid row but hybrid-squash-0.4\n"
             "  --ablation                  also a sentence model on the full index text with\n"
             "                              raw queries (what the text choices bring)\n"
-            "  --misses NAME               list the queries NAME misses in its top 5\n");
+            "  --misses NAME               list the queries NAME misses in its top 5\n"
+            "  --dump FILE                 write each query's candidate lists (the first\n"
+            "                              embedder's and BM25's top 50 with scores) as JSON\n"
+            "                              lines, for studying fusions outside the bench\n");
     exit(2);
 }
 
@@ -469,8 +532,8 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows when piped to a log */
     if (argc < 3) usage();
-    double min_r5 = -1, min_para_r5 = -1;
-    const char *gate = "registry", *misses = NULL, *expect = NULL;
+    double min_r5 = -1, min_para_r5 = -1, min_lex_r5 = -1;
+    const char *gate = "registry", *misses = NULL, *expect = NULL, *dump = NULL;
     reg_embedder_spec_t spec = {.kind = "auto"};
     reg_lexical_opts_t lo;
     reg_lexical_opts_default(&lo);
@@ -484,6 +547,8 @@ int main(int argc, char **argv)
             min_r5 = num_arg(argc, argv, &i);
         else if (strcmp(argv[i], "--min-paraphrase-recall5") == 0)
             min_para_r5 = num_arg(argc, argv, &i);
+        else if (strcmp(argv[i], "--min-lexical-recall5") == 0)
+            min_lex_r5 = num_arg(argc, argv, &i);
         else if (strcmp(argv[i], "--gate") == 0 && i + 1 < argc)
             gate = argv[++i];
         else if (strcmp(argv[i], "--storage") == 0 && i + 1 < argc)
@@ -500,6 +565,8 @@ int main(int argc, char **argv)
             ablation = true;
         else if (strcmp(argv[i], "--misses") == 0 && i + 1 < argc)
             misses = argv[++i];
+        else if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc)
+            dump = argv[++i];
         else if (strcmp(argv[i], "--lexical-dim") == 0)
             lo.dim = (size_t)num_arg(argc, argv, &i);
         else if (strcmp(argv[i], "--ngram-weight") == 0)
@@ -605,7 +672,10 @@ int main(int argc, char **argv)
         *r = (ranker_t){.name = abl ? "model-fulltext-rawq" : reg_embedder_name(em),
                         .emb = em,
                         .ix = ix,
-                        .raw_query = abl};
+                        .raw_query = abl,
+                        .qvec = malloc(B.nq * dim * sizeof(float)),
+                        .have_qvec = calloc(B.nq, sizeof(bool))};
+        if (r->qvec == NULL || r->have_qvec == NULL) die("out of memory");
         if (dense == NULL) dense = r;
     }
     ropts.bm25_weight = bm25_w;
@@ -616,7 +686,17 @@ int main(int argc, char **argv)
                           .fuse_a = dense,
                           .fuse_b = bm_r,
                           .method = sentence ? REG_FUSE_SCORE : REG_FUSE_MINMAX,
-                          .bm25_weight = bm25_w};
+                          .bm25_weight = bm25_w,
+                          .bm25_relative = sentence};
+    /* The registry's fusion before the dev2 set: BM25 squashed by a fixed half-score of 8
+     * at 0.4, which did not carry over to larger catalogs (BM25's scale grows with them). */
+    if (sentence)
+        rk[nr++] = (ranker_t){.name = "hybrid-squash-0.4",
+                              .fuse_a = dense,
+                              .fuse_b = bm_r,
+                              .method = REG_FUSE_SCORE,
+                              .bm25_weight = 0.4f,
+                              .bm25_half = 8.0f};
     if (sentence)
         rk[nr++] = (ranker_t){.name = "hybrid-minmax",
                               .fuse_a = dense,
@@ -642,11 +722,12 @@ int main(int argc, char **argv)
     }
 
     printf("embedder: %s\n", reg_registry_embedder_name(reg));
-    printf("catalog: %zu tools; queries: %zu; hybrid = %s + %.2f x bm25 (%s; hybrid-minmax: "
-           "min-max normalised; hybrid-rrf: reciprocal rank); registry = the library's "
-           "search_tools path (%s)\n",
+    printf("catalog: %zu tools; queries: %zu; hybrid = %s + %.2f x bm25 (%s; "
+           "hybrid-squash-0.4: cosine + 0.4 x bm25 / (bm25 + 8), the fusion before; "
+           "hybrid-minmax: min-max normalised; hybrid-rrf: reciprocal rank); registry = the "
+           "library's search_tools path (%s)\n",
            nt, B.nq, dense->name, (double)bm25_w,
-           sentence ? "cosine + squashed bm25" : "min-max normalised",
+           sentence ? "cosine + bm25 / best bm25" : "min-max normalised",
            reg_registry_embedder_name(reg));
     if (expect != NULL && strncmp(reg_registry_embedder_name(reg), expect, strlen(expect)) != 0) {
         fprintf(stderr, "FAIL: the embedder is %s, expected %s* (fell back; see the note above)\n",
@@ -654,9 +735,11 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("%-22s %-11s %5s  %6s  %6s  %6s\n", "method", "kind", "n", "R@1", "R@5", "MRR@10");
-    int para = -1;
-    for (int k = 0; k < B.nkinds; k++)
+    int para = -1, lex = -1;
+    for (int k = 0; k < B.nkinds; k++) {
         if (strcmp(B.kinds[k], "paraphrase") == 0) para = k;
+        if (strcmp(B.kinds[k], "lexical") == 0) lex = k;
+    }
     int status = 0, gated = 0;
     for (int i = 0; i < nr; i++) {
         sums_t per[MAX_KINDS], all;
@@ -680,16 +763,27 @@ int main(int argc, char **argv)
                 status = 1;
             }
         }
+        if (min_lex_r5 >= 0) {
+            double lr5 = lex >= 0 && per[lex].n ? per[lex].r5 / (double)per[lex].n : 0;
+            if (lr5 < min_lex_r5) {
+                fprintf(stderr, "FAIL: %s lexical recall@5 %.3f < %.3f\n", gate, lr5, min_lex_r5);
+                status = 1;
+            }
+        }
     }
+    if (dump != NULL) dump_candidates(&B, dense, bm_r, dump);
     for (int i = 0; i < nr; i++)
         printf("%-22s mean query time %.3f ms\n", rk[i].name, rk[i].ms / (double)B.nq);
-    if ((min_r5 >= 0 || min_para_r5 >= 0) && !gated) {
+    if ((min_r5 >= 0 || min_para_r5 >= 0 || min_lex_r5 >= 0) && !gated) {
         fprintf(stderr, "FAIL: no method named %s\n", gate);
         status = 1;
     }
 
-    for (int i = 0; i < nr; i++)
+    for (int i = 0; i < nr; i++) {
         reg_index_free(rk[i].ix);
+        free(rk[i].qvec);
+        free(rk[i].have_qvec);
+    }
     for (size_t e = 0; e < nembs; e++)
         reg_embedder_free(embs[e]);
     reg_registry_free(reg);

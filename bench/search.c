@@ -704,7 +704,7 @@ int main(int argc, char **argv)
             int na = reg_index_search(ix, v, CAND, NULL, a);
             int nb = reg_bm25_search(bm, t[0], CAND, NULL, b);
             if (na < 0 || nb < 0) die("search failed");
-            reg_ranked_t l[2] = {{a, (size_t)na, 1.0f, 0}, {b, (size_t)nb, 1.0f, 0}};
+            reg_ranked_t l[2] = {{a, (size_t)na, 1.0f, 0, false}, {b, (size_t)nb, 1.0f, 0, false}};
             if (reg_fuse(l, 2, REG_FUSE_MINMAX, 60.0f, TOPK, out) < 0) die("fuse failed");
             lat[q] = now_ms() - q0;
         }

@@ -179,6 +179,7 @@ static const char *outcome_of(int err)
     if (err == 0) return "ok";
     if (err == MCP_ETIMEDOUT) return "timeout";
     if (err == MCP_ECANCELED) return "cancelled";
+    if (err == MCP_EDENIED) return "denied";
     return "error";
 }
 
@@ -201,6 +202,12 @@ static void call_answer(bh_call_t *c, int err, const cJSON *result, const char *
         answer_error(h, c->id, PTC_BRIDGE_E_TIMEOUT, "%s%s%s timed out%s%s",
                      c->server ? c->server : "search", c->name ? "/" : "", c->name ? c->name : "",
                      message ? ": " : "", message ? message : "");
+    } else if (err == MCP_EDENIED) {
+        /* Refused before it reached the tool (a declined --confirm-writes confirmation): the
+         * code may tell this apart from a server that is down. */
+        answer_error(h, c->id, PTC_BRIDGE_E_DENIED, "%s%s%s: %s", c->server ? c->server : "search",
+                     c->name ? "/" : "", c->name ? c->name : "",
+                     message != NULL ? message : mcp_strerror(err));
     } else {
         answer_error(h, c->id, PTC_BRIDGE_E_UNAVAIL, "%s%s%s failed: %s",
                      c->server ? c->server : "search", c->name ? "/" : "", c->name ? c->name : "",

@@ -503,6 +503,52 @@ void exec_page_clear(exec_page_t *page);
 size_t exec_pages_entries(const exec_pages_t *p);
 size_t exec_pages_bytes(const exec_pages_t *p);
 
+/* ---- file store -------------------------------------------------------------------------- */
+/* The files runs left in their output folder, kept server-side for resources/read under keys
+ * "<32 hex digits>/<escaped name>" (filestore.c): 128 random bits each, so a key is a capability
+ * like a cursor. Bounded like the pages: total bytes, entries, idle TTL, least recently used
+ * first. */
+typedef struct exec_filestore exec_filestore_t;
+
+typedef struct exec_stored_file {
+    const char *name;      /* as the run named it */
+    const char *mime_type; /* static */
+    const unsigned char *data;
+    size_t len;
+} exec_stored_file_t; /* borrowed: valid until the store's next put or get */
+
+enum {
+    EXEC_FILESTORE_OK = 0,
+    EXEC_FILESTORE_ENOMEM = -1,
+    EXEC_FILESTORE_EINVAL = -2,
+    EXEC_FILESTORE_EXPIRED = -3, /* unknown, expired or evicted key */
+    EXEC_FILESTORE_ETOOBIG = -4, /* larger than the whole store */
+};
+
+/** max_bytes: all kept files together; max_entries: files kept; ttl_ms: idle lifetime. */
+int exec_filestore_new(size_t max_bytes, size_t max_entries, uint64_t ttl_ms,
+                       exec_filestore_t **out);
+void exec_filestore_free(exec_filestore_t *s);
+/** Keeps a copy of data (name: no '/', not empty; mime static) and sets *key (malloc'd). Evicts
+ *  the least recently used files to make room; EXEC_FILESTORE_ETOOBIG past max_bytes. */
+int exec_filestore_put(exec_filestore_t *s, const char *name, const unsigned char *data, size_t len,
+                       const char *mime, uint64_t now_ms, char **key);
+/** The file behind key (its use refreshes its TTL). EXEC_FILESTORE_EXPIRED when unknown. */
+int exec_filestore_get(exec_filestore_t *s, const char *key, uint64_t now_ms,
+                       exec_stored_file_t *f);
+size_t exec_filestore_entries(const exec_filestore_t *s);
+size_t exec_filestore_bytes(const exec_filestore_t *s);
+/** name percent-encoded as one URI path segment (RFC 3986 unreserved kept); malloc'd. */
+char *exec_filestore_escape(const char *name);
+/** A file's MIME type (static): png, jpeg, gif and webp only when the bytes' magic number and the
+ *  name's extension agree; text types by extension when the bytes are UTF-8; else text/plain
+ *  for UTF-8 and application/octet-stream. */
+const char *exec_file_mime_type(const char *name, const unsigned char *data, size_t len);
+/** One of the four image types that become image content blocks. */
+bool exec_mime_is_image(const char *mime);
+/** Served as text by resources/read (text/..., JSON, XML, SVG); else as a base64 blob. */
+bool exec_mime_is_text(const char *mime);
+
 /**
  * Returns a NUL-terminated copy of bytes with every invalid UTF-8 sequence (and NUL byte)
  * replaced by U+FFFD; *out_len gets its length. NULL on allocation failure.

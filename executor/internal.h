@@ -67,6 +67,16 @@ struct exec__report {
 /* feeds bytes of the status pipe; complete lines update *r */
 void exec__report_feed(struct exec__report *r, const char *data, size_t n);
 
+/* A most-recently-used-first list (lru.c): an entry embeds the node as its first member. */
+typedef struct exec__lru_node {
+    struct exec__lru_node *prev, *next;
+} exec__lru_node_t;
+typedef struct exec__lru {
+    exec__lru_node_t *head, *tail;
+} exec__lru_t;
+void exec__lru_unlink(exec__lru_t *l, exec__lru_node_t *n);
+void exec__lru_push_front(exec__lru_t *l, exec__lru_node_t *n);
+
 /* Files out as they come from init (files.c): the records of one run or cell. */
 struct exec__owned {
     char *name;

@@ -1,5 +1,5 @@
 /* pages.c - the output page store behind execute_code's cursors. */
-#include "executor.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,19 +9,19 @@
 #define CURSOR_ID_BYTES 16
 
 typedef struct entry {
+    exec__lru_node_t node; /* first: most recently used first */
     unsigned char id[CURSOR_ID_BYTES];
     char *text; /* stdout then stderr, one buffer */
     char *meta;
     size_t out_len, err_len;
     size_t page_chars;
     uint64_t last_used_ms;
-    struct entry *prev, *next; /* most recently used first */
 } entry_t;
 
 struct exec_pages {
     size_t max_bytes, max_entries, bytes, n;
     uint64_t ttl_ms;
-    entry_t *head, *tail;
+    exec__lru_t lru;
 };
 
 int exec_pages_new(size_t max_bytes, size_t max_entries, uint64_t ttl_ms, exec_pages_t **out)
@@ -37,31 +37,9 @@ int exec_pages_new(size_t max_bytes, size_t max_entries, uint64_t ttl_ms, exec_p
     return EXEC_PAGES_OK;
 }
 
-static void unlink_entry(exec_pages_t *p, entry_t *e)
-{
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        p->head = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        p->tail = e->prev;
-    e->prev = e->next = NULL;
-}
-
-static void push_front(exec_pages_t *p, entry_t *e)
-{
-    e->next = p->head;
-    e->prev = NULL;
-    if (p->head) p->head->prev = e;
-    p->head = e;
-    if (p->tail == NULL) p->tail = e;
-}
-
 static void drop(exec_pages_t *p, entry_t *e)
 {
-    unlink_entry(p, e);
+    exec__lru_unlink(&p->lru, &e->node);
     p->bytes -= e->out_len + e->err_len;
     p->n--;
     free(e->text);
@@ -72,8 +50,8 @@ static void drop(exec_pages_t *p, entry_t *e)
 void exec_pages_free(exec_pages_t *p)
 {
     if (p == NULL) return;
-    while (p->head)
-        drop(p, p->head);
+    while (p->lru.head)
+        drop(p, (entry_t *)p->lru.head);
     free(p);
 }
 
@@ -89,8 +67,8 @@ size_t exec_pages_bytes(const exec_pages_t *p)
 
 static void expire(exec_pages_t *p, uint64_t now_ms)
 {
-    while (p->tail && now_ms - p->tail->last_used_ms >= p->ttl_ms)
-        drop(p, p->tail);
+    while (p->lru.tail && now_ms - ((entry_t *)p->lru.tail)->last_used_ms >= p->ttl_ms)
+        drop(p, (entry_t *)p->lru.tail);
 }
 
 /* Byte length of the first `chars` characters of s[0..len). */
@@ -223,9 +201,9 @@ int exec_pages_first(exec_pages_t *p, const char *meta, const char *out, size_t 
         free(e);
         return rc;
     }
-    while (p->head && (p->n >= p->max_entries || p->bytes + out_len + err_len > p->max_bytes))
-        drop(p, p->tail);
-    push_front(p, e);
+    while (p->lru.head && (p->n >= p->max_entries || p->bytes + out_len + err_len > p->max_bytes))
+        drop(p, (entry_t *)p->lru.tail);
+    exec__lru_push_front(&p->lru, &e->node);
     p->n++;
     p->bytes += out_len + err_len;
     return EXEC_PAGES_OK;
@@ -253,15 +231,15 @@ int exec_pages_next(exec_pages_t *p, const char *cursor, uint64_t now_ms, exec_p
     char *end;
     unsigned long long offset = strtoull(cursor + 2 * CURSOR_ID_BYTES + 1, &end, 10);
     if (*end != '\0' || end == cursor + 2 * CURSOR_ID_BYTES + 1) return EXEC_PAGES_EXPIRED;
-    entry_t *e = p->head;
+    entry_t *e = (entry_t *)p->lru.head;
     while (e && memcmp(e->id, id, sizeof id) != 0)
-        e = e->next;
+        e = (entry_t *)e->node.next;
     if (e == NULL) return EXEC_PAGES_EXPIRED;
     size_t total_chars = utf8_count(e->text, e->out_len + e->err_len);
     if (offset >= total_chars) return EXEC_PAGES_EXPIRED;
     e->last_used_ms = now_ms;
-    unlink_entry(p, e);
-    push_front(p, e);
+    exec__lru_unlink(&p->lru, &e->node);
+    exec__lru_push_front(&p->lru, &e->node);
     return cut(e, offset, e->page_chars, page);
 }
 

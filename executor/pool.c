@@ -426,7 +426,6 @@ int exec__run_spawn(exec_run_t *run)
         argv[n++] = run->code;
         o.file = pool->cmd.python;
         o.cwd = "/tmp";
-        o.flags = UV_PROCESS_DETACHED; /* its own process group, killed as one */
         o.stdio_count = 3;
         stdio[0].flags = UV_IGNORE;
         run->eof[P_REP] = true;
@@ -454,6 +453,10 @@ int exec__run_spawn(exec_run_t *run)
     }
     argv[n] = NULL;
     env[ne] = NULL;
+    /* Its own session and process group: killed as one (unsafe runs), and out of reach of the
+     * terminal's Ctrl-C, which goes to our foreground group and must reach only ptc-mcp (its
+     * shutdown gives runs their grace period, then kills them). */
+    o.flags = UV_PROCESS_DETACHED;
     o.args = argv;
     o.env = env;
     o.exit_cb = on_proc_exit;

@@ -390,6 +390,7 @@ static int ses_spawn(exec_session_t *s, char *ro_dir)
     o.exit_cb = on_exit_cb;
     o.stdio_count = 4;
     o.stdio = stdio;
+    o.flags = UV_PROCESS_DETACHED; /* as a run's launcher (pool.c): out of the terminal's Ctrl-C */
     int r = uv_spawn(pool->loop, &s->proc, &o);
     s->proc_init = true;
     if (r < 0) return r;

@@ -389,9 +389,29 @@ void mcp__client_on_line(mcp_client_t *c, const char *line, size_t len, bool too
     while (i < len && (line[i] == ' ' || line[i] == '\t'))
         i++;
     if (i == len) return;
+    /* Every string that comes from here (results, listings, errors) is then valid UTF-8. */
+    char *clean = NULL;
+    size_t clean_len = len;
+    int bad = mcp__utf8_sanitize(line, len, &clean, &clean_len);
+    if (bad < 0) {
+        garbage(c, "a message (out of memory making it valid UTF-8)", NULL, 0);
+        return;
+    }
+    if (bad > 0 && !c->utf8_warned) {
+        c->utf8_warned = true;
+        mcp_log(c->lg, MCP_LOG_WARNING,
+                "downstream server %s sent %d ill-formed UTF-8 sequence%s in a message; each "
+                "is replaced by U+FFFD",
+                c->name, bad, bad == 1 ? "" : "s");
+    }
+    if (bad > 0) {
+        line = clean;
+        len = clean_len;
+    }
     cJSON *msg = cJSON_ParseWithLength(line, len);
     if (msg == NULL) {
         garbage(c, "a line that is not JSON", line, len);
+        free(clean);
         return;
     }
     mcp__client_enter(c);
@@ -406,6 +426,7 @@ void mcp__client_on_line(mcp_client_t *c, const char *line, size_t len, bool too
         handle_message(c, msg, line, len);
     }
     cJSON_Delete(msg);
+    free(clean);
     mcp__client_leave(c);
 }
 

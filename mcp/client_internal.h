@@ -104,8 +104,9 @@ struct mcp_client {
     bool ever_ready; /* this start cycle reached READY: later failures restart */
     bool stopping, free_pending, listing, relist;
     unsigned attempts, spawns, gen, depth, garbage_logged;
-    mcp__proc_t *proc;            /* stdio: the running child */
-    mcp__http_conn_t *http;       /* http: the current session */
+    bool utf8_warned;       /* ill-formed UTF-8 was logged once (it may come in every message) */
+    mcp__proc_t *proc;      /* stdio: the running child */
+    mcp__http_conn_t *http; /* http: the current session */
     mcp_downstream_kv_t *headers; /* http: expanded request headers */
     size_t n_headers;
     uv_timer_t *start_timer, *defer_timer, *healthy_timer;
@@ -185,6 +186,10 @@ void mcp__client_start_failure(mcp_client_t *c, const char *reason);
 
 /* client_calls.c: calls, and the messages the server sends. */
 void mcp__client_on_line(mcp_client_t *c, const char *line, size_t len, bool too_big);
+/** s[0..len) as valid UTF-8 (utf8.c): 0 when it is already (*out NULL), else the number of
+ *  ill-formed subparts replaced by U+FFFD in *out (NUL-terminated, *out_len bytes; caller frees),
+ *  or MCP_ENOMEM. */
+int mcp__utf8_sanitize(const char *s, size_t len, char **out, size_t *out_len);
 /* A POST carrying request `id` ended without its answer: fails the call if still pending. */
 void mcp__client_on_http_unanswered(mcp_client_t *c, double id, int err, const char *why);
 typedef enum mcp__client_which_calls {

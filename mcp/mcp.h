@@ -47,6 +47,7 @@ typedef enum mcp_err {
     MCP_EREMOTE = -14,   /* the peer answered with a JSON-RPC error (see the message) */
     MCP_EBUSY = -15,     /* a limit on concurrent work was reached */
     MCP_ESTATE = -16,    /* the call is not valid in the object's current state */
+    MCP_EDENIED = -17,   /* the user or a policy refused it (a declined confirmation) */
 } mcp_err_t;
 
 /** Returns a static English description of an mcp_err_t (never NULL). */

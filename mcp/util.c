@@ -43,6 +43,8 @@ const char *mcp_strerror(int err)
         return "too much work in flight";
     case MCP_ESTATE:
         return "not valid in the current state";
+    case MCP_EDENIED:
+        return "refused by the user or a policy";
     }
     return "unknown error";
 }

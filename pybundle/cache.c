@@ -107,6 +107,12 @@ static cJSON *snapshot(const reg_catalog_t *cat)
             ok = cJSON_AddItemToObject(o, "annotations", ann);
             if (ok) ann = NULL;
         }
+        /* The return type and docstring of the generated function come from it. */
+        if (ok && t->output_schema) {
+            cJSON *out = cJSON_Duplicate(t->output_schema, true);
+            ok = out != NULL && cJSON_AddItemToObject(o, "outputSchema", out);
+            if (!ok) cJSON_Delete(out);
+        }
         cJSON_Delete(schema);
         cJSON_Delete(ann);
         if (!ok) {

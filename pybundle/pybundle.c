@@ -290,6 +290,44 @@ static void first_line(const char *s, size_t max, ptc_buf_t *out)
     ptc_buf_append(out, s, n);
 }
 
+/* The docstring's Returns section: what tools._runtime's _unwrap gives back. With an
+ * outputSchema the result is its structuredContent, a dict whose top-level keys are listed. */
+static void returns_doc(ptc_buf_t *doc, const cJSON *out)
+{
+    if (doc->len >= PTC_PYBUNDLE_DOC_MAX) return;
+    ptc_buf_str(doc, doc->len ? "\n\nReturns:\n    " : "Returns:\n    ");
+    if (out == NULL) {
+        ptc_buf_str(doc, "The tool's structuredContent when it sends one; else its text "
+                         "parsed as JSON when it is JSON; else the text (str); a result "
+                         "without text gives its content list. A tool error raises "
+                         "tools.ToolError.");
+        return;
+    }
+    ptc_buf_str(doc, "dict: the tool's structuredContent, per its outputSchema. A tool "
+                     "error raises tools.ToolError.");
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(out, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(out, "required");
+    if (!cJSON_IsObject(props)) return;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, props)
+    {
+        if (it->string == NULL || doc->len >= PTC_PYBUNDLE_DOC_MAX) continue;
+        const char *annot, *shown;
+        type_hint(it, &annot, &shown);
+        ptc_buf_str(doc, "\n    ");
+        first_line(it->string, 100, doc);
+        ptc_buf_str(doc, " (");
+        ptc_buf_str(doc, shown);
+        ptc_buf_str(doc,
+                    cJSON_IsArray(req) && schema_requires(req, it->string) ? ")" : ", optional)");
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(it, "description");
+        if (cJSON_IsString(d) && d->valuestring[0]) {
+            ptc_buf_str(doc, ": ");
+            first_line(d->valuestring, 400, doc);
+        }
+    }
+}
+
 /* Writes one function into mod and its entry into fns (the _catalog.json list). */
 static int gen_function(ptc_buf_t *mod, cJSON *fns, names_t *fnames, const reg_tool_t *t)
 {
@@ -329,8 +367,10 @@ static int gen_function(ptc_buf_t *mod, cJSON *fns, names_t *fnames, const reg_t
             ptc_buf_str(&sig, " = None");
         }
     }
-    ptc_buf_str(mod, ") -> _ptc_Any:\n    ");
-    ptc_buf_str(&sig, ")");
+    /* A declared outputSchema (an object, by MCP's rule) means the call returns that object. */
+    const cJSON *out = t->output_schema;
+    ptc_buf_str(mod, out ? ") -> _ptc_b.dict:\n    " : ") -> _ptc_Any:\n    ");
+    ptc_buf_str(&sig, out ? ") -> dict" : ")");
 
     /* Docstring: the description, then one line per parameter, all within DOC_MAX. */
     ptc_buf_append(&doc, t->description,
@@ -351,6 +391,7 @@ static int gen_function(ptc_buf_t *mod, cJSON *fns, names_t *fnames, const reg_t
             first_line(d->valuestring, 400, &doc);
         }
     }
+    returns_doc(&doc, out);
     if (ptc__pybundle_buf_err(&doc)) {
         rc = ptc__pybundle_buf_err(&doc);
         goto out;
@@ -442,6 +483,7 @@ int ptc_pybundle_key(const reg_catalog_t *cat, char key[65])
         if (!rc) rc = hash_field(&ctx, t->description);
         if (!rc) rc = hash_json(&ctx, t->input_schema);
         if (!rc) rc = hash_json(&ctx, t->annotations);
+        if (!rc) rc = hash_json(&ctx, t->output_schema);
     }
     unsigned char digest[32];
     if (!rc && mbedtls_sha256_finish_ret(&ctx, digest)) rc = -1;
@@ -548,8 +590,6 @@ static const char INIT_PY_HEAD[] =
     "tools.help() lists the modules; tools.call(server, tool, **args) takes original names;\n"
     "tools.search(query, top_k=5) searches the registry; tools.emit(obj) returns a record.\n"
     "\"\"\"\n"
-    "import importlib as _importlib\n"
-    "\n"
     "from ._runtime import ToolError, acall, aemit, asearch, call, emit, help, search\n"
     "\n"
     "__all__ = ['ToolError', 'call', 'acall', 'search', 'asearch', 'emit', 'aemit', 'help']\n"
@@ -561,9 +601,12 @@ static const char INIT_PY_TAIL[] =
     "\n"
     "\n"
     "def __getattr__(name):\n"
-    "    # tools.<module> works without importing the module first.\n"
+    "    # tools.<module> works without importing the module first. importlib is imported here,\n"
+    "    # not at the top: `import tools` stays cheap.\n"
     "    if name in _MODULES:\n"
-    "        return _importlib.import_module('.' + name, __name__)\n"
+    "        import importlib\n"
+    "\n"
+    "        return importlib.import_module('.' + name, __name__)\n"
     "    raise AttributeError('module %r has no attribute %r; tools.help() lists the modules'\n"
     "                         % (__name__, name))\n";
 

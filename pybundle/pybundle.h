@@ -39,7 +39,7 @@
 #include "registry.h"
 
 /* Bumped whenever the generated text changes: it is part of the cache key. */
-#define PTC_PYBUNDLE_VERSION "ptc-pybundle-1"
+#define PTC_PYBUNDLE_VERSION "ptc-pybundle-2"
 
 #define PTC_PYBUNDLE_IDENT_MAX   64    /* bytes of a module, function or parameter name */
 #define PTC_PYBUNDLE_TOOLS_MAX   10000 /* tools turned into functions; the rest only via call() */

@@ -5,13 +5,11 @@ environment variable PTC_BRIDGE_FD. Requests and answers are JSON objects, one p
 (docs/bridge.md). Calls may be made from many threads at once: every request has its own id,
 writes are serialised by a lock, and one reader thread hands each answer to its waiter.
 """
-import asyncio as _asyncio
-import functools as _functools
-import itertools as _itertools
-import json as _json
+import _thread
 import os as _os
-import socket as _socket
-import threading as _threading
+
+# `import tools` must stay cheap (a run pays it before its first line): asyncio (about 90 ms),
+# json, socket and threading are imported where they are first needed, by the first call.
 
 __all__ = ['ToolError', 'call', 'acall', 'search', 'asearch', 'emit', 'aemit', 'help']
 
@@ -36,20 +34,26 @@ class ToolError(Exception):
 
 class _Bridge:
     def __init__(self, fd):
-        self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, fileno=fd)
+        import itertools
+        import socket
+        import threading
+
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=fd)
         # Blocking whatever flags the host left on the descriptor, and not passed on to
         # programs the code starts: the bridge belongs to this interpreter only.
         self._sock.setblocking(True)
         self._sock.set_inheritable(False)
-        self._wlock = _threading.Lock()
-        self._plock = _threading.Lock()
+        self._wlock = threading.Lock()
+        self._plock = threading.Lock()
         self._pending = {}
-        self._ids = _itertools.count(1)
+        self._ids = itertools.count(1)
         self._dead = None
-        self._reader = _threading.Thread(target=self._read_loop, name='ptc-bridge', daemon=True)
+        self._reader = threading.Thread(target=self._read_loop, name='ptc-bridge', daemon=True)
         self._reader.start()
 
     def _read_loop(self):
+        import json
+
         reason = 'the bridge was closed by the host'
         try:
             f = self._sock.makefile('rb')
@@ -61,7 +65,7 @@ class _Bridge:
                     reason = 'the bridge sent an answer over %d bytes' % _ANSWER_MAX
                     break
                 try:
-                    msg = _json.loads(line)
+                    msg = json.loads(line)
                     rid = msg['id']
                 except (ValueError, KeyError, TypeError):
                     reason = 'the bridge sent a malformed answer'
@@ -80,14 +84,17 @@ class _Bridge:
             slot[0].set()
 
     def request(self, method, params):
-        slot = [_threading.Event(), None]
+        import json
+        import threading
+
+        slot = [threading.Event(), None]
         with self._plock:
             if self._dead is not None:
                 raise ToolError(self._dead, 'unavailable')
             rid = next(self._ids)
             self._pending[rid] = slot
         try:
-            line = (_json.dumps({'id': rid, 'method': method, 'params': params},
+            line = (json.dumps({'id': rid, 'method': method, 'params': params},
                                 ensure_ascii=False, allow_nan=False) + '\n').encode('utf-8')
         except (TypeError, ValueError, UnicodeError) as e:
             with self._plock:
@@ -113,7 +120,7 @@ class _Bridge:
         return msg.get('result')
 
 
-_state_lock = _threading.Lock()
+_state_lock = _thread.allocate_lock()
 _bridge_obj = None
 
 
@@ -151,8 +158,10 @@ def _unwrap(result, server, tool):
     text = _text_of(result)
     if text is None:
         return result.get('content')
+    import json
+
     try:
-        return _json.loads(text)
+        return json.loads(text)
     except ValueError:
         return text
 
@@ -177,13 +186,20 @@ def _invoke(server, tool, required, optional):
     return _unwrap(result, server, tool)
 
 
-@_functools.lru_cache(maxsize=1)
+_catalog_cache = []
+
+
 def _signatures():
-    try:
-        with open(_os.path.join(_os.path.dirname(__file__), '_catalog.json'), encoding='utf-8') as f:
-            return _json.load(f)
-    except (OSError, ValueError):
-        return {'modules': {}}
+    if not _catalog_cache:
+        import json
+
+        try:
+            with open(_os.path.join(_os.path.dirname(__file__), '_catalog.json'),
+                      encoding='utf-8') as f:
+                _catalog_cache.append(json.load(f))
+        except (OSError, ValueError):
+            _catalog_cache.append({'modules': {}})
+    return _catalog_cache[0]
 
 
 def search(query, top_k=5):
@@ -212,17 +228,23 @@ def emit(obj):
 
 async def acall(server, tool, **args):
     """call() for asyncio code: runs the blocking call on the default executor."""
-    loop = _asyncio.get_running_loop()
-    return await loop.run_in_executor(None, _functools.partial(call, server, tool, **args))
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(None, lambda: call(server, tool, **args))
 
 
 async def asearch(query, top_k=5):
-    loop = _asyncio.get_running_loop()
+    import asyncio
+
+    loop = asyncio.get_running_loop()
     return await loop.run_in_executor(None, search, query, top_k)
 
 
 async def aemit(obj):
-    loop = _asyncio.get_running_loop()
+    import asyncio
+
+    loop = asyncio.get_running_loop()
     return await loop.run_in_executor(None, emit, obj)
 
 

@@ -59,6 +59,7 @@ int reg_fuse(const reg_ranked_t *lists, size_t nlists, reg_fuse_method_t method,
                 c = L->weight / (rrf_k + (float)(i + 1));
             } else if (method == REG_FUSE_SCORE) {
                 float s = h->score > 0 ? h->score : 0;
+                if (L->relative) s = hi > 0 ? s / hi : 0;
                 c = L->weight * (L->half > 0 ? s / (s + L->half) : s);
             } else {
                 /* A list whose scores are all equal says nothing about order: each gets 1. */

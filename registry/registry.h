@@ -102,15 +102,16 @@ bool reg_text_is_stopword(const char *word);
 /** One tool. A view owned by the catalog: valid until the tool is removed or the catalog is
  *  freed. Strings are never NULL ("" when absent); the JSON members may be NULL. */
 typedef struct reg_tool {
-    const char *id;            /* SERVER__TOOL, unique in the catalog */
-    const char *server;        /* original server name */
-    const char *name;          /* original tool name (what tools/call needs) */
-    const char *title;         /* "" when the tool has none */
-    const char *description;   /* cut to REG_TEXT_MAX */
-    const char *category;      /* the tool's "category" (or _meta.category), else its server */
-    const cJSON *input_schema; /* owned by the catalog; {"type":"object"} when absent */
-    const cJSON *annotations;  /* owned by the catalog; NULL when absent */
-    uint64_t seq;              /* unique per addition: a tool removed and added back differs */
+    const char *id;             /* SERVER__TOOL, unique in the catalog */
+    const char *server;         /* original server name */
+    const char *name;           /* original tool name (what tools/call needs) */
+    const char *title;          /* "" when the tool has none */
+    const char *description;    /* cut to REG_TEXT_MAX */
+    const char *category;       /* the tool's "category" (or _meta.category), else its server */
+    const cJSON *input_schema;  /* owned by the catalog; {"type":"object"} when absent */
+    const cJSON *annotations;   /* owned by the catalog; NULL when absent */
+    uint64_t seq;               /* unique per addition: a tool removed and added back differs */
+    const cJSON *output_schema; /* owned by the catalog; NULL when absent or not an object */
 } reg_tool_t;
 
 typedef struct reg_catalog reg_catalog_t;
@@ -120,11 +121,12 @@ int reg_catalog_new(reg_catalog_t **out);
 void reg_catalog_free(reg_catalog_t *cat);
 
 /**
- * Adds one MCP Tool object (name required; title, description, inputSchema, annotations,
- * category optional) for `server` (if NULL, the object's own "server" member is used; one of
- * them is required). Borrows tool (copied). The id is SERVER__TOOL; if taken, "_2", "_3", ...
- * is appended (the base is cut to fit 128 bytes), so the same sequence of additions always
- * yields the same ids. *out_tool (may be NULL) receives the new tool's view.
+ * Adds one MCP Tool object (name required; title, description, inputSchema, outputSchema,
+ * annotations, category optional; an outputSchema that is not an object is ignored) for `server`
+ * (if NULL, the object's own "server" member is used; one of them is required). Borrows tool
+ * (copied). The id is SERVER__TOOL; if taken, "_2", "_3", ... is appended (the base is cut to fit
+ * 128 bytes), so the same sequence of additions always yields the same ids. *out_tool (may be NULL)
+ * receives the new tool's view.
  */
 int reg_catalog_add(reg_catalog_t *cat, const char *server, const cJSON *tool, char *msg,
                     size_t msg_size, const reg_tool_t **out_tool);
@@ -158,9 +160,9 @@ const reg_tool_t *reg_catalog_find_tool(const reg_catalog_t *cat, const char *se
                                         const char *name);
 
 /**
- * The text a tool is indexed by: name (identifier-split), title, description, then each
- * parameter's name (split) and description, one sentence each. Returns a malloc'd string the
- * caller frees, or NULL on ENOMEM. At most REG_TEXT_MAX * 2 bytes.
+ * The text a tool is indexed by: server name and tool name (both identifier-split), title,
+ * description, then each parameter's name (split) and description, one sentence each. Returns a
+ * malloc'd string the caller frees, or NULL on ENOMEM. At most REG_TEXT_MAX * 2 bytes.
  */
 char *reg_tool_index_text(const reg_tool_t *tool);
 
@@ -169,9 +171,9 @@ char *reg_tool_index_text(const reg_tool_t *tool);
 
 /**
  * The text a sentence-embedding model indexes a tool by (reg_embedder_t.sentence_model):
- * name (identifier-split), title, description, then "Parameters: a, b, c." with the parameter
- * names split but without their descriptions. Short and topic-first because a model reads
- * only its first 256 tokens and mean pooling dilutes the topic with every format note.
+ * server name and tool name (identifier-split), title, description, then "Parameters: a, b, c."
+ * with the parameter names split but without their descriptions. Short and topic-first because a
+ * model reads only its first 256 tokens and mean pooling dilutes the topic with every format note.
  * Returns a malloc'd string the caller frees, or NULL on ENOMEM. At most REG_EMBED_TEXT_MAX
  * bytes (cut, possibly inside a UTF-8 character, which the model's tokenizer drops).
  */
@@ -443,7 +445,8 @@ typedef enum reg_fuse_method {
      * when the list's `half` is > 0: absolute scores, so a list's best hit counts only as much
      * as it scores (a cosine of 0.2 stays 0.2 however poor the rest of the list is, and a
      * filter or a half-built index does not inflate it); `half` squashes unbounded scores
-     * (BM25) into [0, 1) */
+     * (BM25) into [0, 1); a `relative` list's scores are first divided by its best one, for a
+     * scorer whose scale changes with the catalog (BM25's with its size and vocabulary) */
     REG_FUSE_SCORE = 2,
 } reg_fuse_method_t;
 
@@ -451,8 +454,9 @@ typedef enum reg_fuse_method {
 typedef struct reg_ranked {
     const reg_hit_t *hits;
     size_t n;
-    float weight; /* >= 0 */
-    float half;   /* REG_FUSE_SCORE: the score that maps to 0.5 (0: scores used as they are) */
+    float weight;  /* >= 0 */
+    float half;    /* REG_FUSE_SCORE: the score that maps to 0.5 (0: scores used as they are) */
+    bool relative; /* REG_FUSE_SCORE: scores divided by the list's best first */
 } reg_ranked_t;
 
 /**
@@ -554,11 +558,13 @@ int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embed
 
 #define REG_BATCH_DEFAULT 256 /* tools per indexing batch: ~35 ms with the lexical embedder */
 #define REG_BATCH_BLOCKING                                                                         \
-    32                              /* ... with a blocking embedder: ~1 s of the model's time, so  \
-                                       progress shows and a worker is not held for minutes */
-#define REG_CANDIDATES           50 /* hits each signal contributes to a hybrid fusion */
-#define REG_BM25_WEIGHT_SENTENCE 0.4f /* BM25's weight against a sentence model's 1 */
-#define REG_BM25_HALF            8.0f /* REG_FUSE_SCORE: the BM25 score that counts 0.5 */
+    32                    /* ... with a blocking embedder: ~1 s of the model's time, so            \
+                             progress shows and a worker is not held for minutes */
+#define REG_CANDIDATES 50 /* hits each signal contributes to a hybrid fusion */
+#define REG_BM25_WEIGHT_SENTENCE                                                                   \
+    0.1f /* BM25's weight against a sentence model's 1, BM25 relative to its best hit: chosen by   \
+            cross-validation over the servers of bench/eval/dev and dev2 (flat from 0.08 to        \
+            0.15) */
 #define REG_REFIT_RATIO                                                                            \
     0.25 /* refit corpus statistics when the catalog grew or shrank this much                      \
           */
@@ -566,7 +572,7 @@ int reg_cached_embedder_new(reg_embedder_t *inner, reg_cache_t *cache, reg_embed
 typedef struct reg_registry_opts {
     bool hybrid;            /* fuse the embedder's cosine with BM25 (else the embedder alone) */
     reg_fuse_method_t fuse; /* REG_FUSE_AUTO by default: REG_FUSE_SCORE (cosine + BM25
-                               squashed by REG_BM25_HALF) for a sentence model, else MINMAX */
+                               relative to its best hit) for a sentence model, else MINMAX */
     float dense_weight;     /* weight of the embedder's cosine (default 1) */
     float bm25_weight;      /* weight of BM25; negative (the default): REG_BM25_WEIGHT_SENTENCE
                                for a sentence model, 1 for the lexical embedder */

@@ -19,6 +19,7 @@ struct ptc_repair_loop {
     size_t code_max;                 /* a repair longer than this holds no usable code */
     uint64_t t0, deadline;           /* uv_now() at the start, and when the request must end */
     long max_repairs, repairs_used;  /* max_repairs 0: no self-healing */
+    bool no_repairer;                /* asked for, but nobody can repair (known at the start) */
     unsigned attempt;                /* 1-based, the current run's */
     char *codes[PTC_REPAIR_MAX + 1]; /* every attempt's program */
     cJSON *attempts;                 /* the history for the result */
@@ -86,7 +87,7 @@ void ptc_repair_loop_free(ptc_repair_loop_t *l)
 
 bool ptc_repair_loop_healing(const ptc_repair_loop_t *l)
 {
-    return l->max_repairs > 0;
+    return l->max_repairs > 0 && !l->no_repairer;
 }
 
 unsigned ptc_repair_loop_attempt(const ptc_repair_loop_t *l)
@@ -176,6 +177,15 @@ static void start_run(ptc_repair_loop_t *l)
 
 void ptc_repair_loop_start(ptc_repair_loop_t *l)
 {
+    /* Without anyone to repair (a client that cannot sample and no --repair-url), progress and
+     * the result say nothing of attempts or of why repairs stopped: the failure comes with the
+     * repair packet for the client's own model, as it would after repairs. */
+    char why[300];
+    if (l->max_repairs > 0 && l->ops->repairer(l->data, why, sizeof why) == NULL) {
+        l->no_repairer = true;
+        ptc_journal_free(l->journal); /* nothing will be rerun */
+        l->journal = NULL;
+    }
     start_run(l);
 }
 
@@ -433,7 +443,7 @@ int ptc_repair_loop_report(const ptc_repair_loop_t *l, const ptc_repair_run_t *l
     }
     cJSON *p = NULL;
     bool ok = true;
-    if (fail && ptc_repair_loop_healing(l)) {
+    if (fail && l->max_repairs > 0) {
         char fp[PTC_REPAIR_FP_MAX];
         ptc_repair_fingerprint(last->status, last->exit_code, last->signal_name, last->err, fp,
                                sizeof fp);

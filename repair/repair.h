@@ -229,10 +229,12 @@ size_t ptc_journal_count(const ptc_journal_t *j);
  * One execute_code request: its runs and, with self-healing (max_repairs > 0), the repairs of
  * a failed run, under one deadline for everything. The host runs the code and asks the model
  * (ptc_repair_ops_t); the loop keeps the attempts, their history and the replay journal, and
- * stops at the first of: success; no repairer; the same error again; a repair that changes
+ * stops at the first of: success; the same error again; a repair that changes
  * nothing; the budget (max_repairs); a journal that lost a result (a rerun could repeat a side
  * effect); less than PTC_REPAIR_MIN_LEFT_MS left, or the deadline passing while a repair is
- * asked for. Loop-thread only.
+ * asked for. When no repairer is there at the start (ops->repairer gives NULL), there is no
+ * self-healing: one run, no attempt numbers, no stop reason, the failure with its repair packet.
+ * Loop-thread only.
  */
 
 typedef struct ptc_repair_loop ptc_repair_loop_t;
@@ -291,7 +293,8 @@ typedef struct ptc_repair_ops {
 int ptc_repair_loop_new(uv_loop_t *uv, const char *code, uint64_t timeout_ms, long max_repairs,
                         uint64_t deadline_ms, size_t code_max, const ptc_repair_ops_t *ops,
                         void *data, ptc_repair_loop_t **out);
-/** Starts the first run (ops may answer and free the loop before this returns). */
+/** Asks ops->repairer whether anyone can repair, then starts the first run (ops may answer and
+ *  free the loop before this returns). */
 void ptc_repair_loop_start(ptc_repair_loop_t *l);
 /** The current run finished (the host keeps what its answer needs first: finish may run and
  *  free the loop inside). */

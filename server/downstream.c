@@ -2,6 +2,7 @@
  * the registry (search_tools) and, with --expose-tools, listed as our own tools and proxied. */
 #include "tools.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -361,6 +362,9 @@ int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger
         *out = NULL;
         return MCP_EINVAL;
     }
+    char source[600];
+    snprintf(source, sizeof source, "--config %s", o->config_file);
+    mcp_downstream_config_log(&d->cfg, lg, source);
     if (d->cfg.n_servers == 0) return MCP_OK;
     mcp_http_client_opts_t ho;
     mcp_http_client_opts_default(&ho);
@@ -507,4 +511,38 @@ void ptc_downstream_free(ptc_downstream_t *d)
     mcp_http_client_free(d->http);
     mcp_downstream_config_close(&d->cfg);
     free(d);
+}
+
+size_t ptc_downstream_starting(const ptc_downstream_t *d, char *buf, size_t size)
+{
+    size_t n = 0, used = 0;
+    if (size > 0) buf[0] = '\0';
+    for (size_t i = 0; d != NULL && i < d->n_clients; i++) {
+        if (mcp_client_state(d->clients[i], NULL) != MCP_CLIENT_STARTING) continue;
+        int k = snprintf(buf + used, used < size ? size - used : 0, "%s%s", n ? ", " : "",
+                         mcp_client_name(d->clients[i]));
+        if (k > 0) used += (size_t)k;
+        n++;
+    }
+    return n;
+}
+
+bool ptc_downstream_packaged(const ptc_downstream_t *d, const cJSON *modules)
+{
+    for (size_t i = 0; d != NULL && i < d->n_clients; i++) {
+        if (mcp_client_state(d->clients[i], NULL) != MCP_CLIENT_READY ||
+            cJSON_GetArraySize(mcp_client_tools(d->clients[i])) == 0)
+            continue;
+        bool found = false;
+        const cJSON *m;
+        cJSON_ArrayForEach(m, modules)
+        {
+            const cJSON *server = cJSON_GetObjectItemCaseSensitive(m, "server");
+            if (cJSON_IsString(server) &&
+                strcmp(server->valuestring, mcp_client_name(d->clients[i])) == 0)
+                found = true;
+        }
+        if (!found) return false;
+    }
+    return true;
 }

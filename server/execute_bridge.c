@@ -72,7 +72,7 @@ static void op_confirmed(void *data, int err, const cJSON *result, const cJSON *
         char m[300];
         snprintf(m, sizeof m, "%s__%s was not confirmed by the user (--confirm-writes)%s%s",
                  op->server, op->tool, err < 0 ? ": " : "", err < 0 && message ? message : "");
-        op->done(op->done_data, err < 0 ? err : MCP_EREMOTE, NULL, m);
+        op->done(op->done_data, err < 0 ? err : MCP_EDENIED, NULL, m);
         op_free(op);
         return;
     }
@@ -92,7 +92,7 @@ static int op_ask_confirmation(bridge_peer_t *p, bridge_op_t *op, const reg_tool
                  "%s is not marked read-only and --confirm-writes is on, but this client cannot "
                  "ask the user (no elicitation): refused",
                  tool->id);
-        op->done(op->done_data, MCP_ENOTSUP, NULL, m);
+        op->done(op->done_data, MCP_EDENIED, NULL, m);
         op_free(op);
         return 0;
     }

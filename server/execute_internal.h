@@ -20,6 +20,13 @@
 #define EXECUTE_TRACEBACK_LINES 6
 /* Past this much stdout on a failed run's page, the traceback's end is repeated up front. */
 #define EXECUTE_INLINE_OUTPUT 1000
+/* Clients read a message into a bounded buffer (the official SDK's stdio client: 10 MiB), so one
+ * result carries at most this many image bytes (4/3 more as base64); the others are listed with
+ * their URI. */
+#define EXECUTE_IMAGES_MAX_RESULT_BYTES (6u << 20)
+/* A file's bytes as resources/read returns them (base64 for binary types) must fit that buffer
+ * too: the default per-file bound (--max-file-bytes) is this, under the executor's own. */
+#define EXECUTE_FILE_MAX_BYTES (7u << 20)
 
 typedef struct ptc_xsessions ptc_xsessions_t;
 typedef struct ptc_xsession ptc_xsession_t;
@@ -38,6 +45,11 @@ struct ptc_execute {
     exec_pool_t *pool;
     exec_pages_t *pages;
     size_t page_chars;
+    /* Files out (/tmp/outputs): kept for ptc://files/ URIs; images up to image_max_bytes
+       become image content blocks. */
+    exec_filestore_t *files;
+    size_t image_max_bytes;
+    size_t max_code_bytes; /* --max-code-bytes, at most EXEC_MAX_CODE_BYTES */
     double max_timeout_s;
     bool unsafe;
     bool confirm_writes;
@@ -46,8 +58,9 @@ struct ptc_execute {
     ptc_search_t *search;
     ptc_downstream_t *downstream;
     ptc_pybundle_cache_t *bundle;
-    ptc_env_t *env;       /* the declared packages and the user's helpers, or NULL */
-    const cJSON *modules; /* the tools package's modules last described (borrowed) */
+    ptc_startup_t *startup; /* the first runs that use the tools package wait there */
+    ptc_env_t *env;         /* the declared packages and the user's helpers, or NULL */
+    const cJSON *modules;   /* the tools package's modules last described (borrowed) */
     ptc_bridge_limits_t lim;
     FILE *audit;
     unsigned long runs;
@@ -83,7 +96,10 @@ typedef struct outcome {
     bool deadline_cut;   /* its timeout was cut to the request's deadline */
     /* In a session: the cell was interrupted (the session lives) or the session ended. */
     bool interrupted, session_ended;
-    bool cancelled; /* {cursor, cancel: true} ended it */
+    bool cancelled;   /* {cursor, cancel: true} ended it */
+    cJSON *files;     /* structuredContent.files: the listing, with ptc://files/ URIs */
+    cJSON *images;    /* image content blocks (base64) for the first page */
+    char *files_text; /* the text's lines naming the files, or NULL */
 } outcome_t;
 
 /* One execute_code request: its runs, and with self-healing the repair loop around them. */
@@ -160,6 +176,9 @@ void ptc__execute_finish_page(mcp_call_t *call, cJSON *sc, const exec_page_t *pa
 cJSON *ptc__execute_base_fields(const char *status, int exit_code, const char *signal,
                                 uint64_t out_b, uint64_t err_b, bool truncated,
                                 uint64_t duration_ms, const char *sandbox);
+/** Keeps the files a finished run left (r->files) in ex's file store and fills o's listing,
+ *  image blocks and text lines. MCP_ENOMEM when out of memory. */
+int ptc__execute_keep_files(ptc_execute_t *ex, const exec_result_t *r, outcome_t *o);
 /** Answers call with status "refused" and message. */
 void ptc__execute_finish_refused(ptc_execute_t *ex, mcp_call_t *call, const char *message);
 /** Answers call with a result that ran no code: status ("ok", "refused") and message. */

@@ -63,8 +63,9 @@ static cJSON *meta_of(const cJSON *sc)
  * gets the page's stdout, stderr and next_cursor added; the text puts failures' last traceback
  * lines first and always ends with the cursor line when there is more.
  */
-void ptc__execute_finish_page(mcp_call_t *call, cJSON *sc, const exec_page_t *page, bool first,
-                              const char *note, const char *err_tail, const char *heal)
+static void finish_page_with(mcp_call_t *call, cJSON *sc, const exec_page_t *page, bool first,
+                             const char *note, const char *err_tail, const char *heal,
+                             const char *files_text, cJSON *images)
 {
     const char *status = cJSON_GetObjectItemCaseSensitive(sc, "status")->valuestring;
     bool failed = strcmp(status, "ok") != 0;
@@ -118,11 +119,13 @@ void ptc__execute_finish_page(mcp_call_t *call, cJSON *sc, const exec_page_t *pa
     }
     if (first && page->out[0] == '\0' && page->err[0] == '\0' && !failed)
         ptc__sb_str(&t, "(no output)\n");
+    if (first && files_text != NULL) ptc__sb_str(&t, files_text);
     const cJSON *trunc = cJSON_GetObjectItemCaseSensitive(sc, "truncated");
-    if (cJSON_IsTrue(trunc) && page->cursor == NULL) {
+    /* The first page says so too: a model reading only it must not take the output as whole. */
+    if (cJSON_IsTrue(trunc) && (first || page->cursor == NULL)) {
         ptc__sb_fmt(&t,
                     "[output truncated: %.0f bytes of stdout and %.0f of stderr were produced; "
-                    "only the first part was kept]\n",
+                    "only the first part of each was kept (the server's --max-output-bytes)]\n",
                     cJSON_GetObjectItemCaseSensitive(sc, "stdout_bytes")->valuedouble,
                     cJSON_GetObjectItemCaseSensitive(sc, "stderr_bytes")->valuedouble);
     }
@@ -131,6 +134,7 @@ void ptc__execute_finish_page(mcp_call_t *call, cJSON *sc, const exec_page_t *pa
     if (t.failed || t.s == NULL) {
         free(t.s);
         cJSON_Delete(sc);
+        cJSON_Delete(images);
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
     }
@@ -139,7 +143,138 @@ void ptc__execute_finish_page(mcp_call_t *call, cJSON *sc, const exec_page_t *pa
         t.s[--t.len] = '\0';
     cJSON *content = mcp_text_content(t.s);
     free(t.s);
+    /* The pictures follow the text, as blocks of their own: their bytes are nowhere else. */
+    cJSON *img;
+    while (content != NULL && images != NULL && (img = cJSON_DetachItemFromArray(images, 0)))
+        cJSON_AddItemToArray(content, img);
+    cJSON_Delete(images);
     mcp_call_finish(call, content, sc, failed);
+}
+
+void ptc__execute_finish_page(mcp_call_t *call, cJSON *sc, const exec_page_t *page, bool first,
+                              const char *note, const char *err_tail, const char *heal)
+{
+    finish_page_with(call, sc, page, first, note, err_tail, heal, NULL, NULL);
+}
+
+/* --- files out ----------------------------------------------------------------------------- */
+
+#define FILES_URI_PREFIX "ptc://files/"
+
+static cJSON *image_block(const exec_file_t *f, const char *mime)
+{
+    char *b64 = ptc_base64(f->data, f->len);
+    cJSON *blk = b64 ? mcp_media_block("image", b64, mime) : NULL;
+    free(b64);
+    return blk;
+}
+
+/* One entry of structuredContent.files (and its line of text); keeps the bytes in the store. */
+static bool keep_one(ptc_execute_t *ex, const exec_file_t *f, outcome_t *o, sbuf_t *text,
+                     size_t *shown)
+{
+    size_t name_len;
+    char *name = exec_pages_utf8_sanitize(f->name, strlen(f->name), &name_len);
+    cJSON *e = cJSON_CreateObject();
+    if (name == NULL || e == NULL || !cJSON_AddItemToArray(o->files, e)) {
+        free(name);
+        cJSON_Delete(e);
+        return false;
+    }
+    const char *mime =
+        f->omitted ? "application/octet-stream" : exec_file_mime_type(f->name, f->data, f->len);
+    const char *reason = f->reason;
+    char *key = NULL;
+    bool omitted = f->omitted;
+    if (!omitted) {
+        int rc =
+            exec_filestore_put(ex->files, f->name, f->data, f->len, mime, uv_now(ex->loop), &key);
+        if (rc == EXEC_FILESTORE_ENOMEM) {
+            free(name);
+            return false;
+        }
+        if (rc < 0) {
+            omitted = true;
+            reason = "larger than the server's whole file store (--file-store-bytes)";
+        }
+    }
+    char *uri = NULL;
+    if (key != NULL) {
+        uri = malloc(strlen(FILES_URI_PREFIX) + strlen(key) + 1);
+        if (uri != NULL) {
+            strcpy(uri, FILES_URI_PREFIX);
+            strcat(uri, key);
+        }
+        free(key);
+        if (uri == NULL) {
+            free(name);
+            return false;
+        }
+    }
+    /* A cut image would show broken; a big one would fill the client's context. */
+    bool picture = uri != NULL && !f->truncated && exec_mime_is_image(mime);
+    const char *img_note = NULL;
+    if (picture && f->len > ex->image_max_bytes) {
+        picture = false;
+        img_note = "larger than the image bound (--max-image-bytes): not shown, read it by uri";
+    } else if (picture && *shown + f->len > EXECUTE_IMAGES_MAX_RESULT_BYTES) {
+        picture = false;
+        img_note = "not shown: the result's images would pass what one message may carry; read "
+                   "it by uri";
+    }
+    if (picture) *shown += f->len;
+    bool ok = cJSON_AddStringToObject(e, "name", name) &&
+              cJSON_AddStringToObject(e, "mime_type", mime) &&
+              cJSON_AddNumberToObject(e, "bytes", (double)f->size) &&
+              (uri ? cJSON_AddStringToObject(e, "uri", uri) : cJSON_AddNullToObject(e, "uri"));
+    if (ok && f->truncated) ok = cJSON_AddBoolToObject(e, "truncated", true);
+    if (ok && omitted) ok = cJSON_AddBoolToObject(e, "omitted", true);
+    if (ok && (reason || img_note))
+        ok = cJSON_AddStringToObject(e, "reason", reason ? reason : img_note);
+    if (ok && picture) {
+        cJSON *blk = image_block(f, mime);
+        ok = blk != NULL && cJSON_AddItemToArray(o->images, blk);
+        if (!ok) cJSON_Delete(blk);
+    }
+    ptc__sb_fmt(text, "- %.300s (%s, %llu bytes", name, mime, (unsigned long long)f->size);
+    if (omitted || f->truncated || img_note)
+        ptc__sb_fmt(text, "; %s: %s",
+                    omitted        ? "omitted"
+                    : f->truncated ? "truncated"
+                                   : "note",
+                    reason ? reason : img_note);
+    ptc__sb_str(text, ")");
+    if (uri) {
+        ptc__sb_str(text, " ");
+        ptc__sb_str(text, uri);
+    }
+    if (picture) ptc__sb_str(text, " [shown as an image]");
+    ptc__sb_str(text, "\n");
+    free(uri);
+    free(name);
+    return ok;
+}
+
+int ptc__execute_keep_files(ptc_execute_t *ex, const exec_result_t *r, outcome_t *o)
+{
+    o->files = cJSON_CreateArray();
+    o->images = cJSON_CreateArray();
+    if (o->files == NULL || o->images == NULL) return MCP_ENOMEM;
+    if (r->n_files == 0) return 0;
+    sbuf_t text = {0};
+    ptc__sb_fmt(&text, "Files in %s (readable through resources/read):\n", EXEC_OUTPUT_DIR);
+    size_t shown = 0;
+    for (size_t i = 0; i < r->n_files; i++)
+        if (!keep_one(ex, &r->files[i], o, &text, &shown)) {
+            free(text.s);
+            return MCP_ENOMEM;
+        }
+    if (text.failed) {
+        free(text.s);
+        return MCP_ENOMEM;
+    }
+    o->files_text = text.s;
+    return 0;
 }
 
 /* The fields every result carries, before the page's own. Takes nothing. */
@@ -160,7 +295,8 @@ cJSON *ptc__execute_base_fields(const char *status, int exit_code, const char *s
               cJSON_AddNumberToObject(sc, "duration_ms", (double)duration_ms) &&
               cJSON_AddNumberToObject(sc, "tool_calls", 0) &&
               cJSON_AddArrayToObject(sc, "outputs") && cJSON_AddArrayToObject(sc, "attempts") &&
-              cJSON_AddStringToObject(sc, "sandbox", sandbox);
+              cJSON_AddStringToObject(sc, "sandbox", sandbox) &&
+              cJSON_AddArrayToObject(sc, "files");
     if (!ok) {
         cJSON_Delete(sc);
         return NULL;
@@ -205,6 +341,9 @@ void ptc__execute_outcome_clear(outcome_t *o)
     free(o->signal_name);
     cJSON_Delete(o->outputs);
     cJSON_Delete(o->warnings);
+    cJSON_Delete(o->files);
+    cJSON_Delete(o->images);
+    free(o->files_text);
     memset(o, 0, sizeof *o);
 }
 
@@ -259,6 +398,14 @@ void ptc__execute_finish_job(job_t *j)
         ptc__sb_str(&note, env_note);
         free(env_note);
     }
+    /* A failed run past --startup-wait may have missed a server's module: say which are
+     * still starting, rather than let "No module named 'tools.X'" stand alone. */
+    char starting[800];
+    if (o->status != EXEC_STATUS_OK &&
+        ptc_startup_still_starting(ex->startup, starting, sizeof starting) > 0) {
+        if (note.len) ptc__sb_str(&note, "\n");
+        ptc__sb_str(&note, starting);
+    }
     /* What self-healing did: the history, why it stopped, the final code, the packet. */
     char *heal = NULL;
     cJSON *packet = NULL;
@@ -272,6 +419,10 @@ void ptc__execute_finish_job(job_t *j)
                                                cJSON_CreateNumber((double)o->tool_calls));
         cJSON_ReplaceItemInObjectCaseSensitive(sc, "outputs", o->outputs);
         o->outputs = NULL;
+        if (o->files != NULL) {
+            cJSON_ReplaceItemInObjectCaseSensitive(sc, "files", o->files);
+            o->files = NULL;
+        }
         bool repaired = cJSON_GetArraySize(attempts) > 1;
         cJSON_ReplaceItemInObjectCaseSensitive(sc, "attempts", attempts);
         attempts = NULL;
@@ -294,21 +445,28 @@ void ptc__execute_finish_job(job_t *j)
     cJSON_free(meta_text);
     char *err = o->err;
     o->err = NULL;
+    cJSON *images = o->images;
+    o->images = NULL;
+    char *files_text = o->files_text;
+    o->files_text = NULL;
     ptc__execute_job_free(j);
     if (rc < 0 || !ok || note.failed) {
         free(err);
         free(note.s);
         free(heal);
+        free(files_text);
+        cJSON_Delete(images);
         cJSON_Delete(sc);
         if (rc == 0) exec_page_clear(&page);
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR,
                                   "out of memory building the result");
         return;
     }
-    ptc__execute_finish_page(call, sc, &page, true, note.s, err, heal);
+    finish_page_with(call, sc, &page, true, note.s, err, heal, files_text, images);
     free(note.s);
     free(heal);
     free(err);
+    free(files_text);
     exec_page_clear(&page);
 }
 

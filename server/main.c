@@ -22,6 +22,7 @@ typedef struct app {
     ptc_search_t *search;
     ptc_downstream_t *downstream;
     ptc_pybundle_cache_t *bundle;
+    ptc_startup_t *startup;
     ptc_env_t *env;
 } app_t;
 
@@ -194,13 +195,17 @@ static int check_downstream(const ptc_options_t *o)
     ptc_search_t *search = NULL;
     ptc_downstream_t *d = NULL;
     uv_timer_t tick, limit; /* closed below, and freed by the last uv_run: function scope */
-    int status = 0;
-    if (ptc_search_new(&loop, &lexical, &quiet, &search) < 0 ||
-        ptc_downstream_new(&loop, o, &quiet, search, &d) < 0) {
-        printf("downstream servers: the config could not be used (see above)\n");
+    int dropped = ptc_config_check(o, stdout);
+    int status = dropped != 0 ? 1 : 0; /* -1: unusable, else entries left out */
+    if (dropped < 0) {
+        /* ptc_config_check said why */
+    } else if (ptc_search_new(&loop, &lexical, &quiet, &search) < 0 ||
+               ptc_downstream_new(&loop, o, &quiet, search, &d) < 0) {
+        printf("downstream servers: cannot start them (out of memory?)\n");
         status = 1;
     } else if (ptc_downstream_count(d) == 0) {
-        printf("downstream servers: none configured\n");
+        printf("downstream servers: %s\n",
+               dropped > 0 ? "none left to start (every entry was left out)" : "none configured");
     } else {
         uv_timer_init(&loop, &tick);
         uv_timer_init(&loop, &limit);
@@ -343,6 +348,11 @@ static int run(const ptc_options_t *o)
     ptc_pybundle_cache_on_built(app.bundle, bundle_built, &app);
     ptc_search_on_change(app.search, registry_changed, &app);
     ptc_execute_attach(app.exec, app.search, app.downstream, app.bundle);
+    /* Counted from here: the servers were started just above. */
+    if ((rc = ptc_startup_new(&app.loop, o->startup_wait, &app.log, &app.startup)) < 0) goto out;
+    ptc_startup_attach(app.startup, app.downstream, app.search, app.bundle);
+    ptc_search_set_startup(app.search, app.startup);
+    ptc_execute_set_startup(app.exec, app.startup);
     ptc_env_on_change(app.env, env_changed, &app);
     ptc_env_scan_custom(app.env, app.exec, app.search);
     ptc_execute_describe(app.exec, app.srv, NULL);
@@ -376,6 +386,7 @@ out:
      * flight finish and runs every close callback. */
     ptc_env_free(app.env);
     ptc_execute_free(app.exec);
+    ptc_startup_free(app.startup);
     ptc_search_stop(app.search);
     ptc_downstream_free(app.downstream);
     ptc_pybundle_cache_stop(app.bundle);

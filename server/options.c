@@ -1,6 +1,8 @@
 /* options.c - one table of flags drives parsing, the config file's "ptc" object and --help. */
 #include "options.h"
 
+#include "mcp.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -42,6 +44,28 @@ static const flag_t flags[] = {
     {"list-page-size", ARG_SIZE, OFF(list_page_size), 0, "N", "tools/list page size", "50"},
     {"output-page-chars", ARG_SIZE, OFF(output_page_chars), 0, "N", "execute_code output page size",
      "20000"},
+    {"max-output-bytes", ARG_SIZE, OFF(max_output_bytes), 0, "N",
+     "stdout and stderr kept per run, each (K/M/G suffixes; the rest is counted, and the first "
+     "page says so)",
+     "4 MiB"},
+    {"memory-limit", ARG_SIZE, OFF(memory_limit), 0, "SIZE", "memory of one run (cgroup)",
+     "256 MiB"},
+    {"tmp-size", ARG_SIZE, OFF(tmp_size), 0, "SIZE", "a run's private /tmp (tmpfs)", "32 MiB"},
+    {"max-code-bytes", ARG_SIZE, OFF(max_code_bytes), 0, "N",
+     "longest code accepted; at most 120 KiB, as the code travels to the sandbox as one argument",
+     "120 KiB"},
+    {"max-file-bytes", ARG_SIZE, OFF(max_file_bytes), 0, "SIZE",
+     "one file returned from /tmp/outputs (more is cut; past 7 MiB its base64 outgrows the "
+     "official SDK client's 10 MiB message buffer)",
+     "7 MiB"},
+    {"max-call-files-bytes", ARG_SIZE, OFF(max_call_files_bytes), 0, "SIZE",
+     "all files returned by one run (past it files are listed as omitted)", "32 MiB"},
+    {"max-files", ARG_SIZE, OFF(max_files), 0, "N", "files returned by one run", "32"},
+    {"file-store-bytes", ARG_SIZE, OFF(file_store_bytes), 0, "SIZE",
+     "files kept for ptc://files/ URIs, all runs together (least recently used go first)",
+     "128 MiB"},
+    {"max-image-bytes", ARG_SIZE, OFF(max_image_bytes), 0, "SIZE",
+     "largest image (png, jpeg, gif, webp) returned as an image content block", "5 MiB"},
     {"python", ARG_STR, OFF(python), 0, "PATH", "interpreter inside the sandbox", "system python3"},
     {"max-concurrent", ARG_SIZE, OFF(max_concurrent), 0, "N", "parallel runs", "cores"},
     {"max-queue", ARG_SIZE, OFF(max_queue), 0, "N",
@@ -71,6 +95,10 @@ static const flag_t flags[] = {
     {"deny-tools", ARG_STR, OFF(deny_tools), 0, "PATTERNS",
      "which registry tools code may not call (glob on ids)", "none"},
     {"tool-timeout", ARG_NUM, OFF(tool_timeout), 0, "S", "one downstream call from code", "60"},
+    {"startup-wait", ARG_NUM, OFF(startup_wait), 0, "S",
+     "the first tools/list, search_tools and tools-package run wait this long for the "
+     "downstream servers' first listing and indexing",
+     "10"},
     {"audit-log", ARG_STR, OFF(audit_log), 0, "FILE",
      "JSONL record of every tool call made from code", "stderr at info"},
     {"confirm-writes", ARG_NONE, OFF(confirm_writes), 0, NULL,
@@ -135,6 +163,7 @@ void ptc_options_init(ptc_options_t *o)
     o->max_timeout = 300;
     o->embedder = "auto";
     o->tool_timeout = 60;
+    o->startup_wait = 10;
     o->request_deadline = 50;
     o->max_repairs = 2;
     o->max_sessions = 8;
@@ -331,8 +360,13 @@ static int load_config(ptc_options_t *o, FILE *err)
         return -1;
     }
     text[len] = '\0';
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    char where[300];
+    cJSON *root = mcp_json_parse_located(text, len, where, sizeof where);
     free(text);
+    if (root == NULL) {
+        fprintf(err, "ptc-mcp: --config %s: not valid JSON: %s\n", o->config_file, where);
+        return -1;
+    }
     if (!cJSON_IsObject(root)) {
         fprintf(err, "ptc-mcp: --config %s: not a JSON object (expected {\"mcpServers\": {...}})\n",
                 o->config_file);

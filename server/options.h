@@ -18,6 +18,9 @@ typedef struct ptc_options {
     size_t max_message_bytes;
     size_t list_page_size;
     size_t output_page_chars;
+    /* Run limits and files out; 0 = the executor's default (executor.h). */
+    size_t max_output_bytes, memory_limit, tmp_size, max_code_bytes;
+    size_t max_file_bytes, max_call_files_bytes, max_files, file_store_bytes, max_image_bytes;
     const char *python;
     size_t max_concurrent, max_queue;
     double max_timeout;
@@ -30,6 +33,7 @@ typedef struct ptc_options {
     bool expose_tools;
     const char *allow_tools, *deny_tools;
     double tool_timeout;
+    double startup_wait; /* --startup-wait: first calls wait this long for the servers */
     const char *audit_log;
     bool confirm_writes;
     long max_repairs;
@@ -51,7 +55,7 @@ typedef struct ptc_options {
     size_t n_custom_tools;
 
     /* Which flags were given (by index in the flag table), to tell defaults from choices. */
-    unsigned char given[64];
+    unsigned char given[96];
     /* Strings the config file contributed; freed by ptc_options_close. */
     void *config_json;
 } ptc_options_t;

@@ -1,12 +1,14 @@
 /* output_resources.c - execute_code's output pages as MCP resources: the template
  * ptc://output/{cursor} reads the page behind a cursor that execute_code handed out, so a client
  * can show or attach a long output without another tool call. Reading does not consume the
- * page: it stays readable until the cursor expires, as with execute_code's cursor argument. */
+ * page: it stays readable until the cursor expires, as with execute_code's cursor argument.
+ * ptc://files/{id}/{name} reads a file a run left in /tmp/outputs (the file store). */
 #include "executor.h"
 #include "tools.h"
 
 #include "base.h"
 
+#include <mbedtls/base64.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,8 +62,74 @@ static int read_output(const char *uri, const cJSON *vars, void *data, cJSON **c
     return MCP_OK;
 }
 
+#define FILES_URI_PREFIX "ptc://files/"
+
+char *ptc_base64(const unsigned char *data, size_t len)
+{
+    size_t need = 0;
+    mbedtls_base64_encode(NULL, 0, &need, data, len);
+    unsigned char *b64 = malloc(need + 1);
+    size_t n = 0;
+    if (b64 == NULL) return NULL;
+    if (mbedtls_base64_encode(b64, need + 1, &n, data, len) != 0) {
+        free(b64);
+        return NULL;
+    }
+    b64[n] = '\0';
+    return (char *)b64;
+}
+
+/* A file a run left in /tmp/outputs: the URI (its random part is the capability) names it. */
+static int read_file(const char *uri, const cJSON *vars, void *data, cJSON **contents, char *msg,
+                     size_t msg_size)
+{
+    (void)vars;
+    ptc_execute_t *ex = data;
+    exec_stored_file_t f;
+    int rc = exec_filestore_get(ptc_execute_files(ex), uri + strlen(FILES_URI_PREFIX),
+                                uv_now(ptc_execute_loop(ex)), &f);
+    if (rc < 0) {
+        snprintf(msg, msg_size,
+                 "unknown or expired file (files are kept for 30 minutes after their last read, "
+                 "while the store has room)");
+        return MCP_EINVAL;
+    }
+    char *text = NULL, *blob = NULL;
+    if (exec_mime_is_text(f.mime_type))
+        text = exec_pages_utf8_sanitize((const char *)f.data, f.len, NULL);
+    else
+        blob = ptc_base64(f.data, f.len);
+    cJSON *arr = cJSON_CreateArray();
+    cJSON *c = cJSON_CreateObject();
+    bool ok =
+        (text != NULL || blob != NULL) && arr != NULL && c != NULL && cJSON_AddItemToArray(arr, c);
+    if (!ok) cJSON_Delete(c);
+    ok = ok && cJSON_AddStringToObject(c, "uri", uri) != NULL &&
+         cJSON_AddStringToObject(c, "mimeType", f.mime_type) != NULL &&
+         cJSON_AddStringToObject(c, text ? "text" : "blob", text ? text : blob) != NULL;
+    free(text);
+    free(blob);
+    if (!ok) {
+        cJSON_Delete(arr);
+        return MCP_ENOMEM;
+    }
+    *contents = arr;
+    return MCP_OK;
+}
+
 int ptc_output_resources_register(ptc_execute_t *ex, mcp_server_t *srv)
 {
+    const mcp_resource_def_t files = {
+        .uri = FILES_URI_PREFIX "{id}/{name}",
+        .name = "execute_code output file",
+        .title = "execute_code output file",
+        .description = "A file that code wrote to /tmp/outputs, as listed in the result's "
+                       "files[].uri: text for text types, else base64",
+        .read = read_file,
+        .data = ex,
+    };
+    int rc = mcp_server_add_resource_template(srv, &files);
+    if (rc < 0) return rc;
     const mcp_resource_def_t def = {
         .uri = OUTPUT_URI_PREFIX "{cursor}",
         .name = "execute_code output page",

@@ -14,6 +14,11 @@
 #define EXECUTE_PAGES_MAX_BYTES (64u << 20)
 #define EXECUTE_PAGES_MAX_RUNS  256u
 #define EXECUTE_PAGES_TTL_MS    (30u * 60 * 1000)
+/* Files out: kept like the pages (same TTL), this much at most (--file-store-bytes); images up
+ * to EXECUTE_IMAGE_MAX_BYTES each become image content blocks (--max-image-bytes). */
+#define EXECUTE_FILES_STORE_BYTES   (128u << 20)
+#define EXECUTE_FILES_STORE_ENTRIES 1024u
+#define EXECUTE_IMAGE_MAX_BYTES     (5u << 20)
 /* One deadline covers a request's runs and repairs (--request-deadline, by default 50 s: under
  * the common 60 s client timeout); a day at most keeps the milliseconds far from overflow. */
 #define EXECUTE_REQUEST_DEADLINE_MAX_S 86400
@@ -73,7 +78,13 @@ static const char output_schema[] =
     "\"failed_package\":{\"type\":[\"string\",\"null\"]},"
     "\"message\":{\"type\":\"string\"},\"pip_tail\":{\"type\":\"string\"},"
     "\"optional\":{\"type\":\"boolean\"}},\"required\":[\"state\",\"packages\"]},"
-    "\"sandbox\":{\"type\":\"string\",\"enum\":[\"full\",\"degraded\",\"none\"]}},"
+    "\"sandbox\":{\"type\":\"string\",\"enum\":[\"full\",\"degraded\",\"none\"]},"
+    "\"files\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+    "\"name\":{\"type\":\"string\"},\"mime_type\":{\"type\":\"string\"},"
+    "\"bytes\":{\"type\":\"integer\"},\"uri\":{\"type\":[\"string\",\"null\"]},"
+    "\"truncated\":{\"type\":\"boolean\"},\"omitted\":{\"type\":\"boolean\"},"
+    "\"reason\":{\"type\":\"string\"}},\"required\":[\"name\",\"mime_type\",\"bytes\","
+    "\"uri\"]}}},"
     "\"required\":[\"status\",\"exit_code\",\"signal\",\"stdout\",\"stderr\",\"stdout_bytes\","
     "\"stderr_bytes\",\"truncated\",\"duration_ms\",\"next_cursor\",\"tool_calls\",\"outputs\","
     "\"attempts\",\"sandbox\"]}";
@@ -138,7 +149,12 @@ static void job_cancelled(mcp_call_t *call, void *data)
                 ptc_repair_loop_attempt(j->loop),
                 ptc_repair_loop_asking(j->loop) ? ", while waiting for a repair" : "");
     ptc__execute_job_free(j); /* cancels the bridge's downstream calls and a repair request */
-    mcp_call_finish_text(call, true, "cancelled: the run was killed");
+    /* Only a cancel by the server is answered (a client's notifications/cancelled silences
+     * the call): the shutdown's, once its grace period is over. */
+    mcp_call_finish_text(call, true,
+                         "cancelled: the server shut down (SIGINT, SIGTERM or its client went "
+                         "away) while the run was going, after its grace period; the run was "
+                         "killed");
 }
 
 void ptc__execute_job_progress(job_t *j, uint64_t elapsed_ms, uint64_t output_bytes)
@@ -196,6 +212,7 @@ static int capture(job_t *j, const exec_result_t *r, outcome_t *o)
     /* Every answer the sandbox waited for was read before it exited: the records are whole. */
     ptc__execute_close_bridge(j, o);
     if (o->outputs == NULL) o->outputs = cJSON_CreateArray();
+    if (ptc__execute_keep_files(j->ex, r, o) < 0) return MCP_ENOMEM;
     if (o->out == NULL || o->err == NULL || o->outputs == NULL ||
         (r->signal_name != NULL && o->signal_name == NULL))
         return MCP_ENOMEM;
@@ -570,6 +587,9 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
         mcp_call_finish_text(call, true, "Invalid arguments: code is required (or a cursor).");
         return;
     }
+    if (ptc_startup_hold(ex->startup, call, args, ptc_startup_uses_tools(code->valuestring), handle,
+                         ex))
+        return;
     double secs = timeout ? timeout->valuedouble : EXECUTE_DEFAULT_TIMEOUT_S;
     if (secs > ex->max_timeout_s) {
         mcp_call_finish_text(call, true,
@@ -581,6 +601,15 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
     if (memchr(code->valuestring, '\0', strlen(code->valuestring) + 1) !=
         code->valuestring + strlen(code->valuestring)) {
         mcp_call_finish_text(call, true, "Invalid arguments: code contains a NUL character.");
+        return;
+    }
+    if (strlen(code->valuestring) > ex->max_code_bytes) {
+        mcp_call_finish_text(call, true,
+                             "Invalid arguments: code is %zu bytes, longer than the %zu the server "
+                             "accepts (--max-code-bytes, at most %u). Put data in a file under a "
+                             "--mount folder and read it from the code instead.",
+                             strlen(code->valuestring), ex->max_code_bytes,
+                             (unsigned)EXEC_MAX_CODE_BYTES);
         return;
     }
     job_t *j = calloc(1, sizeof *j);
@@ -636,7 +665,7 @@ static void start_job(job_t *j)
         return;
     }
     int rc = ptc_repair_loop_new(ex->loop, j->code, j->timeout_ms, j->max_repairs, ex->deadline_ms,
-                                 EXEC_MAX_CODE_BYTES, &repair_ops, j, &j->loop);
+                                 ex->max_code_bytes, &repair_ops, j, &j->loop);
     if (rc < 0) {
         ptc__execute_job_free(j);
         if (rc == PTC_REPAIR_EINVAL)
@@ -725,26 +754,72 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
     eo.n_pass_env = o->n_pass_env;
     eo.unsafe_no_sandbox = o->unsafe_no_sandbox;
     eo.test_disable_layer = getenv("PTC_TEST_DISABLE_LAYER");
+    if (o->memory_limit) eo.memory_bytes = o->memory_limit;
+    if (o->tmp_size) eo.tmp_bytes = o->tmp_size;
+    if (o->max_output_bytes) eo.stdout_keep = eo.stderr_keep = o->max_output_bytes;
+    /* The code goes to the launcher as one argv string (MAX_ARG_STRLEN is 128 KiB): the flag
+       can lower the bound, not raise it past what the executor passes. */
+    ex->max_code_bytes = o->max_code_bytes ? o->max_code_bytes : EXEC_MAX_CODE_BYTES;
+    ex->image_max_bytes = o->max_image_bytes ? o->max_image_bytes : EXECUTE_IMAGE_MAX_BYTES;
+    if (ex->max_code_bytes > EXEC_MAX_CODE_BYTES || eo.stdout_keep > EXEC_MAX_KEEP_BYTES) {
+        mcp_log(lg, MCP_LOG_ERROR,
+                ex->max_code_bytes > EXEC_MAX_CODE_BYTES
+                    ? "--max-code-bytes: at most %u (the code travels to the sandbox as one "
+                      "argument)"
+                    : "--max-output-bytes: at most %u",
+                ex->max_code_bytes > EXEC_MAX_CODE_BYTES ? (unsigned)EXEC_MAX_CODE_BYTES
+                                                         : (unsigned)EXEC_MAX_KEEP_BYTES);
+        ptc_repairer_http_free(ex->repairer);
+        if (ex->audit != NULL) fclose(ex->audit);
+        free(ex);
+        return MCP_EINVAL;
+    }
     int rc = exec_pages_new(EXECUTE_PAGES_MAX_BYTES, EXECUTE_PAGES_MAX_RUNS, EXECUTE_PAGES_TTL_MS,
                             &ex->pages);
+    if (rc == 0)
+        rc = exec_filestore_new(o->file_store_bytes ? o->file_store_bytes
+                                                    : EXECUTE_FILES_STORE_BYTES,
+                                EXECUTE_FILES_STORE_ENTRIES, EXECUTE_PAGES_TTL_MS, &ex->files);
     if (rc < 0) {
+        exec_pages_free(ex->pages);
         ptc_repairer_http_free(ex->repairer);
         if (ex->audit != NULL) fclose(ex->audit);
         free(ex);
         return MCP_ENOMEM;
     }
     rc = exec_pool_new(loop, &eo, &ex->pool);
-    if (rc >= 0) {
+    bool limits_bad = false;
+    if (rc == 0) {
+        const exec_files_limits_t fl = {.file_bytes = o->max_file_bytes ? o->max_file_bytes
+                                                                        : EXECUTE_FILE_MAX_BYTES,
+                                        .call_bytes = o->max_call_files_bytes,
+                                        .count = (unsigned)o->max_files};
+        if (o->max_files > EXEC_FILES_LIMIT_COUNT ||
+            exec_pool_set_files_limits(ex->pool, &fl) < 0) {
+            mcp_log(lg, MCP_LOG_ERROR,
+                    "--max-file-bytes and --max-call-files-bytes: at most %u MiB; --max-files: "
+                    "at most %u",
+                    (unsigned)(EXEC_FILES_LIMIT_BYTES >> 20), (unsigned)EXEC_FILES_LIMIT_COUNT);
+            exec_pool_free(ex->pool);
+            ex->pool = NULL;
+            rc = EXEC_EINVAL;
+            limits_bad = true;
+        }
+    }
+    if (rc == 0) {
         rc = ptc__sessions_new(ex, o->max_sessions, (uint64_t)(o->session_idle_timeout * 1000.0),
                                &ex->sessions);
         if (rc < 0) {
             exec_pool_free(ex->pool);
+            ex->pool = NULL;
             rc = EXEC_ENOMEM;
         }
     }
     if (rc < 0) {
-        mcp_log(lg, MCP_LOG_ERROR, "executor: %s. %s", exec_strerror(rc), exec_error_hint(rc));
+        if (!limits_bad)
+            mcp_log(lg, MCP_LOG_ERROR, "executor: %s. %s", exec_strerror(rc), exec_error_hint(rc));
         exec_pages_free(ex->pages);
+        exec_filestore_free(ex->files);
         ptc_repairer_http_free(ex->repairer);
         if (ex->audit != NULL) fclose(ex->audit);
         free(ex);
@@ -867,6 +942,11 @@ void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *mod
     ex->described = d.s;
 }
 
+void ptc_execute_set_startup(ptc_execute_t *ex, ptc_startup_t *st)
+{
+    ex->startup = st;
+}
+
 void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_t *downstream,
                         ptc_pybundle_cache_t *bundle)
 {
@@ -895,6 +975,7 @@ void ptc_execute_free(ptc_execute_t *ex)
     ptc__sessions_free(ex->sessions); /* before the pool: their sandboxes are its children */
     exec_pool_free(ex->pool);
     exec_pages_free(ex->pages);
+    exec_filestore_free(ex->files);
     free(ex);
 }
 
@@ -902,6 +983,11 @@ void ptc_execute_stop(ptc_execute_t *ex)
 {
     ptc__longrun_close_all(ex);
     ptc__sessions_close_all(ex->sessions);
+}
+
+exec_filestore_t *ptc_execute_files(const ptc_execute_t *ex)
+{
+    return ex->files;
 }
 
 exec_pages_t *ptc_execute_pages(const ptc_execute_t *ex)

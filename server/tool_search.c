@@ -34,6 +34,7 @@ struct ptc_search {
     const void *status_data;
     void (*on_change)(void *data);
     void *on_change_data;
+    ptc_startup_t *startup; /* the first searches wait for the servers (--startup-wait) */
 };
 
 typedef struct query_job {
@@ -223,6 +224,12 @@ static void answer(ptc_search_t *s, mcp_call_t *call, const char *query, const f
     }
     char servers[2048] = "";
     if (s->status != NULL) s->status(s->status_data, servers, sizeof servers);
+    /* Past the start-up wait, servers still starting are named, not taken for toolless. */
+    char starting[800];
+    if (ptc_startup_still_starting(s->startup, starting, sizeof starting) > 0) {
+        size_t u = strlen(servers);
+        snprintf(servers + u, sizeof servers - u, "%s", starting);
+    }
     size_t len = strlen(list) + strlen(servers) + 600;
     char *text = malloc(len);
     if (text == NULL) {
@@ -305,6 +312,7 @@ static void query_cancelled(mcp_call_t *call, void *data)
 static void handle(mcp_call_t *call, const cJSON *args, void *data)
 {
     ptc_search_t *s = data;
+    if (ptc_startup_hold(s->startup, call, args, false, handle, s)) return;
     const char *query = cJSON_GetObjectItemCaseSensitive(args, "query")->valuestring;
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(args, "top_k");
     const cJSON *server = cJSON_GetObjectItemCaseSensitive(args, "server");
@@ -528,4 +536,9 @@ void ptc_search_free(ptc_search_t *s)
     reg_registry_free(s->reg);
     reg_cache_close(s->cache);
     free(s);
+}
+
+void ptc_search_set_startup(ptc_search_t *s, ptc_startup_t *st)
+{
+    s->startup = st;
 }

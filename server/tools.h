@@ -17,6 +17,11 @@ typedef struct ptc_downstream ptc_downstream_t;
  * go into search's registry as they arrive. A broken entry is logged and skipped: it never
  * blocks the others. MCP_EINVAL when the config's mcpServers is malformed.
  */
+/** --check's view of --config (config_check.c): prints every problem of every entry to out
+ *  ("NAME: left out: MESSAGE" for a dropped entry, "NAME: warning: MESSAGE" otherwise); returns
+ *  the number of entries left out, or -1 (the reason printed) when the config cannot be used. */
+int ptc_config_check(const ptc_options_t *o, FILE *out);
+
 int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
                        ptc_search_t *search, ptc_downstream_t **out);
 /** Where sampling and elicitation requests of downstream servers go: to the client whose call is
@@ -51,10 +56,40 @@ void ptc_downstream_refusal(mcp_client_t *c, int rc, char *buf, size_t size);
 mcp_client_t *ptc_downstream_client(const ptc_downstream_t *d, const char *server);
 /** True when every server is ready or failed (for --check). */
 bool ptc_downstream_settled(const ptc_downstream_t *d);
+/** The servers still starting (no first listing yet, or restarting), their names joined by
+ *  ", " into buf; returns how many. */
+size_t ptc_downstream_starting(const ptc_downstream_t *d, char *buf, size_t size);
+/** True when every ready server with tools has a module in modules (the tools package's
+ *  [{"module", "server"}]; NULL: none yet). */
+bool ptc_downstream_packaged(const ptc_downstream_t *d, const cJSON *modules);
 /** Stops every server (asynchronously; the loop ends once they are gone). */
 void ptc_downstream_stop(ptc_downstream_t *d);
 /** Frees; live children are stopped in the background: run the loop afterwards. */
 void ptc_downstream_free(ptc_downstream_t *d);
+
+/* Ready at first contact: --startup-wait (startup.c). */
+typedef struct ptc_startup ptc_startup_t;
+
+/** The gate, its wait counted from now (wait_s <= 0: none). Borrows loop and lg. */
+int ptc_startup_new(uv_loop_t *loop, double wait_s, const mcp_logger_t *lg, ptc_startup_t **out);
+/** What it waits for (each may be NULL). */
+void ptc_startup_attach(ptc_startup_t *st, ptc_downstream_t *d, ptc_search_t *search,
+                        ptc_pybundle_cache_t *bundle);
+/**
+ * At the start of a tool handler: true when the call is parked (args copied) until every
+ * configured server has its first listing (or failed) and the known tools are indexed, and with
+ * needs_package until the tools package has every ready server's module; then fn(call, args,
+ * data) runs from the loop. false: go on now (the gate is open for good, the wait is over, or
+ * st is NULL). A parked call cancelled by the shutdown is answered.
+ */
+bool ptc_startup_hold(ptc_startup_t *st, mcp_call_t *call, const cJSON *args, bool needs_package,
+                      mcp_tool_fn fn, void *data);
+/** True when code names the tools package (the word "tools"), so a run waits for it. */
+bool ptc_startup_uses_tools(const char *code);
+/** A sentence naming the servers still starting (for results after the wait), or 0 and "". */
+size_t ptc_startup_still_starting(const ptc_startup_t *st, char *buf, size_t size);
+/** Answers calls still parked; frees (the timer on the loop's next turn). */
+void ptc_startup_free(ptc_startup_t *st);
 
 /* search_tools: the registry ranks the tools of downstream servers and --tools-file
  * (tool_search.c). */
@@ -70,6 +105,8 @@ int ptc_search_open_embedder(const ptc_options_t *o, reg_embedder_t **out, char 
  */
 int ptc_search_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
                    ptc_search_t **out);
+/** The first searches wait at st (borrowed, may be NULL) for the servers and the index. */
+void ptc_search_set_startup(ptc_search_t *s, ptc_startup_t *st);
 /** Adds search_tools to srv. */
 int ptc_search_register(ptc_search_t *s, mcp_server_t *srv);
 /** The registry, for feeding it downstream servers' tools (borrowed). */
@@ -131,6 +168,8 @@ int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv);
  *  servers, and the bundle's `tools` package (once built). All borrowed. */
 void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_t *downstream,
                         ptc_pybundle_cache_t *bundle);
+/** The first runs that use the tools package wait at st (borrowed, may be NULL). */
+void ptc_execute_set_startup(ptc_execute_t *ex, ptc_startup_t *st);
 /** Re-registers execute_code on srv with a description naming the package's modules (one
  *  notifications/tools/list_changed). */
 void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *modules);
@@ -142,9 +181,13 @@ void ptc_execute_stop(ptc_execute_t *ex);
 
 /** The store of execute_code's output pages and the loop (borrowed; they live as long as ex). */
 struct exec_pages *ptc_execute_pages(const ptc_execute_t *ex);
+/** data as base64, NUL-terminated (malloc'd; NULL on ENOMEM) (output_resources.c). */
+char *ptc_base64(const unsigned char *data, size_t len);
+/** The store of the files runs left in /tmp/outputs (borrowed; lives as long as ex). */
+struct exec_filestore *ptc_execute_files(const ptc_execute_t *ex);
 uv_loop_t *ptc_execute_loop(const ptc_execute_t *ex);
-/** Adds the resource template ptc://output/{cursor}: reading it returns the execute_code output
- *  page behind that cursor (output_resources.c). */
+/** Adds the resource templates ptc://output/{cursor} (the execute_code output page behind that
+ *  cursor) and ptc://files/{id}/{name} (a file a run returned) (output_resources.c). */
 int ptc_output_resources_register(ptc_execute_t *ex, mcp_server_t *srv);
 
 /* The sandbox's environment: --packages/--requirements and --custom-tools (environment.c). */

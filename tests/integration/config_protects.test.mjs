@@ -122,3 +122,54 @@ test('a ptc-mcp started by a ptc-mcp through a wrapper starts no processes', { s
     c.cleanup();
   }
 });
+
+test('--check lists every problem of the config and fails when an entry was left out', async () => {
+  const c = withConfig({
+    broken: { args: ['no command'] },
+    fake: { command: 'python3', args: [fake], bogus: 1 },
+  });
+  try {
+    const r = spawnSync(ptcBin, ['--check', '--config', c.config], { encoding: 'utf8', timeout: 90000 });
+    assert.match(r.stdout, /^broken: left out: mcpServers\.broken: a stdio server needs "command"/m, r.stdout);
+    assert.match(r.stdout, /^fake: warning: mcpServers\.fake\.bogus: unknown key/m, r.stdout);
+    assert.match(r.stdout, /fake: ready/, r.stdout + r.stderr);
+    assert.doesNotMatch(r.stdout, /see above/);
+    assert.equal(r.status, 1, 'an entry left out fails --check');
+    // Running: the same problems reach the log, named after the file.
+    const ptc = spawn(ptcBin, ['--config', c.config], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let err = '';
+    ptc.stderr.on('data', (d) => { err += d.toString(); });
+    try {
+      await until('the problems in the log', () => /--config \S+: mcpServers\.broken: .*left out/.test(err) &&
+        /warning: --config \S+: mcpServers\.fake\.bogus: unknown key/.test(err));
+    } finally {
+      ptc.kill('SIGKILL');
+    }
+  } finally {
+    c.cleanup();
+  }
+});
+
+test('--check with every entry left out says so, not "none configured"', () => {
+  const c = withConfig({ broken: { args: ['no command'] } });
+  try {
+    const r = spawnSync(ptcBin, ['--check', '--config', c.config], { encoding: 'utf8', timeout: 90000 });
+    assert.match(r.stdout, /^broken: left out: /m, r.stdout);
+    assert.doesNotMatch(r.stdout, /none configured/);
+    assert.equal(r.status, 1);
+  } finally {
+    c.cleanup();
+  }
+});
+
+test('a --config with a JSON syntax error names the line and column', () => {
+  const c = withConfig({});
+  try {
+    writeFileSync(c.config, '{"mcpServers": {\n  "a": {"command": "true",}\n}}\n');
+    const r = spawnSync(ptcBin, ['--check', '--config', c.config], { encoding: 'utf8', timeout: 90000 });
+    assert.match(r.stderr, /--config \S+: not valid JSON: near line 2, column \d+: /, r.stderr);
+    assert.notEqual(r.status, 0);
+  } finally {
+    c.cleanup();
+  }
+});

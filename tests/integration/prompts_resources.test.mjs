@@ -34,7 +34,7 @@ test('execute_code output pages can be read as resources behind their cursor', a
   const { client, close } = await connect(ptcBin, ['--output-page-chars', '1000']);
   try {
     const { resourceTemplates } = await client.listResourceTemplates();
-    assert.deepEqual(resourceTemplates.map((t) => t.uriTemplate), ['ptc://output/{cursor}']);
+    assert.deepEqual(resourceTemplates.map((t) => t.uriTemplate), ['ptc://files/{id}/{name}', 'ptc://output/{cursor}']);
     assert.deepEqual((await client.listResources()).resources, []);
     const code = "import sys\nfor i in range(300): print(f'line {i:04d}')\nsys.stderr.write('done\\n')";
     const r = await client.callTool({ name: 'execute_code', arguments: { code } });

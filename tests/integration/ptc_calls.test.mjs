@@ -56,6 +56,29 @@ test('code calls two servers\' tools as typed functions and prints a combined re
     assert.equal(lines[0], "Echo: hi | The sum of 20 and 22 is 42. | ['Ada']");
     assert.match(lines[1], /\(a: float, b: float\)/);
     assert.equal(r.structuredContent.tool_calls, 4);
+    // `import tools` leaves asyncio (and the bridge's modules) unimported until they are needed;
+    // acall still works, importing it then.
+    const lazy = await run(c, [
+      'import sys',
+      'import tools',
+      'print(sorted(m for m in ("asyncio", "json", "socket", "threading") if m in sys.modules))',
+      'import asyncio',
+      'print(asyncio.run(tools.acall("everything", "echo", message="async")))',
+    ].join('\n'));
+    assert.equal(lazy.structuredContent.status, 'ok', lazy.content[0].text);
+    assert.equal(lazy.structuredContent.stdout, "[]\nEcho: async\n");
+    // The functions document what they return; one whose tool declares an outputSchema returns
+    // that dict (its keys in the docstring), and the call gives exactly it.
+    const shape = await run(c, [
+      'import inspect',
+      'from tools.everything import echo, get_structured_content as g',
+      'print(inspect.signature(g).return_annotation is dict, inspect.signature(echo).return_annotation is dict)',
+      'print("structuredContent" in echo.__doc__, "temperature (float): Temperature in celsius" in g.__doc__)',
+      'r = g(location="Chicago")',
+      'print(type(r).__name__, sorted(r))',
+    ].join('\n'));
+    assert.equal(shape.structuredContent.status, 'ok', shape.content[0].text);
+    assert.equal(shape.structuredContent.stdout, "True False\nTrue True\ndict ['conditions', 'humidity', 'temperature']\n");
   } finally {
     await c.close();
     s.cleanup();
@@ -213,10 +236,11 @@ test('--confirm-writes asks the user (elicitation) before a call to a tool that 
       'try:',
       '    create_entities(entities=[{"name": "Bob", "entityType": "person", "observations": []}])',
       'except tools.ToolError as e:',
-      '    print("ToolError:", e)',
+      '    print("ToolError:", e.code, e)',
       'print(sorted(e["name"] for e in read_graph()["entities"]))',
     ].join('\n'));
-    assert.match(r.structuredContent.stdout, /ToolError: .*not confirmed by the user/);
+    // Declined is "denied" (the user said no), not "unavailable" (a server that is down).
+    assert.match(r.structuredContent.stdout, /ToolError: denied .*not confirmed by the user/);
     assert.match(r.structuredContent.stdout, /\['Ada'\]/);
     assert.equal(asked.length, 2, 'read_graph (read-only) needs no confirmation');
     assert.match(asked[0], /memory__create_entities/);

@@ -100,7 +100,7 @@ static int scenario(cJSON *a, cJSON *b)
         failures++;
     }
     const reg_hit_t h1[] = {{"x", "s", "s", 1.0f}, {"y", "s", "s", 0.5f}};
-    reg_ranked_t lists[2] = {{h1, 2, 1.0f, 0}, {h1, 2, 1.0f, 0}};
+    reg_ranked_t lists[2] = {{h1, 2, 1.0f, 0, false}, {h1, 2, 1.0f, 0, false}};
     reg_hit_t out[2];
     failures += reg_fuse(lists, 2, REG_FUSE_MINMAX, 60, 2, out) < 0;
     return failures;

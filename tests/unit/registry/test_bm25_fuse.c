@@ -80,7 +80,7 @@ static void test_rrf_fusion(void **state)
     (void)state;
     const reg_hit_t a[] = {{"x", "s", "s", 0.9f}, {"y", "s", "s", 0.8f}, {"z", "s", "s", 0.1f}};
     const reg_hit_t b[] = {{"y", "s", "s", 12.0f}, {"w", "s", "s", 11.0f}};
-    reg_ranked_t lists[2] = {{a, 3, 1.0f, 0}, {b, 2, 1.0f, 0}};
+    reg_ranked_t lists[2] = {{a, 3, 1.0f, 0, false}, {b, 2, 1.0f, 0, false}};
     reg_hit_t out[4];
     assert_int_equal(reg_fuse(lists, 2, REG_FUSE_RRF, 60.0f, 4, out), 4);
     /* y: 1/62 + 1/61; x: 1/61; w: 1/62; z: 1/63. */
@@ -98,7 +98,7 @@ static void test_minmax_fusion_and_weights(void **state)
     const reg_hit_t a[] = {{"x", "s", "s", 1.0f}, {"y", "s", "s", 0.5f}, {"z", "s", "s", 0.0f}};
     const reg_hit_t b[] = {{"z", "s", "s", 30.0f}, {"y", "s", "s", 20.0f}, {"x", "s", "s", 10.0f}};
     reg_hit_t out[3];
-    reg_ranked_t lists[2] = {{a, 3, 1.0f, 0}, {b, 3, 1.0f, 0}};
+    reg_ranked_t lists[2] = {{a, 3, 1.0f, 0, false}, {b, 3, 1.0f, 0, false}};
     assert_int_equal(reg_fuse(lists, 2, REG_FUSE_MINMAX, 0, 3, out), 3);
     /* x: 1 + 0; y: 0.5 + 0.5; z: 0 + 1: a three-way tie, broken by id. */
     assert_string_equal(out[0].id, "x");
@@ -115,6 +115,29 @@ static void test_minmax_fusion_and_weights(void **state)
     assert_int_equal(reg_fuse(NULL, 0, REG_FUSE_RRF, 60, 3, out), 0);
 }
 
+static void test_score_fusion_relative(void **state)
+{
+    (void)state;
+    const reg_hit_t a[] = {{"x", "s", "s", 0.6f}, {"y", "s", "s", 0.55f}};
+    const reg_hit_t b[] = {{"y", "s", "s", 40.0f}, {"x", "s", "s", 10.0f}};
+    reg_ranked_t lists[2] = {{a, 2, 1.0f, 0, false}, {b, 2, 0.1f, 0, true}};
+    reg_hit_t out[2];
+    assert_int_equal(reg_fuse(lists, 2, REG_FUSE_SCORE, 0, 2, out), 2);
+    /* y: 0.55 + 0.1 * 40/40; x: 0.6 + 0.1 * 10/40. The cosine stays absolute. */
+    assert_string_equal(out[0].id, "y");
+    assert_true(fabsf(out[0].score - 0.65f) < 1e-6f);
+    assert_true(fabsf(out[1].score - 0.625f) < 1e-6f);
+    /* The same BM25 list on another scale (a larger catalog) fuses the same. */
+    const reg_hit_t b10[] = {{"y", "s", "s", 400.0f}, {"x", "s", "s", 100.0f}};
+    lists[1].hits = b10;
+    assert_int_equal(reg_fuse(lists, 2, REG_FUSE_SCORE, 0, 2, out), 2);
+    assert_true(fabsf(out[0].score - 0.65f) < 1e-6f);
+    /* Not relative: raw BM25 at 0.1 swamps the cosine. */
+    lists[1].relative = false;
+    assert_int_equal(reg_fuse(lists, 2, REG_FUSE_SCORE, 0, 2, out), 2);
+    assert_true(fabsf(out[0].score - 40.55f) < 1e-3f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -122,6 +145,7 @@ int main(void)
         cmocka_unit_test(test_bm25_filters_and_removal),
         cmocka_unit_test(test_rrf_fusion),
         cmocka_unit_test(test_minmax_fusion_and_weights),
+        cmocka_unit_test(test_score_fusion_relative),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

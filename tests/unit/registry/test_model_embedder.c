@@ -202,8 +202,8 @@ static void test_embed_text_is_topic_first_and_brief(void **state)
     char msg[256];
     assert_int_equal(reg_catalog_add(cat, "discord", t, msg, sizeof msg, &tool), REG_OK);
     char *s = reg_tool_embed_text(tool);
-    assert_string_equal(s, "get channel messages. Channel history. Read recent messages of a "
-                           "channel. Parameters: channel id, limit.");
+    assert_string_equal(s, "discord. get channel messages. Channel history. Read recent messages "
+                           "of a channel. Parameters: channel id, limit.");
     free(s);
     /* The full index text keeps the parameter descriptions (BM25, lexical embedder). */
     s = reg_tool_index_text(tool);
@@ -215,13 +215,13 @@ static void test_embed_text_is_topic_first_and_brief(void **state)
     s = reg_tool_embed_text(tool);
     assert_non_null(s);
     assert_true(strlen(s) < REG_EMBED_TEXT_MAX);
-    assert_int_equal(strncmp(s, "get channel messages. Channel history. xxx", 41), 0);
+    assert_int_equal(strncmp(s, "discord. get channel messages. Channel history. xxx", 50), 0);
     free(s);
 
     cJSON *bare = cJSON_Parse("{\"name\": \"ping\"}");
     assert_int_equal(reg_catalog_add(cat, "s", bare, msg, sizeof msg, &tool), REG_OK);
     s = reg_tool_embed_text(tool);
-    assert_string_equal(s, "ping.");
+    assert_string_equal(s, "s. ping.");
     free(s);
     cJSON_Delete(bare);
     cJSON_Delete(t);

@@ -1,7 +1,7 @@
 /* The repair loop (repair/loop.c) driven by fake run and ask operations: every stop rule ends
- * the loop at the point it should (success, no repairer, the same error, an unchanged repair,
- * the budget, a lost journal, no time left, the deadline while waiting) and nothing else runs
- * or is asked for afterwards. */
+ * the loop at the point it should (success, no repairer at all, the same error, an unchanged
+ * repair, the budget, a lost journal, no time left, the deadline while waiting) and nothing else
+ * runs or is asked for afterwards. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -226,7 +226,9 @@ static void test_no_healing_no_repair(void **state)
     fake_close(&f);
 }
 
-static void test_stop_no_repairer(void **state)
+/* Nobody to repair: no self-healing to speak of (no attempt numbers, no stop reason, the run
+ * gets its own timeout, not the request's deadline), but the failure keeps its packet. */
+static void test_no_repairer_says_nothing_of_repairs(void **state)
 {
     (void)state;
     fake_t f;
@@ -234,9 +236,22 @@ static void test_stop_no_repairer(void **state)
     f.no_repairer = true;
     f.errs[0] = TB("NameError", "name 'x' is not defined");
     drive(&f, "print(x)\n", 3, 1000, 60000);
-    assert_int_equal(n_attempts(&f), 1);
     assert_int_equal(f.asks, 0);
-    assert_string_equal(f.reason, "no repairer here");
+    assert_string_equal(f.reason, "");
+    assert_false(ptc_repair_loop_healing(f.loop));
+    assert_null(ptc_repair_loop_journal(f.loop));
+    ptc_repair_run_t last = {.status = "error", .exit_code = 1, .err = f.errs[0]};
+    char *text = NULL;
+    cJSON *packet = NULL;
+    assert_int_equal(ptc_repair_loop_report(f.loop, &last, &text, &packet), 0);
+    assert_null(strstr(text, "Repairs stopped"));
+    assert_null(strstr(text, "no repairer here"));
+    assert_non_null(strstr(text, "Repair packet: error NameError"));
+    assert_non_null(packet);
+    assert_null(cJSON_GetObjectItemCaseSensitive(packet, "stopped"));
+    free(text);
+    cJSON_Delete(packet);
+    assert_int_equal(n_attempts(&f), 1);
     fake_close(&f);
 }
 
@@ -402,7 +417,7 @@ int main(void)
         cmocka_unit_test(test_success_ends_at_once),
         cmocka_unit_test(test_repair_then_success),
         cmocka_unit_test(test_no_healing_no_repair),
-        cmocka_unit_test(test_stop_no_repairer),
+        cmocka_unit_test(test_no_repairer_says_nothing_of_repairs),
         cmocka_unit_test(test_stop_same_error),
         cmocka_unit_test(test_stop_unchanged_code),
         cmocka_unit_test(test_stop_budget),

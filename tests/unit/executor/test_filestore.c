@@ -1,0 +1,207 @@
+/* The file store behind ptc://files/ URIs: keys, bounds (bytes, entries, TTL), LRU order, name
+ * escaping and MIME types. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor.h"
+
+static const unsigned char png[] = "\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+
+static void put_then_get_returns_the_bytes_under_a_random_key(void **state)
+{
+    (void)state;
+    exec_filestore_t *s;
+    assert_int_equal(exec_filestore_new(1 << 20, 8, 60000, &s), 0);
+    char *k1, *k2;
+    assert_int_equal(
+        exec_filestore_put(s, "a.csv", (const unsigned char *)"x,y\n1,2\n", 8, "text/csv", 0, &k1),
+        0);
+    assert_int_equal(
+        exec_filestore_put(s, "a.csv", (const unsigned char *)"z", 1, "text/csv", 0, &k2), 0);
+    /* 32 hex digits, then the name: the same name twice gets two different keys. */
+    assert_int_equal(strlen(k1), 32 + 1 + 5);
+    assert_string_equal(k1 + 32, "/a.csv");
+    assert_string_not_equal(k1, k2);
+    exec_stored_file_t f;
+    assert_int_equal(exec_filestore_get(s, k1, 1, &f), 0);
+    assert_string_equal(f.name, "a.csv");
+    assert_string_equal(f.mime_type, "text/csv");
+    assert_int_equal(f.len, 8);
+    assert_memory_equal(f.data, "x,y\n1,2\n", 8);
+    assert_int_equal(exec_filestore_entries(s), 2);
+    assert_int_equal(exec_filestore_bytes(s), 9);
+    free(k1);
+    free(k2);
+    exec_filestore_free(s);
+}
+
+static void a_guessed_or_altered_key_is_unknown(void **state)
+{
+    (void)state;
+    exec_filestore_t *s;
+    exec_filestore_new(1 << 20, 8, 60000, &s);
+    char *k;
+    assert_int_equal(
+        exec_filestore_put(s, "f.txt", (const unsigned char *)"hi", 2, "text/plain", 0, &k), 0);
+    exec_stored_file_t f;
+    char bad[128];
+    strcpy(bad, k);
+    bad[0] = bad[0] == '0' ? '1' : '0'; /* one hex digit off */
+    assert_int_equal(exec_filestore_get(s, bad, 0, &f), EXEC_FILESTORE_EXPIRED);
+    strcpy(bad, k);
+    strcpy(bad + 33, "g.txt"); /* the right id with another name */
+    assert_int_equal(exec_filestore_get(s, bad, 0, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, "f.txt", 0, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, NULL, 0, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, k, 0, &f), 0);
+    free(k);
+    exec_filestore_free(s);
+}
+
+static void bounds_evict_least_recently_used_first(void **state)
+{
+    (void)state;
+    exec_filestore_t *s;
+    exec_filestore_new(10, 3, 60000, &s);
+    unsigned char four[4] = {1, 2, 3, 4};
+    char *a, *b, *c, *big;
+    assert_int_equal(exec_filestore_put(s, "a", four, 4, "application/octet-stream", 0, &a), 0);
+    assert_int_equal(exec_filestore_put(s, "b", four, 4, "application/octet-stream", 1, &b), 0);
+    exec_stored_file_t f;
+    assert_int_equal(exec_filestore_get(s, a, 2, &f), 0); /* a is now the most recent */
+    /* 12 bytes would pass the 10-byte budget: b, the least recently used, goes. */
+    assert_int_equal(exec_filestore_put(s, "c", four, 4, "application/octet-stream", 3, &c), 0);
+    assert_int_equal(exec_filestore_get(s, b, 4, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, a, 4, &f), 0);
+    assert_int_equal(exec_filestore_bytes(s), 8);
+    /* Larger than the whole store: refused, nothing evicted. */
+    unsigned char eleven[11] = {0};
+    assert_int_equal(exec_filestore_put(s, "big", eleven, 11, "application/octet-stream", 5, &big),
+                     EXEC_FILESTORE_ETOOBIG);
+    assert_null(big);
+    assert_int_equal(exec_filestore_entries(s), 2);
+    free(a);
+    free(b);
+    free(c);
+    exec_filestore_free(s);
+}
+
+static void entry_count_bound_holds(void **state)
+{
+    (void)state;
+    exec_filestore_t *s;
+    exec_filestore_new(1 << 20, 2, 60000, &s);
+    char *k[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(
+            exec_filestore_put(s, "n", (const unsigned char *)"x", 1, "text/plain", 0, &k[i]), 0);
+    exec_stored_file_t f;
+    assert_int_equal(exec_filestore_entries(s), 2);
+    assert_int_equal(exec_filestore_get(s, k[0], 0, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, k[2], 0, &f), 0);
+    for (int i = 0; i < 3; i++)
+        free(k[i]);
+    exec_filestore_free(s);
+}
+
+static void idle_files_expire_and_reading_refreshes(void **state)
+{
+    (void)state;
+    exec_filestore_t *s;
+    exec_filestore_new(1 << 20, 8, 1000, &s);
+    char *a, *b;
+    exec_filestore_put(s, "a", (const unsigned char *)"x", 1, "text/plain", 0, &a);
+    exec_filestore_put(s, "b", (const unsigned char *)"y", 1, "text/plain", 0, &b);
+    exec_stored_file_t f;
+    assert_int_equal(exec_filestore_get(s, a, 900, &f), 0);
+    assert_int_equal(exec_filestore_get(s, b, 1000, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, a, 1800, &f), 0);
+    assert_int_equal(exec_filestore_get(s, a, 2800, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_entries(s), 0);
+    free(a);
+    free(b);
+    exec_filestore_free(s);
+}
+
+static void bad_arguments_are_refused(void **state)
+{
+    (void)state;
+    exec_filestore_t *s;
+    assert_int_equal(exec_filestore_new(0, 8, 1000, &s), EXEC_FILESTORE_EINVAL);
+    assert_int_equal(exec_filestore_new(1, 8, 1000, &s), 0);
+    char *k;
+    assert_int_equal(
+        exec_filestore_put(s, "a/b", (const unsigned char *)"x", 1, "text/plain", 0, &k),
+        EXEC_FILESTORE_EINVAL);
+    assert_int_equal(exec_filestore_put(s, "", (const unsigned char *)"x", 1, "text/plain", 0, &k),
+                     EXEC_FILESTORE_EINVAL);
+    /* An empty file is a file. */
+    assert_int_equal(exec_filestore_put(s, "empty", NULL, 0, "text/plain", 0, &k), 0);
+    free(k);
+    exec_filestore_free(s);
+}
+
+static void names_escape_to_one_uri_segment(void **state)
+{
+    (void)state;
+    char *e = exec_filestore_escape("a b%c?#é\n.png");
+    assert_string_equal(e, "a%20b%25c%3F%23%C3%A9%0A.png");
+    free(e);
+    e = exec_filestore_escape("plot-1_v2.~x");
+    assert_string_equal(e, "plot-1_v2.~x");
+    free(e);
+}
+
+static void mime_types_need_magic_and_extension_for_images(void **state)
+{
+    (void)state;
+    size_t n = sizeof png - 1;
+    assert_string_equal(exec_file_mime_type("p.png", png, n), "image/png");
+    assert_string_equal(exec_file_mime_type("P.PNG", png, n), "image/png");
+    /* The name says png, the bytes do not (or the other way round): not an image. */
+    assert_string_equal(exec_file_mime_type("p.png", (const unsigned char *)"hello", 5),
+                        "text/plain");
+    assert_string_equal(exec_file_mime_type("p.bin", png, n), "application/octet-stream");
+    const unsigned char jpg[] = {0xFF, 0xD8, 0xFF, 0xE0, 0, 0x10};
+    assert_string_equal(exec_file_mime_type("x.jpg", jpg, sizeof jpg), "image/jpeg");
+    assert_string_equal(exec_file_mime_type("x.jpeg", jpg, sizeof jpg), "image/jpeg");
+    assert_string_equal(exec_file_mime_type("g.gif", (const unsigned char *)"GIF89a..", 8),
+                        "image/gif");
+    assert_string_equal(
+        exec_file_mime_type("w.webp", (const unsigned char *)"RIFF\0\0\0\0WEBPVP8 ", 16),
+        "image/webp");
+    assert_string_equal(exec_file_mime_type("d.csv", (const unsigned char *)"a,b\n", 4),
+                        "text/csv");
+    assert_string_equal(exec_file_mime_type("d.json", (const unsigned char *)"{}", 2),
+                        "application/json");
+    assert_string_equal(exec_file_mime_type("d.csv", (const unsigned char *)"a\0b", 3),
+                        "application/octet-stream");
+    assert_string_equal(exec_file_mime_type("noext", (const unsigned char *)"caf\xc3\xa9", 5),
+                        "text/plain");
+    assert_true(exec_mime_is_image("image/webp"));
+    assert_false(exec_mime_is_image("image/svg+xml"));
+    assert_true(exec_mime_is_text("text/csv"));
+    assert_true(exec_mime_is_text("application/json"));
+    assert_false(exec_mime_is_text("image/png"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(put_then_get_returns_the_bytes_under_a_random_key),
+        cmocka_unit_test(a_guessed_or_altered_key_is_unknown),
+        cmocka_unit_test(bounds_evict_least_recently_used_first),
+        cmocka_unit_test(entry_count_bound_holds),
+        cmocka_unit_test(idle_files_expire_and_reading_refreshes),
+        cmocka_unit_test(bad_arguments_are_refused),
+        cmocka_unit_test(names_escape_to_one_uri_segment),
+        cmocka_unit_test(mime_types_need_magic_and_extension_for_images),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

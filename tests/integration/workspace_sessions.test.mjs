@@ -252,3 +252,14 @@ test('over Streamable HTTP a long run is finished through its cursor, and the cu
     await srv.stop();
   }
 });
+
+test('a session cell hands back the files it writes to /tmp/outputs, and only the new ones', async () => {
+  await withStdio([], async (c) => {
+    const h = (await call(c, { code: 'import os\nopen(os.environ["PTC_OUTPUT_DIR"] + "/a.csv", "w").write("x,y\\n1,2\\n")', session: 'new' })).structuredContent.session;
+    const again = await call(c, { code: 'open("/tmp/outputs/b.txt", "w").write("b")', session: h });
+    assert.deepEqual(again.structuredContent.files.map((f) => f.name), ['b.txt']);
+    const first = await call(c, { code: 'print(sorted(__import__("os").listdir("/tmp/outputs")))', session: h });
+    assert.equal(first.structuredContent.stdout, "['a.csv', 'b.txt']\n");
+    assert.deepEqual(first.structuredContent.files, []);
+  });
+});

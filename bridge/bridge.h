@@ -250,6 +250,14 @@ void ptc_bridge_host_counters(const ptc_bridge_host_t *h, ptc_bridge_counters_t 
 bool ptc_bridge_host_peer_closed(const ptc_bridge_host_t *h);
 
 /**
+ * Starts the next run on the same descriptor (a workspace session's next cell: its sandbox keeps
+ * one bridge for its life): the counters and the per-run budgets start again, records and
+ * warnings not taken are dropped, and journal (borrowed, may be NULL) becomes the replay journal.
+ * Calls still in flight go on and count for the new run.
+ */
+void ptc_bridge_host_rearm(ptc_bridge_host_t *h, ptc_journal_t *journal);
+
+/**
  * Ends the bridge (the run ended, was cancelled or timed out): cancels every call and search
  * in flight through ops->cancel (audited as "cancelled"), answers nothing more, closes the
  * descriptor and frees the host once libuv has closed its handles (keep running the loop).

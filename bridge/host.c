@@ -760,6 +760,18 @@ bool ptc_bridge_host_peer_closed(const ptc_bridge_host_t *h)
     return h->peer_closed;
 }
 
+void ptc_bridge_host_rearm(ptc_bridge_host_t *h, ptc_journal_t *journal)
+{
+    unsigned in_flight = h->n.in_flight; /* counted down as those calls end */
+    memset(&h->n, 0, sizeof h->n);
+    h->n.in_flight = in_flight;
+    h->emit_total = 0;
+    h->warnings_dropped = 0;
+    cJSON_Delete(take_array(&h->outputs));
+    cJSON_Delete(take_array(&h->warnings));
+    h->lim.journal = journal;
+}
+
 void ptc_bridge_host_close(ptc_bridge_host_t *h, ptc_bridge_counters_t *out)
 {
     if (h == NULL || h->closing) return;

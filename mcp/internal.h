@@ -41,6 +41,7 @@ struct mcp_server {
     mcp__table_t resources, templates, prompts;
     bool declared_resources, declared_prompts, declared_completions;
     bool resources_changed_while_held, prompts_changed_while_held;
+    uint64_t sessions_made;      /* numbers the sessions (mcp_session_serial) */
     unsigned char state_key[32]; /* MRTR: signs requestState (mrtr.c) */
     uint64_t next_sub;           /* numbers the subscriptions/listen streams */
     mcp_list_gate_fn list_gate;  /* tools/list waits while it says so (listgate.c) */
@@ -135,6 +136,7 @@ struct mcp_session {
     uv_timer_t *grace_timer;
     mcp_session_t *prev, *next;
     cJSON *subscriptions; /* array of URI strings from resources/subscribe, or NULL */
+    uint64_t serial;      /* mcp_session_serial */
     bool stateless;       /* every request is a 2026-07-28 one (mcp_session_set_stateless) */
     mcp__req_t *cur;      /* the request being dispatched, or NULL */
     mcp__sub_t *subs;     /* open subscriptions/listen streams */

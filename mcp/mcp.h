@@ -276,6 +276,9 @@ void mcp_session_free(mcp_session_t *s);
 const char *mcp_session_protocol(const mcp_session_t *s);
 /** The client's capabilities object from initialize (borrowed), or NULL. */
 const cJSON *mcp_session_client_capabilities(const mcp_session_t *s);
+/** A number no other session of this server had or will have (1, 2, ...): what ties state made
+ *  for a client (a workspace session) to it, where the pointer could be reused after a free. */
+uint64_t mcp_session_serial(const mcp_session_t *s);
 /** True if the client declared capability `name` ("sampling", "elicitation", "roots"). */
 bool mcp_session_client_has(const mcp_session_t *s, const char *name);
 

@@ -295,10 +295,16 @@ mcp_session_t *mcp_server_pick_session(const mcp_server_t *srv, const char *capa
 
 void mcp__server_link_session(mcp_server_t *srv, mcp_session_t *s)
 {
+    s->serial = ++srv->sessions_made;
     s->prev = NULL;
     s->next = srv->sessions;
     if (srv->sessions) srv->sessions->prev = s;
     srv->sessions = s;
+}
+
+uint64_t mcp_session_serial(const mcp_session_t *s)
+{
+    return s->serial;
 }
 
 void mcp__server_unlink_session(mcp_server_t *srv, mcp_session_t *s)

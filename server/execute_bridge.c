@@ -10,10 +10,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* The request a call from code belongs to (for sampling and elicitation), or NULL: between a
+ * session's cells, or after the request was answered while its run goes on. */
+static mcp_call_t *peer_call(const bridge_peer_t *p)
+{
+    return p->job != NULL ? p->job->call : NULL;
+}
+
 static const reg_tool_t *op_find_tool(void *data, const char *server, const char *tool)
 {
-    job_t *j = data;
-    return reg_catalog_find_tool(reg_registry_catalog(ptc_search_registry(j->ex->search)), server,
+    bridge_peer_t *p = data;
+    return reg_catalog_find_tool(reg_registry_catalog(ptc_search_registry(p->ex->search)), server,
                                  tool);
 }
 
@@ -38,7 +45,7 @@ static void op_call_done(void *data, int err, const cJSON *result, const cJSON *
 /* Sends the call downstream; on failure answers through done, frees op and returns false. */
 static bool op_forward(bridge_op_t *op, mcp_client_t *c, const char *name, const cJSON *args)
 {
-    op->owner = ptc_downstream_own(op->job->ex->downstream, c, op->job->call);
+    op->owner = ptc_downstream_own(op->peer->ex->downstream, c, peer_call(op->peer));
     int rc = mcp_client_call_tool(c, name, args, op->timeout_ms, NULL, op_call_done, op, &op->call);
     if (rc < 0) {
         char m[400];
@@ -60,7 +67,7 @@ static void op_confirmed(void *data, int err, const cJSON *result, const cJSON *
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(result, "content");
     bool yes = err == 0 && cJSON_IsString(action) && strcmp(action->valuestring, "accept") == 0 &&
                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(content, "approve"));
-    mcp_client_t *c = yes ? ptc_downstream_client(op->job->ex->downstream, op->server) : NULL;
+    mcp_client_t *c = yes ? ptc_downstream_client(op->peer->ex->downstream, op->server) : NULL;
     if (c == NULL) {
         char m[300];
         snprintf(m, sizeof m, "%s__%s was not confirmed by the user (--confirm-writes)%s%s",
@@ -74,9 +81,11 @@ static void op_confirmed(void *data, int err, const cJSON *result, const cJSON *
 
 /* --confirm-writes: asks the user (elicitation) before a call to a tool not marked read-only.
  * Returns 1 when waiting for the answer, 0 when it answered (refused) already, < 0 on error. */
-static int op_ask_confirmation(job_t *j, bridge_op_t *op, const reg_tool_t *tool, const cJSON *args)
+static int op_ask_confirmation(bridge_peer_t *p, bridge_op_t *op, const reg_tool_t *tool,
+                               const cJSON *args)
 {
-    mcp_session_t *s = j->call ? mcp_call_session(j->call) : NULL;
+    mcp_call_t *call = peer_call(p);
+    mcp_session_t *s = call ? mcp_call_session(call) : NULL;
     if (s == NULL || !mcp_session_client_has(s, "elicitation")) {
         char m[300];
         snprintf(m, sizeof m,
@@ -110,8 +119,8 @@ static int op_ask_confirmation(job_t *j, bridge_op_t *op, const reg_tool_t *tool
         return MCP_ENOMEM;
     }
     /* Made with the call, so that over Streamable HTTP it rides the call's own stream. */
-    int rc = mcp_call_request_ex(j->call, "elicitation/create", params, "elicitation",
-                                 op->timeout_ms, op_confirmed, op, &op->confirm);
+    int rc = mcp_call_request_ex(call, "elicitation/create", params, "elicitation", op->timeout_ms,
+                                 op_confirmed, op, &op->confirm);
     if (rc < 0) {
         op_free(op);
         return rc;
@@ -122,9 +131,9 @@ static int op_ask_confirmation(job_t *j, bridge_op_t *op, const reg_tool_t *tool
 static int op_call(void *data, const reg_tool_t *tool, const cJSON *args, unsigned timeout_ms,
                    ptc_bridge_done_cb done, void *done_data, void **cancel_handle)
 {
-    job_t *j = data;
+    bridge_peer_t *p = data;
     *cancel_handle = NULL;
-    mcp_client_t *c = ptc_downstream_client(j->ex->downstream, tool->server);
+    mcp_client_t *c = ptc_downstream_client(p->ex->downstream, tool->server);
     if (c == NULL && ptc_env_is_custom(tool->server)) {
         /* The user's helpers run in the sandbox itself: the bridge has nothing to call. */
         char m[600];
@@ -148,14 +157,14 @@ static int op_call(void *data, const reg_tool_t *tool, const cJSON *args, unsign
     if (op == NULL) return MCP_ENOMEM;
     op->done = done;
     op->done_data = done_data;
-    op->job = j;
+    op->peer = p;
     op->timeout_ms = timeout_ms;
     /* The handle is given only while op lives (done never runs after a cancel returns); an op
      * answered at once is already freed. */
     bool read_only =
         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tool->annotations, "readOnlyHint"));
-    if (j->ex->confirm_writes && !read_only) {
-        int rc = op_ask_confirmation(j, op, tool, args);
+    if (p->ex->confirm_writes && !read_only) {
+        int rc = op_ask_confirmation(p, op, tool, args);
         if (rc == 1) *cancel_handle = op;
         return rc < 0 ? rc : 0;
     }
@@ -173,7 +182,7 @@ static void op_search_done(void *data, int err, const cJSON *sc, const char *mes
 static int op_search(void *data, const char *query, int top_k, ptc_bridge_done_cb done,
                      void *done_data, void **cancel_handle)
 {
-    job_t *j = data;
+    bridge_peer_t *p = data;
     *cancel_handle = NULL;
     bridge_op_t *op = calloc(1, sizeof *op);
     if (op == NULL) return MCP_ENOMEM;
@@ -181,7 +190,7 @@ static int op_search(void *data, const char *query, int top_k, ptc_bridge_done_c
     op->done = done;
     op->done_data = done_data;
     void *q = NULL;
-    int rc = ptc_search_query(j->ex->search, query, top_k > 0 ? (size_t)top_k : 5, op_search_done,
+    int rc = ptc_search_query(p->ex->search, query, top_k > 0 ? (size_t)top_k : 5, op_search_done,
                               op, &q);
     if (rc < 0) {
         free(op);
@@ -211,9 +220,9 @@ static void op_cancel(void *data, void *handle)
 
 static void op_audit(void *data, const cJSON *record)
 {
-    job_t *j = data;
-    if (j->call != NULL && mcp_call_session(j->call) != NULL)
-        mcp_call_log(j->call, MCP_LOG_INFO, "ptc-audit", cJSON_Duplicate(record, true));
+    mcp_call_t *call = peer_call(data);
+    if (call != NULL && mcp_call_session(call) != NULL)
+        mcp_call_log(call, MCP_LOG_INFO, "ptc-audit", cJSON_Duplicate(record, true));
 }
 
 static const ptc_bridge_ops_t bridge_ops = {
@@ -224,37 +233,45 @@ static const ptc_bridge_ops_t bridge_ops = {
     .audit = op_audit,
 };
 
-int ptc__execute_open_bridge(ptc_execute_t *ex, job_t *j)
+int ptc__execute_bridge_new(ptc_execute_t *ex, bridge_peer_t *peer, ptc_journal_t *journal,
+                            const char *run_id, ptc_bridge_host_t **host)
 {
+    *host = NULL;
     if (ex->bundle == NULL || ptc_pybundle_cache_root(ex->bundle) == NULL) return -1;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
         mcp_log(ex->lg, MCP_LOG_ERROR, "bridge: socketpair: %s", strerror(errno));
         return -1;
     }
-    snprintf(j->run_id, sizeof j->run_id, "run-%lu", ++ex->runs);
     ptc_bridge_limits_t lim = ex->lim;
-    lim.run_id = j->run_id;
-    lim.journal = ptc_repair_loop_journal(j->loop);
+    lim.run_id = run_id;
+    lim.journal = journal;
     char msg[256];
-    if (ptc_bridge_host_new(ex->loop, sv[0], &lim, &bridge_ops, j, ex->lg, &j->host, msg,
+    if (ptc_bridge_host_new(ex->loop, sv[0], &lim, &bridge_ops, peer, ex->lg, host, msg,
                             sizeof msg) < 0) {
         mcp_log(ex->lg, MCP_LOG_ERROR, "bridge: %s", msg);
         close(sv[1]);
-        j->host = NULL;
+        *host = NULL;
         return -1;
     }
     return sv[1];
 }
 
-void ptc__execute_close_bridge(job_t *j, outcome_t *o)
+int ptc__execute_open_bridge(ptc_execute_t *ex, job_t *j)
 {
-    if (j->host == NULL) return;
-    cJSON *outputs = ptc_bridge_host_take_outputs(j->host);
-    cJSON *warn = ptc_bridge_host_take_warnings(j->host);
+    snprintf(j->run_id, sizeof j->run_id, "run-%lu", ++ex->runs);
+    j->peer.ex = ex;
+    j->peer.job = j;
+    return ptc__execute_bridge_new(ex, &j->peer, ptc_repair_loop_journal(j->loop), j->run_id,
+                                   &j->host);
+}
+
+void ptc__execute_bridge_collect(ptc_bridge_host_t *h, outcome_t *o)
+{
+    cJSON *outputs = ptc_bridge_host_take_outputs(h);
+    cJSON *warn = ptc_bridge_host_take_warnings(h);
     ptc_bridge_counters_t c;
-    ptc_bridge_host_close(j->host, &c);
-    j->host = NULL;
+    ptc_bridge_host_counters(h, &c);
     if (o != NULL) {
         o->tool_calls = c.tool_calls + c.replayed;
         o->outputs = outputs;
@@ -266,4 +283,16 @@ void ptc__execute_close_bridge(job_t *j, outcome_t *o)
     }
     cJSON_Delete(outputs);
     cJSON_Delete(warn);
+}
+
+void ptc__execute_close_bridge(job_t *j, outcome_t *o)
+{
+    if (j->sess != NULL) {
+        ptc__session_bridge_end(j, o); /* the session keeps its bridge */
+        return;
+    }
+    if (j->host == NULL) return;
+    ptc__execute_bridge_collect(j->host, o);
+    ptc_bridge_host_close(j->host, NULL);
+    j->host = NULL;
 }

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#define PTC_SESSION_HANDLE_MAX  48 /* "ses-" and 32 hex digits (128 random bits), NUL */
 #define EXECUTE_TRACEBACK_LINES 6
 /* Past this much stdout on a failed run's page, the traceback's end is repeated up front. */
 #define EXECUTE_INLINE_OUTPUT 1000
@@ -26,6 +27,17 @@
 /* A file's bytes as resources/read returns them (base64 for binary types) must fit that buffer
  * too: the default per-file bound (--max-file-bytes) is this, under the executor's own. */
 #define EXECUTE_FILE_MAX_BYTES (7u << 20)
+
+typedef struct ptc_xsessions ptc_xsessions_t;
+typedef struct ptc_xsession ptc_xsession_t;
+struct job;
+
+/* Whom a bridge's operations serve: a one-shot run's job, or the cell running in a session
+ * (which changes from cell to cell while the session keeps one bridge for its life). */
+typedef struct bridge_peer {
+    struct ptc_execute *ex;
+    struct job *job; /* NULL between a session's cells */
+} bridge_peer_t;
 
 struct ptc_execute {
     uv_loop_t *loop;
@@ -57,7 +69,15 @@ struct ptc_execute {
     uint64_t deadline_ms;
     ptc_repairer_http_t *repairer;
     ptc_repairer_desc_t http_desc; /* how results name it */
+    /* Workspace sessions (execute_sessions.c) and how long a call waits for its run. */
+    ptc_xsessions_t *sessions;
+    uint64_t wait_ms;
+    struct job *longruns; /* runs handed back as running (execute_longrun.c) */
+    size_t n_longruns;
 };
+
+/* Runs handed back as running and not yet collected; past it a request just waits. */
+#define EXECUTE_MAX_LONGRUNS 64u
 
 /* What a finished run's answer needs, kept past its on_done. */
 typedef struct outcome {
@@ -74,15 +94,18 @@ typedef struct outcome {
     uint64_t tool_calls; /* answered by a tool or from the journal */
     uint64_t timeout_ms; /* the run's own */
     bool deadline_cut;   /* its timeout was cut to the request's deadline */
-    cJSON *files;        /* structuredContent.files: the listing, with ptc://files/ URIs */
-    cJSON *images;       /* image content blocks (base64) for the first page */
-    char *files_text;    /* the text's lines naming the files, or NULL */
+    /* In a session: the cell was interrupted (the session lives) or the session ended. */
+    bool interrupted, session_ended;
+    bool cancelled;   /* {cursor, cancel: true} ended it */
+    cJSON *files;     /* structuredContent.files: the listing, with ptc://files/ URIs */
+    cJSON *images;    /* image content blocks (base64) for the first page */
+    char *files_text; /* the text's lines naming the files, or NULL */
 } outcome_t;
 
 /* One execute_code request: its runs, and with self-healing the repair loop around them. */
 typedef struct job {
     ptc_execute_t *ex;
-    mcp_call_t *call;
+    mcp_call_t *call;        /* NULL once the request was answered while the run goes on */
     exec_run_t *run;         /* the run in flight, or NULL */
     uint64_t timeout_ms;     /* asked for each run */
     uint64_t run_timeout_ms; /* the current run's, cut to the deadline */
@@ -95,6 +118,23 @@ typedef struct job {
     long max_repairs;                /* asked for the request */
     struct ptc_env_waiter *env_wait; /* waiting for the packages' build, or NULL */
     uint64_t env_wait_from;          /* uv_now when the wait began */
+    bridge_peer_t peer;              /* the one-shot run's bridge serves this job */
+    ptc_xsession_t *sess;            /* the session the code runs in, or NULL (one-shot) */
+    bool sess_new;                   /* the request made it (session: "new") */
+    bool abandoned;                  /* cancelled: free the job when the cell ends */
+    /* Long runs (execute_longrun.c): the wait, the run cursor, what was answered so far. */
+    uv_timer_t *wait_timer;
+    char cursor[PTC_SESSION_HANDLE_MAX]; /* "" until handed back as running */
+    uint64_t owner;                      /* ptc__sessions_owner of the request */
+    uint64_t started_ms;
+    uint64_t out_sent, err_sent; /* bytes of the current run answered while running */
+    bool lr_linked;              /* in ex->longruns */
+    bool ran_pending;            /* the run ended with no request waiting: last holds it */
+    bool cancel_asked;           /* {cursor, cancel: true}: answer as it ends, no repair */
+    char *refused_msg;           /* the run was refused with no request waiting */
+    char *refused_final;         /* the loop answered "refused" with no request waiting */
+    bool finish_pending;         /* the loop finished with no request waiting */
+    struct job *lr_prev, *lr_next;
 } job_t;
 
 /* A downstream call or registry search made for sandboxed code. */
@@ -107,7 +147,7 @@ typedef struct bridge_op {
     void *query;
     /* --confirm-writes: the call waits for the user's answer to an elicitation. */
     mcp_outreq_t *confirm;
-    job_t *job;
+    bridge_peer_t *peer;
     char *server, *tool;
     cJSON *args;
     unsigned timeout_ms;
@@ -131,11 +171,19 @@ void ptc__sb_fmt(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 
  *  cursor; note, err_tail and heal (may be NULL) are the text's parts around the output. */
 void ptc__execute_finish_page(mcp_call_t *call, cJSON *sc, const exec_page_t *page, bool first,
                               const char *note, const char *err_tail, const char *heal);
+/** The fields every result carries, before the page's own (stdout, stderr, next_cursor);
+ *  exit_code < 0 and signal NULL are null. NULL on ENOMEM. */
+cJSON *ptc__execute_base_fields(const char *status, int exit_code, const char *signal,
+                                uint64_t out_b, uint64_t err_b, bool truncated,
+                                uint64_t duration_ms, const char *sandbox);
 /** Keeps the files a finished run left (r->files) in ex's file store and fills o's listing,
  *  image blocks and text lines. MCP_ENOMEM when out of memory. */
 int ptc__execute_keep_files(ptc_execute_t *ex, const exec_result_t *r, outcome_t *o);
 /** Answers call with status "refused" and message. */
 void ptc__execute_finish_refused(ptc_execute_t *ex, mcp_call_t *call, const char *message);
+/** Answers call with a result that ran no code: status ("ok", "refused") and message. */
+void ptc__execute_finish_message(ptc_execute_t *ex, mcp_call_t *call, const char *status,
+                                 const char *message);
 /** Answers with the request's result (its last run, the attempts) and frees the job. */
 void ptc__execute_finish_job(job_t *j);
 /** Answers a cursor call with the page behind it. */
@@ -182,5 +230,83 @@ exec_pool_t *ptc__execute_pool(const ptc_execute_t *ex);
 int ptc__execute_open_bridge(ptc_execute_t *ex, job_t *j);
 /** Ends a run's bridge; its calls count, records and warnings go to o (may be NULL). */
 void ptc__execute_close_bridge(job_t *j, outcome_t *o);
+/** Opens a bridge serving peer (borrowed, must outlive the host) with journal and run_id:
+ *  *host gets its host end; returns the sandbox's descriptor, or -1 (no bridge). */
+int ptc__execute_bridge_new(ptc_execute_t *ex, bridge_peer_t *peer, ptc_journal_t *journal,
+                            const char *run_id, ptc_bridge_host_t **host);
+/** What a finished run hands its outcome from a bridge (records, warnings, call count). */
+void ptc__execute_bridge_collect(ptc_bridge_host_t *h, outcome_t *o);
+
+/* --- tool_execute.c: what a session's cell reports back ------------------------------------ */
+
+/** The run or cell of j ended with r (valid during the call). May free j. */
+void ptc__execute_job_ran(job_t *j, const exec_result_t *r);
+/** Tells the repair loop of j's last run, kept while no request waited (may free j). */
+void ptc__execute_job_deliver(job_t *j);
+/** Progress of j's run or cell. */
+void ptc__execute_job_progress(job_t *j, uint64_t elapsed_ms, uint64_t output_bytes);
+
+/* --- execute_sessions.c: live interpreters kept between calls (issue 12) --------------------- */
+
+#define PTC_SESSIONS_GONE_KEPT 64 /* ended handles remembered, to say why a later use fails */
+
+/** The table of sessions: at most max live, closed after idle_ms unused. */
+int ptc__sessions_new(ptc_execute_t *ex, size_t max, uint64_t idle_ms, ptc_xsessions_t **out);
+/** Ends every session (their sandboxes die; a running cell's job is freed unanswered). */
+void ptc__sessions_close_all(ptc_xsessions_t *t);
+/** ptc__sessions_close_all, then frees the table. NULL allowed. */
+void ptc__sessions_free(ptc_xsessions_t *t);
+/** Writes prefix and 32 hex digits of fresh random bytes (128 bits) into buf: an unguessable
+ *  handle. false when the kernel gives no random bytes. */
+bool ptc__execute_random_id(const char *prefix, char buf[PTC_SESSION_HANDLE_MAX]);
+/** Who a call's client is, for binding handles: its MCP session's serial (0: none, or a
+ *  stateless 2026-07-28 request, where the handle alone carries the session). */
+uint64_t ptc__sessions_owner(const mcp_call_t *call);
+/** A new session for owner (its sandbox starts with its first cell), or NULL with a sentence in
+ *  msg (at the limit: naming the oldest idle one; out of memory). */
+ptc_xsession_t *ptc__session_create(ptc_xsessions_t *t, uint64_t owner, char *msg, size_t n);
+/** The live session with handle for owner, or NULL with a sentence in msg: unknown (also for
+ *  another owner's handle: the same words), expired, closed or ended. */
+ptc_xsession_t *ptc__session_find(ptc_xsessions_t *t, const char *handle, uint64_t owner, char *msg,
+                                  size_t n);
+/** j's request uses s now (its cells run for j until ptc__session_release). */
+void ptc__session_claim(ptc_xsession_t *s, job_t *j);
+/** The request using s, or NULL. */
+job_t *ptc__session_job(const ptc_xsession_t *s);
+/** True while a cell of s runs (or a request holds it). */
+bool ptc__session_busy(const ptc_xsession_t *s);
+/** Ends s now and remembers why (a later use says it); a cell running dies unanswered. */
+void ptc__session_close(ptc_xsession_t *s, const char *why);
+const char *ptc__session_handle(const ptc_xsession_t *s);
+/** Runs code as j's cell in j->sess (the sandbox and its bridge first, at the first cell). */
+int ptc__session_run(job_t *j, const char *code, uint64_t timeout_ms, char *msg, size_t n);
+/** Interrupts the running cell (its on_done still comes); < 0 when none runs. */
+int ptc__session_cancel(ptc_xsession_t *s);
+/** The running cell's output so far (exec_session_output); < 0 when none runs. */
+int ptc__session_output(const ptc_xsession_t *s, exec_output_t *out, exec_output_t *err);
+/** The session's bridge host (NULL without one), for progress counters. */
+ptc_bridge_host_t *ptc__session_host(const ptc_xsession_t *s);
+/** The cell's share of the session's bridge (records, warnings, calls) into o (may be NULL). */
+void ptc__session_bridge_end(job_t *j, outcome_t *o);
+/** j no longer uses its session: idle again, or forgotten if it ended. */
+void ptc__session_release(job_t *j);
+/** The result's session fields ("session": handle or null; interrupted, session_ended) and the
+ *  sentences about the session for the text (into note). false on ENOMEM. */
+bool ptc__session_result(const job_t *j, cJSON *sc, sbuf_t *note);
+
+/* --- execute_longrun.c: runs that go on past the request's wait ------------------------------ */
+
+/** Answers j's request with status "running" after wait_ms unless the run ended by then. */
+int ptc__longrun_arm(job_t *j, uint64_t wait_ms);
+/** The run handed back with cursor to owner, or NULL. */
+job_t *ptc__longrun_find(ptc_execute_t *ex, const char *cursor, uint64_t owner);
+/** call waits on j (up to wait_ms); a run that ended meanwhile is answered now. */
+void ptc__longrun_attach(job_t *j, mcp_call_t *call, uint64_t wait_ms);
+/** The run ended with no request waiting: kept (j->last) for its cursor, for a while. */
+void ptc__longrun_park(job_t *j);
+/** Ends every run handed back as running (the server stops). */
+void ptc__longrun_close_all(ptc_execute_t *ex);
+/** Stops j's timer and forgets its cursor (in ptc__execute_job_free). */
+void ptc__longrun_release(job_t *j);
 
 #endif

@@ -278,8 +278,9 @@ int ptc__execute_keep_files(ptc_execute_t *ex, const exec_result_t *r, outcome_t
 }
 
 /* The fields every result carries, before the page's own. Takes nothing. */
-static cJSON *base_fields(const char *status, int exit_code, const char *signal, uint64_t out_b,
-                          uint64_t err_b, bool truncated, uint64_t duration_ms, const char *sandbox)
+cJSON *ptc__execute_base_fields(const char *status, int exit_code, const char *signal,
+                                uint64_t out_b, uint64_t err_b, bool truncated,
+                                uint64_t duration_ms, const char *sandbox)
 {
     cJSON *sc = cJSON_CreateObject();
     if (sc == NULL) return NULL;
@@ -312,7 +313,14 @@ static bool add_env(const ptc_execute_t *ex, cJSON *sc)
 
 void ptc__execute_finish_refused(ptc_execute_t *ex, mcp_call_t *call, const char *message)
 {
-    cJSON *sc = base_fields("refused", -1, NULL, 0, 0, false, 0, ex->unsafe ? "none" : "full");
+    ptc__execute_finish_message(ex, call, "refused", message);
+}
+
+void ptc__execute_finish_message(ptc_execute_t *ex, mcp_call_t *call, const char *status,
+                                 const char *message)
+{
+    cJSON *sc =
+        ptc__execute_base_fields(status, -1, NULL, 0, 0, false, 0, ex->unsafe ? "none" : "full");
     if (sc != NULL && !add_env(ex, sc)) {
         cJSON_Delete(sc);
         sc = NULL;
@@ -359,14 +367,20 @@ void ptc__execute_finish_job(job_t *j)
     ptc_execute_t *ex = j->ex;
     mcp_call_t *call = j->call;
     outcome_t *o = &j->last;
-    cJSON *sc = base_fields(exec_status_name(o->status), o->exit_code, o->signal_name, o->out_total,
-                            o->err_total, o->truncated, o->duration_ms,
-                            exec_sandbox_level_name(o->sandbox));
+    cJSON *sc = ptc__execute_base_fields(exec_status_name(o->status), o->exit_code, o->signal_name,
+                                         o->out_total, o->err_total, o->truncated, o->duration_ms,
+                                         exec_sandbox_level_name(o->sandbox));
     sbuf_t note = {0};
-    if (o->status == EXEC_STATUS_TIMEOUT)
-        ptc__sb_fmt(&note, "The run hit its %.1f s timeout%s and was killed.",
+    if (o->status == EXEC_STATUS_TIMEOUT && j->sess == NULL) /* a session's cell: see below */
+        ptc__sb_fmt(&note,
+                    "The run hit its %.1f s timeout%s and was killed. For more time pass a larger "
+                    "timeout_seconds (at most %g, the server's --max-timeout).",
                     (double)o->timeout_ms / 1000.0,
-                    o->deadline_cut ? " (cut to the request's overall deadline)" : "");
+                    o->deadline_cut ? " (cut to the request's overall deadline, --request-deadline)"
+                                    : " (timeout_seconds)",
+                    ex->max_timeout_s);
+    else if (o->cancelled && j->sess == NULL)
+        ptc__sb_str(&note, "The run was cancelled (cancel: true) and killed.");
     else if (o->status == EXEC_STATUS_OOM)
         ptc__sb_str(&note, "The run hit its memory limit and was killed.");
     const cJSON *w;
@@ -396,7 +410,8 @@ void ptc__execute_finish_job(job_t *j)
     char *heal = NULL;
     cJSON *packet = NULL;
     ptc_repair_run_t run = ptc__execute_run_of(o);
-    bool ok = sc != NULL && ptc_repair_loop_report(j->loop, &run, &heal, &packet) == 0;
+    bool ok = sc != NULL && ptc_repair_loop_report(j->loop, &run, &heal, &packet) == 0 &&
+              ptc__session_result(j, sc, &note);
     cJSON *attempts = ptc_repair_loop_take_attempts(j->loop);
     if (ok) ok = add_env(ex, sc);
     if (ok) {

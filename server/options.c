@@ -109,6 +109,14 @@ static const flag_t flags[] = {
      "2"},
     {"request-deadline", ARG_NUM, OFF(request_deadline), 0, "S",
      "one execute_code request, runs and repairs together (a longer timeout_seconds wins)", "50"},
+    {"max-sessions", ARG_SIZE, OFF(max_sessions), 0, "N",
+     "live execute_code sessions (session: \"new\"); they take no --max-concurrent slot", "8"},
+    {"session-idle-timeout", ARG_NUM, OFF(session_idle_timeout), 0, "S",
+     "a session unused this long is closed (a later use says it expired)", "900"},
+    {"wait-seconds", ARG_NUM, OFF(wait_seconds), 0, "S",
+     "how long a call waits for its run before answering status \"running\" with a cursor "
+     "(the caller's wait_seconds wins)",
+     "45"},
     {"repair-url", ARG_STR, OFF(repair_url), 0, "URL", "fallback repairer (OpenAI-compatible chat)",
      "none"},
     {"repair-model", ARG_STR, OFF(repair_model), 0, "NAME", "fallback repairer model", "none"},
@@ -158,6 +166,9 @@ void ptc_options_init(ptc_options_t *o)
     o->startup_wait = 10;
     o->request_deadline = 50;
     o->max_repairs = 2;
+    o->max_sessions = 8;
+    o->session_idle_timeout = 900;
+    o->wait_seconds = 45;
     o->package_install_timeout = 600;
 }
 

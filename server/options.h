@@ -38,6 +38,9 @@ typedef struct ptc_options {
     bool confirm_writes;
     long max_repairs;
     double request_deadline;
+    /* Workspace: live sessions, their idle lifetime, how long a call waits for a run. */
+    size_t max_sessions;
+    double session_idle_timeout, wait_seconds;
     const char *repair_url, *repair_model, *repair_key_env;
     const char *auth_token_env, *tls_cert, *tls_key, *ca_file;
     /* The sandbox's environment (environment/): --packages may be repeated and each value is

@@ -33,6 +33,20 @@ static const char input_schema[] =
     "limit for this run (default 30).\"},"
     "\"cursor\":{\"type\":\"string\",\"description\":\"The next_cursor of an earlier result: pass "
     "it alone to get the next page of that run's output.\"},"
+    "\"session\":{\"type\":\"string\",\"minLength\":1,\"description\":\"\\\"new\\\" runs the code "
+    "in a "
+    "new live interpreter and returns its handle (structuredContent.session); pass that handle "
+    "to run more code in the same interpreter: variables, imports, open files, /tmp and the "
+    "working directory are kept. Without it every run starts fresh.\"},"
+    "\"close_session\":{\"type\":\"boolean\",\"description\":\"With session and no code: ends "
+    "that session.\"},"
+    "\"wait_seconds\":{\"type\":\"number\",\"minimum\":0,\"maximum\":3600,\"description\":\"How "
+    "long this call waits for the run (default: the server's --wait-seconds, 45). A run still "
+    "going then comes back as status running with its output so far and a next_cursor: call "
+    "again with that cursor (and wait_seconds) to wait for more; timeout_seconds still bounds "
+    "the run.\"},"
+    "\"cancel\":{\"type\":\"boolean\",\"description\":\"With the cursor of a run that came back "
+    "running: stops it and returns its result.\"},"
     "\"max_repairs\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":10,\"description\":\"How "
     "many times a failed run may be repaired and run again (the client's model fixes it through "
     "sampling; tool calls that already succeeded are replayed, not repeated). 0 turns it off; "
@@ -43,7 +57,9 @@ static const char input_schema[] =
 static const char output_schema[] =
     "{\"type\":\"object\",\"properties\":{"
     "\"status\":{\"type\":\"string\",\"enum\":[\"ok\",\"error\",\"timeout\",\"killed\",\"oom\","
-    "\"refused\"]},"
+    "\"refused\",\"running\"]},"
+    "\"session\":{\"type\":[\"string\",\"null\"]},"
+    "\"interrupted\":{\"type\":\"boolean\"},\"session_ended\":{\"type\":\"boolean\"},"
     "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"
     "\"signal\":{\"type\":[\"string\",\"null\"]},"
     "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"
@@ -76,8 +92,9 @@ static const char output_schema[] =
 /* The description is description_head, what the code can import (environment.c: the standard
  * library, the declared packages, the user's helpers), then description. */
 static const char description_head[] =
-    "Run Python 3 code in a sandbox and return its output. Each call starts fresh (no state is "
-    "kept between calls); there is no network; /tmp is a small private scratch space; ";
+    "Run Python 3 code in a sandbox and return its output. Each call starts fresh unless it "
+    "passes a session (session: \"new\" keeps a live interpreter whose handle later calls "
+    "pass); there is no network; /tmp is a small private scratch space; ";
 static const char description[] =
     ". Print results to stdout. Long output comes in pages: call "
     "again with only the returned cursor for the next page. A failed run returns isError with "
@@ -91,6 +108,8 @@ void ptc__execute_job_free(job_t *j)
     ptc_env_wait_cancel(j->env_wait);
     ptc_repair_loop_free(j->loop); /* cancels a repair request in flight */
     ptc__execute_close_bridge(j, NULL);
+    ptc__session_release(j);
+    ptc__longrun_release(j);
     ptc__execute_outcome_clear(&j->last);
     free(j->code);
     free(j);
@@ -99,6 +118,27 @@ void ptc__execute_job_free(job_t *j)
 static void job_cancelled(mcp_call_t *call, void *data)
 {
     job_t *j = data;
+    if (j->lr_linked) {
+        /* The run was handed back as running earlier: only this wait ends, not the run. */
+        j->call = NULL;
+        if (j->wait_timer != NULL) uv_timer_stop(j->wait_timer);
+        mcp_call_finish_text(call, true,
+                             "cancelled: stopped waiting; the run goes on (call execute_code "
+                             "with cursor \"%s\" to wait again, or with cancel: true to stop it)",
+                             j->cursor);
+        return;
+    }
+    if (j->sess != NULL && ptc__session_cancel(j->sess) == 0) {
+        /* The cell is interrupted (killed after the grace if it will not stop) and its on_done
+         * still comes: the job lives until then, with no request to answer. */
+        mcp_log(j->ex->lg, MCP_LOG_INFO, "execute_code: request cancelled, interrupting the cell");
+        j->abandoned = true;
+        j->call = NULL;
+        mcp_call_finish_text(call, true,
+                             "cancelled: the cell was interrupted (the session lives on unless it "
+                             "would not stop)");
+        return;
+    }
     exec_run_cancel(j->run); /* kills the whole tree now; no on_done follows */
     j->run = NULL;
     if (j->loop == NULL)
@@ -117,13 +157,13 @@ static void job_cancelled(mcp_call_t *call, void *data)
                          "killed");
 }
 
-static void job_progress(exec_run_t *run, uint64_t elapsed_ms, uint64_t output_bytes, void *user)
+void ptc__execute_job_progress(job_t *j, uint64_t elapsed_ms, uint64_t output_bytes)
 {
-    job_t *j = user;
-    (void)run;
+    if (j->call == NULL) return; /* nobody is waiting for this run */
     char msg[160];
     ptc_bridge_counters_t c = {0};
-    if (j->host != NULL) ptc_bridge_host_counters(j->host, &c);
+    ptc_bridge_host_t *host = j->sess != NULL ? ptc__session_host(j->sess) : j->host;
+    if (host != NULL) ptc_bridge_host_counters(host, &c);
     bool healing = ptc_repair_loop_healing(j->loop);
     int k = 0;
     if (healing)
@@ -143,6 +183,12 @@ static void job_progress(exec_run_t *run, uint64_t elapsed_ms, uint64_t output_b
     }
 }
 
+static void job_progress(exec_run_t *run, uint64_t elapsed_ms, uint64_t output_bytes, void *user)
+{
+    (void)run;
+    ptc__execute_job_progress(user, elapsed_ms, output_bytes);
+}
+
 /* Keeps what the finished run's answer needs (the exec result is only valid during on_done),
  * and ends its bridge. */
 static int capture(job_t *j, const exec_result_t *r, outcome_t *o)
@@ -160,6 +206,9 @@ static int capture(job_t *j, const exec_result_t *r, outcome_t *o)
     o->sandbox = r->sandbox;
     o->timeout_ms = j->run_timeout_ms;
     o->deadline_cut = j->run_timeout_ms < j->timeout_ms;
+    o->interrupted = r->interrupted;
+    o->session_ended = r->session_ended;
+    o->cancelled = r->cancelled || j->cancel_asked;
     /* Every answer the sandbox waited for was read before it exited: the records are whole. */
     ptc__execute_close_bridge(j, o);
     if (o->outputs == NULL) o->outputs = cJSON_CreateArray();
@@ -172,11 +221,19 @@ static int capture(job_t *j, const exec_result_t *r, outcome_t *o)
 
 /* Appends the finished attempt to the history. */
 
-static void job_done(exec_run_t *run, const exec_result_t *r, void *user)
+void ptc__execute_job_ran(job_t *j, const exec_result_t *r)
 {
-    job_t *j = user;
-    (void)run;
     j->run = NULL;
+    if (j->abandoned) { /* the request was cancelled while the cell ran */
+        ptc__execute_job_free(j);
+        return;
+    }
+    if (r->status == EXEC_STATUS_REFUSED && j->call == NULL) {
+        ptc__execute_close_bridge(j, NULL);
+        j->refused_msg = strdup(r->message ? r->message : "the sandbox could not be set up");
+        ptc__longrun_park(j); /* told to the loop when a request waits again */
+        return;
+    }
     if (r->status == EXEC_STATUS_REFUSED) {
         ptc__execute_close_bridge(j, NULL);
         ptc_repair_loop_refused(j->loop,
@@ -194,8 +251,27 @@ static void job_done(exec_run_t *run, const exec_result_t *r, void *user)
     }
     ptc__execute_outcome_clear(&j->last);
     j->last = o;
+    if (j->cancel_asked) { /* {cursor, cancel: true}: its result, no repair */
+        ptc__execute_finish_job(j);
+        return;
+    }
+    if (j->call == NULL) { /* handed back as running: kept until a request waits again */
+        ptc__longrun_park(j);
+        return;
+    }
+    ptc__execute_job_deliver(j);
+}
+
+void ptc__execute_job_deliver(job_t *j)
+{
     ptc_repair_run_t ran = ptc__execute_run_of(&j->last);
     ptc_repair_loop_ran(j->loop, &ran); /* may answer and free j */
+}
+
+static void job_done(exec_run_t *run, const exec_result_t *r, void *user)
+{
+    (void)run;
+    ptc__execute_job_ran(user, r);
 }
 
 /* --- the repair loop's operations ---------------------------------------------------------- */
@@ -205,6 +281,8 @@ static int op_run(void *data, const char *code, uint64_t timeout_ms, char *msg, 
     job_t *j = data;
     ptc_execute_t *ex = j->ex;
     j->run_timeout_ms = timeout_ms;
+    j->out_sent = j->err_sent = 0; /* a new run's output starts again */
+    if (j->sess != NULL) return ptc__session_run(j, code, timeout_ms, msg, msg_size);
     exec_callbacks_t cb = {.on_done = job_done, .on_progress = job_progress, .user = j};
     exec_run_opts_t ro;
     exec_run_opts_init(&ro);
@@ -226,6 +304,12 @@ static int op_run(void *data, const char *code, uint64_t timeout_ms, char *msg, 
 static void op_refused(void *data, const char *message)
 {
     job_t *j = data;
+    if (j->call == NULL) { /* nobody waits now: answered when a request comes for it */
+        free(j->refused_final);
+        j->refused_final = strdup(message);
+        ptc__longrun_park(j);
+        return;
+    }
     ptc_execute_t *ex = j->ex;
     mcp_call_t *call = j->call;
     ptc__execute_job_free(j);
@@ -234,7 +318,13 @@ static void op_refused(void *data, const char *message)
 
 static void op_finish(void *data)
 {
-    ptc__execute_finish_job(data);
+    job_t *j = data;
+    if (j->call == NULL) { /* nobody waits now (a repair's answer came after the wait ended) */
+        j->finish_pending = true;
+        ptc__longrun_park(j);
+        return;
+    }
+    ptc__execute_finish_job(j);
 }
 
 static const ptc_repairer_desc_t sampling_desc = {
@@ -248,7 +338,7 @@ static const ptc_repairer_desc_t sampling_desc = {
 static const ptc_repairer_desc_t *op_repairer(void *data, char *why, size_t why_size)
 {
     job_t *j = data;
-    mcp_session_t *s = mcp_call_session(j->call);
+    mcp_session_t *s = j->call != NULL ? mcp_call_session(j->call) : NULL;
     j->sampling = s != NULL && mcp_session_client_has(s, "sampling");
     if (j->sampling) return &sampling_desc;
     if (j->ex->repairer != NULL) return &j->ex->http_desc;
@@ -285,7 +375,7 @@ static char *op_signatures(void *data, const char *code, const cJSON *used)
 static void op_progress(void *data, double elapsed_ms, double total_ms, const char *msg)
 {
     job_t *j = data;
-    mcp_call_progress(j->call, elapsed_ms, total_ms, msg);
+    if (j->call != NULL) mcp_call_progress(j->call, elapsed_ms, total_ms, msg);
 }
 
 static const ptc_repair_ops_t repair_ops = {
@@ -304,6 +394,149 @@ static const ptc_repair_ops_t repair_ops = {
 
 static void start_job(job_t *j);
 
+/* {cursor, cancel: true} on a run handed back as running: its result as it ends now. */
+static void cancel_longrun(job_t *j, mcp_call_t *call)
+{
+    ptc_execute_t *ex = j->ex;
+    if (j->call != NULL) { /* another request was waiting on it */
+        mcp_call_t *w = j->call;
+        j->call = NULL;
+        mcp_call_finish_text(w, true, "The run was cancelled by another request (cancel: true).");
+    }
+    j->call = call;
+    j->cancel_asked = true;
+    if (j->wait_timer != NULL) uv_timer_stop(j->wait_timer);
+    if (j->ran_pending) { /* it had ended already: that result */
+        ptc__longrun_attach(j, call, 0);
+        return;
+    }
+    if (j->sess != NULL && ptc__session_cancel(j->sess) == 0) return; /* its on_done answers */
+    if (j->run != NULL) {
+        /* Killed now: the output so far is its output. */
+        exec_output_t out, err;
+        outcome_t o;
+        memset(&o, 0, sizeof o);
+        if (exec_run_output(j->run, &out, &err) == 0) {
+            o.out = exec_pages_utf8_sanitize((const char *)out.data, out.len, &o.out_len);
+            o.err = exec_pages_utf8_sanitize((const char *)err.data, err.len, &o.err_len);
+            o.out_total = out.total;
+            o.err_total = err.total;
+            o.truncated = out.truncated || err.truncated;
+        }
+        exec_run_cancel(j->run);
+        j->run = NULL;
+        if (o.out == NULL) o.out = strdup("");
+        if (o.err == NULL) o.err = strdup("");
+        o.status = EXEC_STATUS_KILLED;
+        o.exit_code = -1;
+        o.cancelled = true;
+        o.duration_ms = uv_now(ex->loop) - j->started_ms;
+        o.sandbox = ex->unsafe ? EXEC_SANDBOX_NONE : exec_pool_probe(ex->pool)->level;
+        o.timeout_ms = j->run_timeout_ms;
+        ptc__execute_close_bridge(j, &o);
+        if (o.outputs == NULL) o.outputs = cJSON_CreateArray();
+        ptc__execute_outcome_clear(&j->last);
+        j->last = o;
+        if (o.out == NULL || o.err == NULL || o.outputs == NULL) {
+            ptc__execute_job_free(j);
+            mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+            return;
+        }
+        ptc__execute_finish_job(j);
+        return;
+    }
+    /* Between runs (a repair being asked for, the packages awaited). */
+    ptc__execute_job_free(j);
+    ptc__execute_finish_message(ex, call, "killed",
+                                "The request was cancelled (cancel: true) between its runs.");
+}
+
+/* A request naming the cursor of a run handed back as running: wait again, or cancel it. */
+static void on_longrun(job_t *j, mcp_call_t *call, uint64_t wait_ms, bool cancel)
+{
+    if (cancel) {
+        cancel_longrun(j, call);
+        return;
+    }
+    if (j->call != NULL) {
+        mcp_call_finish_text(call, true,
+                             "Another request is waiting on this run already: wait for its "
+                             "answer, then call again with the cursor it returns.");
+        return;
+    }
+    mcp_call_on_cancel(call, job_cancelled, j);
+    ptc__longrun_attach(j, call, wait_ms); /* may answer and free j */
+}
+
+/* The run cursor of the cell running in s when it was handed back as running, else NULL. */
+static const char *busy_cursor(const ptc_xsession_t *s)
+{
+    const job_t *j = ptc__session_job(s);
+    return j != NULL && j->cursor[0] != '\0' ? j->cursor : NULL;
+}
+
+/* Gives j the session its request names ("new": a new one), or answers the request with why
+ * not and frees j. */
+static bool take_session(job_t *j, const char *handle)
+{
+    ptc_execute_t *ex = j->ex;
+    mcp_call_t *call = j->call;
+    char msg[700];
+    uint64_t owner = ptc__sessions_owner(call);
+    bool fresh = strcmp(handle, "new") == 0;
+    ptc_xsession_t *s = fresh ? ptc__session_create(ex->sessions, owner, msg, sizeof msg)
+                              : ptc__session_find(ex->sessions, handle, owner, msg, sizeof msg);
+    if (s != NULL && !fresh && ptc__session_busy(s)) {
+        snprintf(msg, sizeof msg,
+                 "Session \"%s\" is busy: a cell is still running in it (cells run one at a "
+                 "time). Wait for its result%s%s%s, or cancel it, then send this code again.",
+                 handle, busy_cursor(s) ? " (call execute_code with cursor \"" : "",
+                 busy_cursor(s) ? busy_cursor(s) : "", busy_cursor(s) ? "\")" : "");
+        s = NULL;
+    }
+    if (s == NULL) {
+        ptc__execute_job_free(j);
+        mcp_call_finish_text(call, true, "%s", msg);
+        return false;
+    }
+    j->sess = s;
+    j->sess_new = fresh;
+    ptc__session_claim(s, j);
+    return true;
+}
+
+/* {session, close_session: true}: ends the session (a cell running in it dies, its request is
+ * answered so). */
+static void close_session(ptc_execute_t *ex, mcp_call_t *call, const cJSON *session, bool extra)
+{
+    if (session == NULL || extra || strcmp(session->valuestring, "new") == 0) {
+        mcp_call_finish_text(call, true,
+                             "Invalid arguments: close_session takes the handle of a session "
+                             "(session) and nothing else.");
+        return;
+    }
+    char msg[700];
+    ptc_xsession_t *s = ptc__session_find(ex->sessions, session->valuestring,
+                                          ptc__sessions_owner(call), msg, sizeof msg);
+    if (s == NULL) {
+        mcp_call_finish_text(call, true, "%s", msg);
+        return;
+    }
+    job_t *running = ptc__session_job(s);
+    ptc__session_close(s, "was closed (close_session)"); /* no on_done for a cell running */
+    if (running != NULL) {
+        mcp_call_t *waiting = running->call;
+        running->sess = NULL;
+        ptc__execute_job_free(running);
+        if (waiting != NULL)
+            mcp_call_finish_text(waiting, true,
+                                 "The session was closed (close_session) while this cell ran.");
+    }
+    snprintf(msg, sizeof msg, "Session \"%s\" closed: its interpreter and files are gone.",
+             session->valuestring);
+    ptc__execute_finish_message(ex, call, "ok", msg);
+}
+
 static void handle(mcp_call_t *call, const cJSON *args, void *data)
 {
     ptc_execute_t *ex = data;
@@ -311,14 +544,43 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
     const cJSON *cursor = cJSON_GetObjectItemCaseSensitive(args, "cursor");
     const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(args, "timeout_seconds");
     const cJSON *repairs = cJSON_GetObjectItemCaseSensitive(args, "max_repairs");
+    const cJSON *session = cJSON_GetObjectItemCaseSensitive(args, "session");
+    const cJSON *close = cJSON_GetObjectItemCaseSensitive(args, "close_session");
+    const cJSON *wait = cJSON_GetObjectItemCaseSensitive(args, "wait_seconds");
+    const cJSON *cancel = cJSON_GetObjectItemCaseSensitive(args, "cancel");
+    uint64_t wait_ms = wait != NULL ? (uint64_t)(wait->valuedouble * 1000.0) : ex->wait_ms;
     if (cursor != NULL) {
-        if (code != NULL || timeout != NULL || repairs != NULL) {
+        if (code != NULL || timeout != NULL || repairs != NULL || session != NULL ||
+            close != NULL) {
             mcp_call_finish_text(call, true,
                                  "Invalid arguments: pass cursor alone (it fetches the next page "
-                                 "of an earlier run), or code without a cursor.");
+                                 "of an earlier run, or waits again on a run still going, with "
+                                 "wait_seconds or cancel), or code without a cursor.");
+            return;
+        }
+        job_t *lr = ptc__longrun_find(ex, cursor->valuestring, ptc__sessions_owner(call));
+        if (lr != NULL) {
+            on_longrun(lr, call, wait_ms, cJSON_IsTrue(cancel));
+            return;
+        }
+        if (cJSON_IsTrue(cancel)) {
+            mcp_call_finish_text(call, true,
+                                 "Unknown cursor for cancel: no run still going has it (it ended "
+                                 "and its result was read, or it expired). A page cursor needs no "
+                                 "cancel.");
             return;
         }
         ptc__execute_fetch_page(ex, call, cursor->valuestring);
+        return;
+    }
+    if (cancel != NULL) {
+        mcp_call_finish_text(call, true,
+                             "Invalid arguments: cancel takes the cursor of a run that came back "
+                             "running.");
+        return;
+    }
+    if (cJSON_IsTrue(close)) {
+        close_session(ex, call, session, code != NULL || timeout != NULL || repairs != NULL);
         return;
     }
     if (code == NULL) {
@@ -361,6 +623,12 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
     j->timeout_ms = (uint64_t)(secs * 1000.0 + 0.5);
     if (j->timeout_ms == 0) j->timeout_ms = 1;
     j->max_repairs = repairs != NULL ? (long)repairs->valuedouble : ex->max_repairs;
+    j->owner = ptc__sessions_owner(call);
+    if (session != NULL && !take_session(j, session->valuestring)) return;
+    if (ptc__longrun_arm(j, wait_ms) < 0)
+        mcp_log(ex->lg, MCP_LOG_WARNING,
+                "execute_code: out of memory for the wait timer: this "
+                "request waits for the end of its run");
     mcp_call_on_cancel(call, job_cancelled, j);
     start_job(j);
 }
@@ -450,6 +718,7 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
         free(ex);
         return MCP_EINVAL;
     }
+    ex->wait_ms = (uint64_t)(o->wait_seconds * 1000.0);
     ex->deadline_ms = (uint64_t)(o->request_deadline * 1000.0);
     if (ex->deadline_ms == 0) ex->deadline_ms = 1;
     if (o->repair_url != NULL || o->repair_model != NULL || o->repair_key_env != NULL) {
@@ -535,6 +804,15 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
             ex->pool = NULL;
             rc = EXEC_EINVAL;
             limits_bad = true;
+        }
+    }
+    if (rc == 0) {
+        rc = ptc__sessions_new(ex, o->max_sessions, (uint64_t)(o->session_idle_timeout * 1000.0),
+                               &ex->sessions);
+        if (rc < 0) {
+            exec_pool_free(ex->pool);
+            ex->pool = NULL;
+            rc = EXEC_ENOMEM;
         }
     }
     if (rc < 0) {
@@ -693,10 +971,18 @@ void ptc_execute_free(ptc_execute_t *ex)
     if (ex->audit != NULL) fclose(ex->audit);
     ptc_repairer_http_free(ex->repairer);
     free(ex->described);
+    ptc__longrun_close_all(ex);
+    ptc__sessions_free(ex->sessions); /* before the pool: their sandboxes are its children */
     exec_pool_free(ex->pool);
     exec_pages_free(ex->pages);
     exec_filestore_free(ex->files);
     free(ex);
+}
+
+void ptc_execute_stop(ptc_execute_t *ex)
+{
+    ptc__longrun_close_all(ex);
+    ptc__sessions_close_all(ex->sessions);
 }
 
 exec_filestore_t *ptc_execute_files(const ptc_execute_t *ex)

@@ -177,6 +177,9 @@ void ptc_execute_set_startup(ptc_execute_t *ex, ptc_startup_t *st);
 void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *modules);
 /** Kills runs in flight and frees; keep running the loop until it ends afterwards. */
 void ptc_execute_free(ptc_execute_t *ex);
+/** The server stops serving: every workspace session ends (its sandbox would keep the loop
+ *  alive otherwise). Runs still answering a request are left to finish. */
+void ptc_execute_stop(ptc_execute_t *ex);
 
 /** The store of execute_code's output pages and the loop (borrowed; they live as long as ex). */
 struct exec_pages *ptc_execute_pages(const ptc_execute_t *ex);

@@ -13,7 +13,7 @@ test('execute_code is listed with input and output schemas', async () => {
     const { tools } = await c.client.listTools();
     const t = tools.find((x) => x.name === 'execute_code');
     assert.ok(t, 'execute_code is listed');
-    assert.deepEqual(Object.keys(t.inputSchema.properties).sort(), ['code', 'cursor', 'max_repairs', 'timeout_seconds']);
+    assert.deepEqual(Object.keys(t.inputSchema.properties).sort(), ['cancel', 'close_session', 'code', 'cursor', 'max_repairs', 'session', 'timeout_seconds', 'wait_seconds']);
     assert.ok(t.outputSchema.required.includes('next_cursor'));
   } finally {
     await c.close();

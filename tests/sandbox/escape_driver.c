@@ -319,21 +319,21 @@ static int run_in_sessions(uv_loop_t *loop, exec_pool_t *pool, const char *code,
     if (r < 0) return r;
     result_t warm = {0};
     if (!run_cell(loop, a, "x = 1", timeout_ms, &warm) || warm.status != EXEC_STATUS_OK)
-        snprintf(why, why_size, "the first cell failed: %s", warm.message);
+        snprintf(why, why_size, "the first cell failed: %.300s", warm.message);
     result_clear(&warm);
     if (!why[0] && !run_cell(loop, a, code, timeout_ms, res))
-        snprintf(why, why_size, "the attack cell did not run: %s", res->message);
+        snprintf(why, why_size, "the attack cell did not run: %.300s", res->message);
     static const char leave[] =
         "import os\nopen('/tmp/ptc_escape_left', 'w').write('x')\n"
         "globals()['ptc_escape_left'] = 1\nos.ptc_escape_left = 1\nprint('LEFT')\n";
     if (!why[0] && exec_session_end_reason(a) == NULL &&
         (!run_cell(loop, a, leave, timeout_ms, &warm) || !warm.out || !strstr(warm.out, "LEFT")))
-        snprintf(why, why_size, "the residue cell failed: %s", warm.message);
+        snprintf(why, why_size, "the residue cell failed: %.300s", warm.message);
     result_clear(&warm);
     if (!why[0] && (r = exec_session_new(pool, NULL, &b)) < 0)
         snprintf(why, why_size, "the second session: %s", exec_strerror(r));
     if (!why[0] && !run_cell(loop, b, residue_code, timeout_ms, res2))
-        snprintf(why, why_size, "the residue check did not run: %s", res2->message);
+        snprintf(why, why_size, "the residue check did not run: %.300s", res2->message);
     exec_session_close(a);
     exec_session_close(b);
     return 0;

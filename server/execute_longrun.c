@@ -1,0 +1,226 @@
+/* execute_longrun.c - execute_code's long runs (issue 12): a request whose run (or cell) has not
+ * ended after wait_seconds is answered `status: "running"` with the output so far and a run
+ * cursor, and the run goes on without a request. `{cursor, wait_seconds}` waits on it again
+ * (more output, or the final result), `{cursor, cancel: true}` stops it. A run that ends while
+ * no request waits keeps its outcome (the repair loop is told only once a request is there to
+ * carry a repair's sampling and to take the answer), for EXECUTE_LONGRUN_KEEP_MS at most.
+ *
+ * Why a run is not told to the repair loop while detached: a repair asks the client's model
+ * through the request (MCP sampling rides its stream), and the result goes to a request; with
+ * none waiting, neither can happen. */
+#include "execute_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A run that ended while nobody waited is kept this long for its cursor (as output pages). */
+#define EXECUTE_LONGRUN_KEEP_MS (30u * 60 * 1000)
+/* While a repair is asked for or the packages are awaited the request keeps waiting: it is
+ * looked at again this often. */
+#define EXECUTE_LONGRUN_RECHECK_MS 500u
+
+static void timer_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void unlink_job(job_t *j)
+{
+    ptc_execute_t *ex = j->ex;
+    if (!j->lr_linked) return;
+    if (j->lr_prev)
+        j->lr_prev->lr_next = j->lr_next;
+    else
+        ex->longruns = j->lr_next;
+    if (j->lr_next) j->lr_next->lr_prev = j->lr_prev;
+    j->lr_prev = j->lr_next = NULL;
+    j->lr_linked = false;
+    ex->n_longruns--;
+}
+
+void ptc__longrun_release(job_t *j)
+{
+    unlink_job(j);
+    if (j->wait_timer != NULL) uv_close((uv_handle_t *)j->wait_timer, timer_closed);
+    j->wait_timer = NULL;
+    free(j->refused_msg);
+    free(j->refused_final);
+    j->refused_msg = j->refused_final = NULL;
+}
+
+/* The bytes of a stream not answered yet, at most max, cut at a UTF-8 character's start. */
+static size_t fresh_part(const exec_output_t *o, uint64_t sent, size_t max)
+{
+    if (sent >= o->len) return 0;
+    size_t n = o->len - (size_t)sent;
+    if (n <= max) return n;
+    n = max;
+    while (n > 0 && (o->data[sent + n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}
+
+/* Answers the waiting request with status "running": the output new since the last answer
+ * (at most a page), the run cursor; the run goes on. */
+static void hand_back(job_t *j)
+{
+    ptc_execute_t *ex = j->ex;
+    mcp_call_t *call = j->call;
+    if (j->cursor[0] == '\0' && !ptc__execute_random_id("run-", j->cursor)) return; /* waits */
+    exec_output_t out = {.data = (const unsigned char *)""}, err = out;
+    if (j->run != NULL) (void)exec_run_output(j->run, &out, &err);
+    if (j->sess != NULL) (void)ptc__session_output(j->sess, &out, &err);
+    size_t page = ex->page_chars;
+    size_t on = fresh_part(&out, j->out_sent, page);
+    size_t en = fresh_part(&err, j->err_sent, page > on ? page - on : 0);
+    size_t out_len = 0, err_len = 0;
+    char *o = exec_pages_utf8_sanitize((const char *)out.data + j->out_sent, on, &out_len);
+    char *e = exec_pages_utf8_sanitize((const char *)err.data + j->err_sent, en, &err_len);
+    uint64_t now = uv_now(ex->loop);
+    ptc_bridge_counters_t c = {0};
+    ptc_bridge_host_t *host = j->sess != NULL ? ptc__session_host(j->sess) : j->host;
+    if (host != NULL) ptc_bridge_host_counters(host, &c);
+    cJSON *sc = ptc__execute_base_fields("running", -1, NULL, out.total, err.total, false,
+                                         now - j->started_ms, ex->unsafe ? "none" : "full");
+    sbuf_t t = {0};
+    bool ok = sc != NULL && o != NULL && e != NULL &&
+              cJSON_AddStringToObject(sc, "stdout", o) != NULL &&
+              cJSON_AddStringToObject(sc, "stderr", e) != NULL &&
+              cJSON_AddStringToObject(sc, "next_cursor", j->cursor) != NULL &&
+              (j->sess != NULL
+                   ? cJSON_AddStringToObject(sc, "session", ptc__session_handle(j->sess)) != NULL
+                   : cJSON_AddNullToObject(sc, "session") != NULL);
+    if (ok)
+        cJSON_ReplaceItemInObjectCaseSensitive(
+            sc, "tool_calls", cJSON_CreateNumber((double)(c.tool_calls + c.replayed)));
+    ptc__sb_fmt(&t,
+                "Still running after %.1f s (status running; the run's own limit is %.1f s, "
+                "timeout_seconds). ",
+                (double)(now - j->started_ms) / 1000.0, (double)j->timeout_ms / 1000.0);
+    ptc__sb_str(&t, on + en > 0 ? "Output since the last answer:\n" : "No new output yet.\n");
+    if (ok && out_len) {
+        ptc__sb_str(&t, o);
+        if (o[out_len - 1] != '\n') ptc__sb_str(&t, "\n");
+    }
+    if (ok && err_len) {
+        ptc__sb_str(&t, "--- stderr ---\n");
+        ptc__sb_str(&t, e);
+        if (e[err_len - 1] != '\n') ptc__sb_str(&t, "\n");
+    }
+    ptc__sb_fmt(&t,
+                "[still running: call execute_code with cursor \"%s\" to wait for more output or "
+                "the result (wait_seconds sets how long), or with that cursor and cancel: true "
+                "to stop it]",
+                j->cursor);
+    free(o);
+    free(e);
+    cJSON *content = ok && !t.failed ? mcp_text_content(t.s) : NULL;
+    free(t.s);
+    if (content == NULL) {
+        cJSON_Delete(sc);
+        return; /* out of memory: keep waiting, the final answer may still fit */
+    }
+    j->out_sent += on;
+    j->err_sent += en;
+    j->call = NULL;
+    if (!j->lr_linked) {
+        j->lr_next = ex->longruns;
+        if (ex->longruns) ex->longruns->lr_prev = j;
+        ex->longruns = j;
+        j->lr_linked = true;
+        ex->n_longruns++;
+    }
+    mcp_call_finish(call, content, sc, false);
+}
+
+static void on_wait(uv_timer_t *t)
+{
+    job_t *j = t->data;
+    if (j->call == NULL) {
+        /* Kept after its end for a cursor that never came. */
+        if (j->ran_pending) ptc__execute_job_free(j);
+        return;
+    }
+    /* A repair being asked for rides this request; the packages' wait is short: keep it. A
+     * full table of long runs: this request just waits, as before long runs existed. */
+    bool hold = (j->loop != NULL && ptc_repair_loop_asking(j->loop)) || j->env_wait != NULL ||
+                (!j->lr_linked && j->ex->n_longruns >= EXECUTE_MAX_LONGRUNS);
+    if (!hold) hand_back(j);
+    if (j->call != NULL) uv_timer_start(t, on_wait, EXECUTE_LONGRUN_RECHECK_MS, 0);
+}
+
+int ptc__longrun_arm(job_t *j, uint64_t wait_ms)
+{
+    if (j->wait_timer == NULL) {
+        uv_timer_t *t = calloc(1, sizeof *t);
+        if (t == NULL || uv_timer_init(j->ex->loop, t) != 0) {
+            free(t);
+            return MCP_ENOMEM;
+        }
+        t->data = j;
+        j->wait_timer = t;
+    }
+    if (j->started_ms == 0) j->started_ms = uv_now(j->ex->loop);
+    uv_timer_start(j->wait_timer, on_wait, wait_ms, 0);
+    return MCP_OK;
+}
+
+job_t *ptc__longrun_find(ptc_execute_t *ex, const char *cursor, uint64_t owner)
+{
+    for (job_t *j = ex->longruns; j != NULL; j = j->lr_next)
+        if (j->owner == owner && strcmp(j->cursor, cursor) == 0) return j;
+    return NULL;
+}
+
+/* The run ended while no request waited: keep it for its cursor, bounded in time. */
+void ptc__longrun_park(job_t *j)
+{
+    j->ran_pending = true;
+    if (j->wait_timer != NULL) uv_timer_start(j->wait_timer, on_wait, EXECUTE_LONGRUN_KEEP_MS, 0);
+}
+
+void ptc__longrun_attach(job_t *j, mcp_call_t *call, uint64_t wait_ms)
+{
+    j->call = call;
+    /* Without a timer (out of memory) the request waits for the end. */
+    (void)ptc__longrun_arm(j, wait_ms);
+    if (!j->ran_pending) return;
+    j->ran_pending = false;
+    if (j->refused_final != NULL) {
+        ptc_execute_t *ex = j->ex;
+        char *m = j->refused_final;
+        j->refused_final = NULL;
+        ptc__execute_job_free(j);
+        ptc__execute_finish_refused(ex, call, m);
+        free(m);
+        return;
+    }
+    if (j->finish_pending) {
+        ptc__execute_finish_job(j);
+        return;
+    }
+    if (j->refused_msg != NULL) {
+        char *m = j->refused_msg;
+        j->refused_msg = NULL;
+        ptc_repair_loop_refused(j->loop, m); /* may answer and free j */
+        free(m);
+        return;
+    }
+    if (j->cancel_asked) {
+        ptc__execute_finish_job(j);
+        return;
+    }
+    ptc__execute_job_deliver(j); /* the loop finishes, or repairs with this request */
+}
+
+void ptc__longrun_close_all(ptc_execute_t *ex)
+{
+    while (ex->longruns != NULL) {
+        job_t *j = ex->longruns;
+        exec_run_cancel(j->run); /* no on_done follows */
+        j->run = NULL;
+        mcp_call_t *call = j->call;
+        ptc__execute_job_free(j); /* a session's cell dies with the session, closed next */
+        if (call != NULL) mcp_call_finish_text(call, true, "The server is shutting down.");
+    }
+}

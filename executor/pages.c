@@ -1,6 +1,8 @@
 /* pages.c - the output page store behind execute_code's cursors. */
 #include "internal.h"
 
+#include "base.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,52 +256,6 @@ void exec_page_clear(exec_page_t *page)
 
 char *exec_pages_utf8_sanitize(const char *bytes, size_t len, size_t *out_len)
 {
-    /* Each bad byte becomes U+FFFD (3 bytes), so 3x is the worst case. */
-    char *o = malloc(len * 3 + 1);
-    if (o == NULL) return NULL;
-    const unsigned char *s = (const unsigned char *)bytes;
-    size_t i = 0, n = 0;
-    while (i < len) {
-        unsigned char c = s[i];
-        size_t need = 0;
-        uint32_t cp = 0;
-        if (c >= 0x01 && c < 0x80) {
-            o[n++] = (char)c;
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) {
-            need = 1;
-            cp = c & 0x1F;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            need = 2;
-            cp = c & 0x0F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            need = 3;
-            cp = c & 0x07;
-        }
-        bool ok = need > 0;
-        for (size_t k = 1; ok && k <= need; k++) {
-            if (i + k >= len || (s[i + k] & 0xC0) != 0x80) {
-                ok = false;
-                break;
-            }
-            cp = cp << 6 | (s[i + k] & 0x3F);
-        }
-        /* Overlong forms, surrogates and code points past U+10FFFF are invalid too. */
-        if (ok && ((need == 2 && cp < 0x800) || (need == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-                   (cp >= 0xD800 && cp <= 0xDFFF)))
-            ok = false;
-        if (ok) {
-            memcpy(o + n, s + i, need + 1);
-            n += need + 1;
-            i += need + 1;
-        } else {
-            memcpy(o + n, "\xEF\xBF\xBD", 3);
-            n += 3;
-            i++;
-        }
-    }
-    o[n] = '\0';
-    if (out_len) *out_len = n;
-    return o;
+    /* base/'s one rule: every byte that starts no valid sequence, NUL included, is U+FFFD */
+    return ptc_utf8_sanitize(bytes, len, out_len);
 }

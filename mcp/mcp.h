@@ -536,12 +536,15 @@ void mcp_stdio_free(mcp_stdio_t *io);
 
 typedef struct mcp_http_server mcp_http_server_t;
 
-#define MCP_HTTP_DEFAULT_MAX_CONNECTIONS   1024
-#define MCP_HTTP_DEFAULT_MAX_SESSIONS      1000
-#define MCP_HTTP_DEFAULT_MAX_STREAMS       64 /* open POST streams of one session */
-#define MCP_HTTP_DEFAULT_MAX_HEADER_BYTES  16384
-#define MCP_HTTP_DEFAULT_MAX_HEADERS       64
-#define MCP_HTTP_DEFAULT_HEADER_TIMEOUT_MS 10000  /* request line + headers (and TLS handshake) */
+#define MCP_HTTP_DEFAULT_MAX_CONNECTIONS  1024
+#define MCP_HTTP_DEFAULT_MAX_SESSIONS     1000
+#define MCP_HTTP_DEFAULT_MAX_STREAMS      64 /* open POST streams of one session */
+#define MCP_HTTP_DEFAULT_MAX_HEADER_BYTES 16384
+#define MCP_HTTP_DEFAULT_MAX_HEADERS      64
+/* request line + headers (and TLS handshake), from the connection's accept: 30 s, not less, because
+   a client process that is short of CPU (100 sessions of one Node client on a loaded machine,
+   measured) can take over 10 s between its connect and its first write */
+#define MCP_HTTP_DEFAULT_HEADER_TIMEOUT_MS 30000
 #define MCP_HTTP_DEFAULT_BODY_TIMEOUT_MS   30000  /* the whole body, once headers are in */
 #define MCP_HTTP_DEFAULT_IDLE_TIMEOUT_MS   60000  /* a keep-alive connection between requests */
 #define MCP_HTTP_DEFAULT_SESSION_IDLE_MS   600000 /* a session with no request and no stream */
@@ -678,7 +681,7 @@ typedef struct mcp_downstream_config {
     size_t n_problems;
 } mcp_downstream_config_t;
 
-/** The environment variable every downstream process gets (ptc-mcp's pid): a ptc-mcp that
+/** The environment variable given to every downstream process (ptc-mcp's pid): a ptc-mcp that
  * finds it was started by a ptc-mcp and starts no processes of its own (a config that lists
  * ptc-mcp itself would otherwise start an endless chain of them). */
 #define MCP_DOWNSTREAM_PARENT_ENV "PTC_MCP_PARENT_PID"

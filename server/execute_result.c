@@ -200,10 +200,11 @@ static bool keep_one(ptc_execute_t *ex, const exec_file_t *f, outcome_t *o, sbuf
     }
     char *uri = NULL;
     if (key != NULL) {
-        uri = malloc(strlen(FILES_URI_PREFIX) + strlen(key) + 1);
+        size_t pl = strlen(FILES_URI_PREFIX), kl = strlen(key);
+        uri = malloc(pl + kl + 1);
         if (uri != NULL) {
-            strcpy(uri, FILES_URI_PREFIX);
-            strcat(uri, key);
+            memcpy(uri, FILES_URI_PREFIX, pl);
+            memcpy(uri + pl, key, kl + 1);
         }
         free(key);
         if (uri == NULL) {

@@ -149,6 +149,9 @@ else
     skipped_stages=$((skipped_stages + 1))
 fi
 
+# 7. Static checks: no banned function, cppcheck clean (tests/lint/run.sh).
+stage lint tests/lint/run.sh
+
 failures() { # names the failed tests of each log, so the summary's tail says what to look at
     local log=$logs/$1.log
     [ -f "$log" ] || return 0

@@ -8,7 +8,10 @@
  */
 #include "launch.h"
 
+#include "base.h"
+
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
@@ -40,7 +43,7 @@ static const char *const etc_binds[] = {
 static const char *const top_dirs[] = {"bin", "sbin", "lib", "lib64", "lib32", "libx32"};
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom"};
 
-static void die_errno(const char *stage, const char *what)
+_Noreturn static void die_errno(const char *stage, const char *what)
 {
     int e = errno;
     /* Ubuntu 24.04 lets an ordinary user create the namespaces, then AppArmor denies mounts */
@@ -61,8 +64,9 @@ static void fmt_path(char *buf, size_t len, const char *a, const char *b)
 static void mkdirs(const char *path)
 {
     char buf[LAUNCH_PATH_MAX];
-    if (strlen(path) >= sizeof buf) launch_fatal("rootfs", "path too long: %s", path);
-    strcpy(buf, path);
+    size_t len = strlen(path);
+    if (len >= sizeof buf) launch_fatal("rootfs", "path too long: %s", path);
+    memcpy(buf, path, len + 1);
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;
         *p = '\0';
@@ -120,7 +124,7 @@ static int bind_path_dev(const char *src, const char *dst, bool rw, bool require
         mkdirs(to);
     } else {
         char parent[LAUNCH_PATH_MAX];
-        strcpy(parent, to);
+        snprintf(parent, sizeof parent, "%s", to);
         char *slash = strrchr(parent, '/');
         if (slash && slash != parent) {
             *slash = '\0';
@@ -335,7 +339,10 @@ static int last_cap(void)
     if (fd >= 0) {
         ssize_t n = read(fd, buf, sizeof buf - 1);
         close(fd);
-        if (n > 0) return atoi(buf);
+        buf[n] = '\0';
+        buf[strcspn(buf, "\n")] = '\0';
+        int last;
+        if (n > 0 && ptc_parse_int(buf, NULL, &last) == 0) return last;
     }
     return 63; /* PR_CAPBSET_DROP fails with EINVAL past the last one: harmless */
 }
@@ -450,6 +457,7 @@ static char *read_request(struct launch_cfg *run)
     if (!buf) launch_fatal("code", "out of memory");
     int fd = -1;
     for (;;) {
+        // cppcheck-suppress nullPointerArithmeticRedundantCheck ; launch_fatal does not return
         ssize_t n = recv_part(buf + len, cap - len, &fd, len == 0);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) launch_fatal("code", "reading the code: %s", strerror(errno));
@@ -465,19 +473,19 @@ static char *read_request(struct launch_cfg *run)
     buf[len] = '\0';
     char *nl = memchr(buf, '\n', len);
     if (!nl) launch_fatal("code", "no CPU seconds line before the code");
+    // cppcheck-suppress nullPointerRedundantCheck ; launch_fatal does not return
     *nl = '\0';
     char *end;
     unsigned long cpu = strtoul(buf, &end, 10);
     /* " FILE_CAP CALL_CAP COUNT_CAP": hand the output files back after the run */
-    unsigned long long fcap, ccap;
-    unsigned count;
-    int used = 0;
-    if (sscanf(end, " %llu %llu %u%n", &fcap, &ccap, &count, &used) == 3 && used > 0) {
+    uint64_t caps[3];
+    const char *after;
+    if (ptc_parse_u64s(end, caps, 3, &after) == 0 && caps[2] <= UINT_MAX) {
         run->files = true;
-        run->files_file_cap = fcap;
-        run->files_call_cap = ccap;
-        run->files_count_cap = count;
-        end += used;
+        run->files_file_cap = caps[0];
+        run->files_call_cap = caps[1];
+        run->files_count_cap = (unsigned)caps[2];
+        end += after - end;
     }
     bool bridge = strcmp(end, " B") == 0;
     if ((*end && !bridge) || cpu == 0 || cpu > LAUNCH_WARM_CPU_SECONDS)
@@ -571,6 +579,7 @@ static void set_module_path(const struct launch_cfg *cfg, const struct launch_pl
             size_t n = strcspn(*e, "=");
             if (n >= sizeof name) die_errno("exec", "variable name too long");
             memcpy(name, *e, n);
+            // cppcheck-suppress arrayIndexOutOfBoundsCond ; die_errno does not return
             name[n] = '\0';
             if (unsetenv(name) < 0) die_errno("exec", "unsetenv");
             again = true;

@@ -169,7 +169,8 @@ static int parse_args(int argc, char **argv, struct launch_cfg *cfg)
         } else if (strcmp(o, "--ro-lib") == 0) {
             if (v[0] != '/' || cfg->ro_lib) return -1;
             cfg->ro_lib = v; /* split in place below: from then on the first folder only */
-            for (char *d = strtok(v, ":"); d; d = strtok(NULL, ":")) {
+            char *save = NULL;
+            for (char *d = strtok_r(v, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
                 if (d[0] != '/' || cfg->n_ro_libs > EXEC_MAX_PATH_DIRS) return -1;
                 cfg->ro_libs[cfg->n_ro_libs++] = d;
             }

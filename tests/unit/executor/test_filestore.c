@@ -51,11 +51,10 @@ static void a_guessed_or_altered_key_is_unknown(void **state)
         exec_filestore_put(s, "f.txt", (const unsigned char *)"hi", 2, "text/plain", 0, &k), 0);
     exec_stored_file_t f;
     char bad[128];
-    strcpy(bad, k);
+    snprintf(bad, sizeof bad, "%s", k);
     bad[0] = bad[0] == '0' ? '1' : '0'; /* one hex digit off */
     assert_int_equal(exec_filestore_get(s, bad, 0, &f), EXEC_FILESTORE_EXPIRED);
-    strcpy(bad, k);
-    strcpy(bad + 33, "g.txt"); /* the right id with another name */
+    snprintf(bad, sizeof bad, "%.33sg.txt", k); /* the right id with another name */
     assert_int_equal(exec_filestore_get(s, bad, 0, &f), EXEC_FILESTORE_EXPIRED);
     assert_int_equal(exec_filestore_get(s, "f.txt", 0, &f), EXEC_FILESTORE_EXPIRED);
     assert_int_equal(exec_filestore_get(s, NULL, 0, &f), EXEC_FILESTORE_EXPIRED);

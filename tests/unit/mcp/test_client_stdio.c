@@ -780,7 +780,7 @@ static void expands_vars_and_finds_the_command_on_the_entry_path(void **state)
     /* Every child carries the marker that stops a ptc-mcp started by us from starting more. */
     const cJSON *marker = cJSON_GetObjectItem(r, "parent_marker");
     assert_true(cJSON_IsString(marker));
-    assert_int_equal(atol(marker->valuestring), (long)getpid());
+    assert_int_equal(strtol(marker->valuestring, NULL, 10), (long)getpid());
     /* It dies with us even when we are SIGKILLed (PR_SET_PDEATHSIG, set in the child), and
      * leads its own process group, which a stop signals. */
     assert_int_equal(cJSON_GetObjectItem(r, "pdeathsig")->valueint, SIGKILL);

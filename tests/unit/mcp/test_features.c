@@ -105,16 +105,18 @@ static const cJSON *get(const cJSON *o, const char *path)
     char buf[256];
     snprintf(buf, sizeof buf, "%s", path);
     const cJSON *cur = o;
-    for (char *tok = strtok(buf, "."); tok != NULL && cur != NULL; tok = strtok(NULL, ".")) {
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ".", &save); tok != NULL && cur != NULL;
+         tok = strtok_r(NULL, ".", &save)) {
         if (tok[0] >= '0' && tok[0] <= '9')
-            cur = cJSON_GetArrayItem(cur, atoi(tok));
+            cur = cJSON_GetArrayItem(cur, (int)strtol(tok, NULL, 10));
         else
             cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
     }
     return cur;
 }
 
-static const char *gets(const cJSON *o, const char *path)
+static const char *get_str(const cJSON *o, const char *path)
 {
     const cJSON *v = get(o, path);
     return cJSON_IsString(v) ? v->valuestring : NULL;
@@ -305,11 +307,11 @@ static void resource_pages_follow_cursors_and_refuse_forged_ones(void **state)
     init(e->a, &e->sa);
     cJSON *r = ask(e->a, &e->sa, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/list\"}");
     assert_int_equal(cJSON_GetArraySize(get(r, "result.resources")), 3);
-    assert_string_equal(gets(r, "result.resources.0.uri"), "test://a");
-    assert_string_equal(gets(r, "result.resources.2.uri"), "test://c");
-    assert_string_equal(gets(r, "result.resources.0.description"), "d");
+    assert_string_equal(get_str(r, "result.resources.0.uri"), "test://a");
+    assert_string_equal(get_str(r, "result.resources.2.uri"), "test://c");
+    assert_string_equal(get_str(r, "result.resources.0.description"), "d");
     char cursor[256];
-    snprintf(cursor, sizeof cursor, "%s", gets(r, "result.nextCursor"));
+    snprintf(cursor, sizeof cursor, "%s", get_str(r, "result.nextCursor"));
     /* A resource added before the cursor's position does not shift the next page. */
     add_res(e, "test://aa", read_static);
     r = ask(e->a, &e->sa,
@@ -317,7 +319,7 @@ static void resource_pages_follow_cursors_and_refuse_forged_ones(void **state)
             "\"%s\"}}",
             cursor);
     assert_int_equal(cJSON_GetArraySize(get(r, "result.resources")), 2);
-    assert_string_equal(gets(r, "result.resources.0.uri"), "test://d");
+    assert_string_equal(get_str(r, "result.resources.0.uri"), "test://d");
     assert_null(get(r, "result.nextCursor"));
     r = ask(e->a, &e->sa,
             "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"resources/list\",\"params\":{\"cursor\":"
@@ -326,8 +328,8 @@ static void resource_pages_follow_cursors_and_refuse_forged_ones(void **state)
     /* The addition was announced to the initialized session only. */
     bool announced = false;
     for (size_t i = 0; i < e->sa.n; i++)
-        announced = announced || (gets(e->sa.msgs[i], "method") &&
-                                  strcmp(gets(e->sa.msgs[i], "method"),
+        announced = announced || (get_str(e->sa.msgs[i], "method") &&
+                                  strcmp(get_str(e->sa.msgs[i], "method"),
                                          "notifications/resources/list_changed") == 0);
     assert_true(announced);
     assert_int_equal(e->sb.n, 0);
@@ -346,19 +348,19 @@ static void reading_resolves_resources_and_template_variables(void **state)
     cJSON *r = ask(e->a, &e->sa,
                    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/read\",\"params\":{"
                    "\"uri\":\"test://static\"}}");
-    assert_string_equal(gets(r, "result.contents.0.text"), "static body");
+    assert_string_equal(get_str(r, "result.contents.0.text"), "static body");
     assert_int_equal(e->reads, 1);
     r = ask(e->a, &e->sa,
             "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/read\",\"params\":{"
             "\"uri\":\"test://item/123/part-x7\"}}");
-    assert_string_equal(gets(r, "result.contents.0.text"), "item 123 part x7");
-    assert_string_equal(gets(r, "result.contents.0.uri"), "test://item/123/part-x7");
+    assert_string_equal(get_str(r, "result.contents.0.text"), "item 123 part x7");
+    assert_string_equal(get_str(r, "result.contents.0.uri"), "test://item/123/part-x7");
     /* A variable never spans a '/', and must not be empty. */
     r = ask(e->a, &e->sa,
             "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"resources/read\",\"params\":{"
             "\"uri\":\"test://item/1/2/part-x\"}}");
     assert_int_equal(error_code(r), MCP_RESOURCE_NOT_FOUND);
-    assert_string_equal(gets(r, "error.data.uri"), "test://item/1/2/part-x");
+    assert_string_equal(get_str(r, "error.data.uri"), "test://item/1/2/part-x");
     r = ask(e->a, &e->sa,
             "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"resources/read\",\"params\":{"
             "\"uri\":\"test://item//part-x\"}}");
@@ -368,14 +370,14 @@ static void reading_resolves_resources_and_template_variables(void **state)
             "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"resources/read\",\"params\":{"
             "\"uri\":\"test://item/missing/part-1\"}}");
     assert_int_equal(error_code(r), MCP_RESOURCE_NOT_FOUND);
-    assert_non_null(strstr(gets(r, "error.message"), "no item missing"));
+    assert_non_null(strstr(get_str(r, "error.message"), "no item missing"));
     r = ask(e->a, &e->sa,
             "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"resources/read\",\"params\":{}}");
     assert_int_equal(error_code(r), MCP_JSONRPC_INVALID_PARAMS);
     r = ask(e->a, &e->sa, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"resources/templates/list\"}");
-    assert_string_equal(gets(r, "result.resourceTemplates.0.uriTemplate"),
+    assert_string_equal(get_str(r, "result.resourceTemplates.0.uriTemplate"),
                         "test://item/{id}/part-{part}");
-    assert_string_equal(gets(r, "result.resourceTemplates.0.mimeType"), "text/plain");
+    assert_string_equal(get_str(r, "result.resourceTemplates.0.mimeType"), "text/plain");
 }
 
 static void a_handler_returning_invalid_contents_gets_an_internal_error(void **state)
@@ -387,7 +389,7 @@ static void a_handler_returning_invalid_contents_gets_an_internal_error(void **s
                    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/read\",\"params\":{"
                    "\"uri\":\"test://broken\"}}");
     assert_int_equal(error_code(r), MCP_JSONRPC_INTERNAL_ERROR);
-    assert_non_null(strstr(gets(r, "error.message"), "text or blob"));
+    assert_non_null(strstr(get_str(r, "error.message"), "text or blob"));
 }
 
 static void bad_templates_and_duplicates_are_refused(void **state)
@@ -412,9 +414,9 @@ static size_t count_updates(const sink_t *k, const char *uri)
 {
     size_t n = 0;
     for (size_t i = 0; i < k->n; i++) {
-        const char *m = gets(k->msgs[i], "method");
+        const char *m = get_str(k->msgs[i], "method");
         if (m && strcmp(m, "notifications/resources/updated") == 0 &&
-            strcmp(gets(k->msgs[i], "params.uri"), uri) == 0)
+            strcmp(get_str(k->msgs[i], "params.uri"), uri) == 0)
             n++;
     }
     return n;
@@ -460,26 +462,26 @@ static void prompt_arguments_are_validated_before_the_handler_runs(void **state)
     add_greet(e);
     init(e->a, &e->sa);
     cJSON *r = ask(e->a, &e->sa, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/list\"}");
-    assert_string_equal(gets(r, "result.prompts.0.name"), "greet");
+    assert_string_equal(get_str(r, "result.prompts.0.name"), "greet");
     assert_true(cJSON_IsTrue(get(r, "result.prompts.0.arguments.0.required")));
     assert_true(cJSON_IsFalse(get(r, "result.prompts.0.arguments.1.required")));
     const char *req = "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"prompts/get\",\"params\":{"
                       "\"name\":\"%s\",\"arguments\":%s}}";
     r = ask(e->a, &e->sa, req, 2, "greet", "{\"who\":\"Ada\",\"style\":\"warmly\"}");
-    assert_string_equal(gets(r, "result.messages.0.content.text"), "Greet Ada warmly");
-    assert_string_equal(gets(r, "result.description"), "Greets someone.");
+    assert_string_equal(get_str(r, "result.messages.0.content.text"), "Greet Ada warmly");
+    assert_string_equal(get_str(r, "result.description"), "Greets someone.");
     r = ask(e->a, &e->sa, req, 3, "greet", "{}");
     assert_int_equal(error_code(r), MCP_JSONRPC_INVALID_PARAMS);
-    assert_non_null(strstr(gets(r, "error.message"), "missing required argument who"));
+    assert_non_null(strstr(get_str(r, "error.message"), "missing required argument who"));
     r = ask(e->a, &e->sa, req, 4, "greet", "{\"who\":\"Ada\",\"mood\":\"x\"}");
-    assert_non_null(strstr(gets(r, "error.message"), "unknown argument mood"));
+    assert_non_null(strstr(get_str(r, "error.message"), "unknown argument mood"));
     r = ask(e->a, &e->sa, req, 5, "greet", "{\"who\":3}");
-    assert_non_null(strstr(gets(r, "error.message"), "must be a string"));
+    assert_non_null(strstr(get_str(r, "error.message"), "must be a string"));
     r = ask(e->a, &e->sa, req, 6, "nope", "{}");
     assert_int_equal(error_code(r), MCP_JSONRPC_INVALID_PARAMS);
     r = ask(e->a, &e->sa, req, 7, "greet", "{\"who\":\"nobody\"}");
     assert_int_equal(error_code(r), MCP_JSONRPC_INVALID_PARAMS);
-    assert_non_null(strstr(gets(r, "error.message"), "nobody cannot be greeted"));
+    assert_non_null(strstr(get_str(r, "error.message"), "nobody cannot be greeted"));
 }
 
 static void a_prompt_handler_building_invalid_messages_gets_an_internal_error(void **state)
@@ -496,7 +498,7 @@ static void a_prompt_handler_building_invalid_messages_gets_an_internal_error(vo
                    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/get\",\"params\":{\"name\":"
                    "\"bad\"}}");
     assert_int_equal(error_code(r), MCP_JSONRPC_INTERNAL_ERROR);
-    assert_non_null(strstr(gets(r, "error.message"), "role"));
+    assert_non_null(strstr(get_str(r, "error.message"), "role"));
 }
 
 static void completions_are_capped_and_checked_against_the_reference(void **state)
@@ -510,7 +512,7 @@ static void completions_are_capped_and_checked_against_the_reference(void **stat
     cJSON *r = ask(e->a, &e->sa, req, 1, "greet", "who");
     assert_int_equal(cJSON_GetArraySize(get(r, "result.completion.values")),
                      MCP_MAX_COMPLETION_VALUES);
-    assert_string_equal(gets(r, "result.completion.values.0"), "Ad000");
+    assert_string_equal(get_str(r, "result.completion.values.0"), "Ad000");
     assert_int_equal(get(r, "result.completion.total")->valueint, 150);
     assert_true(cJSON_IsTrue(get(r, "result.completion.hasMore")));
     /* An argument the completer has nothing for gets an empty answer; unknown ones an error. */
@@ -560,11 +562,12 @@ static void list_changes_are_held_and_sent_once(void **state)
     assert_int_equal(e->sa.n, before);
     mcp_server_hold_notifications(e->srv, false);
     assert_int_equal(e->sa.n, before + 2);
-    assert_string_equal(gets(e->sa.msgs[before], "method"), "notifications/resources/list_changed");
-    assert_string_equal(gets(e->sa.msgs[before + 1], "method"),
+    assert_string_equal(get_str(e->sa.msgs[before], "method"),
+                        "notifications/resources/list_changed");
+    assert_string_equal(get_str(e->sa.msgs[before + 1], "method"),
                         "notifications/prompts/list_changed");
     assert_int_equal(mcp_server_remove_prompt(e->srv, "greet"), 0);
-    assert_string_equal(gets(e->sa.msgs[e->sa.n - 1], "method"),
+    assert_string_equal(get_str(e->sa.msgs[e->sa.n - 1], "method"),
                         "notifications/prompts/list_changed");
 }
 
@@ -581,11 +584,11 @@ static void titles_are_listed_only_for_revisions_that_know_them(void **state)
         "\"protocolVersion\":\"2025-03-26\",\"capabilities\":{}}}");
     const char *lp = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/list\"}";
     const char *lr = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/list\"}";
-    assert_string_equal(gets(ask(e->a, &e->sa, "%s", lp), "result.prompts.0.title"), "The P");
-    assert_string_equal(gets(ask(e->a, &e->sa, "%s", lr), "result.resources.0.title"), "The T");
+    assert_string_equal(get_str(ask(e->a, &e->sa, "%s", lp), "result.prompts.0.title"), "The P");
+    assert_string_equal(get_str(ask(e->a, &e->sa, "%s", lr), "result.resources.0.title"), "The T");
     assert_null(get(ask(e->b, &e->sb, "%s", lp), "result.prompts.0.title"));
     assert_null(get(ask(e->b, &e->sb, "%s", lr), "result.resources.0.title"));
-    assert_string_equal(gets(ask(e->b, &e->sb, "%s", lr), "result.resources.0.name"), "t");
+    assert_string_equal(get_str(ask(e->b, &e->sb, "%s", lr), "result.resources.0.name"), "t");
 }
 
 static void content_blocks_are_built_and_validated(void **state)
@@ -605,7 +608,7 @@ static void content_blocks_are_built_and_validated(void **state)
     cJSON_Delete(b);
     b = mcp_resource_block("test://r", "text/plain", "hello", NULL);
     assert_int_equal(mcp_content_validate(b, msg, sizeof msg), 0);
-    assert_string_equal(gets(b, "resource.text"), "hello");
+    assert_string_equal(get_str(b, "resource.text"), "hello");
     cJSON_Delete(b);
     b = mcp_resource_block("test://r", NULL, NULL, "AAEC");
     assert_int_equal(mcp_content_validate(b, msg, sizeof msg), 0);

@@ -753,7 +753,7 @@ _Noreturn static void exec_interpreter(const struct launch_cfg *cfg, const struc
 
 /* A cgroup namespace rooted at the run's cgroup (the launcher's when it made none): the
    interpreter, forked after this, sees "/" in /proc/self/cgroup instead of the host's paths. */
-static void cgroup_ns(const struct launch_cfg *cfg)
+static void cgroup_ns(const struct launch_cfg *cfg, const struct launch_plan *plan)
 {
     if (launch_disabled(cfg, EXEC_LAYER_CGROUP_NS)) {
         launch_layer(EXEC_LAYER_CGROUP_NS, EXEC_LAYER_DISABLED, "test switch");
@@ -766,7 +766,8 @@ static void cgroup_ns(const struct launch_cfg *cfg)
                      strerror(errno));
         return;
     }
-    launch_layer(EXEC_LAYER_CGROUP_NS, EXEC_LAYER_ACTIVE, "rooted at the run's cgroup");
+    launch_layer(EXEC_LAYER_CGROUP_NS, EXEC_LAYER_ACTIVE, "rooted at %s",
+                 plan->run_cgroup ? "the run's cgroup" : "the server's cgroup (no run cgroup)");
 }
 
 _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_plan *plan,
@@ -792,7 +793,7 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
     } while (n < 0 && errno == EINTR);
     if (n != 1 || go != 'c') _exit(125);
     close(sync_fd);
-    cgroup_ns(cfg);
+    cgroup_ns(cfg, plan);
 
     drop_credentials(cfg, plan);
     /* PDEATHSIG is cleared by the uid change: set it now, then make sure the launcher did not die

@@ -346,6 +346,7 @@ int main(int argc, char **argv)
     struct launch_cgroup *cg = NULL;
     cg = launch_cgroup_create(&cfg); /* reports the cgroup layers either way */
     plan.memory_cgroup = launch_cgroup_has_memory(cg);
+    plan.run_cgroup = cg != NULL;
 
     int sync_p[2], life_p[2];
     if (pipe2(sync_p, O_CLOEXEC) < 0 || pipe2(life_p, O_CLOEXEC) < 0)

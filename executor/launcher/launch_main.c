@@ -424,7 +424,8 @@ int main(int argc, char **argv)
         launch_fatal("namespaces", "writing the id maps: %s", strerror(-map_err));
     }
     /* go: the child builds its view while we move it into the cgroup (a v1 migration waits for
-       an RCU grace period, ~15 ms here); it forks the interpreter only after the second byte */
+       an RCU grace period, ~15 ms here); it makes its cgroup namespace, drops its credentials
+       and forks the interpreter only after the second byte */
     ssize_t w = write(sync_p[1], "g", 1);
     if (cg && launch_cgroup_attach(cg, pid) < 0) {
         int e = errno;

@@ -96,6 +96,8 @@ typedef enum {
     EXEC_LAYER_RLIMITS,
     EXEC_LAYER_MEMFD_NOEXEC,
     EXEC_LAYER_PROCESS_TREE, /* every descendant dies with the run (PID ns, or a subreaper) */
+    EXEC_LAYER_CGROUP_NS,    /* /proc/self/cgroup shows the run's cgroup as "/" */
+    EXEC_LAYER_PROC_MASK,    /* Docker's masked and read-only /proc paths */
     EXEC_LAYER_COUNT
 } exec_layer_id_t;
 

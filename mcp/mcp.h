@@ -755,6 +755,9 @@ typedef struct mcp_client_hooks {
 
 /* Defaults of mcp_client_opts_t. The start timeout leaves room for npx/uvx fetching a package
  * on first use. */
+/** What a stdio child inherits from the base environment besides the locale: the list of the
+ * MCP SDKs' stdio clients (after sudo's default), space-separated. */
+#define MCP_CLIENT_INHERITED_ENV             "HOME LOGNAME PATH SHELL TERM USER"
 #define MCP_CLIENT_DEFAULT_START_TIMEOUT_MS  60000
 #define MCP_CLIENT_DEFAULT_CALL_WAIT_MS      60000
 #define MCP_CLIENT_DEFAULT_STOP_GRACE_MS     2000
@@ -768,24 +771,27 @@ typedef struct mcp_client_hooks {
 #define MCP_CLIENT_DEFAULT_MAX_TOOLS         10000
 
 typedef struct mcp_client_opts {
-    unsigned start_timeout_ms; /* spawn to tools listed; 0: none */
-    unsigned call_wait_ms;     /* how long a call waits for a starting server */
-    unsigned stop_grace_ms;    /* stdin closed -> SIGTERM -> SIGKILL steps */
-    unsigned restart_max;      /* restarts after crashes before FAILED */
-    unsigned restart_base_ms;  /* first backoff, doubled per attempt */
-    unsigned restart_cap_ms;   /* largest backoff */
-    unsigned healthy_ms;       /* ready this long resets the attempt count */
-    size_t max_message_bytes;  /* largest message read from the server */
-    size_t max_stderr_line;    /* longer stderr lines are cut in the log */
-    size_t max_calls;          /* requests in flight or waiting */
-    size_t max_tools;          /* tools kept from one listing */
-    bool can_sample;           /* declare "sampling" (the owner forwards it) */
-    bool can_elicit;           /* declare "elicitation" */
-    bool has_roots;            /* declare "roots" with listChanged */
-    char *const *environ;      /* base environment (NULL-terminated "K=V"); NULL: ours.
-                                  Borrowed during mcp_client_new only. */
-    mcp_http_client_t *http;   /* for "http" entries (borrowed; must outlive the client);
-                                  NULL: such entries fail */
+    unsigned start_timeout_ms;       /* spawn to tools listed; 0: none */
+    unsigned call_wait_ms;           /* how long a call waits for a starting server */
+    unsigned stop_grace_ms;          /* stdin closed -> SIGTERM -> SIGKILL steps */
+    unsigned restart_max;            /* restarts after crashes before FAILED */
+    unsigned restart_base_ms;        /* first backoff, doubled per attempt */
+    unsigned restart_cap_ms;         /* largest backoff */
+    unsigned healthy_ms;             /* ready this long resets the attempt count */
+    size_t max_message_bytes;        /* largest message read from the server */
+    size_t max_stderr_line;          /* longer stderr lines are cut in the log */
+    size_t max_calls;                /* requests in flight or waiting */
+    size_t max_tools;                /* tools kept from one listing */
+    bool can_sample;                 /* declare "sampling" (the owner forwards it) */
+    bool can_elicit;                 /* declare "elicitation" */
+    bool has_roots;                  /* declare "roots" with listChanged */
+    char *const *environ;            /* base environment (NULL-terminated "K=V"); NULL: ours.
+                                        Borrowed during mcp_client_new only. */
+    const char *const *withheld_env; /* names (NULL-terminated) a child never inherits from
+                                        the base, even from the default set; NULL: none.
+                                        Borrowed during mcp_client_new only. */
+    mcp_http_client_t *http;         /* for "http" entries (borrowed; must outlive the client);
+                                        NULL: such entries fail */
 } mcp_client_opts_t;
 
 /** Fills opts with the MCP_CLIENT_DEFAULT_* values (capabilities off, environ and http NULL). */
@@ -794,7 +800,11 @@ void mcp_client_opts_default(mcp_client_opts_t *opts);
 /**
  * Creates a client for one config entry (borrowed; copied). ${VAR} in args and env values is
  * expanded from opts->environ (unset -> empty, with a warning naming the server). The child's
- * environment is that base plus the entry's env; its PATH is the entry's PATH (if given)
+ * environment is not the whole base (which may hold the server's secrets) but, like the MCP
+ * SDKs' stdio clients, only its MCP_CLIENT_INHERITED_ENV variables and the locale (LANG,
+ * LANGUAGE, LC_*), minus opts->withheld_env and values that are exported shell functions,
+ * plus the entry's env (which wins, withheld names included: the entry says so explicitly)
+ * and MCP_DOWNSTREAM_PARENT_ENV. Its PATH is the entry's PATH (if given)
  * followed by the base PATH, and the command is looked up there. Borrows loop, hooks and lg
  * (they must outlive the client). Starts nothing: call mcp_client_start. *out set on MCP_OK.
  */

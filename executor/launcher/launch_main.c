@@ -347,6 +347,7 @@ int main(int argc, char **argv)
     struct launch_cgroup *cg = NULL;
     cg = launch_cgroup_create(&cfg); /* reports the cgroup layers either way */
     plan.memory_cgroup = launch_cgroup_has_memory(cg);
+    plan.run_cgroup = cg != NULL;
 
     int sync_p[2], life_p[2];
     if (pipe2(sync_p, O_CLOEXEC) < 0 || pipe2(life_p, O_CLOEXEC) < 0)
@@ -424,7 +425,8 @@ int main(int argc, char **argv)
         launch_fatal("namespaces", "writing the id maps: %s", strerror(-map_err));
     }
     /* go: the child builds its view while we move it into the cgroup (a v1 migration waits for
-       an RCU grace period, ~15 ms here); it forks the interpreter only after the second byte */
+       an RCU grace period, ~15 ms here); it makes its cgroup namespace, drops its credentials
+       and forks the interpreter only after the second byte */
     ssize_t w = write(sync_p[1], "g", 1);
     if (cg && launch_cgroup_attach(cg, pid) < 0) {
         int e = errno;

@@ -1,6 +1,6 @@
 /*
  * num.c - strict decimal parsing for the line protocols between the server and its sandboxes.
- * The other end of those lines is code we do not trust, so where sscanf("%llu") would take a
+ * The other end of those lines is code we do not trust, so where sscanf's %llu would take a
  * sign, leading blanks or an overflowing value, these take digits only and say when a number
  * does not fit.
  */

@@ -237,16 +237,16 @@ static int count_descendants(pid_t sentinel)
         buf[len] = '\0';
         /* "pid (comm) S ppid ...": comm may hold spaces and parentheses */
         char *rp = strrchr(buf, ')');
-        int ppid = 0;
-        char st = 0;
-        if (!rp || sscanf(rp + 1, " %c %d", &st, &ppid) != 2) continue;
+        if (!rp || rp[1] != ' ' || rp[2] == '\0' || rp[3] != ' ') continue;
+        char st = rp[2];
+        long ppid = strtol(rp + 4, NULL, 10);
         if (n == cap) {
             proc_stat_t *bigger = realloc(ps, 2 * cap * sizeof *ps);
             if (!bigger) break;
             ps = bigger;
             cap *= 2;
         }
-        ps[n++] = (proc_stat_t){(pid_t)atoi(buf), (pid_t)ppid, st};
+        ps[n++] = (proc_stat_t){(pid_t)strtol(buf, NULL, 10), (pid_t)ppid, st};
     }
     closedir(d);
     if (!ps) return -1;

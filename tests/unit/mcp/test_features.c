@@ -128,9 +128,10 @@ static int error_code(const cJSON *resp)
 
 /* --- fixtures -------------------------------------------------------------------------- */
 
-static int read_static(const char *uri, const cJSON *vars, void *data, cJSON **contents, char *msg,
-                       size_t msg_size)
+static int read_static(const char *uri, const cJSON *vars, const mcp_identity_t *who, void *data,
+                       cJSON **contents, char *msg, size_t msg_size)
 {
+    (void)who;
     (void)msg;
     (void)msg_size;
     env_t *e = data;
@@ -147,9 +148,10 @@ static int read_static(const char *uri, const cJSON *vars, void *data, cJSON **c
 }
 
 /* A template read that echoes its variables, and refuses id "missing". */
-static int read_item(const char *uri, const cJSON *vars, void *data, cJSON **contents, char *msg,
-                     size_t msg_size)
+static int read_item(const char *uri, const cJSON *vars, const mcp_identity_t *who, void *data,
+                     cJSON **contents, char *msg, size_t msg_size)
 {
+    (void)who;
     (void)data;
     const char *id = cJSON_GetObjectItemCaseSensitive(vars, "id")->valuestring;
     const char *part = cJSON_GetObjectItemCaseSensitive(vars, "part")->valuestring;
@@ -169,9 +171,10 @@ static int read_item(const char *uri, const cJSON *vars, void *data, cJSON **con
 }
 
 /* A buggy handler: contents without text or blob. */
-static int read_broken(const char *uri, const cJSON *vars, void *data, cJSON **contents, char *msg,
-                       size_t msg_size)
+static int read_broken(const char *uri, const cJSON *vars, const mcp_identity_t *who, void *data,
+                       cJSON **contents, char *msg, size_t msg_size)
 {
+    (void)who;
     (void)vars;
     (void)data;
     (void)msg;

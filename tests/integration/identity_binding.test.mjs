@@ -21,7 +21,11 @@ const TOKEN = `tok-${randomBytes(16).toString('hex')}`;
 const AUTH = { Authorization: `Bearer ${TOKEN}` };
 const withToken = (args = []) => startHttp(['--auth-token-env', 'PTC_TEST_TOKEN', ...args], { env: { PTC_TEST_TOKEN: TOKEN } });
 
-const call = (c, args, opts) => c.client.callTool({ name: 'execute_code', arguments: args }, undefined, opts);
+// Code waits for its end (a loaded machine starts sandboxes slowly) unless the call says otherwise.
+const call = (c, args, opts) => c.client.callTool({
+  name: 'execute_code',
+  arguments: args.code !== undefined && args.wait_seconds === undefined ? { ...args, wait_seconds: 120 } : args,
+}, undefined, { timeout: 180000, ...opts });
 const text = (r) => r.content.filter((b) => b.type === 'text').map((b) => b.text).join('\n');
 const hex32 = () => randomBytes(16).toString('hex');
 
@@ -89,7 +93,7 @@ async function assertOwnerReads(owner, { cursor, fileUri, handle }) {
 }
 
 test('over Streamable HTTP with a bearer token, another MCP session gets "unknown" for a cursor, a run cursor, an output or file URI and a session handle', async () => {
-  const srv = await withToken(['--output-page-chars', '20', '--wait-seconds', '0.5']);
+  const srv = await withToken(['--output-page-chars', '20']);
   const a = await connectHttp(srv.url, { headers: AUTH });
   const b = await connectHttp(srv.url, { headers: AUTH });
   try {
@@ -97,7 +101,7 @@ test('over Streamable HTTP with a bearer token, another MCP session gets "unknow
     await b.client.listTools();
     const made = await secretRun(a);
     const h = (await call(a, { code: 'secret = 7', session: 'new' })).structuredContent.session;
-    const running = await call(a, { code: 'import time\ntime.sleep(30)', timeout_seconds: 60 });
+    const running = await call(a, { code: 'import time\ntime.sleep(30)', timeout_seconds: 60, wait_seconds: 0.5 });
     assert.equal(running.structuredContent.status, 'running');
     const runCursor = running.structuredContent.next_cursor;
     await assertRefusedLikeUnknown(b, { ...made, handle: h, runCursor });
@@ -115,7 +119,7 @@ test('over Streamable HTTP with a bearer token, another MCP session gets "unknow
 test('DELETE of an MCP session ends its workspace sessions and long runs at once and drops its pages and files', async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-identity-'));
   chmodSync(dir, 0o777); // the sandbox writes as an unprivileged user
-  const srv = await withToken(['--max-sessions', '1', '--output-page-chars', '20', '--wait-seconds', '0.5', '--mount', `${dir}:/beat:rw`]);
+  const srv = await withToken(['--max-sessions', '1', '--output-page-chars', '20', '--mount', `${dir}:/beat:rw`]);
   const a = await connectHttp(srv.url, { headers: AUTH });
   const b = await connectHttp(srv.url, { headers: AUTH });
   try {
@@ -125,7 +129,7 @@ test('DELETE of an MCP session ends its workspace sessions and long runs at once
     assert.equal((await call(a, { code: 'secret = 7', session: 'new' })).isError ?? false, false);
     // A long run that shows it is alive by growing a file on the host.
     const beat = 'import time\nwhile True:\n    with open("/beat/beat", "a") as f:\n        f.write(".")\n    time.sleep(0.05)';
-    const running = await call(a, { code: beat, timeout_seconds: 120 });
+    const running = await call(a, { code: beat, timeout_seconds: 120, wait_seconds: 0.5 });
     assert.equal(running.structuredContent.status, 'running', text(running));
     const beatFile = path.join(dir, 'beat');
     await until('the long run writes', () => existsSync(beatFile) && statSync(beatFile).size > 2, 30000);

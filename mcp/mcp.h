@@ -282,6 +282,31 @@ uint64_t mcp_session_serial(const mcp_session_t *s);
 /** True if the client declared capability `name` ("sampling", "elicitation", "roots"). */
 bool mcp_session_client_has(const mcp_session_t *s, const char *name);
 
+/*
+ * Who a client is, for binding what a server makes for it (cursors, file URIs, handles): a
+ * digest of its MCP session (its serial; none for a stateless 2026-07-28 request, which has no
+ * session) and of the credential it authenticated with (the bearer token's SHA-256; none
+ * where the transport has none, as stdio). Two requests have the same identity exactly when
+ * both parts agree, so state bound to one is invisible to another session and to another
+ * token. It is never shown to clients: compare it, never print it.
+ */
+#define MCP_IDENTITY_BYTES 32
+typedef struct mcp_identity {
+    unsigned char b[MCP_IDENTITY_BYTES];
+} mcp_identity_t;
+
+/** True if a and b are the same identity. */
+bool mcp_identity_equal(const mcp_identity_t *a, const mcp_identity_t *b);
+/** The identity of the legacy (stateful) requests of session s. */
+void mcp_session_identity(const mcp_session_t *s, mcp_identity_t *out);
+/** Called once when a stateful session has ended (after mcp_session_shutdown once nothing is
+ *  in flight, or at mcp_session_free), with the identity its requests had: the state bound to
+ *  it can go now, nobody can present it again. Not called for stateless sessions (their
+ *  requests' state belongs to the token, which outlives them). */
+typedef void (*mcp_session_end_fn)(const mcp_identity_t *who, void *data);
+/** Registers the one session-end hook of srv (replaces any earlier; fn NULL: none). */
+void mcp_server_on_session_end(mcp_server_t *srv, mcp_session_end_fn fn, void *data);
+
 /**
  * Sends a notifications/message to the client if `level` passes the level the client set with
  * logging/setLevel (default: info). Takes data (any JSON; NULL means null). logger may be NULL.
@@ -330,6 +355,9 @@ int mcp_call_request_ex(mcp_call_t *call, const char *method, cJSON *params,
 
 /** The session the call belongs to. */
 mcp_session_t *mcp_call_session(const mcp_call_t *call);
+/** The identity of the call's client (see mcp_identity_t), fixed when the request came: valid
+ *  even after its session is gone. */
+void mcp_call_identity(const mcp_call_t *call, mcp_identity_t *out);
 /** Name of the tool being called. */
 const char *mcp_call_tool(const mcp_call_t *call);
 /** True once the client cancelled the call (or the session shut down). */
@@ -405,14 +433,15 @@ int mcp_content_validate(const cJSON *block, char *msg, size_t msg_size);
 
 /**
  * Reads a resource. uri is what the client asked for (borrowed); vars (borrowed) is NULL for a
- * plain resource and, for a template, an object mapping each {variable} to its string value.
+ * plain resource and, for a template, an object mapping each {variable} to its string value;
+ * who is the identity of the requesting client (for a resource that only its maker may read).
  * On success returns MCP_OK and sets *contents to a JSON array of ResourceContents objects
  * ({uri, mimeType, text | blob}) that the library takes. MCP_EINVAL means "no such resource"
  * (the client gets -32002); other errors become an internal error. msg (msg_size bytes) may
  * hold a reason for the client.
  */
-typedef int (*mcp_resource_read_fn)(const char *uri, const cJSON *vars, void *data,
-                                    cJSON **contents, char *msg, size_t msg_size);
+typedef int (*mcp_resource_read_fn)(const char *uri, const cJSON *vars, const mcp_identity_t *who,
+                                    void *data, cJSON **contents, char *msg, size_t msg_size);
 
 /**
  * Completes argument `arg` (a prompt argument or template variable) whose partial text is

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal.h" /* mcp__session_set_credential: what the HTTP transport does */
 #include "mcp.h"
 
 #define SINK_MAX 64
@@ -45,6 +46,9 @@ typedef struct env {
     mcp_session_t *a, *b;
     sink_t sa, sb;
     int reads;
+    mcp_identity_t seen; /* the identity of the last read (read_who) */
+    mcp_identity_t ended[4];
+    int n_ended;
 } env_t;
 
 static int setup(void **state)
@@ -130,9 +134,10 @@ static int error_code(const cJSON *resp)
 
 /* --- fixtures -------------------------------------------------------------------------- */
 
-static int read_static(const char *uri, const cJSON *vars, void *data, cJSON **contents, char *msg,
-                       size_t msg_size)
+static int read_static(const char *uri, const cJSON *vars, const mcp_identity_t *who, void *data,
+                       cJSON **contents, char *msg, size_t msg_size)
 {
+    (void)who;
     (void)msg;
     (void)msg_size;
     env_t *e = data;
@@ -149,9 +154,10 @@ static int read_static(const char *uri, const cJSON *vars, void *data, cJSON **c
 }
 
 /* A template read that echoes its variables, and refuses id "missing". */
-static int read_item(const char *uri, const cJSON *vars, void *data, cJSON **contents, char *msg,
-                     size_t msg_size)
+static int read_item(const char *uri, const cJSON *vars, const mcp_identity_t *who, void *data,
+                     cJSON **contents, char *msg, size_t msg_size)
 {
+    (void)who;
     (void)data;
     const char *id = cJSON_GetObjectItemCaseSensitive(vars, "id")->valuestring;
     const char *part = cJSON_GetObjectItemCaseSensitive(vars, "part")->valuestring;
@@ -171,9 +177,10 @@ static int read_item(const char *uri, const cJSON *vars, void *data, cJSON **con
 }
 
 /* A buggy handler: contents without text or blob. */
-static int read_broken(const char *uri, const cJSON *vars, void *data, cJSON **contents, char *msg,
-                       size_t msg_size)
+static int read_broken(const char *uri, const cJSON *vars, const mcp_identity_t *who, void *data,
+                       cJSON **contents, char *msg, size_t msg_size)
 {
+    (void)who;
     (void)vars;
     (void)data;
     (void)msg;
@@ -184,6 +191,30 @@ static int read_broken(const char *uri, const cJSON *vars, void *data, cJSON **c
     cJSON_AddItemToArray(arr, c);
     *contents = arr;
     return MCP_OK;
+}
+
+/* Records who reads. */
+static int read_who(const char *uri, const cJSON *vars, const mcp_identity_t *who, void *data,
+                    cJSON **contents, char *msg, size_t msg_size)
+{
+    (void)vars;
+    (void)msg;
+    (void)msg_size;
+    env_t *e = data;
+    e->seen = *who;
+    *contents = cJSON_CreateArray();
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "uri", uri);
+    cJSON_AddStringToObject(c, "text", "x");
+    cJSON_AddItemToArray(*contents, c);
+    return MCP_OK;
+}
+
+static void on_end(const mcp_identity_t *who, void *data)
+{
+    env_t *e = data;
+    assert_true(e->n_ended < 4);
+    e->ended[e->n_ended++] = *who;
 }
 
 static void add_res(env_t *e, const char *uri, mcp_resource_read_fn fn)
@@ -378,6 +409,105 @@ static void reading_resolves_resources_and_template_variables(void **state)
     assert_string_equal(get_str(r, "result.resourceTemplates.0.uriTemplate"),
                         "test://item/{id}/part-{part}");
     assert_string_equal(get_str(r, "result.resourceTemplates.0.mimeType"), "text/plain");
+}
+
+/* The identity resources/read passes: of the session, and of the credential for a stateless
+ * request, which has no session. */
+static mcp_identity_t read_as(env_t *e, mcp_session_t *s, sink_t *k, bool modern)
+{
+    cJSON *r =
+        ask(s, k,
+            modern ? "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"resources/read\",\"params\":{"
+                     "\"uri\":\"test://who\",\"_meta\":{\"io.modelcontextprotocol/"
+                     "protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/"
+                     "clientCapabilities\":{}}}}"
+                   : "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"resources/read\",\"params\":{"
+                     "\"uri\":\"test://who\"}}");
+    assert_string_equal(gets(r, "result.contents.0.text"), "x");
+    return e->seen;
+}
+
+static void identities_tell_sessions_and_credentials_apart(void **state)
+{
+    env_t *e = *state;
+    add_res(e, "test://who", read_who);
+    init(e->a, &e->sa);
+    init(e->b, &e->sb);
+    mcp_identity_t a1 = read_as(e, e->a, &e->sa, false);
+    mcp_identity_t a2 = read_as(e, e->a, &e->sa, false);
+    mcp_identity_t b1 = read_as(e, e->b, &e->sb, false);
+    assert_true(mcp_identity_equal(&a1, &a2));
+    assert_false(mcp_identity_equal(&a1, &b1));
+    mcp_identity_t sa;
+    mcp_session_identity(e->a, &sa);
+    assert_true(mcp_identity_equal(&sa, &a1));
+    /* Without a credential, stateless requests on either session are one client. */
+    mcp_identity_t ma = read_as(e, e->a, &e->sa, true);
+    mcp_identity_t mb = read_as(e, e->b, &e->sb, true);
+    assert_true(mcp_identity_equal(&ma, &mb));
+    assert_false(mcp_identity_equal(&ma, &a1));
+    /* The same credential: still two sessions, but one stateless client. */
+    unsigned char t1[MCP__CRED_BYTES], t2[MCP__CRED_BYTES];
+    mcp__credential_digest("token-one", 9, t1);
+    mcp__credential_digest("token-two", 9, t2);
+    mcp__session_set_credential(e->a, t1);
+    mcp__session_set_credential(e->b, t1);
+    mcp_identity_t a_t1 = read_as(e, e->a, &e->sa, false);
+    assert_false(mcp_identity_equal(&a_t1, &a1));
+    mcp_identity_t b_t1 = read_as(e, e->b, &e->sb, false);
+    assert_false(mcp_identity_equal(&a_t1, &b_t1));
+    mcp_identity_t ma_t1 = read_as(e, e->a, &e->sa, true);
+    mcp_identity_t mb_t1 = read_as(e, e->b, &e->sb, true);
+    assert_true(mcp_identity_equal(&ma_t1, &mb_t1));
+    assert_false(mcp_identity_equal(&ma_t1, &ma));
+    /* Another credential is another client, with or without a session. */
+    mcp__session_set_credential(e->b, t2);
+    mcp_identity_t mb_t2 = read_as(e, e->b, &e->sb, true);
+    assert_false(mcp_identity_equal(&ma_t1, &mb_t2));
+    mcp_session_identity(e->b, &sa);
+    mcp_identity_t b_t2 = read_as(e, e->b, &e->sb, false);
+    assert_true(mcp_identity_equal(&sa, &b_t2));
+    assert_false(mcp_identity_equal(&b_t2, &b1));
+}
+
+static void idle_after_shutdown(mcp_session_t *s, void *data)
+{
+    (void)s;
+    (void)data;
+}
+
+static void the_end_hook_hears_once_of_each_ended_session(void **state)
+{
+    env_t *e = *state;
+    mcp_server_on_session_end(e->srv, on_end, e);
+    init(e->a, &e->sa);
+    mcp_identity_t a, b;
+    mcp_session_identity(e->a, &a);
+    mcp_session_identity(e->b, &b);
+    /* Shut down with nothing in flight: told at once, and not again when freed. */
+    mcp_session_shutdown(e->a, idle_after_shutdown, NULL);
+    assert_int_equal(e->n_ended, 1);
+    assert_true(mcp_identity_equal(&e->ended[0], &a));
+    mcp_session_free(e->a);
+    e->a = NULL;
+    assert_int_equal(e->n_ended, 1);
+    /* Freed without a shutdown: told then. */
+    mcp_session_free(e->b);
+    e->b = NULL;
+    assert_int_equal(e->n_ended, 2);
+    assert_true(mcp_identity_equal(&e->ended[1], &b));
+    /* A stateless session's state belongs to its credential: nothing to tell. */
+    mcp_session_t *st;
+    sink_t ks = {0};
+    assert_int_equal(mcp_session_new(e->srv, &sink_ops, &ks, &st), 0);
+    mcp_session_set_stateless(st);
+    mcp_session_free(st);
+    assert_int_equal(e->n_ended, 2);
+    /* Unregistered: nothing is called. */
+    mcp_server_on_session_end(e->srv, NULL, NULL);
+    assert_int_equal(mcp_session_new(e->srv, &sink_ops, &ks, &st), 0);
+    mcp_session_free(st);
+    assert_int_equal(e->n_ended, 2);
 }
 
 static void a_handler_returning_invalid_contents_gets_an_internal_error(void **state)
@@ -633,6 +763,8 @@ int main(void)
         T(declared_capability_is_advertised_before_anything_is_registered),
         T(resource_pages_follow_cursors_and_refuse_forged_ones),
         T(reading_resolves_resources_and_template_variables),
+        T(identities_tell_sessions_and_credentials_apart),
+        T(the_end_hook_hears_once_of_each_ended_session),
         T(a_handler_returning_invalid_contents_gets_an_internal_error),
         T(bad_templates_and_duplicates_are_refused),
         T(updates_reach_only_subscribed_sessions_until_they_unsubscribe),

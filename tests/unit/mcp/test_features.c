@@ -423,7 +423,7 @@ static mcp_identity_t read_as(env_t *e, mcp_session_t *s, sink_t *k, bool modern
                      "clientCapabilities\":{}}}}"
                    : "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"resources/read\",\"params\":{"
                      "\"uri\":\"test://who\"}}");
-    assert_string_equal(gets(r, "result.contents.0.text"), "x");
+    assert_string_equal(get_str(r, "result.contents.0.text"), "x");
     return e->seen;
 }
 

@@ -44,12 +44,15 @@ extern "C" {
 #define EXEC_MAX_CONCURRENT       256u
 #define EXEC_MAX_TIMEOUT_MS       (24ull * 3600 * 1000)
 #define EXEC_KILL_GRACE_MS        2000u /* launcher gets this long to tear down, then SIGKILL */
-#define EXEC_BRIDGE_FD            3     /* the bridge's descriptor number inside a run */
-#define EXEC_BRIDGE_ENV           "PTC_BRIDGE_FD"
-#define EXEC_RO_LIB_PATH          "/opt/ptc/lib" /* where exec_run_opts_t.ro_dir appears */
-#define EXEC_MAX_PATH_DIRS        4u /* exec_run_opts_t.path_dirs: at /opt/ptc/lib1 ... lib4 */
-#define EXEC_DEFAULT_WARM         4u /* sandboxes kept set up ahead with keep_warm */
-#define EXEC_MAX_WARM             8u
+/* after a timeout, init gets this long to kill the code and send back the files it wrote
+   (then the ordinary kill, which sends none) */
+#define EXEC_TIMEOUT_FILES_MS 1000u
+#define EXEC_BRIDGE_FD        3 /* the bridge's descriptor number inside a run */
+#define EXEC_BRIDGE_ENV       "PTC_BRIDGE_FD"
+#define EXEC_RO_LIB_PATH      "/opt/ptc/lib" /* where exec_run_opts_t.ro_dir appears */
+#define EXEC_MAX_PATH_DIRS    4u /* exec_run_opts_t.path_dirs: at /opt/ptc/lib1 ... lib4 */
+#define EXEC_DEFAULT_WARM     4u /* sandboxes kept set up ahead with keep_warm */
+#define EXEC_MAX_WARM         8u
 
 /* ---- errors ------------------------------------------------------------------------------- */
 enum {

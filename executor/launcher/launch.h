@@ -4,6 +4,7 @@
 
 #include "../executor.h"
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -20,7 +21,11 @@
 #define LAUNCH_ROOT_TMPFS       "mode=0755,size=2m"
 #define LAUNCH_DEV_TMPFS        "mode=0755,size=64k"
 #define LAUNCH_PATH_MAX         4096
-#define LAUNCH_BRIDGE_FD_STR    "3" /* EXEC_BRIDGE_FD, spelt for the Python sources */
+/* the launcher's stop request that keeps the files (a run's timeout): forwarded to init, which
+   kills the code, sends back what it left in the output folder, and reports (the pool's
+   EXEC__STOP_SIGNAL, executor/internal.h, must be the same) */
+#define LAUNCH_STOP_SIGNAL   SIGUSR1
+#define LAUNCH_BRIDGE_FD_STR "3" /* EXEC_BRIDGE_FD, spelt for the Python sources */
 _Static_assert(EXEC_BRIDGE_FD == 3, "LAUNCH_BRIDGE_FD_STR must follow EXEC_BRIDGE_FD");
 #define LAUNCH_OUTPUT_DIR_NAME EXEC_OUTPUT_DIR_NAME
 

@@ -694,6 +694,34 @@ _Noreturn static void exec_interpreter(const struct launch_cfg *cfg, const struc
     launch_fatal("exec", "cannot run %s inside the sandbox: %s", cfg->python, strerror(e));
 }
 
+/* Reaps every child until the interpreter ends and returns its wait status. LAUNCH_STOP_SIGNAL
+   (the run's timeout, forwarded by the launcher) kills the code but not init, so the files
+   the code wrote before it still go back. Both signals have been blocked since the clone (the
+   launcher's mask; the interpreter unblocks them before exec), so none is lost between the
+   reaping and the wait: a blocked signal is queued even for a PID namespace's init. */
+static int wait_interpreter(const struct launch_plan *plan, pid_t py)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, LAUNCH_STOP_SIGNAL);
+    bool stopped = false;
+    for (;;) {
+        int st;
+        pid_t r;
+        while ((r = waitpid(-1, &st, WNOHANG)) > 0)
+            if (r == py) return st;
+        if (r < 0 && errno != EINTR) launch_fatal("wait", "%s", strerror(errno));
+        int sig = sigwaitinfo(&set, NULL);
+        if (sig != LAUNCH_STOP_SIGNAL || stopped) continue;
+        stopped = true;
+        /* PID 1 of a namespace: -1 is every process in it but init. Without a PID namespace
+           -1 would reach the host's processes of our uid, so only the interpreter is killed;
+           what it started is the launcher's to kill (it is their subreaper). */
+        kill((plan->ns_flags & CLONE_NEWPID) ? -1 : py, SIGKILL);
+    }
+}
+
 _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_plan *plan,
                             int sync_fd, int life_fd)
 {
@@ -822,20 +850,12 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
 
     /* init: reap everything; when the interpreter ends, say how, and leave (taking the PID
        namespace with us) */
-    for (;;) {
-        int st;
-        pid_t r = waitpid(-1, &st, 0);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            launch_fatal("wait", "%s", strerror(errno));
-        }
-        if (r != py) continue;
-        if (run.files)
-            launch_outputs_send(plan, run.files_file_cap, run.files_call_cap, run.files_count_cap);
-        if (WIFSIGNALED(st))
-            launch_report("signal %d", WTERMSIG(st));
-        else
-            launch_report("exit %d", WEXITSTATUS(st));
-        _exit(0);
-    }
+    int st = wait_interpreter(plan, py);
+    if (run.files)
+        launch_outputs_send(plan, run.files_file_cap, run.files_call_cap, run.files_count_cap);
+    if (WIFSIGNALED(st))
+        launch_report("signal %d", WTERMSIG(st));
+    else
+        launch_report("exit %d", WEXITSTATUS(st));
+    _exit(0);
 }

@@ -11,7 +11,8 @@
  * Process tree: server -> launcher (this, host namespaces, writes the id maps, owns the cgroup)
  * -> init (PID 1 of a new PID namespace, applies every layer) -> python (PID 2). When init
  * exits, the kernel kills everything else in the namespace, so no descendant outlives the run.
- * SIGTERM to the launcher kills init at once; the launcher dying kills init (PDEATHSIG).
+ * SIGTERM to the launcher kills init at once; the launcher dying kills init (PDEATHSIG);
+ * SIGUSR1 (LAUNCH_STOP_SIGNAL) asks init to kill the code and send its output files first.
  *
  * Usage: ptc-sandbox-launch [options] -- CODE; status lines go to fd 3 (see docs/sandbox.md).
  */
@@ -334,6 +335,7 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, LAUNCH_STOP_SIGNAL);
     sigprocmask(SIG_BLOCK, &set, &old);
 
     bool root = geteuid() == 0;
@@ -436,7 +438,9 @@ int main(int argc, char **argv)
     (void)w;
     close(sync_p[1]);
 
-    /* wait for init; a stop request kills it (and with it its namespace) at once */
+    /* wait for init; a stop request kills it (and with it its namespace) at once, the one
+       that keeps the files (LAUNCH_STOP_SIGNAL) goes to init, which stops the code and sends
+       them (the pool falls back to SIGTERM if that takes too long) */
     int status = 0;
     for (;;) {
         siginfo_t si;
@@ -446,7 +450,7 @@ int main(int argc, char **argv)
             pid_t r = waitpid(pid, &status, WNOHANG);
             if (r == pid) break;
         } else {
-            kill(pid, SIGKILL);
+            kill(pid, sig == LAUNCH_STOP_SIGNAL ? LAUNCH_STOP_SIGNAL : SIGKILL);
         }
     }
     if (!(plan.ns_flags & CLONE_NEWPID)) kill_descendants();

@@ -40,6 +40,8 @@ typedef struct {
     uint64_t last_elapsed, last_bytes;
     bool warm;
     bool cancel_on_progress; /* cancel the run through the handle on_progress gets */
+    size_t n_files;
+    char file0[64], data0[64]; /* the first file's name and (start of its) bytes */
 } capture_t;
 
 static void capture_free(capture_t *c)
@@ -77,6 +79,13 @@ static void on_done(exec_run_t *run, const exec_result_t *r, void *user)
     c->sandbox = r->sandbox;
     c->warm = r->warm_start;
     snprintf(c->message, sizeof c->message, "%s", r->message ? r->message : "");
+    c->n_files = r->n_files;
+    if (r->n_files) {
+        snprintf(c->file0, sizeof c->file0, "%s", r->files[0].name);
+        size_t n = r->files[0].len < sizeof c->data0 - 1 ? r->files[0].len : sizeof c->data0 - 1;
+        memcpy(c->data0, r->files[0].data, n);
+        c->data0[n] = 0;
+    }
 }
 
 static void on_progress(exec_run_t *run, uint64_t elapsed, uint64_t bytes, void *user)
@@ -278,6 +287,42 @@ static void test_timeout_kills_a_spinning_run(void **state)
     assert_string_equal((char *)c.out, "spinning\n"); /* output before the kill survives */
     assert_true(c.duration_ms >= 700);
     capture_free(&c);
+}
+
+/* init kills the code, not itself, at the timeout, and sends what the code left in
+   /tmp/outputs first; with and without a PID namespace (then only the interpreter is killed by
+   init, its children by the launcher) and without a user namespace */
+static void test_timeout_returns_the_files_written_before(void **state)
+{
+    (void)state;
+    const char *layers[] = {NULL, "pid-ns", "user-ns"};
+    for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        exec_options_t o;
+        base_opts(&o);
+        o.test_disable_layer = layers[i];
+        exec_pool_t *pool = new_pool(&loop, &o);
+        capture_t c = {0};
+        start(pool,
+              "import os, time\n"
+              "open(os.environ['PTC_OUTPUT_DIR'] + '/kept.txt', 'w').write('before')\n"
+              "if os.fork() == 0:\n    time.sleep(60)\n"
+              "print('waiting', flush=True)\nwhile True: time.sleep(0.05)\n",
+              1000, &c, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_int_equal(c.status, EXEC_STATUS_TIMEOUT);
+        assert_string_equal((char *)c.out, "waiting\n");
+        assert_int_equal(c.n_files, 1);
+        assert_string_equal(c.file0, "kept.txt");
+        assert_string_equal(c.data0, "before");
+        /* the files' grace (1 s), not the kill's: the sleeping child did not hold the end up */
+        assert_true(c.duration_ms < 1000 + EXEC_TIMEOUT_FILES_MS + 500);
+        exec_pool_free(pool);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_loop_close(&loop);
+        capture_free(&c);
+    }
 }
 
 static void test_queue_time_does_not_count_against_timeout(void **state)
@@ -1275,6 +1320,7 @@ int main(void)
         cmocka_unit_test(test_unicode_and_invalid_utf8_pass_through),
         cmocka_unit_test(test_output_beyond_the_cap_is_counted_not_kept),
         cmocka_unit_test(test_timeout_kills_a_spinning_run),
+        cmocka_unit_test(test_timeout_returns_the_files_written_before),
         cmocka_unit_test(test_queue_time_does_not_count_against_timeout),
         cmocka_unit_test(test_twenty_concurrent_runs_all_correct),
         cmocka_unit_test(test_concurrent_runs_do_not_share_tmp),

@@ -73,7 +73,9 @@ static const flag_t flags[] = {
     {"max-timeout", ARG_NUM, OFF(max_timeout), 0, "S", "largest timeout_seconds a caller may ask",
      "300"},
     {"mount", ARG_LIST, OFF(mounts), OFF(n_mounts), "HOST:PATH[:ro|rw]",
-     "expose a host folder inside the sandbox (repeatable)", "none"},
+     "expose a host folder inside the sandbox (repeatable); an rw one's new files belong to the "
+     "server's user (as root: to the folder's owner, 65534 for a root-owned folder)",
+     "none"},
     {"pass-env", ARG_LIST, OFF(pass_env), OFF(n_pass_env), "NAME",
      "pass one variable of the server's environment into runs (repeatable)", "none"},
     {"unsafe-no-sandbox", ARG_NONE, OFF(unsafe_no_sandbox), 0, NULL,

@@ -80,6 +80,11 @@ struct launch_mount {
     const char *src;
     const char *dst;
     bool rw;
+    /* set by launch_idmap_mounts: the detached idmapped copy of src to attach (-1: a plain
+       bind), whose files are stored as uid owner; why says why a rw one has none */
+    int tree_fd;
+    uid_t owner;
+    char why[64];
 };
 
 /* Where the i-th --ro-lib folder appears in the sandbox ("/opt/ptc/lib", "/opt/ptc/lib1"...). */
@@ -133,6 +138,10 @@ void launch_layer(exec_layer_id_t id, exec_layer_state_t state, const char *fmt,
 _Noreturn void launch_fatal(const char *stage, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 bool launch_disabled(const struct launch_cfg *cfg, exec_layer_id_t id);
+
+/* As root: an idmapped detached tree for each rw mount owned by an ordinary user, so that what
+   the sandbox writes there is stored as that user's (idmap.c). Sets every mount's tree_fd. */
+void launch_idmap_mounts(struct launch_cfg *cfg, bool root);
 
 /* The child: sandbox setup, then the interpreter. Never returns. */
 _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_plan *plan,

@@ -145,6 +145,17 @@ static int bind_path(const char *src, const char *dst, bool rw, bool required)
     return bind_path_dev(src, dst, rw, required, false);
 }
 
+/* Attaches the idmapped tree the launcher made for m (idmap.c) at its place in the new root. */
+static void attach_tree(const struct launch_mount *m)
+{
+    char to[LAUNCH_PATH_MAX];
+    fmt_path(to, sizeof to, NEWROOT, m->dst);
+    mkdirs(to);
+    if (syscall(SYS_move_mount, m->tree_fd, "", AT_FDCWD, to, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        launch_fatal("rootfs", "cannot attach the idmapped %s: %s", m->src, strerror(errno));
+    close(m->tree_fd);
+}
+
 /* /bin, /lib64 ...: merged-/usr hosts have symlinks, older ones directories */
 static void mirror_top(const char *name)
 {
@@ -308,8 +319,18 @@ static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan 
     /* after /tmp's tmpfs, so that a prefix or mount below /tmp is not hidden by it */
     for (size_t i = 0; i < cfg->n_prefixes; i++)
         bind_path(cfg->prefixes[i], cfg->prefixes[i], false, true);
-    for (size_t i = 0; i < cfg->n_mounts; i++)
-        bind_path(cfg->mounts[i].src, cfg->mounts[i].dst, cfg->mounts[i].rw, true);
+    char owners[160] = "";
+    for (size_t i = 0; i < cfg->n_mounts; i++) {
+        const struct launch_mount *m = &cfg->mounts[i];
+        if (m->tree_fd >= 0)
+            attach_tree(m);
+        else
+            bind_path(m->src, m->dst, m->rw, true);
+        size_t ol = strlen(owners);
+        if (m->rw && ol < sizeof owners - 1)
+            snprintf(owners + ol, sizeof owners - ol, "; %s written as uid %u%s%s%s", m->dst,
+                     (unsigned)m->owner, m->why[0] ? " (" : "", m->why, m->why[0] ? ")" : "");
+    }
     for (size_t i = 0; i < cfg->n_ro_libs; i++) {
         char dst[64];
         launch_ro_lib_path(i, dst, sizeof dst);
@@ -323,8 +344,8 @@ static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan 
     if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
         die_errno("rootfs", "remount / read-only");
     launch_layer(EXEC_LAYER_ROOTFS, EXEC_LAYER_ACTIVE,
-                 "read-only tmpfs root, /usr%s and %zu mount(s), pivot_root",
-                 cfg->n_prefixes ? " + python prefix" : "", cfg->n_mounts);
+                 "read-only tmpfs root, /usr%s and %zu mount(s), pivot_root%s",
+                 cfg->n_prefixes ? " + python prefix" : "", cfg->n_mounts, owners);
     return true;
 }
 

@@ -345,6 +345,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < N_NS_LAYERS; i++)
         if (!launch_disabled(&cfg, ns_layers[i].id)) plan.ns_flags |= ns_layers[i].flag;
 
+    launch_idmap_mounts(&cfg, root); /* before the clone: init inherits the trees */
     struct launch_cgroup *cg = NULL;
     cg = launch_cgroup_create(&cfg); /* reports the cgroup layers either way */
     plan.memory_cgroup = launch_cgroup_has_memory(cg);
@@ -393,6 +394,8 @@ int main(int argc, char **argv)
     }
     close(sync_p[0]);
     close(life_p[0]);
+    for (size_t i = 0; i < cfg.n_mounts; i++)
+        if (cfg.mounts[i].tree_fd >= 0) close(cfg.mounts[i].tree_fd); /* init has them */
 
     if (launch_disabled(&cfg, EXEC_LAYER_USER_NS))
         launch_layer(EXEC_LAYER_USER_NS, EXEC_LAYER_DISABLED, "test switch");

@@ -606,6 +606,26 @@ static void test_unsafe_mode_runs_without_a_sandbox(void **state)
     capture_free(&c);
 }
 
+/* one run with dir bound at /data (mode: "" or ":rw") */
+static void run_with_mount(const char *dir, const char *mode, const char *code, capture_t *c)
+{
+    char spec[256];
+    snprintf(spec, sizeof spec, "%s:/data%s", dir, mode);
+    const char *mounts[] = {spec};
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.mounts = mounts;
+    o.n_mounts = 1;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    start(pool, code, T_TIMEOUT_MS, c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
 static void test_mounts_are_read_only_unless_rw(void **state)
 {
     (void)state;
@@ -619,30 +639,54 @@ static void test_mounts_are_read_only_unless_rw(void **state)
     fputs("42", f);
     fclose(f);
     chmod(file, 0644);
-    char spec[256];
-    snprintf(spec, sizeof spec, "%s:/data", dir);
-    const char *mounts[] = {spec};
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.mounts = mounts;
-    o.n_mounts = 1;
-    exec_pool_t *pool = new_pool(&loop, &o);
     capture_t c = {0};
-    start(pool,
-          "import errno\nprint(open('/data/data.txt').read())\n"
-          "try:\n    open('/data/new', 'w')\nexcept OSError as e:\n"
-          "    print(errno.errorcode[e.errno])\n",
-          T_TIMEOUT_MS, &c, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    run_with_mount(dir, "",
+                   "import errno\nprint(open('/data/data.txt').read())\n"
+                   "try:\n    open('/data/new', 'w')\nexcept OSError as e:\n"
+                   "    print(errno.errorcode[e.errno])\n",
+                   &c);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     assert_string_equal((char *)c.out, "42\nEROFS\n");
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
     capture_free(&c);
     unlink(file);
+    rmdir(dir);
+}
+
+/* one run with dir bound read-write that creates /data/made; the file's host owner */
+static uid_t owner_of_made(const char *dir)
+{
+    capture_t c = {0};
+    run_with_mount(dir, ":rw", "open('/data/made', 'w').write('x')\n", &c);
+    if (c.status != EXEC_STATUS_OK) fprintf(stderr, "%s%s\n", c.err, c.message);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    capture_free(&c);
+    char file[160];
+    snprintf(file, sizeof file, "%s/made", dir);
+    struct stat st;
+    assert_int_equal(stat(file, &st), 0);
+    unlink(file);
+    return st.st_uid;
+}
+
+/* What the code writes into an rw mount belongs on the host to the server's user (an ordinary
+   user's sandbox maps to it), or as root to the folder's owner through an idmapped mount; a
+   root-owned folder is never mapped to root (setuid-root files), so there it stays nobody's. */
+static void test_rw_mount_files_belong_to_the_folder_owner(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ptc-exec-own-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    if (!as_root()) {
+        assert_int_equal(owner_of_made(dir), getuid());
+        rmdir(dir);
+        return;
+    }
+    assert_int_equal(chown(dir, 4321, 4321), 0);
+    assert_int_equal(chmod(dir, 0755), 0);
+    assert_int_equal(owner_of_made(dir), 4321);
+    assert_int_equal(chown(dir, 0, 0), 0);
+    assert_int_equal(chmod(dir, 0777), 0);
+    assert_int_equal(owner_of_made(dir), 65534);
     rmdir(dir);
 }
 
@@ -1332,6 +1376,7 @@ int main(void)
         cmocka_unit_test(test_missing_launcher_refuses_runs),
         cmocka_unit_test(test_unsafe_mode_runs_without_a_sandbox),
         cmocka_unit_test(test_mounts_are_read_only_unless_rw),
+        cmocka_unit_test(test_rw_mount_files_belong_to_the_folder_owner),
         cmocka_unit_test(test_only_passed_variables_reach_the_run),
         cmocka_unit_test(test_bad_options_are_rejected),
         cmocka_unit_test(test_utf8_text_replaces_invalid_bytes),

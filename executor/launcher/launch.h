@@ -100,6 +100,7 @@ struct launch_cfg {
     uint64_t tmp_bytes;
     uint64_t fsize_bytes;
     unsigned pids;
+    unsigned cpu_millis; /* cpu.max: thousandths of a core */
     unsigned cpu_seconds;
     unsigned nofile;
     int disabled;  /* a layer id turned off by the test switch, or -1 */

@@ -39,7 +39,8 @@
 #define USAGE                                                                                      \
     "usage: ptc-sandbox-launch --python PATH [--prefix DIR]... [--mount SRC:DST:ro|rw]...\n"       \
     "       [--memory BYTES] [--tmp-size BYTES] [--pids N] [--cpu-seconds N] [--fsize BYTES]\n"    \
-    "       [--nofile N] [--disable LAYER] [--ro-lib DIR] [--session] [-- CODE]\n"                 \
+    "       [--cpu-millis N] [--nofile N] [--disable LAYER] [--ro-lib DIR] [--session]\n"          \
+    "       [-- CODE]\n"                                                                           \
     "Without CODE, init reads \"CPU_SECONDS[ FILE_CAP CALL_CAP COUNT][ B]\\nCODE\" from stdin "    \
     "once\n"                                                                                       \
     "it is set up (the caps: send the output files back on stdin after the run; B: the\n"          \
@@ -141,6 +142,7 @@ static int parse_args(int argc, char **argv, struct launch_cfg *cfg)
     cfg->tmp_bytes = EXEC_DEFAULT_TMP_BYTES;
     cfg->fsize_bytes = EXEC_DEFAULT_FSIZE_BYTES;
     cfg->pids = EXEC_DEFAULT_PIDS;
+    cfg->cpu_millis = EXEC_DEFAULT_CPU_MILLIS;
     cfg->cpu_seconds = 60;
     cfg->nofile = EXEC_DEFAULT_NOFILE;
     cfg->disabled = -1;
@@ -188,6 +190,9 @@ static int parse_args(int argc, char **argv, struct launch_cfg *cfg)
             cfg->fsize_bytes = n;
         } else if (strcmp(o, "--pids") == 0 && n > 0 && n < 100000) {
             cfg->pids = (unsigned)n;
+        } else if (strcmp(o, "--cpu-millis") == 0 && n >= EXEC_MIN_CPU_MILLIS &&
+                   n <= EXEC_MAX_CPU_MILLIS) {
+            cfg->cpu_millis = (unsigned)n;
         } else if (strcmp(o, "--cpu-seconds") == 0 && n > 0 && n < 1000000) {
             cfg->cpu_seconds = (unsigned)n;
         } else if (strcmp(o, "--nofile") == 0 && n >= 16 && n < 1000000) {

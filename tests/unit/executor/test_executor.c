@@ -325,6 +325,35 @@ static void test_timeout_returns_the_files_written_before(void **state)
     }
 }
 
+/* cpu_millis sets the cgroup's cpu.max: the layer says the share, and a spinning run gets no
+   more of a core than that (the bound holds on a loaded machine too: load only lowers it) */
+static void test_cpu_share_is_the_cgroup_quota(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.cpu_millis = 100;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    const exec_probe_t *p = exec_pool_probe(pool);
+    bool cpu_cg = p->state[EXEC_LAYER_CGROUP_CPU] == EXEC_LAYER_ACTIVE;
+    if (cpu_cg) assert_non_null(strstr(p->reason[EXEC_LAYER_CGROUP_CPU], "0.100 CPU"));
+    capture_t c = {0};
+    start(pool,
+          "import time\nt = time.monotonic(); c = time.process_time()\n"
+          "while time.monotonic() - t < 1.5: pass\n"
+          "print(int(1000 * (time.process_time() - c) / (time.monotonic() - t)))\n",
+          T_TIMEOUT_MS, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    if (cpu_cg) assert_true(atoi((char *)c.out) <= 180); /* thousandths of a core */
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    capture_free(&c);
+}
+
 static void test_queue_time_does_not_count_against_timeout(void **state)
 {
     (void)state;
@@ -756,6 +785,11 @@ static void test_bad_options_are_rejected(void **state)
     unlink(shim);
     base_opts(&o);
     o.test_disable_layer = "no-such-layer";
+    assert_int_equal(exec_pool_new(&loop, &o, &pool), EXEC_EINVAL);
+    base_opts(&o);
+    o.cpu_millis = EXEC_MIN_CPU_MILLIS - 1;
+    assert_int_equal(exec_pool_new(&loop, &o, &pool), EXEC_EINVAL);
+    o.cpu_millis = EXEC_MAX_CPU_MILLIS + 1;
     assert_int_equal(exec_pool_new(&loop, &o, &pool), EXEC_EINVAL);
 
     base_opts(&o);
@@ -1365,6 +1399,7 @@ int main(void)
         cmocka_unit_test(test_output_beyond_the_cap_is_counted_not_kept),
         cmocka_unit_test(test_timeout_kills_a_spinning_run),
         cmocka_unit_test(test_timeout_returns_the_files_written_before),
+        cmocka_unit_test(test_cpu_share_is_the_cgroup_quota),
         cmocka_unit_test(test_queue_time_does_not_count_against_timeout),
         cmocka_unit_test(test_twenty_concurrent_runs_all_correct),
         cmocka_unit_test(test_concurrent_runs_do_not_share_tmp),

@@ -1,6 +1,6 @@
 // Files a one-shot run wrote to /tmp/outputs before it was stopped still come back, through the
 // official SDK client: after its timeout (init kills the code, not itself, and sends them), after
-// a kill signal, and after the memory limit's OOM kill.
+// a kill signal, and after the memory limit's OOM kill; and a session cell that ends its session.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, ptcBin } from './helpers.mjs';
@@ -84,6 +84,26 @@ test('a run past the memory limit returns the files it wrote', async () => {
     // oom with a memory cgroup; a MemoryError (status error) where only RLIMIT_AS holds
     assert.ok(['oom', 'error'].includes(r.structuredContent.status), JSON.stringify(r.structuredContent));
     assert.equal(await readBack(c, r, 'before.txt'), 'written before the end\n');
+  } finally {
+    await c.close();
+  }
+});
+
+test('a session cell that ends its session (an exit, the memory limit) still returns its files', async () => {
+  const c = await connect(ptcBin, ['--memory-limit', '64M']);
+  try {
+    await c.client.listTools();
+    const big = 'b = bytearray(160 << 20)\nb[::4096] = b"x" * len(b[::4096])\n';
+    for (const [end, statuses] of [['os._exit(3)\n', ['error']], [big, ['oom', 'error']]]) {
+      const first = await run(c, 'import os\nopen("/tmp/outputs/old.txt", "w").write("earlier cell")', { session: 'new' });
+      const h = first.structuredContent.session;
+      const r = await run(c, writeFile + end, { session: h });
+      const sc = r.structuredContent;
+      assert.ok(statuses.includes(sc.status), JSON.stringify(sc));
+      assert.equal(sc.session_ended, true, JSON.stringify(sc));
+      assert.equal(await readBack(c, r, 'before.txt'), 'written before the end\n');
+      assert.deepEqual(sc.files.map((f) => f.name), ['before.txt'], 'only what the cell changed');
+    }
   } finally {
     await c.close();
   }

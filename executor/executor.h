@@ -245,7 +245,7 @@ typedef struct exec_result {
     const char *signal_name; /* "SIGKILL", or NULL */
     exec_output_t out;
     exec_output_t err;
-    uint64_t duration_ms; /* from start (not queueing) to the end of the tree */
+    uint64_t duration_ms; /* from start (not queueing) to the answer (docs/sandbox.md) */
     exec_sandbox_level_t sandbox;
     const char *message; /* human text for refused or internal failures; NULL otherwise */
     bool warm_start;     /* the run took a sandbox set up ahead (keep_warm), not a new one */

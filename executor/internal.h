@@ -59,7 +59,11 @@ int exec__send_fd(int sock, const void *data, size_t len, int fd);
 struct exec__report {
     exec_layer_state_t layers[EXEC_LAYER_COUNT];
     bool exit, sig, oom;
-    int code;        /* the exit status or signal number */
+    int code; /* the exit status or signal number */
+    /* "answer STATUS": the program ended (threads joined, atexit run, output flushed) and
+       nothing is left to hand back; the interpreter's finalization and the tear-down follow */
+    bool answer;
+    int answer_code;
     char error[400]; /* "STAGE: MESSAGE" of the first error line */
     char line[EXEC_REPORT_LINE];
     size_t len;
@@ -153,6 +157,7 @@ struct exec_run {
     int term_signal;
     uint64_t start_ns, end_ns;
     bool timed_out;
+    bool answered; /* on_done went out at "answer"; the slot is held until the sandbox is gone */
 
     exec__outbuf_t out, err;
     struct exec__report rep;

@@ -63,6 +63,9 @@ static void report_line(struct exec__report *r, const char *line)
     } else if (strncmp(line, "signal ", 7) == 0) {
         r->sig = true;
         r->code = atoi(line + 7);
+    } else if (strncmp(line, "answer ", 7) == 0) {
+        r->answer = true;
+        r->answer_code = atoi(line + 7);
     } else if (strcmp(line, "oom") == 0) {
         r->oom = true;
     } else if (strncmp(line, "error ", 6) == 0 && !r->error[0]) {

@@ -40,6 +40,9 @@ typedef struct {
     uint64_t last_elapsed, last_bytes;
     bool warm;
     bool cancel_on_progress; /* cancel the run through the handle on_progress gets */
+    uint64_t done_ns;        /* uv_hrtime() at on_done */
+    size_t n_files;
+    char file0[64]; /* the first file's bytes handed back */
 } capture_t;
 
 static void capture_free(capture_t *c)
@@ -76,6 +79,11 @@ static void on_done(exec_run_t *run, const exec_result_t *r, void *user)
     c->duration_ms = r->duration_ms;
     c->sandbox = r->sandbox;
     c->warm = r->warm_start;
+    c->done_ns = uv_hrtime();
+    c->n_files = r->n_files;
+    if (r->n_files)
+        snprintf(c->file0, sizeof c->file0, "%.*s", (int)r->files[0].len,
+                 (const char *)r->files[0].data);
     snprintf(c->message, sizeof c->message, "%s", r->message ? r->message : "");
 }
 
@@ -1220,6 +1228,88 @@ static void test_a_warm_sandbox_killed_while_idle_is_replaced(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* The answer goes when the program has ended (docs/sandbox.md, "The answer before the
+   interpreter's end"), not after the interpreter's finalization: a global whose __del__ sleeps
+   3 s at the interpreter's end does not delay it. Its sandbox keeps the only slot until it is
+   gone, so a run started meanwhile waits for that. */
+static void test_the_answer_does_not_wait_for_finalization(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_pool_t *pool = warm_pool(&loop);
+    idle(&loop, 300);
+    capture_t c = {0}, d = {0};
+    uint64_t t0 = uv_hrtime();
+    start(pool,
+          "import time\n"
+          "class Slow:\n"
+          "    def __del__(self, sleep=time.sleep):\n"
+          "        sleep(3)\n"
+          "s = Slow()\n"
+          "print('done')\n",
+          T_TIMEOUT_MS, &c, NULL);
+    while (!c.done)
+        uv_run(&loop, UV_RUN_ONCE);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)c.out, "done\n");
+    assert_true(c.done_ns - t0 < 2500ull * 1000000u);
+    assert_int_equal(exec_pool_running(pool), 1); /* still being torn down */
+    start(pool, "print(2)", T_TIMEOUT_MS, &d, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_true(d.done);
+    assert_string_equal((char *)d.out, "2\n");
+    assert_true(d.done_ns - t0 >= 2900ull * 1000000u);
+    capture_free(&c);
+    capture_free(&d);
+    pool_end(&loop, pool);
+}
+
+/* What python3 -c shows at its end is in the answer: non-daemon threads are waited for, atexit
+   handlers run (after them), the exit status is SystemExit's (mod 256); a SystemExit with a
+   message, os._exit and a file left open in the output folder take the ordinary end. */
+static void test_the_end_of_the_program_is_as_with_python_c(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_pool_t *pool = warm_pool(&loop);
+    capture_t c = {0};
+    warm_run(&loop, pool,
+             "import atexit, sys, threading, time\n"
+             "atexit.register(print, 'atexit')\n"
+             "def late():\n"
+             "    time.sleep(0.3)\n"
+             "    print('thread')\n"
+             "threading.Thread(target=late).start()\n"
+             "print('main')\n"
+             "sys.exit(-1)\n",
+             T_TIMEOUT_MS, &c);
+    assert_int_equal(c.status, EXEC_STATUS_ERROR);
+    assert_int_equal(c.exit_code, 255);
+    assert_string_equal((char *)c.out, "main\nthread\natexit\n");
+    capture_free(&c);
+    warm_run(&loop, pool, "import sys; sys.exit('bye')", T_TIMEOUT_MS, &c);
+    assert_int_equal(c.exit_code, 1);
+    assert_string_equal((char *)c.err, "bye\n");
+    capture_free(&c);
+    warm_run(&loop, pool, "import os; print('x', flush=True); os._exit(4)", T_TIMEOUT_MS, &c);
+    assert_int_equal(c.exit_code, 4);
+    assert_string_equal((char *)c.out, "x\n");
+    capture_free(&c);
+    warm_run(&loop, pool, "f = open('/tmp/outputs/a.txt', 'w')\nf.write('left open')\n",
+             T_TIMEOUT_MS, &c);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_int_equal(c.n_files, 1);
+    assert_string_equal(c.file0, "left open");
+    capture_free(&c);
+    warm_run(&loop, pool, "raise KeyError('k')", T_TIMEOUT_MS, &c);
+    assert_int_equal(c.exit_code, 1);
+    assert_non_null(strstr((char *)c.err, "KeyError: 'k'"));
+    capture_free(&c);
+    pool_end(&loop, pool);
+}
+
 static void test_warm_and_queued_runs_cancel(void **state)
 {
     (void)state;
@@ -1301,6 +1391,8 @@ int main(void)
         cmocka_unit_test(test_warm_run_cpu_limit_is_the_runs),
         cmocka_unit_test(test_warm_run_memory_bomb_is_contained),
         cmocka_unit_test(test_warm_and_queued_runs_cancel),
+        cmocka_unit_test(test_the_answer_does_not_wait_for_finalization),
+        cmocka_unit_test(test_the_end_of_the_program_is_as_with_python_c),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

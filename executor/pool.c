@@ -647,6 +647,7 @@ int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out
         free(pool);
         return EXEC_EINVAL;
     }
+    pool->warm_idle_ms = opts->warm_idle_ms ? opts->warm_idle_ms : EXEC_WARM_IDLE_MS;
     pool->warm_target =
         opts->keep_warm ? (opts->warm_sandboxes ? opts->warm_sandboxes : EXEC_DEFAULT_WARM) : 0;
     if (pool->unsafe) {
@@ -663,6 +664,7 @@ int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out
         exec__copy(pool->probe.message, sizeof pool->probe.message, pool->refusal);
         return *out = pool, 0;
     }
+    exec__warm_sizing_init(pool);
     r = exec_probe(opts, &pool->probe);
     if (r < 0 || ((!pool->probe.mandatory_ok || !pool->probe.python_ok) && !pool->test_switch)) {
         pool->refusing = true;
@@ -685,6 +687,7 @@ void exec_pool_free(exec_pool_t *pool)
         exec__run_free(run);
     }
     pool->closing = true;
+    exec__warm_sizing_close(pool);
     for (unsigned i = 0; i < pool->n_warm; i++) /* wait for their end */
         if (pool->warm[i]->spawned) exec__warm_ref(pool->warm[i], true);
     for (exec_run_t *run = pool->active; run; run = run->next) {

@@ -1228,6 +1228,53 @@ static void test_a_warm_sandbox_killed_while_idle_is_replaced(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* the test process's children: the launchers of runs and warm sandboxes */
+static unsigned children(void)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+    FILE *f = fopen(path, "re");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    unsigned k = 0;
+    for (char *t = strtok(buf, " \n"); t; t = strtok(NULL, " \n"))
+        k++;
+    return k;
+}
+
+/* 2 warm sandboxes at first; 4 runs at once (two find one, two none) take it to the most, 4;
+   each warm_idle_ms without a run halves it, down to 1 */
+static void test_warm_sandboxes_follow_demand(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.keep_warm = true;
+    o.warm_sandboxes = 4;
+    o.warm_idle_ms = 4000;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    idle(&loop, 1000);
+    assert_int_equal(children(), 2);
+    capture_t c[4] = {{0}};
+    for (int i = 0; i < 4; i++)
+        start(pool, "print(1)", T_TIMEOUT_MS, &c[i], NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(c[i].status, EXEC_STATUS_OK);
+        capture_free(&c[i]);
+    }
+    assert_int_equal(children(), 4);
+    idle(&loop, 5000);
+    assert_int_equal(children(), 2);
+    idle(&loop, 4000);
+    assert_int_equal(children(), 1);
+    pool_end(&loop, pool);
+}
+
 /* The answer goes when the program has ended (docs/sandbox.md, "The answer before the
    interpreter's end"), not after the interpreter's finalization: a global whose __del__ sleeps
    3 s at the interpreter's end does not delay it. Its sandbox keeps the only slot until it is
@@ -1393,6 +1440,7 @@ int main(void)
         cmocka_unit_test(test_warm_and_queued_runs_cancel),
         cmocka_unit_test(test_the_answer_does_not_wait_for_finalization),
         cmocka_unit_test(test_the_end_of_the_program_is_as_with_python_c),
+        cmocka_unit_test(test_warm_sandboxes_follow_demand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

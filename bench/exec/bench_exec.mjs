@@ -9,7 +9,7 @@
 // plus the CPU per run (the server's and its reaped children's user+system time from
 // /proc/PID/stat, over the sustained phase; bare: this process's reaped children) and the RSS
 // of the server alone and with its process tree (the warm sandboxes) once the pool is full.
-// --compare PATH measures a second ptc-mcp binary in the same run (interleaved with --bin, in
+// --compare PATH (repeatable) measures more ptc-mcp binaries in the same run (after --bin, in
 // that order, --rounds times), e.g. the build from before a change.
 //
 // usage: node bench/exec/bench_exec.mjs [--runs N] [--gap MS] [--clients N] [--seconds S]
@@ -38,7 +38,7 @@ const seconds = Number(opt('--seconds', '5'));
 const rounds = Number(opt('--rounds', '1'));
 const python = opt('--python', '/usr/bin/python3');
 const bins = [opt('--bin', path.join(root, 'build', 'release', 'ptc-mcp'))];
-if (opt('--compare', null)) bins.push(opt('--compare', null));
+args.forEach((a, i) => { if (a === '--compare') bins.push(args[i + 1]); }); // repeatable
 for (const b of bins) if (!existsSync(b)) throw new Error(`missing ${b}: build the release tree (or pass --bin)`);
 const sleep = (t) => new Promise((r) => setTimeout(r, t));
 const BARE = ['-I', '-S', '-c', 'print(1)'];

@@ -1,7 +1,11 @@
 /* jsonrpc.c - JSON-RPC 2.0 message classification and construction. */
 #include "mcp.h"
 
+#include "base.h"
+
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ids are strings or integers (MCP forbids null ids on requests; JSON-RPC discourages
@@ -148,4 +152,128 @@ fail:
     cJSON_Delete(params);
     cJSON_Delete(m);
     return NULL;
+}
+
+/* --- printing ------------------------------------------------------------------------------ */
+
+/* What cJSON prints for a number, without its sprintf/sscanf round trip for the integers that
+ * ids, counts and codes are (that round trip was the largest cost of answering a ping). */
+static int print_number(double v, ptc_buf_t *b)
+{
+    char num[32];
+    size_t n;
+    if (!isfinite(v)) {
+        return ptc_buf_append(b, "null", 4);
+    } else if (v == floor(v) && fabs(v) < 9007199254740992.0) {
+        /* Exact in a double, hence in an int64 too: digits from the end. */
+        int64_t i = (int64_t)v;
+        uint64_t u = i < 0 ? (uint64_t)0 - (uint64_t)i : (uint64_t)i;
+        char *p = num + sizeof num;
+        do {
+            *--p = (char)('0' + u % 10);
+            u /= 10;
+        } while (u != 0);
+        if (i < 0) *--p = '-';
+        n = (size_t)(num + sizeof num - p);
+        return ptc_buf_append(b, p, n);
+    }
+    /* As cJSON does: 15 digits when they give the same double back, else 17. */
+    int k = snprintf(num, sizeof num, "%1.15g", v);
+    if (k <= 0 || strtod(num, NULL) != v) k = snprintf(num, sizeof num, "%1.17g", v);
+    if (k <= 0 || (size_t)k >= sizeof num) return PTC_EINVAL;
+    return ptc_buf_append(b, num, (size_t)k);
+}
+
+/* A JSON string with the escapes cJSON uses: the two that must be escaped, the short forms of
+ * control characters, \u00XX for the other ones; other bytes (UTF-8) as they are. */
+static int print_string(const char *s, ptc_buf_t *b)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (s == NULL) s = "";
+    ptc_buf_append(b, "\"", 1);
+    const char *run = s;
+    for (const char *p = s;; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        ptc_buf_append(b, run, (size_t)(p - run));
+        if (c == '\0') break;
+        char esc[6] = {'\\', 0};
+        size_t n = 2;
+        switch (c) {
+        case '"':
+        case '\\':
+            esc[1] = (char)c;
+            break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        default:
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            n = 6;
+        }
+        ptc_buf_append(b, esc, n);
+        run = p + 1;
+    }
+    return ptc_buf_append(b, "\"", 1);
+}
+
+static int print_value(const cJSON *item, ptc_buf_t *b, int depth)
+{
+    /* cJSON's own parser nests at most CJSON_NESTING_LIMIT deep; built trees are no deeper in
+     * practice, and a bound keeps the recursion's stack bounded whatever is built. */
+    if (depth > CJSON_NESTING_LIMIT) return PTC_EINVAL;
+    switch (item->type & 0xFF) {
+    case cJSON_False:
+        return ptc_buf_append(b, "false", 5);
+    case cJSON_True:
+        return ptc_buf_append(b, "true", 4);
+    case cJSON_NULL:
+        return ptc_buf_append(b, "null", 4);
+    case cJSON_Number:
+        return print_number(item->valuedouble, b);
+    case cJSON_String:
+        return print_string(item->valuestring, b);
+    case cJSON_Raw:
+        return item->valuestring != NULL ? ptc_buf_str(b, item->valuestring) : PTC_EINVAL;
+    case cJSON_Array:
+    case cJSON_Object: {
+        bool obj = (item->type & 0xFF) == cJSON_Object;
+        ptc_buf_append(b, obj ? "{" : "[", 1);
+        for (const cJSON *c = item->child; c != NULL; c = c->next) {
+            if (c != item->child) ptc_buf_append(b, ",", 1);
+            if (obj) {
+                print_string(c->string, b);
+                ptc_buf_append(b, ":", 1);
+            }
+            int rc = print_value(c, b, depth + 1);
+            if (rc < 0) return rc;
+        }
+        return ptc_buf_append(b, obj ? "}" : "]", 1);
+    }
+    default:
+        return PTC_EINVAL; /* cJSON_Invalid: cJSON refuses to print it too */
+    }
+}
+
+int mcp_jsonrpc_print(const cJSON *item, ptc_buf_t *b)
+{
+    size_t mark = ptc_buf_len(b);
+    int rc = item != NULL ? print_value(item, b, 0) : PTC_EINVAL;
+    if (rc == 0) rc = ptc_buf_error(b);
+    if (rc < 0) ptc_buf_truncate(b, mark);
+    return rc < 0 ? (rc == PTC_ENOMEM ? MCP_ENOMEM : MCP_EINVAL) : MCP_OK;
 }

@@ -63,6 +63,11 @@ bool mcp_session_client_has(const mcp_session_t *s, const char *name)
 int mcp__session_send_related(mcp_session_t *s, cJSON *msg, const cJSON *related)
 {
     if (msg == NULL) return MCP_ENOMEM;
+    if (s->send_related == NULL && s->ops->send_json != NULL) {
+        int rc = s->ops->send_json(s->tdata, msg);
+        cJSON_Delete(msg);
+        return rc;
+    }
     char *text = cJSON_PrintUnformatted(msg);
     if (text == NULL) {
         cJSON_Delete(msg);

@@ -26,7 +26,7 @@ static int discard(void *tdata, const char *json, size_t len)
     return 0;
 }
 
-static const mcp_transport_ops_t ops = {discard, NULL};
+static const mcp_transport_ops_t ops = {.send = discard};
 
 static void tool_now(mcp_call_t *call, const cJSON *args, void *data)
 {

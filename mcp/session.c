@@ -336,7 +336,7 @@ static void handle_notification(mcp_session_t *s, const cJSON *msg)
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
     if (strcmp(method, "notifications/cancelled") == 0) {
         const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
-        if (rid == NULL || mcp__listen_cancel(s, rid)) return;
+        if (rid == NULL || mcp__listen_cancel(s, rid) || mcp__lists_cancel(s, rid)) return;
         for (mcp_call_t *c = s->calls; c != NULL; c = c->next) {
             if (cJSON_Compare(c->id, rid, true)) {
                 const cJSON *why = cJSON_GetObjectItemCaseSensitive(params, "reason");

@@ -200,6 +200,8 @@ int main(int argc, char **argv)
     l.line = malloc(LOAD_LINE_CAP);
     if (pings == NULL || l.line == NULL) {
         fprintf(stderr, "stdio_load: out of memory\n");
+        free(pings);
+        free(l.line);
         return 1;
     }
     size_t len = 0;

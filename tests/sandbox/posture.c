@@ -247,6 +247,11 @@ static void check_threads(post_t *p, const char *role, pid_t pid)
         snprintf(cap_names[c], sizeof cap_names[c], "%s all 0", cap_sets[c]);
         props[P_CAP0 + c] = (prop_t){.name = cap_names[c], .layer = EXEC_LAYER_CAPS_DROP};
     }
+    /* the bounding set is emptied with the CAP_SETPCAP a user namespace gives (drop_credentials,
+       launch_child.c): an ordinary user without one keeps the full set, which no_new_privs
+       keeps from ever adding a capability */
+    if (!p->control && geteuid() != 0 && p->probe->state[EXEC_LAYER_USER_NS] != EXEC_LAYER_ACTIVE)
+        props[P_CAP0 + 3].layer = EXEC_LAYER_USER_NS;
     props[P_SECCOMP] = (prop_t){.name = "Seccomp 2 (filter mode)", .layer = EXEC_LAYER_SECCOMP};
     props[P_FILTERS] = (prop_t){.name = "Seccomp_filters >= 1", .layer = EXEC_LAYER_SECCOMP};
     props[P_NNP] = (prop_t){.name = "NoNewPrivs 1", .layer = EXEC_LAYER_NO_NEW_PRIVS};
@@ -656,6 +661,7 @@ static bool limit_of(const char *limits, const char *name, unsigned long long *s
 typedef struct {
     unsigned long long memory, pids, cpu_quota; /* cgroup limits */
     unsigned long long cpu_lo, cpu_hi;          /* RLIMIT_CPU seconds expected */
+    unsigned long long nproc_lo, nproc_hi;      /* RLIMIT_NPROC */
 } expect_t;
 
 /* the interpreter's rlimits as apply_rlimits (launch_child.c) sets them */
@@ -675,7 +681,7 @@ static void check_rlimits(post_t *p, const char *role, pid_t pid, const expect_t
         const char *prop, *line;
         unsigned long long lo, hi;
     } want[] = {
-        {"RLIMIT_NPROC", "Max processes", EXEC_DEFAULT_PIDS, EXEC_DEFAULT_PIDS},
+        {"RLIMIT_NPROC", "Max processes", x->nproc_lo, x->nproc_hi},
         {"RLIMIT_NOFILE", "Max open files", EXEC_DEFAULT_NOFILE, EXEC_DEFAULT_NOFILE},
         {"RLIMIT_FSIZE", "Max file size", EXEC_DEFAULT_FSIZE_BYTES, EXEC_DEFAULT_FSIZE_BYTES},
         {"RLIMIT_CORE", "Max core file size", 0, 0},
@@ -855,7 +861,27 @@ static bool wait_live(uv_loop_t *loop, const live_t *l, bool with_code, const ch
     return false;
 }
 
-static int run_case(const char *scase, const char *launcher, int *failed, int *skipped)
+/* Processes of our uid now: without a user namespace RLIMIT_NPROC counts them as well, so the
+   launcher sets it to their number plus the run's (launch_main.c). */
+static unsigned count_own_processes(void)
+{
+    DIR *d = opendir("/proc");
+    unsigned n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char path[300], status[4096], v[128];
+        snprintf(path, sizeof path, "/proc/%.32s/status", e->d_name);
+        if (slurp(path, status, sizeof status) > 0 && status_field(status, "Uid", v, sizeof v) &&
+            strtoul(v, NULL, 10) == (unsigned long)getuid())
+            n++;
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+static int run_case(const char *scase, const char *launcher, bool no_userns, int *failed,
+                    int *skipped)
 {
     uv_loop_t loop;
     if (uv_loop_init(&loop) < 0) return -1;
@@ -865,6 +891,8 @@ static int run_case(const char *scase, const char *launcher, int *failed, int *s
     o.launcher = TEST_LAUNCHER;
     /* the one-shot and the session cases want their own sandbox alone below us */
     o.keep_warm = strcmp(scase, "warm") == 0;
+    /* the Landlock-only mode of an ordinary user whose host refuses user namespaces */
+    if (no_userns) o.test_disable_layer = "user-ns";
     exec_pool_t *pool = NULL;
     int r = exec_pool_new(&loop, &o, &pool);
     if (r < 0) {
@@ -876,7 +904,15 @@ static int run_case(const char *scase, const char *launcher, int *failed, int *s
     live_t l = {0};
     expect_t x = {.memory = o.memory_bytes,
                   .pids = o.pids_max,
-                  .cpu_quota = (unsigned long long)o.cpu_millis * 100};
+                  .cpu_quota = (unsigned long long)o.cpu_millis * 100,
+                  .nproc_lo = o.pids_max,
+                  .nproc_hi = o.pids_max};
+    if (no_userns) {
+        /* counted at the launcher's start: our processes then, give or take its own */
+        unsigned own = count_own_processes();
+        x.nproc_lo = o.pids_max + 1;
+        x.nproc_hi = o.pids_max + own + 16;
+    }
     bool started = true;
     if (exec_pool_refusing(pool)) {
         printf("FAIL %s: the pool refuses runs: %s\n", scase, p.probe->message);
@@ -963,7 +999,9 @@ static int run_control(void)
                   .pids = EXEC_DEFAULT_PIDS,
                   .cpu_quota = EXEC_DEFAULT_CPU_MILLIS * 100,
                   .cpu_lo = 1,
-                  .cpu_hi = LAUNCH_WARM_CPU_SECONDS};
+                  .cpu_hi = LAUNCH_WARM_CPU_SECONDS,
+                  .nproc_lo = EXEC_DEFAULT_PIDS,
+                  .nproc_hi = EXEC_DEFAULT_PIDS};
     inspect(&p, "self", getpid(), &x, true);
     if (leak >= 0) close(leak);
     int bad = 0;
@@ -994,20 +1032,27 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc > 1 && strcmp(argv[1], "--control") == 0) return run_control() ? 1 : 0;
-    if (argc > 1) {
-        fprintf(stderr, "usage: posture [--control]\n");
+    bool no_userns = argc > 1 && strcmp(argv[1], "--no-userns") == 0;
+    if (argc > 1 && !no_userns) {
+        fprintf(stderr, "usage: posture [--control | --no-userns]\n");
         return 2;
+    }
+    if (no_userns && geteuid() == 0) {
+        /* root without a user namespace keeps the other namespaces: not the mode tested here */
+        printf("SKIP: the Landlock-only mode is for ordinary users; run it as one\n");
+        return 77;
     }
     char launcher[PATH_MAX];
     if (!realpath(TEST_LAUNCHER, launcher)) {
         fprintf(stderr, "%s: %s\n", TEST_LAUNCHER, strerror(errno));
         return 2;
     }
-    printf("posture test as uid %d, pid %d\n", (int)geteuid(), (int)getpid());
+    printf("posture test as uid %d, pid %d%s\n", (int)geteuid(), (int)getpid(),
+           no_userns ? ", Landlock-only mode (user namespaces off)" : "");
     int failed = 0, skipped = 0;
     const char *cases[] = {"one-shot", "warm", "session"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (run_case(cases[i], launcher, &failed, &skipped) < 0) failed++;
+        if (run_case(cases[i], launcher, no_userns, &failed, &skipped) < 0) failed++;
     printf("posture: %d failed, %d skipped\n", failed, skipped);
     return failed ? 1 : 0;
 }

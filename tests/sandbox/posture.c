@@ -19,6 +19,7 @@
 #include "executor.h"
 
 #include "../../executor/launcher/launch.h"
+#include "base.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -138,6 +139,34 @@ static bool status_field(const char *status, const char *key, char *out, size_t 
         }
     }
     return false;
+}
+
+/* The next field of *s (blanks: spaces and tabs) into out, cut to len; false at the end. */
+static bool field(const char **s, char *out, size_t len)
+{
+    const char *p = *s;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    size_t n = strcspn(p, " \t\n");
+    if (n == 0) return false;
+    snprintf(out, len, "%.*s", (int)n, p);
+    *s = p + n;
+    return true;
+}
+
+/* The next field of *s as a decimal number. */
+static bool field_u64(const char **s, uint64_t *v)
+{
+    char f[32];
+    return field(s, f, sizeof f) && ptc_parse_u64(f, NULL, v) == 0;
+}
+
+/* A capability set as /proc shows it (16 hex digits) that is all zero. */
+static bool hex_zero(const char *v)
+{
+    char *end = NULL;
+    unsigned long long c = strtoull(v, &end, 16);
+    return end != v && *end == '\0' && c == 0;
 }
 
 /* ---- finding the sandbox ------------------------------------------------------------------ */
@@ -277,9 +306,12 @@ static void check_threads(post_t *p, const char *role, pid_t pid)
         const char *ids[2] = {"Uid", "Gid"};
         for (int k = 0; k < 2; k++) {
             /* real, effective, saved, filesystem: as the host sees them */
-            unsigned long a[4] = {1, 1, 1, 1};
-            if (!status_field(status, ids[k], v, sizeof v) ||
-                sscanf(v, "%lu %lu %lu %lu", &a[0], &a[1], &a[2], &a[3]) != 4)
+            uint64_t a[4] = {1, 1, 1, 1};
+            const char *f = v;
+            bool got = status_field(status, ids[k], v, sizeof v);
+            for (int j = 0; got && j < 4; j++)
+                got = field_u64(&f, &a[j]);
+            if (!got)
                 prop_fail(&props[P_UID + k], V_FAIL, "thread %s: no %s line", e->d_name, ids[k]);
             else if (!a[0] || !a[1] || !a[2] || !a[3])
                 prop_fail(&props[P_UID + k], V_FAIL, "thread %s: %s %s", e->d_name, ids[k], v);
@@ -290,7 +322,7 @@ static void check_threads(post_t *p, const char *role, pid_t pid)
             prop_t *pr = &props[P_CAP0 + c];
             if (!status_field(status, cap_sets[c], v, sizeof v))
                 prop_fail(pr, V_FAIL, "thread %s: no %s line", e->d_name, cap_sets[c]);
-            else if (strtoull(v, NULL, 16) != 0)
+            else if (!hex_zero(v))
                 prop_fail(pr, V_FAIL, "thread %s: %s %s", e->d_name, cap_sets[c], v);
             else if (pr->v == V_OK)
                 snprintf(pr->detail, sizeof pr->detail, "%.100s", v);
@@ -299,7 +331,9 @@ static void check_threads(post_t *p, const char *role, pid_t pid)
             prop_fail(&props[P_SECCOMP], V_FAIL, "thread %s: Seccomp %s", e->d_name, v);
         else if (props[P_SECCOMP].v == V_OK)
             snprintf(props[P_SECCOMP].detail, sizeof props[0].detail, "Seccomp 2");
-        if (!status_field(status, "Seccomp_filters", v, sizeof v) || atoi(v) < 1)
+        uint64_t filters = 0;
+        if (!status_field(status, "Seccomp_filters", v, sizeof v) ||
+            ptc_parse_u64(v, NULL, &filters) < 0 || filters < 1)
             prop_fail(&props[P_FILTERS], V_FAIL, "thread %s: Seccomp_filters %s", e->d_name, v);
         else if (props[P_FILTERS].v == V_OK)
             snprintf(props[P_FILTERS].detail, sizeof props[0].detail, "%.100s filter(s)", v);
@@ -361,8 +395,10 @@ static void check_maps(post_t *p, const char *role, pid_t pid)
         /* the identity map is "0 0 4294967295"; as root the launcher maps inside 0 to outside
            0 for one id (init binds root-owned paths before it drops to 1000 = outer nobody):
            what matters is that the map is not the host's and not the whole range */
-        unsigned long in, out, count;
-        bool whole = sscanf(theirs, "%lu %lu %lu", &in, &out, &count) == 3 && count > 65536;
+        uint64_t in, out, count;
+        const char *f = theirs;
+        bool whole =
+            field_u64(&f, &in) && field_u64(&f, &out) && field_u64(&f, &count) && count > 65536;
         bool ok = strcmp(theirs, mine) != 0 && !whole;
         say(p, role, prop, EXEC_LAYER_USER_NS, ok ? V_OK : V_FAIL, "%s(host: %s)", theirs, mine);
     }
@@ -431,19 +467,24 @@ static void check_root_cwd(post_t *p, const char *role, pid_t pid)
         inside ? ", below the sandbox's root" : ", not below the sandbox's root");
 }
 
-/* The inode numbers of the AF_UNIX sockets in /proc/<pid or self>/net/unix ("Num RefCount
-   Protocol Flags Type St Inode Path"); into buf, one per line, as text. */
-static bool unix_socket(const char *net_unix, unsigned long inode)
+/* Whether inode is an AF_UNIX socket listed in net_unix, a /proc/<pid or self>/net/unix
+   ("Num RefCount Protocol Flags Type St Inode Path"). */
+static bool unix_socket(const char *net_unix, uint64_t inode)
 {
-    FILE *f = fopen(net_unix, "re");
-    if (!f) return false;
+    FILE *fp = fopen(net_unix, "re");
+    if (!fp) return false;
     char line[512];
     bool found = false;
-    while (!found && fgets(line, sizeof line, f)) {
-        unsigned long ino;
-        if (sscanf(line, "%*s %*s %*s %*s %*s %*s %lu", &ino) == 1 && ino == inode) found = true;
+    while (!found && fgets(line, sizeof line, fp)) {
+        const char *f = line;
+        char skip[64];
+        bool got = true;
+        for (int i = 0; got && i < 6; i++)
+            got = field(&f, skip, sizeof skip);
+        uint64_t ino;
+        if (got && field_u64(&f, &ino) && ino == inode) found = true;
     }
-    fclose(f);
+    fclose(fp);
     return found;
 }
 
@@ -475,11 +516,13 @@ static void check_fds(post_t *p, const char *role, pid_t pid)
         to[l] = '\0';
         n++;
         bool ok = false;
-        unsigned long ino;
+        uint64_t ino;
+        const char *end = NULL;
         if (strncmp(to, "pipe:[", 6) == 0 || strcmp(to, "/dev/null") == 0 ||
             strcmp(to, "anon_inode:[pidfd]") == 0)
             ok = true;
-        else if (sscanf(to, "socket:[%lu]", &ino) == 1)
+        else if (strncmp(to, "socket:[", 8) == 0 && ptc_parse_u64(to + 8, &end, &ino) == 0 &&
+                 *end == ']')
             /* made inside (the sandbox's network namespace) or by the pool (the host's) */
             ok = unix_socket(their_unix, ino) || unix_socket("/proc/self/net/unix", ino);
         size_t sl = strlen(seen);
@@ -541,31 +584,32 @@ static void check_mounts(post_t *p, const char *role, pid_t pid)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/mountinfo", (int)pid);
-    FILE *f = fopen(path, "re");
+    FILE *fp = fopen(path, "re");
     size_t n = 0, cap = 256;
     mnt_t *m = calloc(cap, sizeof *m);
     char line[2048];
     /* the masks bind the host's /dev/null: its filesystem and its name there */
     struct stat null_st;
     bool have_null = stat("/dev/null", &null_st) == 0 && S_ISCHR(null_st.st_mode);
-    while (f && m && n < cap && fgets(line, sizeof line, f)) {
+    while (fp && m && n < cap && fgets(line, sizeof line, fp)) {
         /* id parent maj:min root POINT OPTS [optional...] - FSTYPE SOURCE SUPER */
-        char point[256], opts[128], mroot[256];
-        unsigned maj, min;
-        const char *dash = strstr(line, " - ");
-        if (!dash ||
-            sscanf(line, "%*s %*s %u:%u %255s %255s %127s", &maj, &min, mroot, point, opts) != 5)
+        char id[32], majmin[32], mroot[256];
+        const char *f = line, *dash = strstr(line, " - "), *e = NULL;
+        uint64_t maj = 0, min = 0;
+        if (!dash || !field(&f, id, sizeof id) || !field(&f, id, sizeof id) ||
+            !field(&f, majmin, sizeof majmin) || ptc_parse_u64(majmin, &e, &maj) < 0 || *e != ':' ||
+            ptc_parse_u64(e + 1, NULL, &min) < 0 || !field(&f, mroot, sizeof mroot) ||
+            !field(&f, m[n].point, sizeof m[n].point) || !field(&f, m[n].opts, sizeof m[n].opts))
             continue;
-        snprintf(m[n].point, sizeof m[n].point, "%s", point);
-        snprintf(m[n].opts, sizeof m[n].opts, "%s", opts);
-        sscanf(dash + 3, "%31s", m[n].fstype);
+        f = dash + 3;
+        if (!field(&f, m[n].fstype, sizeof m[n].fstype)) continue;
         size_t rl = strlen(mroot);
         m[n].devnull = have_null && major(null_st.st_dev) == maj && minor(null_st.st_dev) == min &&
                        rl >= 5 && strcmp(mroot + rl - 5, "/null") == 0;
         n++;
     }
-    if (f) fclose(f);
-    if (!f || !m || n == 0) {
+    if (fp) fclose(fp);
+    if (!fp || !m || n == 0) {
         say(p, role, "mounts readable", EXEC_LAYER_MOUNT_NS, V_FAIL, "%s: %s", path,
             strerror(errno));
         free(m);
@@ -652,9 +696,13 @@ static bool limit_of(const char *limits, const char *name, unsigned long long *s
     if (!l) return false;
     l += strlen(name);
     char s[32], h[32];
-    if (sscanf(l, "%31s %31s", s, h) != 2) return false;
-    *soft = strcmp(s, "unlimited") == 0 ? ULLONG_MAX : strtoull(s, NULL, 10);
-    *hard = strcmp(h, "unlimited") == 0 ? ULLONG_MAX : strtoull(h, NULL, 10);
+    if (!field(&l, s, sizeof s) || !field(&l, h, sizeof h)) return false;
+    uint64_t sv = ULLONG_MAX, hv = ULLONG_MAX;
+    if ((strcmp(s, "unlimited") != 0 && ptc_parse_u64(s, NULL, &sv) < 0) ||
+        (strcmp(h, "unlimited") != 0 && ptc_parse_u64(h, NULL, &hv) < 0))
+        return false;
+    *soft = sv;
+    *hard = hv;
     return true;
 }
 
@@ -712,7 +760,8 @@ static bool cgroup_path(pid_t pid, const char *ctrl, char *out, size_t len)
     char path[64], text[4096];
     snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
     if (slurp(path, text, sizeof text) <= 0) return false;
-    for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
+    char *save = NULL;
+    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         char *a = strchr(l, ':'), *b = a ? strchr(a + 1, ':') : NULL;
         if (!b) continue;
         *a = *b = '\0';
@@ -779,10 +828,13 @@ static void check_cgroups(post_t *p, const char *role, pid_t pid, const expect_t
             continue;
         }
         /* "max" is unlimited; cpu.max is "QUOTA PERIOD" */
-        unsigned long long v = strncmp(text, "max", 3) == 0 ? ULLONG_MAX : strtoull(text, NULL, 10);
+        uint64_t v = ULLONG_MAX;
+        const char *end = NULL;
+        bool parsed = strncmp(text, "max", 3) == 0 ||
+                      (ptc_parse_u64(text, &end, &v) == 0 && (*end == '\n' || *end == ' '));
         text[strcspn(text, "\n")] = '\0';
-        say(p, role, cg[i].prop, cg[i].layer, v == cg[i].want ? V_OK : V_FAIL, "%s = %s, want %llu",
-            file, text, cg[i].want);
+        say(p, role, cg[i].prop, cg[i].layer, parsed && v == cg[i].want ? V_OK : V_FAIL,
+            "%s = %s, want %llu", file, text, cg[i].want);
     }
 }
 
@@ -872,8 +924,10 @@ static unsigned count_own_processes(void)
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
         char path[300], status[4096], v[128];
         snprintf(path, sizeof path, "/proc/%.32s/status", e->d_name);
+        const char *f = v;
+        uint64_t uid;
         if (slurp(path, status, sizeof status) > 0 && status_field(status, "Uid", v, sizeof v) &&
-            strtoul(v, NULL, 10) == (unsigned long)getuid())
+            field_u64(&f, &uid) && uid == (uint64_t)getuid())
             n++;
     }
     if (d) closedir(d);

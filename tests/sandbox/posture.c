@@ -75,9 +75,14 @@ static void say(post_t *p, const char *role, const char *prop, int layer, verdic
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
     if (p->control) {
-        if (v != V_OK && p->n_failed_props < MAX_FAILED)
+        /* an unreadable property has not been seen failing */
+        if (v == V_FAIL && p->n_failed_props < MAX_FAILED)
             snprintf(p->failed_props[p->n_failed_props++], sizeof p->failed_props[0], "%s", prop);
-        printf("     control %s: %s %s (%s)\n", role, prop, v == V_OK ? "holds" : "fails", detail);
+        printf("     control %s: %s %s (%s)\n", role, prop,
+               v == V_OK     ? "holds"
+               : v == V_FAIL ? "fails"
+                             : "unreadable",
+               detail);
         return;
     }
     if (layer >= 0 && p->probe->state[layer] != EXEC_LAYER_ACTIVE) {
@@ -934,27 +939,36 @@ static unsigned count_own_processes(void)
     return n;
 }
 
-static int run_case(const char *scase, const char *launcher, bool no_userns, int *failed,
-                    int *skipped)
+/* One case into *p (whose scase and control the caller set). disable: the layer turned off
+   by the test switch, or NULL. */
+static void run_case(post_t *p, const char *launcher, const char *disable)
 {
+    const char *scase = p->scase;
+    bool no_userns = disable && strcmp(disable, "user-ns") == 0 && geteuid() != 0;
     uv_loop_t loop;
-    if (uv_loop_init(&loop) < 0) return -1;
+    if (uv_loop_init(&loop) < 0) {
+        printf("FAIL %s: uv_loop_init\n", scase);
+        p->failed++;
+        return;
+    }
     exec_options_t o;
     exec_options_init(&o);
     o.python = PYTHON;
     o.launcher = TEST_LAUNCHER;
     /* the one-shot and the session cases want their own sandbox alone below us */
     o.keep_warm = strcmp(scase, "warm") == 0;
-    /* the Landlock-only mode of an ordinary user whose host refuses user namespaces */
-    if (no_userns) o.test_disable_layer = "user-ns";
+    /* user-ns as an ordinary user: the Landlock-only mode of a host that refuses user
+       namespaces; any other, a negative control */
+    o.test_disable_layer = disable;
     exec_pool_t *pool = NULL;
     int r = exec_pool_new(&loop, &o, &pool);
     if (r < 0) {
         printf("FAIL %s: pool: %s\n", scase, exec_strerror(r));
         uv_loop_close(&loop);
-        return -1;
+        p->failed++;
+        return;
     }
-    post_t p = {.scase = scase, .probe = exec_pool_probe(pool)};
+    p->probe = exec_pool_probe(pool);
     live_t l = {0};
     expect_t x = {.memory = o.memory_bytes,
                   .pids = o.pids_max,
@@ -969,7 +983,8 @@ static int run_case(const char *scase, const char *launcher, bool no_userns, int
     }
     bool started = true;
     if (exec_pool_refusing(pool)) {
-        printf("FAIL %s: the pool refuses runs: %s\n", scase, p.probe->message);
+        printf("FAIL %s: the pool refuses runs: %s\n", scase, p->probe->message);
+        p->failed++;
         started = false;
     } else if (strcmp(scase, "one-shot") == 0) {
         exec_callbacks_t cb = {.on_done = on_run_done, .user = &l};
@@ -990,9 +1005,9 @@ static int run_case(const char *scase, const char *launcher, bool no_userns, int
     } else {
         /* warm: a waiting interpreter's ceiling, lowered only when code comes */
         x.cpu_lo = x.cpu_hi = LAUNCH_WARM_CPU_SECONDS;
-        if (!p.probe->warm_start) {
-            printf("skip warm: skipped: no warm sandboxes (%s)\n", p.probe->warm_reason);
-            p.skipped++;
+        if (!p->probe->warm_start) {
+            printf("skip warm: skipped: no warm sandboxes (%s)\n", p->probe->warm_reason);
+            p->skipped++;
             started = false;
         }
     }
@@ -1002,23 +1017,39 @@ static int run_case(const char *scase, const char *launcher, bool no_userns, int
         if (!wait_live(&loop, &l, strcmp(scase, "warm") != 0, launcher, &init, &py)) {
             printf("FAIL %s: no live sandbox found below pid %d within %d ms %s\n", scase,
                    (int)getpid(), FIND_WAIT_MS, l.message);
-            p.failed++;
+            p->failed++;
         } else {
-            inspect(&p, "init", init, &x, false);
-            inspect(&p, "interpreter", py, &x, true);
+            inspect(p, "init", init, &x, false);
+            inspect(p, "interpreter", py, &x, true);
         }
     } else if (started || r < 0) {
-        p.failed++;
+        p->failed++;
     }
     if (l.run) exec_run_cancel(l.run);
     exec_session_close(l.session);
     exec_pool_free(pool);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
-    printf("== %s: %d ok, %d failed, %d skipped\n", scase, p.passed, p.failed, p.skipped);
-    *failed += p.failed;
-    *skipped += p.skipped;
-    return 0;
+    if (!p->control)
+        printf("== %s: %d ok, %d failed, %d skipped\n", scase, p->passed, p->failed, p->skipped);
+}
+
+/* Each property of list must have failed in *p (a control); returns how many held. */
+static int require_failed(const post_t *p, const char *const *list, size_t n, const char *what)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool failed = false;
+        for (size_t j = 0; j < p->n_failed_props; j++)
+            if (strcmp(p->failed_props[j], list[i]) == 0) failed = true;
+        if (failed) {
+            printf("ok   control: \"%s\" fails %s\n", list[i], what);
+        } else {
+            printf("FAIL control: \"%s\" holds %s: the check cannot fail\n", list[i], what);
+            bad++;
+        }
+    }
+    return bad;
 }
 
 /* The negative control: this process, outside any sandbox and with a host file open, must fail
@@ -1042,6 +1073,16 @@ static int run_control(void)
         "every fd on the allowlist",
         "root mount: tmpfs ro,nosuid,nodev",
         "RLIMIT_NPROC as the launcher sets",
+        "RLIMIT_FSIZE as the launcher sets",
+        /* the host's own root file system carries neither nosuid nor nodev, nor is it ro */
+        "system folders ro,nosuid,nodev",
+        "every mount nosuid",
+        "nodev outside /dev",
+        "/tmp: tmpfs nosuid,nodev,noexec",
+        "/proc masks present, read-only",
+        /* the server's own cgroup is no run's */
+        "cgroup memory limit",
+        "cgroup pids limit",
     };
     static const char *const must_fail_root[] = {"uids not root on the host", "CapEff all 0",
                                                  "CapBnd all 0"};
@@ -1058,36 +1099,69 @@ static int run_control(void)
                   .nproc_hi = EXEC_DEFAULT_PIDS};
     inspect(&p, "self", getpid(), &x, true);
     if (leak >= 0) close(leak);
+    int bad = require_failed(&p, must_fail, sizeof must_fail / sizeof must_fail[0],
+                             "on the unsandboxed test process");
+    if (geteuid() == 0)
+        bad += require_failed(&p, must_fail_root, sizeof must_fail_root / sizeof must_fail_root[0],
+                              "on the unsandboxed test process");
+    printf("== control: %d check(s) could not fail\n", bad);
+    return bad;
+}
+
+/* The layer controls: a one-shot sandbox with exactly one layer off (the test switch) must fail
+   the property that layer makes, seen from outside like the rest. */
+static int run_layer_controls(const char *launcher)
+{
+    static const struct {
+        const char *layer;
+        bool root_only; /* as an ordinary user the property holds without the layer */
+        const char *props[2];
+    } ctl[] = {
+        {"seccomp", false, {"Seccomp 2 (filter mode)", "Seccomp_filters >= 1"}},
+        {"caps-drop", false, {"CapBnd all 0", NULL}},
+        /* as an ordinary user inner 0 is unmapped: the outer uid is the user's, not root */
+        {"uid-drop", true, {"uids not root on the host", NULL}},
+        /* as root without a user namespace the host's ids are the sandbox's (an ordinary user
+           without one is the Landlock-only mode, tested on its own) */
+        {"user-ns",
+         true,
+         {"uid_map not the host's identity", "namespace user differs from the host's"}},
+        {"pid-ns", false, {"namespace pid differs from the host's", NULL}},
+        {"net-ns", false, {"namespace net differs from the host's", NULL}},
+        {"ipc-ns", false, {"namespace ipc differs from the host's", NULL}},
+        {"uts-ns", false, {"namespace uts differs from the host's", NULL}},
+        {"cgroup-ns", false, {"namespace cgroup differs from the host's", NULL}},
+        {"proc-mask", false, {"/proc masks present, read-only", NULL}},
+        {"private-tmp", false, {"/tmp: tmpfs nosuid,nodev,noexec", NULL}},
+        {"rlimits",
+         false,
+         {"RLIMIT_NOFILE as the launcher sets", "RLIMIT_FSIZE as the launcher sets"}},
+    };
     int bad = 0;
-    for (size_t k = 0; k < 2; k++) {
-        const char *const *list = k == 0 ? must_fail : must_fail_root;
-        size_t n = k == 0 ? sizeof must_fail / sizeof must_fail[0]
-                          : sizeof must_fail_root / sizeof must_fail_root[0];
-        if (k == 1 && geteuid() != 0) break;
-        for (size_t i = 0; i < n; i++) {
-            bool failed = false;
-            for (size_t j = 0; j < p.n_failed_props; j++)
-                if (strcmp(p.failed_props[j], list[i]) == 0) failed = true;
-            if (failed) {
-                printf("ok   control: \"%s\" fails on the unsandboxed test process\n", list[i]);
-            } else {
-                printf("FAIL control: \"%s\" holds on the unsandboxed test process: the check "
-                       "cannot fail\n",
-                       list[i]);
-                bad++;
-            }
+    for (size_t i = 0; i < sizeof ctl / sizeof ctl[0]; i++) {
+        if (ctl[i].root_only && geteuid() != 0) continue;
+        post_t p = {.scase = "one-shot", .control = true};
+        printf("---- control: one-shot without %s\n", ctl[i].layer);
+        run_case(&p, launcher, ctl[i].layer);
+        char what[96];
+        snprintf(what, sizeof what, "in a sandbox without %s", ctl[i].layer);
+        bad += require_failed(&p, ctl[i].props, ctl[i].props[1] ? 2 : 1, what);
+        /* a run that did not start is a failure of the control, not a pass */
+        if (p.failed) {
+            printf("FAIL control: the sandbox without %s could not be inspected\n", ctl[i].layer);
+            bad++;
         }
     }
-    printf("== control: %d check(s) could not fail\n", bad);
+    printf("== layer controls: %d check(s) could not fail\n", bad);
     return bad;
 }
 
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc > 1 && strcmp(argv[1], "--control") == 0) return run_control() ? 1 : 0;
+    bool control = argc > 1 && strcmp(argv[1], "--control") == 0;
     bool no_userns = argc > 1 && strcmp(argv[1], "--no-userns") == 0;
-    if (argc > 1 && !no_userns) {
+    if (argc > 1 && !control && !no_userns) {
         fprintf(stderr, "usage: posture [--control | --no-userns]\n");
         return 2;
     }
@@ -1101,12 +1175,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", TEST_LAUNCHER, strerror(errno));
         return 2;
     }
+    if (control) {
+        int bad = run_control();
+        bad += run_layer_controls(launcher);
+        return bad ? 1 : 0;
+    }
     printf("posture test as uid %d, pid %d%s\n", (int)geteuid(), (int)getpid(),
            no_userns ? ", Landlock-only mode (user namespaces off)" : "");
     int failed = 0, skipped = 0;
     const char *cases[] = {"one-shot", "warm", "session"};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (run_case(cases[i], launcher, no_userns, &failed, &skipped) < 0) failed++;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        post_t p = {.scase = cases[i]};
+        run_case(&p, launcher, no_userns ? "user-ns" : NULL);
+        failed += p.failed;
+        skipped += p.skipped;
+    }
     printf("posture: %d failed, %d skipped\n", failed, skipped);
     return failed ? 1 : 0;
 }

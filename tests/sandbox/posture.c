@@ -493,11 +493,12 @@ static bool unix_socket(const char *net_unix, uint64_t inode)
     return found;
 }
 
-/* Every descriptor on the allowlist (docs: tests/sandbox/README.md): pipes and AF_UNIX
-   sockets (the pool's stdout/stderr and code channels, init's report pipe and its channel to
-   the interpreter, the bridge), /dev/null (a session's stdin), init's pidfd of the
-   interpreter. Any file or directory of the host, any other socket family is a failure. */
-static void check_fds(post_t *p, const char *role, pid_t pid)
+/* Every descriptor on the allowlist (tests/sandbox/README.md says why each entry): numbered
+   at most max_fd, and a pipe or an AF_UNIX socket (the pool's stdout/stderr and code channel,
+   init's status report and its channel to the interpreter, the bridge), /dev/null (a
+   session's stdin) or init's pidfd of the interpreter. Any file or directory of the host, any
+   other socket family, any higher descriptor is a failure. */
+static void check_fds(post_t *p, const char *role, pid_t pid, int max_fd)
 {
     char dir[64];
     snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
@@ -532,6 +533,8 @@ static void check_fds(post_t *p, const char *role, pid_t pid)
             ok = unix_socket(their_unix, ino) || unix_socket("/proc/self/net/unix", ino);
         size_t sl = strlen(seen);
         snprintf(seen + sl, sizeof seen - sl, "%s%s=%s", sl ? " " : "", e->d_name, to);
+        int num = -1;
+        if (ptc_parse_int(e->d_name, NULL, &num) < 0 || num > max_fd) ok = false;
         if (!ok && !bad[0]) snprintf(bad, sizeof bad, "fd %.32s -> %.200s", e->d_name, to);
     }
     closedir(d);
@@ -849,7 +852,10 @@ static void inspect(post_t *p, const char *role, pid_t pid, const expect_t *x, b
     check_maps(p, role, pid);
     check_threads(p, role, pid);
     check_root_cwd(p, role, pid);
-    check_fds(p, role, pid);
+    /* init: 0-2 the pool's streams, 3 the status report, 4 its end of the code channel, 5 the
+       interpreter's pidfd; the interpreter: 0-3 (close_range from 5 before its exec, 4 the
+       status pipe closed by the exec), 4 a session driver's channel; the code opens none */
+    check_fds(p, role, pid, interpreter ? 4 : 5);
     check_mounts(p, role, pid);
     if (interpreter) {
         check_rlimits(p, role, pid, x);

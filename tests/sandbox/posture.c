@@ -532,7 +532,7 @@ static void check_fds(post_t *p, const char *role, pid_t pid, int max_fd)
             /* made inside (the sandbox's network namespace) or by the pool (the host's) */
             ok = unix_socket(their_unix, ino) || unix_socket("/proc/self/net/unix", ino);
         size_t sl = strlen(seen);
-        snprintf(seen + sl, sizeof seen - sl, "%s%s=%s", sl ? " " : "", e->d_name, to);
+        snprintf(seen + sl, sizeof seen - sl, "%s%.32s=%.200s", sl ? " " : "", e->d_name, to);
         int num = -1;
         if (ptc_parse_int(e->d_name, NULL, &num) < 0 || num > max_fd) ok = false;
         if (!ok && !bad[0]) snprintf(bad, sizeof bad, "fd %.32s -> %.200s", e->d_name, to);

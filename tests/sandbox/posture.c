@@ -1004,10 +1004,10 @@ static void run_case(post_t *p, const char *launcher, const char *disable)
         r = exec_session_new(pool, NULL, &l.session);
         exec_session_callbacks_t cb = {.on_done = on_cell_done, .user = &l};
         if (r == 0) r = exec_session_run(l.session, sleeper, RUN_TIMEOUT, &cb);
-        /* the session's interpreter keeps the ceiling of an interpreter waiting for code: the
-           wall clock bounds each cell (executor.h) */
-        x.cpu_lo = 1;
-        x.cpu_hi = LAUNCH_WARM_CPU_SECONDS;
+        /* the session's interpreter keeps the ceiling of an interpreter waiting for code, its
+           whole life's (init lowers it only for a one-shot run's code); the wall clock bounds
+           each cell (executor.h) */
+        x.cpu_lo = x.cpu_hi = LAUNCH_WARM_CPU_SECONDS;
         started = r == 0;
     } else {
         /* warm: a waiting interpreter's ceiling, lowered only when code comes */

@@ -19,7 +19,7 @@
 #define SMALL_JSON_MAX (1u << 20)
 /* Bumped when this file changes how a text becomes a vector (prompts, truncation), so that
  * cached vectors of the old behaviour are not reused. */
-#define MODEL_EMBEDDER_VERSION "1"
+#define MODEL_EMBEDDER_VERSION "2" /* 2: tool texts cut at REG_MODEL_DOC_TOKENS */
 #define PROMPT_MAX             512
 
 typedef struct model_embedder {
@@ -62,7 +62,8 @@ static int model_embed_stop(reg_embedder_t *self, const char *const *texts, size
             }
         in = (const char *const *)joined;
     }
-    int rc = reg_model_embed_stop(me->model, in, n, stop, out);
+    size_t window = kind == REG_EMBED_DOCUMENT ? REG_MODEL_DOC_TOKENS : 0;
+    int rc = reg_model_embed_window(me->model, in, n, window, stop, out);
     if (joined != NULL) {
         for (size_t i = 0; i < n; i++)
             free(joined[i]);

@@ -918,7 +918,16 @@ int reg_model_embed(const reg_model_t *m, const char *const *texts, size_t n, fl
 int reg_model_embed_stop(const reg_model_t *m, const char *const *texts, size_t n,
                          const atomic_bool *stop, float *out)
 {
-    if (m == NULL || (n > 0 && (texts == NULL || out == NULL))) return REG_MODEL_EINVAL;
+    return reg_model_embed_window(m, texts, n, 0, stop, out);
+}
+
+int reg_model_embed_window(const reg_model_t *m, const char *const *texts, size_t n,
+                           size_t max_tokens, const atomic_bool *stop, float *out)
+{
+    if (m == NULL || (n > 0 && (texts == NULL || out == NULL)) || max_tokens == 1)
+        return REG_MODEL_EINVAL;
+    /* The model's own window unless a smaller one is asked for. */
+    const size_t window = max_tokens == 0 || max_tokens > m->max_seq ? m->max_seq : max_tokens;
     for (size_t i = 0; i < n; i++)
         if (texts[i] == NULL) return REG_MODEL_EINVAL;
     if (n == 0) return REG_MODEL_OK;
@@ -941,11 +950,10 @@ int reg_model_embed_stop(const reg_model_t *m, const char *const *texts, size_t 
             goto out;
         }
         size_t T = 0, ns = 0, first = i;
-        /* A chunk closes when the next text might not fit whole (max_seq <= chunk). */
-        while (i < n && ns < MAX_SEQS && MODEL_CHUNK_TOKENS - T >= m->max_seq) {
+        /* A chunk closes when the next text might not fit whole (window <= chunk). */
+        while (i < n && ns < MAX_SEQS && MODEL_CHUNK_TOKENS - T >= window) {
             size_t len = 0;
-            rc = model_tokenizer_encode(&m->tok, texts[i], strlen(texts[i]), ids + T, m->max_seq,
-                                        &len);
+            rc = model_tokenizer_encode(&m->tok, texts[i], strlen(texts[i]), ids + T, window, &len);
             if (rc != REG_MODEL_OK) goto out;
             seq_off[ns] = T;
             seq_len[ns] = len;

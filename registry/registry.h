@@ -743,6 +743,11 @@ typedef enum reg_model_err {
 /* Only the first this many bytes of a text are tokenized (the model sees at most
  * reg_model_max_tokens() tokens anyway). */
 #define REG_MODEL_MAX_TEXT_BYTES (1024u * 1024u)
+/* Tokens of a tool's text the embedder gives the model (queries get the model's window).
+ * all-MiniLM-L6-v2 was trained on pairs cut at 128 tokens although its config allows 256; on
+ * bench/eval/dev and dev2 recall@5 is the same or better at 128, and indexing is about 30%
+ * faster (bench/README.md). */
+#define REG_MODEL_DOC_TOKENS 128u
 
 typedef struct reg_model reg_model_t;
 
@@ -791,6 +796,15 @@ int reg_model_embed(const reg_model_t *model, const char *const *texts, size_t n
  */
 int reg_model_embed_stop(const reg_model_t *model, const char *const *texts, size_t n,
                          const atomic_bool *stop, float *out_vectors);
+
+/**
+ * reg_model_embed_stop with each text truncated to max_tokens ids ([CLS] and [SEP] included)
+ * when that is below reg_model_max_tokens(); 0 means the model's window, 1 is REG_MODEL_EINVAL.
+ * A shorter window costs less (every layer's work grows with the tokens, attention with their
+ * square) and is what models trained on short pairs saw (REG_MODEL_DOC_TOKENS).
+ */
+int reg_model_embed_window(const reg_model_t *model, const char *const *texts, size_t n,
+                           size_t max_tokens, const atomic_bool *stop, float *out_vectors);
 
 /**
  * Tokenizes one NUL-terminated text the way the model sees it: [CLS], WordPiece ids, [SEP],

@@ -439,6 +439,32 @@ static void test_tiny_model_embeds_unit_vectors_and_batches_like_singles(void **
     remove_tree(dir);
 }
 
+/* A window cuts each text like the tokenizer's cap does: the long text seen through 4 tokens
+ * is [CLS] hello world [SEP], the same ids as the short one; 0 and anything past the model's
+ * own window change nothing. */
+static void test_embed_window_truncates_each_text(void **state)
+{
+    (void)state;
+    char *dir = make_tiny(DT_F32);
+    reg_model_t *m = load_ok(dir);
+    const char *texts[] = {"hello world hello world hello world", "hello world"};
+    float full[2 * TINY_H], cut[2 * TINY_H], same[2 * TINY_H];
+    assert_int_equal(reg_model_embed(m, texts, 2, full), REG_MODEL_OK);
+    assert_int_equal(reg_model_embed_window(m, texts, 2, 4, NULL, cut), REG_MODEL_OK);
+    for (size_t k = 0; k < TINY_H; k++) {
+        assert_true(fabsf(cut[k] - full[TINY_H + k]) < 1e-6f);
+        assert_true(fabsf(cut[TINY_H + k] - full[TINY_H + k]) < 1e-6f);
+    }
+    assert_true(cosine(full, full + TINY_H, TINY_H) < 0.9999);
+    for (size_t w = 0; w <= TINY_POS + 1; w += TINY_POS) {
+        assert_int_equal(reg_model_embed_window(m, texts, 2, w, NULL, same), REG_MODEL_OK);
+        assert_memory_equal(same, full, sizeof full);
+    }
+    assert_int_equal(reg_model_embed_window(m, texts, 2, 1, NULL, same), REG_MODEL_EINVAL);
+    reg_model_free(m);
+    remove_tree(dir);
+}
+
 static void test_f16_and_bf16_weights_embed_like_f32(void **state)
 {
     (void)state;
@@ -985,6 +1011,7 @@ int main(void)
         cmocka_unit_test(test_tokenizer_turns_overlong_words_into_unk),
         cmocka_unit_test(test_tokenize_truncates_and_keeps_sep),
         cmocka_unit_test(test_tiny_model_embeds_unit_vectors_and_batches_like_singles),
+        cmocka_unit_test(test_embed_window_truncates_each_text),
         cmocka_unit_test(test_f16_and_bf16_weights_embed_like_f32),
         cmocka_unit_test(test_legacy_tensor_names_embed_like_current_ones),
         cmocka_unit_test(test_pooling_config_is_honoured),

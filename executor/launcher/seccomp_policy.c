@@ -1,19 +1,19 @@
 /*
- * The seccomp policy: default-deny. A syscall the table below does not list gets ENOSYS, the
- * answer of a kernel that does not have it, so a call added to Linux after this table was
+ * The seccomp policy: default-deny. A syscall the tables below do not list gets ENOSYS, the
+ * answer of a kernel that does not have it, so a call added to Linux after the tables were
  * written never reaches the kernel and the library that tried it takes its fallback (glibc does
  * for clone3, fchmodat2, ...). Calls known to be dangerous get EPERM instead, the answer
  * programs expect from a sandbox (and the escape suite checks).
  *
- * Two filters, both loaded by init after everything else and inherited by the interpreter:
- * - the argument filter (hand-written BPF, loaded first): kills foreign architectures and x32
- *   numbers, and checks the arguments of clone, socket, socketpair, ioctl, prctl and
- *   personality, comparing all 64 bits where the kernel reads a full register;
- * - the table filter (libseccomp, default ENOSYS): allows the table, refuses the rest.
- * The kernel runs both and takes the stricter answer. They are separate because libseccomp lets
- * an unconditional rule beat a conditional one on the same syscall and allows one comparison per
- * argument per rule ("personality only 0 or 0xffffffff" needs two); a hand-written block per
- * checked syscall has neither problem. docs/sandbox.md explains each group and how to extend it.
+ * One filter, generated here as BPF and loaded by init after everything else (inherited by the
+ * interpreter): foreign architectures and x32 numbers are killed; clone, socket, socketpair,
+ * ioctl, prctl and personality have argument blocks, comparing all 64 bits where the kernel
+ * reads the full register; every other number goes through a binary search over runs of
+ * numbers with one answer. Not libseccomp: compiling ~350 rules cost it about 2 ms per run
+ * start (its binary-tree option included), this takes microseconds; and its rule model lets an
+ * unconditional rule beat a conditional one on the same syscall and allows one comparison per
+ * argument per rule, neither of which a block per checked syscall has. docs/sandbox.md explains
+ * each group and how to extend the tables.
  */
 #include "seccomp_policy.h"
 
@@ -24,7 +24,6 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
-#include <seccomp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -207,28 +206,31 @@ launch_sc_action_t launch_seccomp_action(long nr, bool memfd_denied)
     return LAUNCH_SC_DEFAULT;
 }
 
-/* --- the argument filter ------------------------------------------------------------------- */
+/* --- the filter ---------------------------------------------------------------------------- */
 
-#define PROG_MAX 128
+#define PROG_MAX 1024 /* well above what the tables need; overflowing is an error, not a cut */
+#define NR_SPAN  512  /* numbers the search distinguishes; all above get the default */
 struct prog {
     struct sock_filter ins[PROG_MAX];
     unsigned n;
     bool overflow;
 };
 
-static void emit(struct prog *p, struct sock_filter f)
+static unsigned emit(struct prog *p, struct sock_filter f)
 {
     if (p->n < PROG_MAX)
-        p->ins[p->n++] = f;
+        p->ins[p->n] = f;
     else
         p->overflow = true;
+    return p->n++;
 }
 
-#define ARG_LO(i) ((unsigned)(offsetof(struct seccomp_data, args) + 8 * (i)))
-#define ARG_HI(i) (ARG_LO(i) + 4) /* little-endian */
-#define RET(v)    BPF_STMT(BPF_RET | BPF_K, (v))
-#define RET_EPERM RET(SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA))
-#define LD(off)   BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (off))
+#define ARG_LO(i)    ((unsigned)(offsetof(struct seccomp_data, args) + 8 * (i)))
+#define ARG_HI(i)    (ARG_LO(i) + 4) /* little-endian */
+#define RET(v)       BPF_STMT(BPF_RET | BPF_K, (v))
+#define RET_ERRNO(e) RET(SECCOMP_RET_ERRNO | ((e)&SECCOMP_RET_DATA))
+#define RET_EPERM    RET_ERRNO(EPERM)
+#define LD(off)      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (off))
 
 /* Each block starts with "A == nr", and every path through it returns, so blocks need no labels:
    a block of n instructions is skipped by one jump of n. */
@@ -275,10 +277,80 @@ static void block_low_not(struct prog *p, int nr, unsigned arg, const unsigned *
     emit(p, (struct sock_filter)RET_EPERM);
 }
 
-static int load_arg_filter(char *err, size_t errlen)
+/* Runs of consecutive numbers with one answer (about a hundred for the tables above). */
+struct run {
+    unsigned first;
+    uint32_t ret;
+};
+
+static uint32_t ret_of(launch_sc_action_t a)
+{
+    switch (a) {
+    case LAUNCH_SC_ALLOW:
+    case LAUNCH_SC_ARGS:
+        return SECCOMP_RET_ALLOW; /* its block returned before the search */
+    case LAUNCH_SC_EPERM:
+        return SECCOMP_RET_ERRNO | EPERM;
+    case LAUNCH_SC_CLONE3:
+    case LAUNCH_SC_DEFAULT:
+        break;
+    }
+    return SECCOMP_RET_ERRNO | ENOSYS;
+}
+
+/* 0 when the tables are inconsistent (a number past NR_SPAN, or in both tables) */
+static unsigned make_runs(bool memfd_denied, struct run *runs)
+{
+    uint32_t ret[NR_SPAN + 1];
+    for (unsigned nr = 0; nr <= NR_SPAN; nr++)
+        ret[nr] = SECCOMP_RET_ERRNO | ENOSYS;
+    for (size_t i = 0; i < COUNT(refused); i++) {
+        if (refused[i] < 0 || refused[i] >= NR_SPAN) return 0;
+        ret[refused[i]] = SECCOMP_RET_ERRNO | EPERM;
+    }
+    for (size_t i = 0; i < COUNT(allowed); i++) {
+        if (allowed[i] < 0 || allowed[i] >= NR_SPAN ||
+            ret[allowed[i]] != (SECCOMP_RET_ERRNO | ENOSYS))
+            return 0;
+        ret[allowed[i]] = SECCOMP_RET_ALLOW;
+    }
+    ret[__NR_memfd_create] = ret_of(memfd_denied ? LAUNCH_SC_EPERM : LAUNCH_SC_ALLOW);
+    unsigned n = 0;
+    for (unsigned nr = 0; nr <= NR_SPAN; nr++)
+        if (n == 0 || runs[n - 1].ret != ret[nr]) runs[n++] = (struct run){nr, ret[nr]};
+    return n;
+}
+
+/* A binary search over the runs' first numbers (A holds nr): "nr >= first of the middle run"
+   jumps to the upper half, the lower half follows. About 7 comparisons for any call. */
+static void search(struct prog *p, const struct run *runs, unsigned lo, unsigned hi)
+{
+    if (hi - lo == 1) {
+        emit(p, (struct sock_filter)RET(runs[lo].ret));
+        return;
+    }
+    unsigned mid = lo + (hi - lo) / 2;
+    unsigned at =
+        emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, runs[mid].first, 0, 0));
+    search(p, runs, lo, mid);
+    unsigned dist = p->n - at - 1;
+    if (dist > 255)
+        p->overflow = true; /* a jump BPF cannot encode: refuse to load rather than misjump */
+    else if (at < PROG_MAX)
+        p->ins[at].jt = (uint8_t)dist;
+    search(p, runs, mid, hi);
+}
+
+static int load_filter(bool memfd_denied, char *err, size_t errlen)
 {
     static const unsigned unix_only[] = {AF_UNIX};
     struct prog p = {.n = 0};
+    struct run runs[NR_SPAN + 1];
+    unsigned nruns = make_runs(memfd_denied, runs);
+    if (nruns == 0) {
+        snprintf(err, errlen, "the syscall tables are inconsistent (a number listed twice)");
+        return -1;
+    }
     emit(&p, (struct sock_filter)LD(offsetof(struct seccomp_data, arch)));
     emit(&p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0));
     emit(&p, (struct sock_filter)RET(SECCOMP_RET_KILL_PROCESS));
@@ -291,61 +363,20 @@ static int load_arg_filter(char *err, size_t errlen)
     block_low_not(&p, __NR_ioctl, 1, ioctl_refused, COUNT(ioctl_refused));
     block_one_of(&p, __NR_prctl, 0, prctl_allowed, COUNT(prctl_allowed));
     block_one_of(&p, __NR_personality, 0, personality_allowed, COUNT(personality_allowed));
-    emit(&p, (struct sock_filter)RET(SECCOMP_RET_ALLOW));
+    search(&p, runs, 0, nruns);
     if (p.overflow) {
-        snprintf(err, errlen, "the argument filter needs more than %d instructions", PROG_MAX);
+        snprintf(err, errlen,
+                 "the filter does not fit BPF (%u instructions, at most %d, or a "
+                 "jump past 255)",
+                 p.n, PROG_MAX);
         return -1;
     }
     struct sock_fprog fprog = {.len = (unsigned short)p.n, .filter = p.ins};
     if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog, 0, 0) < 0) {
-        snprintf(err, errlen, "loading the argument filter: %s", strerror(errno));
+        snprintf(err, errlen, "loading the filter: %s", strerror(errno));
         return -1;
     }
     return 0;
-}
-
-/* --- the table filter ---------------------------------------------------------------------- */
-
-static int add_all(scmp_filter_ctx ctx, uint32_t action, const int *t, size_t n, char *err,
-                   size_t errlen)
-{
-    for (size_t i = 0; i < n; i++) {
-        int r = seccomp_rule_add(ctx, action, t[i], 0);
-        if (r < 0) {
-            snprintf(err, errlen, "rule for syscall %d: %s", t[i], strerror(-r));
-            return r;
-        }
-    }
-    return 0;
-}
-
-static int load_table_filter(bool memfd_denied, char *err, size_t errlen)
-{
-    /* clone3 is left to the default on purpose (libseccomp refuses a rule that repeats the
-       default): its ENOSYS makes glibc fall back to clone, whose flags the other filter sees */
-    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
-    if (!ctx) {
-        snprintf(err, errlen, "seccomp_init failed");
-        return -1;
-    }
-    int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-    if (r < 0) snprintf(err, errlen, "seccomp attribute BADARCH: %s", strerror(-r));
-    /* a binary search over the ~250 numbers instead of a linear chain: every syscall of the
-       run passes through this filter (libseccomp >= 2.5; older ones keep the chain) */
-    if (r == 0) (void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
-    if (r == 0) r = add_all(ctx, SCMP_ACT_ALLOW, allowed, COUNT(allowed), err, errlen);
-    if (r == 0) r = add_all(ctx, SCMP_ACT_ERRNO(EPERM), refused, COUNT(refused), err, errlen);
-    if (r == 0) {
-        r = seccomp_rule_add(ctx, memfd_denied ? SCMP_ACT_ERRNO(EPERM) : SCMP_ACT_ALLOW,
-                             __NR_memfd_create, 0);
-        if (r < 0) snprintf(err, errlen, "memfd_create rule: %s", strerror(-r));
-    }
-    if (r == 0) {
-        r = seccomp_load(ctx);
-        if (r < 0) snprintf(err, errlen, "seccomp_load: %s", strerror(-r));
-    }
-    seccomp_release(ctx);
-    return r < 0 ? -1 : 0;
 }
 
 int launch_seccomp_load(bool memfd_denied, char *err, size_t errlen)
@@ -355,15 +386,13 @@ int launch_seccomp_load(bool memfd_denied, char *err, size_t errlen)
     snprintf(err, errlen, "only x86_64 is supported by this policy");
     return -1;
 #else
-    /* loading a filter needs no_new_privs without CAP_SYS_ADMIN; libseccomp would set it for
-       the table filter anyway (init has set it already unless a test switch said no) */
+    /* loading a filter needs no_new_privs without CAP_SYS_ADMIN (init has set it already
+       unless a test switch said no; the layer's own report says which) */
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
         snprintf(err, errlen, "no_new_privs: %s", strerror(errno));
         return -1;
     }
-    /* the argument filter first: once the table filter is in, seccomp() itself is refused */
-    if (load_arg_filter(err, errlen) < 0) return -1;
-    if (load_table_filter(memfd_denied, err, errlen) < 0) return -1;
+    if (load_filter(memfd_denied, err, errlen) < 0) return -1;
     snprintf(err, errlen,
              "default-deny: %zu calls allowed (clone, socket, ioctl, prctl, personality "
              "argument-checked), %zu refused, the rest ENOSYS; x32/ia32 killed",

@@ -309,9 +309,11 @@ static unsigned kernel_before_seccomp(const char *msg)
 {
     unsigned n = 0;
     for (const char *l = strstr(msg, "KERNEL "); l; l = strstr(l + 1, "KERNEL ")) {
-        long nr;
-        int got;
-        if (sscanf(l, "KERNEL %ld %d", &nr, &got) != 2) fail_msg("bad line %.40s", l);
+        char *end;
+        long nr = strtol(l + 7, &end, 10);
+        char *end2;
+        int got = (int)strtol(end, &end2, 10);
+        if (end == l + 7 || end2 == end || *end2 != '\n') fail_msg("bad line %.40s", l);
         int plain = unfiltered(nr);
         if (plain != got)
             fail_msg("syscall %ld: %s under the policy, %d without a filter", nr, strerror(got),
@@ -346,7 +348,9 @@ static void sweep_test(bool memfd_denied)
             at = l;
         if (!at || !WIFSIGNALED(o.status))
             fail_msg("sweeping child: status %#x, %.300s", o.status, o.msg);
-        size_t i = strtoul(at + 1, NULL, 10);
+        char *end;
+        size_t i = strtoul(at + 1, &end, 10);
+        if (end == at + 1 || *end != '\n') fail_msg("bad progress line %.40s", at);
         long nr = sweep_nr(i);
         int sig = WTERMSIG(o.status);
         if (sig == SIGSYS || !seccomp_passthrough(nr) || unfiltered(nr) != 1000 + sig)

@@ -13,10 +13,12 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define PTC_ENOMEM  (-ENOMEM) /* allocation failed */
 #define PTC_EINVAL  (-EINVAL) /* bad argument */
 #define PTC_ETOOBIG (-E2BIG)  /* a size cap was reached */
+#define PTC_ERANGE  (-ERANGE) /* a number does not fit */
 
 /** A static sentence for err (0, a PTC_E* value or any negative errno value). */
 const char *ptc_strerror(int err);
@@ -95,5 +97,15 @@ size_t ptc_utf8_cut(const char *s, size_t n, size_t max);
 /** The length of the valid sequence at s[0..n) (1..4), or 0 when none starts there; *cp (may
  *  be NULL) gets its code point. */
 size_t ptc_utf8_decode(const char *s, size_t n, unsigned *cp);
+
+/* ---- strict decimal numbers -------------------------------------------------------------- */
+/* Digits only: no sign (but ptc_parse_int's '-'), no blanks, no overflow (PTC_ERANGE). With end */
+/* NULL the number must end the string; else *end gets the first byte after it.               */
+
+int ptc_parse_u64(const char *s, const char **end, uint64_t *out);
+int ptc_parse_int(const char *s, const char **end, int *out);
+/** n numbers, each after exactly one space: " 12 0 7" (the fields of a protocol line after its
+ *  tag). 0, PTC_EINVAL or PTC_ERANGE; out[] may be partly written on failure. */
+int ptc_parse_u64s(const char *s, uint64_t *out, size_t n, const char **end);
 
 #endif /* PTC_BASE_H */

@@ -20,6 +20,8 @@ const char *ptc_strerror(int err)
         return "invalid argument";
     case PTC_ETOOBIG:
         return "size limit exceeded";
+    case PTC_ERANGE:
+        return "number out of range";
     case -ENOENT:
         return "no such file or directory";
     case -EACCES:

@@ -558,7 +558,7 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--index-batches") == 0 && i + 1 < argc) {
             index_batches = strtoul(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--blas-threads") == 0 && i + 1 < argc) {
-            blas_threads = atoi(argv[++i]);
+            blas_threads = (int)strtol(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--queries") == 0 && i + 1 < argc) {
             nqueries = strtoul(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--lexical-dim") == 0 && i + 1 < argc) {

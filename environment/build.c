@@ -439,7 +439,7 @@ static int spawn_stage(env_t *env, stage_t stage, char **argv, char **envp, uint
 static char **pip_environment(env_t *env)
 {
     size_t n = 0;
-    while (environ[n] && n < MAX_ENV_VARS)
+    while (n < MAX_ENV_VARS && environ[n])
         n++;
     char **out = calloc(n + 3, sizeof *out);
     if (out == NULL) return NULL;
@@ -557,12 +557,18 @@ static char *list_installed(const char *site)
     closedir(d);
     char *out = malloc(total);
     if (out) {
-        out[0] = '\0';
+        size_t at = 0;
         if (n) qsort(names, n, sizeof *names, cmp_str);
         for (size_t i = 0; i < n; i++) {
-            if (i) strcat(out, ", ");
-            strcat(out, names[i]);
+            size_t len = strlen(names[i]);
+            if (i) {
+                memcpy(out + at, ", ", 2);
+                at += 2;
+            }
+            memcpy(out + at, names[i], len);
+            at += len;
         }
+        out[at] = '\0';
     }
     for (size_t i = 0; i < n; i++)
         free(names[i]);

@@ -115,8 +115,9 @@ static bool under(const char *path, const char *dir)
 static int add_mount(struct exec__cmd *cmd, const char *spec)
 {
     char buf[2 * PATH_MAX + 8];
-    if (strlen(spec) >= sizeof buf) return fail(cmd, EXEC_EINVAL, "--mount %s: too long", spec);
-    strcpy(buf, spec);
+    size_t len = strlen(spec);
+    if (len >= sizeof buf) return fail(cmd, EXEC_EINVAL, "--mount %s: too long", spec);
+    memcpy(buf, spec, len + 1);
     const char *mode = "ro";
     char *dst = strchr(buf, ':');
     if (!dst) return fail(cmd, EXEC_EINVAL, "--mount %s: expected HOST:PATH[:ro|rw]", spec);

@@ -96,6 +96,8 @@ typedef enum {
     EXEC_LAYER_RLIMITS,
     EXEC_LAYER_MEMFD_NOEXEC,
     EXEC_LAYER_PROCESS_TREE, /* every descendant dies with the run (PID ns, or a subreaper) */
+    EXEC_LAYER_CGROUP_NS,    /* /proc/self/cgroup shows the run's cgroup as "/" */
+    EXEC_LAYER_PROC_MASK,    /* Docker's masked and read-only /proc paths */
     EXEC_LAYER_COUNT
 } exec_layer_id_t;
 
@@ -462,6 +464,13 @@ void exec_session_close(exec_session_t *s);
  */
 char *exec_utf8_text(const unsigned char *data, size_t len, size_t *out_len);
 
+/* ---- who kept it ------------------------------------------------------------------------- */
+/* The pages and the file store keep each entry for an owner: opaque bytes the caller gives
+ * (the MCP layer's client identity; this module only compares them). A cursor or key presented
+ * by any other owner is answered exactly as an unknown one, so holding another client's
+ * cursor reveals nothing, not even that it exists. */
+#define EXEC_OWNER_BYTES 32
+
 /* ---- output pages ------------------------------------------------------------------------ */
 /* execute_code output kept server-side and handed out in pages behind opaque cursors (pages.c).
  * Bounded: total bytes, number of entries, and an idle TTL; least recently used goes first. */
@@ -490,13 +499,18 @@ void exec_pages_free(exec_pages_t *p);
  * output and, when more is left, keeps the whole output and returns a cursor for the rest.
  * meta (borrowed, may be NULL) is text kept with the run and returned with every page of it.
  * out/err are borrowed and must be valid UTF-8 (see exec_pages_utf8_sanitize). Output larger than
- * the store's byte budget is still paged for what fits: the rest is counted as dropped.
+ * the store's byte budget is still paged for what fits: the rest is counted as dropped. The
+ * output is kept for owner (EXEC_OWNER_BYTES, copied).
  */
-int exec_pages_first(exec_pages_t *p, const char *meta, const char *out, size_t out_len,
-                     const char *err, size_t err_len, size_t page_chars, uint64_t now_ms,
-                     exec_page_t *page);
-/** The page behind a cursor (repeatable until it expires). EXEC_PAGES_EXPIRED when unknown. */
-int exec_pages_next(exec_pages_t *p, const char *cursor, uint64_t now_ms, exec_page_t *page);
+int exec_pages_first(exec_pages_t *p, const unsigned char *owner, const char *meta, const char *out,
+                     size_t out_len, const char *err, size_t err_len, size_t page_chars,
+                     uint64_t now_ms, exec_page_t *page);
+/** The page behind a cursor (repeatable until it expires). EXEC_PAGES_EXPIRED when unknown,
+ *  and alike when it was kept for another owner. */
+int exec_pages_next(exec_pages_t *p, const unsigned char *owner, const char *cursor,
+                    uint64_t now_ms, exec_page_t *page);
+/** Forgets every output kept for owner (its client has gone); returns how many. */
+size_t exec_pages_drop_owner(exec_pages_t *p, const unsigned char *owner);
 /** Frees a page's strings. */
 void exec_page_clear(exec_page_t *page);
 /** Entries and bytes currently kept (for tests and --check). */
@@ -529,13 +543,18 @@ enum {
 int exec_filestore_new(size_t max_bytes, size_t max_entries, uint64_t ttl_ms,
                        exec_filestore_t **out);
 void exec_filestore_free(exec_filestore_t *s);
-/** Keeps a copy of data (name: no '/', not empty; mime static) and sets *key (malloc'd). Evicts
- *  the least recently used files to make room; EXEC_FILESTORE_ETOOBIG past max_bytes. */
-int exec_filestore_put(exec_filestore_t *s, const char *name, const unsigned char *data, size_t len,
-                       const char *mime, uint64_t now_ms, char **key);
-/** The file behind key (its use refreshes its TTL). EXEC_FILESTORE_EXPIRED when unknown. */
-int exec_filestore_get(exec_filestore_t *s, const char *key, uint64_t now_ms,
-                       exec_stored_file_t *f);
+/** Keeps a copy of data (name: no '/', not empty; mime static) for owner (EXEC_OWNER_BYTES,
+ *  copied) and sets *key (malloc'd). Evicts the least recently used files to make room;
+ *  EXEC_FILESTORE_ETOOBIG past max_bytes. */
+int exec_filestore_put(exec_filestore_t *s, const unsigned char *owner, const char *name,
+                       const unsigned char *data, size_t len, const char *mime, uint64_t now_ms,
+                       char **key);
+/** The file behind key (its use refreshes its TTL). EXEC_FILESTORE_EXPIRED when unknown, and
+ *  alike when it was kept for another owner. */
+int exec_filestore_get(exec_filestore_t *s, const unsigned char *owner, const char *key,
+                       uint64_t now_ms, exec_stored_file_t *f);
+/** Forgets every file kept for owner (its client has gone); returns how many. */
+size_t exec_filestore_drop_owner(exec_filestore_t *s, const unsigned char *owner);
 size_t exec_filestore_entries(const exec_filestore_t *s);
 size_t exec_filestore_bytes(const exec_filestore_t *s);
 /** name percent-encoded as one URI path segment (RFC 3986 unreserved kept); malloc'd. */

@@ -3,6 +3,8 @@
    every count, size and name is checked before memory is given to it. */
 #include "internal.h"
 
+#include "base.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,16 +83,17 @@ static const char *omit_reason(const char *word)
 /* one record's line: 0, 1 for "D EXIT", EXEC_EINVAL when the sandbox broke the protocol */
 static int record_line(struct exec__files_rx *rx, const char *line, int *code)
 {
-    unsigned long long size, sent;
-    size_t nl;
-    char word[16];
+    uint64_t f[3];
     memset(&rx->cur, 0, sizeof rx->cur);
-    if (line[0] == 'D' && sscanf(line, "D %d", code) == 1) {
+    if (line[0] == 'D' && line[1] == ' ' && ptc_parse_int(line + 2, NULL, code) == 0) {
         rx->active = false;
         return 1;
     }
     if (!rx->active || rx->n_files >= rx->lim.count + EXEC_FILES_LIMIT_COUNT) return EXEC_EINVAL;
-    if (line[0] == 'F' && sscanf(line, "F %llu %llu %zu", &size, &sent, &nl) == 3) {
+    size_t nl;
+    if (line[0] == 'F' && ptc_parse_u64s(line + 1, f, 3, NULL) == 0) { /* "F SIZE SENT NAMELEN" */
+        uint64_t size = f[0], sent = f[1];
+        nl = f[2] <= EXEC_FILE_NAME_MAX ? (size_t)f[2] : 0;
         if (sent > size || sent > rx->lim.file_bytes ||
             rx->file_bytes + sent > rx->lim.call_bytes || rx->n_sent >= rx->lim.count)
             return EXEC_EINVAL;
@@ -101,9 +104,18 @@ static int record_line(struct exec__files_rx *rx, const char *line, int *code)
             rx->cur.reason = sent == rx->lim.file_bytes ? R_FILE_CAP : R_CALL_CAP;
         rx->file_bytes += sent;
         rx->n_sent++;
-    } else if (line[0] == 'O' && sscanf(line, "O %llu %15s %zu", &size, word, &nl) == 3) {
+    } else if (line[0] == 'O') { /* "O SIZE REASON NAMELEN" */
+        const char *p;
+        char word[16];
+        if (ptc_parse_u64s(line + 1, f, 1, &p) < 0 || *p++ != ' ') return EXEC_EINVAL;
+        size_t wl = strcspn(p, " ");
+        if (wl == 0 || wl >= sizeof word || ptc_parse_u64s(p + wl, f + 1, 1, NULL) < 0)
+            return EXEC_EINVAL;
+        memcpy(word, p, wl);
+        word[wl] = '\0';
+        nl = f[1] <= EXEC_FILE_NAME_MAX ? (size_t)f[1] : 0;
         if (!(rx->cur.reason = omit_reason(word))) return EXEC_EINVAL;
-        rx->cur.size = size;
+        rx->cur.size = f[0];
         rx->cur.omitted = true;
     } else {
         return EXEC_EINVAL;

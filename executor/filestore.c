@@ -105,8 +105,9 @@ char *exec_filestore_escape(const char *name)
     return o;
 }
 
-int exec_filestore_put(exec_filestore_t *s, const char *name, const unsigned char *data, size_t len,
-                       const char *mime, uint64_t now_ms, char **key)
+int exec_filestore_put(exec_filestore_t *s, const unsigned char *owner, const char *name,
+                       const unsigned char *data, size_t len, const char *mime, uint64_t now_ms,
+                       char **key)
 {
     *key = NULL;
     if (name == NULL || name[0] == '\0' || strchr(name, '/') != NULL || mime == NULL ||
@@ -142,6 +143,7 @@ int exec_filestore_put(exec_filestore_t *s, const char *name, const unsigned cha
     e->len = len;
     e->mime = mime;
     e->last_used_ms = now_ms;
+    memcpy(e->node.owner, owner, sizeof e->node.owner);
     *key = strdup(e->key);
     if (*key == NULL) {
         entry_free(e);
@@ -155,7 +157,8 @@ int exec_filestore_put(exec_filestore_t *s, const char *name, const unsigned cha
     return EXEC_FILESTORE_OK;
 }
 
-int exec_filestore_get(exec_filestore_t *s, const char *key, uint64_t now_ms, exec_stored_file_t *f)
+int exec_filestore_get(exec_filestore_t *s, const unsigned char *owner, const char *key,
+                       uint64_t now_ms, exec_stored_file_t *f)
 {
     memset(f, 0, sizeof *f);
     expire(s, now_ms);
@@ -164,7 +167,8 @@ int exec_filestore_get(exec_filestore_t *s, const char *key, uint64_t now_ms, ex
     /* The whole key must match: the random part is the capability, the name only a label. */
     while (e && strcmp(e->key, key) != 0)
         e = (fentry_t *)e->node.next;
-    if (e == NULL) return EXEC_FILESTORE_EXPIRED;
+    /* Another owner's key is an unknown one: same answer, and its use refreshes nothing. */
+    if (e == NULL || !exec__lru_owned_by(&e->node, owner)) return EXEC_FILESTORE_EXPIRED;
     e->last_used_ms = now_ms;
     exec__lru_unlink(&s->lru, &e->node);
     exec__lru_push_front(&s->lru, &e->node);
@@ -173,6 +177,16 @@ int exec_filestore_get(exec_filestore_t *s, const char *key, uint64_t now_ms, ex
     f->data = e->data;
     f->len = e->len;
     return EXEC_FILESTORE_OK;
+}
+
+static void drop_node(void *store, exec__lru_node_t *n)
+{
+    drop(store, (fentry_t *)n);
+}
+
+size_t exec_filestore_drop_owner(exec_filestore_t *s, const unsigned char *owner)
+{
+    return exec__lru_drop_owner(&s->lru, owner, drop_node, s);
 }
 
 /* --- MIME types ----------------------------------------------------------------------------- */

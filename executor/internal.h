@@ -67,15 +67,22 @@ struct exec__report {
 /* feeds bytes of the status pipe; complete lines update *r */
 void exec__report_feed(struct exec__report *r, const char *data, size_t n);
 
-/* A most-recently-used-first list (lru.c): an entry embeds the node as its first member. */
+/* A most-recently-used-first list (lru.c): an entry embeds the node as its first member. The
+ * node also says whom the entry was kept for (EXEC_OWNER_BYTES): only that owner finds it. */
 typedef struct exec__lru_node {
     struct exec__lru_node *prev, *next;
+    unsigned char owner[EXEC_OWNER_BYTES];
 } exec__lru_node_t;
 typedef struct exec__lru {
     exec__lru_node_t *head, *tail;
 } exec__lru_t;
 void exec__lru_unlink(exec__lru_t *l, exec__lru_node_t *n);
 void exec__lru_push_front(exec__lru_t *l, exec__lru_node_t *n);
+bool exec__lru_owned_by(const exec__lru_node_t *n, const unsigned char *owner);
+/* Calls drop(store, node) for every entry kept for owner (drop unlinks and frees it); returns
+ * how many. */
+size_t exec__lru_drop_owner(exec__lru_t *l, const unsigned char *owner,
+                            void (*drop)(void *store, exec__lru_node_t *n), void *store);
 
 /* Files out as they come from init (files.c): the records of one run or cell. */
 struct exec__owned {

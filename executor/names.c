@@ -23,6 +23,8 @@ static const char *const layer_names[EXEC_LAYER_COUNT] = {
     [EXEC_LAYER_RLIMITS] = "rlimits",
     [EXEC_LAYER_MEMFD_NOEXEC] = "memfd-noexec",
     [EXEC_LAYER_PROCESS_TREE] = "process-tree",
+    [EXEC_LAYER_CGROUP_NS] = "cgroup-ns",
+    [EXEC_LAYER_PROC_MASK] = "proc-mask",
 };
 
 const char *exec_layer_name(exec_layer_id_t id)

@@ -158,9 +158,9 @@ static int cut(const entry_t *e, uint64_t from, size_t chars, exec_page_t *page)
     return EXEC_PAGES_OK;
 }
 
-int exec_pages_first(exec_pages_t *p, const char *meta, const char *out, size_t out_len,
-                     const char *err, size_t err_len, size_t page_chars, uint64_t now_ms,
-                     exec_page_t *page)
+int exec_pages_first(exec_pages_t *p, const unsigned char *owner, const char *meta, const char *out,
+                     size_t out_len, const char *err, size_t err_len, size_t page_chars,
+                     uint64_t now_ms, exec_page_t *page)
 {
     memset(page, 0, sizeof *page);
     if (page_chars == 0) return EXEC_PAGES_EINVAL;
@@ -185,6 +185,7 @@ int exec_pages_first(exec_pages_t *p, const char *meta, const char *out, size_t 
     e->err_len = err_len;
     e->page_chars = page_chars;
     e->last_used_ms = now_ms;
+    memcpy(e->node.owner, owner, sizeof e->node.owner);
     int rc = cut(e, 0, page_chars, page);
     if (rc == 0 && page->cursor != NULL) {
         if (getrandom(e->id, sizeof e->id, 0) != (ssize_t)sizeof e->id) {
@@ -217,7 +218,8 @@ static int hexval(char c)
     return c != '\0' && q ? (int)(q - hexdig) : -1;
 }
 
-int exec_pages_next(exec_pages_t *p, const char *cursor, uint64_t now_ms, exec_page_t *page)
+int exec_pages_next(exec_pages_t *p, const unsigned char *owner, const char *cursor,
+                    uint64_t now_ms, exec_page_t *page)
 {
     memset(page, 0, sizeof *page);
     expire(p, now_ms);
@@ -236,13 +238,24 @@ int exec_pages_next(exec_pages_t *p, const char *cursor, uint64_t now_ms, exec_p
     entry_t *e = (entry_t *)p->lru.head;
     while (e && memcmp(e->id, id, sizeof id) != 0)
         e = (entry_t *)e->node.next;
-    if (e == NULL) return EXEC_PAGES_EXPIRED;
+    /* Another owner's cursor is an unknown one: same answer, and its use refreshes nothing. */
+    if (e == NULL || !exec__lru_owned_by(&e->node, owner)) return EXEC_PAGES_EXPIRED;
     size_t total_chars = utf8_count(e->text, e->out_len + e->err_len);
     if (offset >= total_chars) return EXEC_PAGES_EXPIRED;
     e->last_used_ms = now_ms;
     exec__lru_unlink(&p->lru, &e->node);
     exec__lru_push_front(&p->lru, &e->node);
     return cut(e, offset, e->page_chars, page);
+}
+
+static void drop_node(void *store, exec__lru_node_t *n)
+{
+    drop(store, (entry_t *)n);
+}
+
+size_t exec_pages_drop_owner(exec_pages_t *p, const unsigned char *owner)
+{
+    return exec__lru_drop_owner(&p->lru, owner, drop_node, p);
 }
 
 void exec_page_clear(exec_page_t *page)

@@ -22,16 +22,25 @@ static const exec_layer_id_t mandatory[] = {EXEC_LAYER_PROCESS_TREE, EXEC_LAYER_
 
 void exec__parse_layer(const char *rest, exec_layer_state_t *state, char (*reason)[EXEC_REASON_MAX])
 {
+    /* "NAME STATE [REASON]" */
     char name[32], st[16];
-    int used = 0;
-    if (sscanf(rest, "%31s %15s %n", name, st, &used) < 2) return;
+    size_t nl = strcspn(rest, " "), sl;
+    if (nl == 0 || nl >= sizeof name) return;
+    memcpy(name, rest, nl);
+    name[nl] = '\0';
+    const char *s = rest + nl + strspn(rest + nl, " ");
+    sl = strcspn(s, " \n");
+    if (sl == 0 || sl >= sizeof st) return;
+    memcpy(st, s, sl);
+    st[sl] = '\0';
+    const char *why = s + sl + strspn(s + sl, " \n");
     int id = exec_layer_from_name(name);
     if (id < 0) return;
     state[id] = strcmp(st, "active") == 0        ? EXEC_LAYER_ACTIVE
                 : strcmp(st, "disabled") == 0    ? EXEC_LAYER_DISABLED
                 : strcmp(st, "unavailable") == 0 ? EXEC_LAYER_UNAVAILABLE
                                                  : EXEC_LAYER_UNKNOWN;
-    if (reason) snprintf(reason[id], EXEC_REASON_MAX, "%s", used > 0 ? rest + used : "");
+    if (reason) snprintf(reason[id], EXEC_REASON_MAX, "%s", why);
 }
 
 exec_sandbox_level_t exec__level(const exec_layer_state_t *state)

@@ -2,6 +2,8 @@
    output streams, the launcher's status lines and signal names. */
 #include "internal.h"
 
+#include "base.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -58,11 +60,9 @@ static void report_line(struct exec__report *r, const char *line)
     if (strncmp(line, "layer ", 6) == 0) {
         exec__parse_layer(line + 6, r->layers, NULL);
     } else if (strncmp(line, "exit ", 5) == 0) {
-        r->exit = true;
-        r->code = atoi(line + 5);
+        r->exit = ptc_parse_int(line + 5, NULL, &r->code) == 0;
     } else if (strncmp(line, "signal ", 7) == 0) {
-        r->sig = true;
-        r->code = atoi(line + 7);
+        r->sig = ptc_parse_int(line + 7, NULL, &r->code) == 0;
     } else if (strcmp(line, "oom") == 0) {
         r->oom = true;
     } else if (strncmp(line, "error ", 6) == 0 && !r->error[0]) {

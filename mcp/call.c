@@ -106,6 +106,7 @@ void mcp__call_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const c
     c->s = s;
     c->batch = b;
     c->tool_ref = tool;
+    mcp__request_identity(s, &c->who);
     snprintf(c->protocol, sizeof c->protocol, "%s", mcp__session_proto(s));
     if (mcp__session_modern(s)) {
         c->modern = true;

@@ -432,8 +432,42 @@ static char *kv_join(const char *name, const char *value)
     return s;
 }
 
+static bool name_in_list(const char *name, size_t nl, const char *list, char sep)
+{
+    for (const char *p = list; *p != '\0';) {
+        const char *end = strchr(p, sep);
+        size_t wl = end != NULL ? (size_t)(end - p) : strlen(p);
+        if (wl == nl && strncmp(p, name, nl) == 0) return true;
+        if (end == NULL) break;
+        p = end + 1;
+    }
+    return false;
+}
+
+static bool name_withheld(const char *name, size_t nl, const char *const *withheld)
+{
+    for (size_t i = 0; withheld != NULL && withheld[i] != NULL; i++)
+        if (strlen(withheld[i]) == nl && strncmp(withheld[i], name, nl) == 0) return true;
+    return false;
+}
+
+/* Whether the base variable "NAME=VALUE" (name nl bytes) passes to a child: the SDKs' default
+ * list and the locale, so that a downstream tool that reports its environment hands sandboxed
+ * code none of the server's secrets. Values starting "()" are exported shell functions, which
+ * the SDKs skip too (a shell in the child would run them). */
+static bool env_inherited(const char *kv, size_t nl, const char *const *withheld)
+{
+    if (name_withheld(kv, nl, withheld)) return false;
+    if (strncmp(kv + nl + 1, "()", 2) == 0) return false;
+    if (name_in_list(kv, nl, MCP_CLIENT_INHERITED_ENV, ' ')) return true;
+    if ((nl == 4 && strncmp(kv, "LANG", 4) == 0) || (nl == 8 && strncmp(kv, "LANGUAGE", 8) == 0))
+        return true;
+    return nl > 3 && strncmp(kv, "LC_", 3) == 0;
+}
+
 /* Builds argv and the environment, expanding ${VAR}. Returns MCP_OK or an error (logged). */
-static int build_command(mcp_client_t *c, const mcp_downstream_server_t *e, char *const *base)
+static int build_command(mcp_client_t *c, const mcp_downstream_server_t *e, char *const *base,
+                         const char *const *withheld)
 {
     bool too_long = false;
     const char *cfg_path = NULL;
@@ -455,6 +489,7 @@ static int build_command(mcp_client_t *c, const mcp_downstream_server_t *e, char
         const char *eq = strchr(base[i], '=');
         if (eq == NULL) continue;
         size_t nl = (size_t)(eq - base[i]);
+        if (!env_inherited(base[i], nl, withheld)) continue;
         bool replaced = nl == 4 && strncmp(base[i], "PATH", 4) == 0;
         for (size_t j = 0; j < e->n_env && !replaced; j++)
             replaced = strlen(e->env[j].name) == nl && strncmp(e->env[j].name, base[i], nl) == 0;
@@ -469,13 +504,19 @@ static int build_command(mcp_client_t *c, const mcp_downstream_server_t *e, char
             cfg_path = cfg_path_owned = v;
             continue;
         }
+        if (name_withheld(e->env[j].name, strlen(e->env[j].name), withheld))
+            mcp_log(c->lg, MCP_LOG_NOTICE,
+                    "downstream server %s: its \"env\" passes %s, which ptc-mcp otherwise keeps "
+                    "from downstream servers (it holds one of ptc-mcp's secrets)",
+                    c->name, e->env[j].name);
         c->envp[n] = kv_join(e->env[j].name, v);
         free(v);
         if (c->envp[n++] == NULL) goto fail;
     }
     /* PATH: the entry's own first, then ours, then the command's folder, so that a
      * "#!/usr/bin/env node" script named by full path finds the node beside it. */
-    const char *base_path = mcp__client_env_get(base, "PATH");
+    const char *base_path =
+        name_withheld("PATH", 4, withheld) ? NULL : mcp__client_env_get(base, "PATH");
     const char *slash = strrchr(c->argv[0], '/');
     size_t total = 6 + (cfg_path ? strlen(cfg_path) : 0) + (base_path ? strlen(base_path) : 0) +
                    (slash ? (size_t)(slash - c->argv[0]) : 0) + 4;
@@ -528,6 +569,7 @@ int mcp_client_new(uv_loop_t *loop, const mcp_downstream_server_t *entry,
     else
         mcp_client_opts_default(&c->opts);
     c->opts.environ = NULL;
+    c->opts.withheld_env = NULL;
     if (c->opts.max_message_bytes == 0)
         c->opts.max_message_bytes = MCP_CLIENT_DEFAULT_MAX_MESSAGE_BYTES;
     if (c->opts.max_stderr_line == 0) c->opts.max_stderr_line = MCP_CLIENT_DEFAULT_MAX_STDERR_LINE;
@@ -573,7 +615,8 @@ int mcp_client_new(uv_loop_t *loop, const mcp_downstream_server_t *entry,
         }
     } else {
         char *const *base = opts != NULL && opts->environ != NULL ? opts->environ : environ;
-        if ((rc = build_command(c, entry, base)) < 0) goto fail;
+        if ((rc = build_command(c, entry, base, opts != NULL ? opts->withheld_env : NULL)) < 0)
+            goto fail;
         if (entry->cwd != NULL && (c->cwd = mcp__strdup(entry->cwd)) == NULL) {
             rc = MCP_ENOMEM;
             goto fail;

@@ -185,6 +185,7 @@ int mcp_http_server_start(mcp_server_t *srv, const mcp_http_server_opts_t *opts,
         goto fail;
     }
     hs->token_len = hs->token ? strlen(hs->token) : 0;
+    if (hs->token != NULL) mcp__credential_digest(hs->token, hs->token_len, hs->token_digest);
     hs->o.host = hs->host;
     hs->o.auth_token = hs->token;
     hs->o.tls_cert_file = hs->o.tls_key_file = NULL;

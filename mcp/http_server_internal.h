@@ -70,6 +70,7 @@ struct mcp_http_server {
     mcp_http_server_opts_t o; /* string members point at the copies below */
     char *host, *token;
     size_t token_len;
+    unsigned char token_digest[MCP__CRED_BYTES]; /* what sessions' identities bind to */
     bool loopback;
     unsigned port;
     char url[300];

@@ -46,6 +46,8 @@ struct mcp_server {
     uint64_t next_sub;           /* numbers the subscriptions/listen streams */
     mcp_list_gate_fn list_gate;  /* tools/list waits while it says so (listgate.c) */
     void *list_gate_data;
+    mcp_session_end_fn end_fn; /* mcp_server_on_session_end (identity.c) */
+    void *end_data;
 };
 
 /* The request being dispatched: set by session.c for the length of one synchronous dispatch,
@@ -94,6 +96,7 @@ struct mcp_call {
     mcp_level_t log_level;
     const cJSON *input_responses; /* MRTR: in params, or NULL */
     char *state;                  /* MRTR: the verified requestState, or NULL */
+    mcp_identity_t who;           /* mcp_call_identity, fixed when the request came */
 };
 
 struct mcp_outreq {
@@ -116,6 +119,8 @@ typedef struct mcp__sub {
     cJSON *uris; /* resourceSubscriptions, or NULL */
     struct mcp__sub *prev, *next;
 } mcp__sub_t;
+
+#define MCP__CRED_BYTES 32 /* SHA-256 */
 
 struct mcp_session {
     mcp_server_t *srv;
@@ -146,7 +151,22 @@ struct mcp_session {
     const struct mcp__nul_hit *rx_nul;
     size_t rx_nul_n;
     int rx_member;
+    /* The credential the client authenticated with (identity.c), and whether the session's
+     * end was told to the server's hook. */
+    unsigned char cred[MCP__CRED_BYTES];
+    bool has_cred;
+    bool end_told;
 };
+
+/* identity.c */
+/* The digest a credential (a bearer token's bytes) is known by: SHA-256. */
+void mcp__credential_digest(const char *secret, size_t len, unsigned char out[MCP__CRED_BYTES]);
+/* The client of s authenticated with the credential of digest (copied). */
+void mcp__session_set_credential(mcp_session_t *s, const unsigned char digest[MCP__CRED_BYTES]);
+/* The identity of the request being dispatched in s (a stateless one has no session part). */
+void mcp__request_identity(const mcp_session_t *s, mcp_identity_t *out);
+/* Tells the server's session-end hook, once, that s has ended (not for stateless ones). */
+void mcp__session_tell_end(mcp_session_t *s);
 
 /* listgate.c: answers tools/list now (with the request's context in s->cur), or parks it
  * while the server's list gate is closed; a parked one is answered by

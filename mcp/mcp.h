@@ -282,6 +282,31 @@ uint64_t mcp_session_serial(const mcp_session_t *s);
 /** True if the client declared capability `name` ("sampling", "elicitation", "roots"). */
 bool mcp_session_client_has(const mcp_session_t *s, const char *name);
 
+/*
+ * Who a client is, for binding what a server makes for it (cursors, file URIs, handles): a
+ * digest of its MCP session (its serial; none for a stateless 2026-07-28 request, which has no
+ * session) and of the credential it authenticated with (the bearer token's SHA-256; none
+ * where the transport has none, as stdio). Two requests have the same identity exactly when
+ * both parts agree, so state bound to one is invisible to another session and to another
+ * token. It is never shown to clients: compare it, never print it.
+ */
+#define MCP_IDENTITY_BYTES 32
+typedef struct mcp_identity {
+    unsigned char b[MCP_IDENTITY_BYTES];
+} mcp_identity_t;
+
+/** True if a and b are the same identity. */
+bool mcp_identity_equal(const mcp_identity_t *a, const mcp_identity_t *b);
+/** The identity of the legacy (stateful) requests of session s. */
+void mcp_session_identity(const mcp_session_t *s, mcp_identity_t *out);
+/** Called once when a stateful session has ended (after mcp_session_shutdown once nothing is
+ *  in flight, or at mcp_session_free), with the identity its requests had: the state bound to
+ *  it can go now, nobody can present it again. Not called for stateless sessions (their
+ *  requests' state belongs to the token, which outlives them). */
+typedef void (*mcp_session_end_fn)(const mcp_identity_t *who, void *data);
+/** Registers the one session-end hook of srv (replaces any earlier; fn NULL: none). */
+void mcp_server_on_session_end(mcp_server_t *srv, mcp_session_end_fn fn, void *data);
+
 /**
  * Sends a notifications/message to the client if `level` passes the level the client set with
  * logging/setLevel (default: info). Takes data (any JSON; NULL means null). logger may be NULL.
@@ -330,6 +355,9 @@ int mcp_call_request_ex(mcp_call_t *call, const char *method, cJSON *params,
 
 /** The session the call belongs to. */
 mcp_session_t *mcp_call_session(const mcp_call_t *call);
+/** The identity of the call's client (see mcp_identity_t), fixed when the request came: valid
+ *  even after its session is gone. */
+void mcp_call_identity(const mcp_call_t *call, mcp_identity_t *out);
 /** Name of the tool being called. */
 const char *mcp_call_tool(const mcp_call_t *call);
 /** True once the client cancelled the call (or the session shut down). */
@@ -405,14 +433,15 @@ int mcp_content_validate(const cJSON *block, char *msg, size_t msg_size);
 
 /**
  * Reads a resource. uri is what the client asked for (borrowed); vars (borrowed) is NULL for a
- * plain resource and, for a template, an object mapping each {variable} to its string value.
+ * plain resource and, for a template, an object mapping each {variable} to its string value;
+ * who is the identity of the requesting client (for a resource that only its maker may read).
  * On success returns MCP_OK and sets *contents to a JSON array of ResourceContents objects
  * ({uri, mimeType, text | blob}) that the library takes. MCP_EINVAL means "no such resource"
  * (the client gets -32002); other errors become an internal error. msg (msg_size bytes) may
  * hold a reason for the client.
  */
-typedef int (*mcp_resource_read_fn)(const char *uri, const cJSON *vars, void *data,
-                                    cJSON **contents, char *msg, size_t msg_size);
+typedef int (*mcp_resource_read_fn)(const char *uri, const cJSON *vars, const mcp_identity_t *who,
+                                    void *data, cJSON **contents, char *msg, size_t msg_size);
 
 /**
  * Completes argument `arg` (a prompt argument or template variable) whose partial text is
@@ -536,12 +565,15 @@ void mcp_stdio_free(mcp_stdio_t *io);
 
 typedef struct mcp_http_server mcp_http_server_t;
 
-#define MCP_HTTP_DEFAULT_MAX_CONNECTIONS   1024
-#define MCP_HTTP_DEFAULT_MAX_SESSIONS      1000
-#define MCP_HTTP_DEFAULT_MAX_STREAMS       64 /* open POST streams of one session */
-#define MCP_HTTP_DEFAULT_MAX_HEADER_BYTES  16384
-#define MCP_HTTP_DEFAULT_MAX_HEADERS       64
-#define MCP_HTTP_DEFAULT_HEADER_TIMEOUT_MS 10000  /* request line + headers (and TLS handshake) */
+#define MCP_HTTP_DEFAULT_MAX_CONNECTIONS  1024
+#define MCP_HTTP_DEFAULT_MAX_SESSIONS     1000
+#define MCP_HTTP_DEFAULT_MAX_STREAMS      64 /* open POST streams of one session */
+#define MCP_HTTP_DEFAULT_MAX_HEADER_BYTES 16384
+#define MCP_HTTP_DEFAULT_MAX_HEADERS      64
+/* request line + headers (and TLS handshake), from the connection's accept: 30 s, not less, because
+   a client process that is short of CPU (100 sessions of one Node client on a loaded machine,
+   measured) can take over 10 s between its connect and its first write */
+#define MCP_HTTP_DEFAULT_HEADER_TIMEOUT_MS 30000
 #define MCP_HTTP_DEFAULT_BODY_TIMEOUT_MS   30000  /* the whole body, once headers are in */
 #define MCP_HTTP_DEFAULT_IDLE_TIMEOUT_MS   60000  /* a keep-alive connection between requests */
 #define MCP_HTTP_DEFAULT_SESSION_IDLE_MS   600000 /* a session with no request and no stream */
@@ -678,7 +710,7 @@ typedef struct mcp_downstream_config {
     size_t n_problems;
 } mcp_downstream_config_t;
 
-/** The environment variable every downstream process gets (ptc-mcp's pid): a ptc-mcp that
+/** The environment variable given to every downstream process (ptc-mcp's pid): a ptc-mcp that
  * finds it was started by a ptc-mcp and starts no processes of its own (a config that lists
  * ptc-mcp itself would otherwise start an endless chain of them). */
 #define MCP_DOWNSTREAM_PARENT_ENV "PTC_MCP_PARENT_PID"
@@ -752,6 +784,9 @@ typedef struct mcp_client_hooks {
 
 /* Defaults of mcp_client_opts_t. The start timeout leaves room for npx/uvx fetching a package
  * on first use. */
+/** What a stdio child inherits from the base environment besides the locale: the list of the
+ * MCP SDKs' stdio clients (after sudo's default), space-separated. */
+#define MCP_CLIENT_INHERITED_ENV             "HOME LOGNAME PATH SHELL TERM USER"
 #define MCP_CLIENT_DEFAULT_START_TIMEOUT_MS  60000
 #define MCP_CLIENT_DEFAULT_CALL_WAIT_MS      60000
 #define MCP_CLIENT_DEFAULT_STOP_GRACE_MS     2000
@@ -765,24 +800,27 @@ typedef struct mcp_client_hooks {
 #define MCP_CLIENT_DEFAULT_MAX_TOOLS         10000
 
 typedef struct mcp_client_opts {
-    unsigned start_timeout_ms; /* spawn to tools listed; 0: none */
-    unsigned call_wait_ms;     /* how long a call waits for a starting server */
-    unsigned stop_grace_ms;    /* stdin closed -> SIGTERM -> SIGKILL steps */
-    unsigned restart_max;      /* restarts after crashes before FAILED */
-    unsigned restart_base_ms;  /* first backoff, doubled per attempt */
-    unsigned restart_cap_ms;   /* largest backoff */
-    unsigned healthy_ms;       /* ready this long resets the attempt count */
-    size_t max_message_bytes;  /* largest message read from the server */
-    size_t max_stderr_line;    /* longer stderr lines are cut in the log */
-    size_t max_calls;          /* requests in flight or waiting */
-    size_t max_tools;          /* tools kept from one listing */
-    bool can_sample;           /* declare "sampling" (the owner forwards it) */
-    bool can_elicit;           /* declare "elicitation" */
-    bool has_roots;            /* declare "roots" with listChanged */
-    char *const *environ;      /* base environment (NULL-terminated "K=V"); NULL: ours.
-                                  Borrowed during mcp_client_new only. */
-    mcp_http_client_t *http;   /* for "http" entries (borrowed; must outlive the client);
-                                  NULL: such entries fail */
+    unsigned start_timeout_ms;       /* spawn to tools listed; 0: none */
+    unsigned call_wait_ms;           /* how long a call waits for a starting server */
+    unsigned stop_grace_ms;          /* stdin closed -> SIGTERM -> SIGKILL steps */
+    unsigned restart_max;            /* restarts after crashes before FAILED */
+    unsigned restart_base_ms;        /* first backoff, doubled per attempt */
+    unsigned restart_cap_ms;         /* largest backoff */
+    unsigned healthy_ms;             /* ready this long resets the attempt count */
+    size_t max_message_bytes;        /* largest message read from the server */
+    size_t max_stderr_line;          /* longer stderr lines are cut in the log */
+    size_t max_calls;                /* requests in flight or waiting */
+    size_t max_tools;                /* tools kept from one listing */
+    bool can_sample;                 /* declare "sampling" (the owner forwards it) */
+    bool can_elicit;                 /* declare "elicitation" */
+    bool has_roots;                  /* declare "roots" with listChanged */
+    char *const *environ;            /* base environment (NULL-terminated "K=V"); NULL: ours.
+                                        Borrowed during mcp_client_new only. */
+    const char *const *withheld_env; /* names (NULL-terminated) a child never inherits from
+                                        the base, even from the default set; NULL: none.
+                                        Borrowed during mcp_client_new only. */
+    mcp_http_client_t *http;         /* for "http" entries (borrowed; must outlive the client);
+                                        NULL: such entries fail */
 } mcp_client_opts_t;
 
 /** Fills opts with the MCP_CLIENT_DEFAULT_* values (capabilities off, environ and http NULL). */
@@ -791,7 +829,11 @@ void mcp_client_opts_default(mcp_client_opts_t *opts);
 /**
  * Creates a client for one config entry (borrowed; copied). ${VAR} in args and env values is
  * expanded from opts->environ (unset -> empty, with a warning naming the server). The child's
- * environment is that base plus the entry's env; its PATH is the entry's PATH (if given)
+ * environment is not the whole base (which may hold the server's secrets) but, like the MCP
+ * SDKs' stdio clients, only its MCP_CLIENT_INHERITED_ENV variables and the locale (LANG,
+ * LANGUAGE, LC_*), minus opts->withheld_env and values that are exported shell functions,
+ * plus the entry's env (which wins, withheld names included: the entry says so explicitly)
+ * and MCP_DOWNSTREAM_PARENT_ENV. Its PATH is the entry's PATH (if given)
  * followed by the base PATH, and the command is looked up there. Borrows loop, hooks and lg
  * (they must outlive the client). Starts nothing: call mcp_client_start. *out set on MCP_OK.
  */

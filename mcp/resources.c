@@ -266,7 +266,9 @@ static void handle_read(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, cons
     bool is_template = mcp__table_find(&s->srv->resources, uri) != e;
     char msg[READ_MSG_BYTES] = "";
     cJSON *contents = NULL;
-    int rc = e->read(uri, is_template ? vars : NULL, e->data, &contents, msg, sizeof msg);
+    mcp_identity_t who;
+    mcp__request_identity(s, &who);
+    int rc = e->read(uri, is_template ? vars : NULL, &who, e->data, &contents, msg, sizeof msg);
     cJSON_Delete(vars);
     if (rc == MCP_EINVAL) {
         cJSON_Delete(contents);

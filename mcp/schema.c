@@ -66,14 +66,14 @@ static int check_type(vctx_t *c, const cJSON *schema, const cJSON *v, const char
             return fail(c, path, "expected %s, got %s", type->valuestring, json_type_name(v));
     } else if (cJSON_IsArray(type)) {
         char list[128] = "";
+        size_t at = 0;
         const cJSON *t;
         cJSON_ArrayForEach(t, type)
         {
             if (cJSON_IsString(t) && type_matches(t->valuestring, v)) return MCP_OK;
-            if (cJSON_IsString(t) && strlen(list) + strlen(t->valuestring) + 4 < sizeof list) {
-                if (list[0] != '\0') strcat(list, " or ");
-                strcat(list, t->valuestring);
-            }
+            if (cJSON_IsString(t) && at + strlen(t->valuestring) + 4 < sizeof list)
+                at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", at ? " or " : "",
+                                       t->valuestring);
         }
         return fail(c, path, "expected %s, got %s", list, json_type_name(v));
     }

@@ -462,6 +462,7 @@ void mcp__session_check_idle(mcp_session_t *s)
     s->idle_cb = NULL;
     mcp__close_free((uv_handle_t *)s->grace_timer);
     s->grace_timer = NULL;
+    mcp__session_tell_end(s); /* nothing is in flight: its client's state can go now */
     cb(s, s->idle_data);
 }
 
@@ -517,6 +518,7 @@ void mcp_session_free(mcp_session_t *s)
 {
     if (s == NULL) return;
     s->idle_cb = NULL;
+    mcp__session_tell_end(s);
     mcp__outreq_fail_all(s, MCP_ECLOSED, "the session was closed");
     mcp__listen_end_all(s, false);
     while (s->calls != NULL)

@@ -352,6 +352,8 @@ static mcp__hsess_t *sess_new(mcp_http_server_t *hs, bool legacy)
         return NULL;
     }
     mcp_session_set_router(se->s, sess_send);
+    /* Every request of the session passed the bearer check with this one token. */
+    if (hs->token != NULL) mcp__session_set_credential(se->s, hs->token_digest);
     se->last_active_ms = mcp__now_ms();
     sess_link(&hs->sessions, se);
     hs->n_sessions++;

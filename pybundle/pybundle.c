@@ -476,7 +476,7 @@ int ptc_pybundle_key(const reg_catalog_t *cat, char key[65])
     size_t n = reg_catalog_count(cat);
     for (size_t i = 0; i < n && !rc; i++) {
         const reg_tool_t *t = reg_catalog_at(cat, i);
-        if (!rc) rc = hash_field(&ctx, t->id);
+        rc = hash_field(&ctx, t->id);
         if (!rc) rc = hash_field(&ctx, t->server);
         if (!rc) rc = hash_field(&ctx, t->name);
         if (!rc) rc = hash_field(&ctx, t->title);

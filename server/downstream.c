@@ -424,6 +424,13 @@ int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger
      * when one comes (ours start before any client connects). */
     co.can_sample = true;
     co.can_elicit = true;
+    /* The variables that hold ptc-mcp's own secrets never reach a downstream server (whose
+     * tools sandboxed code can call), even when named in the inherited default set. */
+    const char *withheld[] = {o->auth_token_env, o->repair_key_env, o->embed_key_env, NULL};
+    const char *kept[4] = {NULL, NULL, NULL, NULL};
+    for (size_t i = 0, k = 0; i < 3; i++)
+        if (withheld[i] != NULL && withheld[i][0] != '\0') kept[k++] = withheld[i];
+    co.withheld_env = kept;
     for (size_t i = 0; i < d->cfg.n_servers; i++) {
         mcp_client_t *c = NULL;
         /* One broken entry never keeps the others from starting. */

@@ -74,6 +74,12 @@ struct ptc_execute {
     uint64_t wait_ms;
     struct job *longruns; /* runs handed back as running (execute_longrun.c) */
     size_t n_longruns;
+    /* Clients whose MCP session ended, their state dropped at the next loop turn
+       (execute_ends.c). */
+    mcp_server_t *srv; /* the session-end hook is registered there */
+    uv_timer_t *ends_timer;
+    mcp_identity_t *ends;
+    size_t n_ends, cap_ends;
 };
 
 /* Runs handed back as running and not yet collected; past it a request just waits. */
@@ -125,7 +131,7 @@ typedef struct job {
     /* Long runs (execute_longrun.c): the wait, the run cursor, what was answered so far. */
     uv_timer_t *wait_timer;
     char cursor[PTC_SESSION_HANDLE_MAX]; /* "" until handed back as running */
-    uint64_t owner;                      /* ptc__sessions_owner of the request */
+    mcp_identity_t owner;                /* the request's client: its cursors, files, session */
     uint64_t started_ms;
     uint64_t out_sent, err_sent; /* bytes of the current run answered while running */
     bool lr_linked;              /* in ex->longruns */
@@ -176,9 +182,10 @@ void ptc__execute_finish_page(mcp_call_t *call, cJSON *sc, const exec_page_t *pa
 cJSON *ptc__execute_base_fields(const char *status, int exit_code, const char *signal,
                                 uint64_t out_b, uint64_t err_b, bool truncated,
                                 uint64_t duration_ms, const char *sandbox);
-/** Keeps the files a finished run left (r->files) in ex's file store and fills o's listing,
- *  image blocks and text lines. MCP_ENOMEM when out of memory. */
-int ptc__execute_keep_files(ptc_execute_t *ex, const exec_result_t *r, outcome_t *o);
+/** Keeps the files a finished run left (r->files) in ex's file store for owner and fills o's
+ *  listing, image blocks and text lines. MCP_ENOMEM when out of memory. */
+int ptc__execute_keep_files(ptc_execute_t *ex, const mcp_identity_t *owner, const exec_result_t *r,
+                            outcome_t *o);
 /** Answers call with status "refused" and message. */
 void ptc__execute_finish_refused(ptc_execute_t *ex, mcp_call_t *call, const char *message);
 /** Answers call with a result that ran no code: status ("ok", "refused") and message. */
@@ -256,19 +263,21 @@ int ptc__sessions_new(ptc_execute_t *ex, size_t max, uint64_t idle_ms, ptc_xsess
 void ptc__sessions_close_all(ptc_xsessions_t *t);
 /** ptc__sessions_close_all, then frees the table. NULL allowed. */
 void ptc__sessions_free(ptc_xsessions_t *t);
+/** Ends every session of owner now (its client's MCP session ended): their sandboxes die, a
+ *  cell running dies with them; a request still waiting on one is answered so. */
+void ptc__sessions_close_owner(ptc_xsessions_t *t, const mcp_identity_t *owner);
 /** Writes prefix and 32 hex digits of fresh random bytes (128 bits) into buf: an unguessable
  *  handle. false when the kernel gives no random bytes. */
 bool ptc__execute_random_id(const char *prefix, char buf[PTC_SESSION_HANDLE_MAX]);
-/** Who a call's client is, for binding handles: its MCP session's serial (0: none, or a
- *  stateless 2026-07-28 request, where the handle alone carries the session). */
-uint64_t ptc__sessions_owner(const mcp_call_t *call);
-/** A new session for owner (its sandbox starts with its first cell), or NULL with a sentence in
- *  msg (at the limit: naming the oldest idle one; out of memory). */
-ptc_xsession_t *ptc__session_create(ptc_xsessions_t *t, uint64_t owner, char *msg, size_t n);
+/** A new session for owner (mcp_call_identity of the request; copied; its sandbox starts with
+ *  its first cell), or NULL with a sentence in msg (at the limit: naming the oldest idle one;
+ *  out of memory). */
+ptc_xsession_t *ptc__session_create(ptc_xsessions_t *t, const mcp_identity_t *owner, char *msg,
+                                    size_t n);
 /** The live session with handle for owner, or NULL with a sentence in msg: unknown (also for
  *  another owner's handle: the same words), expired, closed or ended. */
-ptc_xsession_t *ptc__session_find(ptc_xsessions_t *t, const char *handle, uint64_t owner, char *msg,
-                                  size_t n);
+ptc_xsession_t *ptc__session_find(ptc_xsessions_t *t, const char *handle,
+                                  const mcp_identity_t *owner, char *msg, size_t n);
 /** j's request uses s now (its cells run for j until ptc__session_release). */
 void ptc__session_claim(ptc_xsession_t *s, job_t *j);
 /** The request using s, or NULL. */
@@ -298,14 +307,25 @@ bool ptc__session_result(const job_t *j, cJSON *sc, sbuf_t *note);
 
 /** Answers j's request with status "running" after wait_ms unless the run ended by then. */
 int ptc__longrun_arm(job_t *j, uint64_t wait_ms);
-/** The run handed back with cursor to owner, or NULL. */
-job_t *ptc__longrun_find(ptc_execute_t *ex, const char *cursor, uint64_t owner);
+/** The run handed back with cursor to owner, or NULL (also for another owner's cursor). */
+job_t *ptc__longrun_find(ptc_execute_t *ex, const char *cursor, const mcp_identity_t *owner);
 /** call waits on j (up to wait_ms); a run that ended meanwhile is answered now. */
 void ptc__longrun_attach(job_t *j, mcp_call_t *call, uint64_t wait_ms);
 /** The run ended with no request waiting: kept (j->last) for its cursor, for a while. */
 void ptc__longrun_park(job_t *j);
 /** Ends every run handed back as running (the server stops). */
 void ptc__longrun_close_all(ptc_execute_t *ex);
+/** Ends every run of owner handed back as running (its client's MCP session ended). */
+void ptc__longrun_close_owner(ptc_execute_t *ex, const mcp_identity_t *owner);
+
+/* --- execute_ends.c: what goes when a client's MCP session ends (issue 12) ------------------ */
+
+/** Registers ex's session-end hook on srv: once a stateful MCP session has ended (HTTP DELETE,
+ *  a legacy SSE client gone, its idle timeout, stdin closed), its workspace sessions, long runs,
+ *  output pages and files go at the next loop turn. MCP_ENOMEM. */
+int ptc__ends_register(ptc_execute_t *ex, mcp_server_t *srv);
+/** Unregisters the hook and frees what it keeps (in ptc_execute_free). */
+void ptc__ends_free(ptc_execute_t *ex);
 /** Stops j's timer and forgets its cursor (in ptc__execute_job_free). */
 void ptc__longrun_release(job_t *j);
 

@@ -165,10 +165,10 @@ int ptc__longrun_arm(job_t *j, uint64_t wait_ms)
     return MCP_OK;
 }
 
-job_t *ptc__longrun_find(ptc_execute_t *ex, const char *cursor, uint64_t owner)
+job_t *ptc__longrun_find(ptc_execute_t *ex, const char *cursor, const mcp_identity_t *owner)
 {
     for (job_t *j = ex->longruns; j != NULL; j = j->lr_next)
-        if (j->owner == owner && strcmp(j->cursor, cursor) == 0) return j;
+        if (mcp_identity_equal(&j->owner, owner) && strcmp(j->cursor, cursor) == 0) return j;
     return NULL;
 }
 
@@ -213,14 +213,37 @@ void ptc__longrun_attach(job_t *j, mcp_call_t *call, uint64_t wait_ms)
     ptc__execute_job_deliver(j); /* the loop finishes, or repairs with this request */
 }
 
+/* Kills j's run and frees j; returns the request that waited on it (NULL: none). */
+static mcp_call_t *end_run(job_t *j)
+{
+    exec_run_cancel(j->run); /* no on_done follows */
+    j->run = NULL;
+    mcp_call_t *call = j->call;
+    ptc__execute_job_free(j); /* a session's cell dies with the session, closed next */
+    return call;
+}
+
 void ptc__longrun_close_all(ptc_execute_t *ex)
 {
     while (ex->longruns != NULL) {
-        job_t *j = ex->longruns;
-        exec_run_cancel(j->run); /* no on_done follows */
-        j->run = NULL;
-        mcp_call_t *call = j->call;
-        ptc__execute_job_free(j); /* a session's cell dies with the session, closed next */
+        mcp_call_t *call = end_run(ex->longruns);
         if (call != NULL) mcp_call_finish_text(call, true, "The server is shutting down.");
+    }
+}
+
+void ptc__longrun_close_owner(ptc_execute_t *ex, const mcp_identity_t *owner)
+{
+    for (;;) {
+        /* From the start each time: answering a request below may change the list. */
+        job_t *j = ex->longruns;
+        while (j != NULL && !mcp_identity_equal(&j->owner, owner))
+            j = j->lr_next;
+        if (j == NULL) return;
+        mcp_log(ex->lg, MCP_LOG_INFO,
+                "execute_code: run %.12s... stopped: its client's MCP session ended", j->cursor);
+        mcp_call_t *call = end_run(j);
+        if (call != NULL)
+            mcp_call_finish_text(call, true,
+                                 "The run was stopped: the MCP session that started it ended.");
     }
 }

@@ -170,8 +170,8 @@ static cJSON *image_block(const exec_file_t *f, const char *mime)
 }
 
 /* One entry of structuredContent.files (and its line of text); keeps the bytes in the store. */
-static bool keep_one(ptc_execute_t *ex, const exec_file_t *f, outcome_t *o, sbuf_t *text,
-                     size_t *shown)
+static bool keep_one(ptc_execute_t *ex, const mcp_identity_t *owner, const exec_file_t *f,
+                     outcome_t *o, sbuf_t *text, size_t *shown)
 {
     size_t name_len;
     char *name = exec_pages_utf8_sanitize(f->name, strlen(f->name), &name_len);
@@ -187,8 +187,8 @@ static bool keep_one(ptc_execute_t *ex, const exec_file_t *f, outcome_t *o, sbuf
     char *key = NULL;
     bool omitted = f->omitted;
     if (!omitted) {
-        int rc =
-            exec_filestore_put(ex->files, f->name, f->data, f->len, mime, uv_now(ex->loop), &key);
+        int rc = exec_filestore_put(ex->files, owner->b, f->name, f->data, f->len, mime,
+                                    uv_now(ex->loop), &key);
         if (rc == EXEC_FILESTORE_ENOMEM) {
             free(name);
             return false;
@@ -200,10 +200,11 @@ static bool keep_one(ptc_execute_t *ex, const exec_file_t *f, outcome_t *o, sbuf
     }
     char *uri = NULL;
     if (key != NULL) {
-        uri = malloc(strlen(FILES_URI_PREFIX) + strlen(key) + 1);
+        size_t pl = strlen(FILES_URI_PREFIX), kl = strlen(key);
+        uri = malloc(pl + kl + 1);
         if (uri != NULL) {
-            strcpy(uri, FILES_URI_PREFIX);
-            strcat(uri, key);
+            memcpy(uri, FILES_URI_PREFIX, pl);
+            memcpy(uri + pl, key, kl + 1);
         }
         free(key);
         if (uri == NULL) {
@@ -255,7 +256,8 @@ static bool keep_one(ptc_execute_t *ex, const exec_file_t *f, outcome_t *o, sbuf
     return ok;
 }
 
-int ptc__execute_keep_files(ptc_execute_t *ex, const exec_result_t *r, outcome_t *o)
+int ptc__execute_keep_files(ptc_execute_t *ex, const mcp_identity_t *owner, const exec_result_t *r,
+                            outcome_t *o)
 {
     o->files = cJSON_CreateArray();
     o->images = cJSON_CreateArray();
@@ -265,7 +267,7 @@ int ptc__execute_keep_files(ptc_execute_t *ex, const exec_result_t *r, outcome_t
     ptc__sb_fmt(&text, "Files in %s (readable through resources/read):\n", EXEC_OUTPUT_DIR);
     size_t shown = 0;
     for (size_t i = 0; i < r->n_files; i++)
-        if (!keep_one(ex, &r->files[i], o, &text, &shown)) {
+        if (!keep_one(ex, owner, &r->files[i], o, &text, &shown)) {
             free(text.s);
             return MCP_ENOMEM;
         }
@@ -439,9 +441,10 @@ void ptc__execute_finish_job(job_t *j)
     char *meta_text = meta ? cJSON_PrintUnformatted(meta) : NULL;
     cJSON_Delete(meta);
     exec_page_t page;
-    int rc = meta_text ? exec_pages_first(ex->pages, meta_text, o->out, o->out_len, o->err,
-                                          o->err_len, ex->page_chars, uv_now(ex->loop), &page)
-                       : EXEC_PAGES_ENOMEM;
+    int rc = meta_text
+                 ? exec_pages_first(ex->pages, j->owner.b, meta_text, o->out, o->out_len, o->err,
+                                    o->err_len, ex->page_chars, uv_now(ex->loop), &page)
+                 : EXEC_PAGES_ENOMEM;
     cJSON_free(meta_text);
     char *err = o->err;
     o->err = NULL;
@@ -473,7 +476,9 @@ void ptc__execute_finish_job(job_t *j)
 void ptc__execute_fetch_page(ptc_execute_t *ex, mcp_call_t *call, const char *cursor)
 {
     exec_page_t page;
-    int rc = exec_pages_next(ex->pages, cursor, uv_now(ex->loop), &page);
+    mcp_identity_t who;
+    mcp_call_identity(call, &who);
+    int rc = exec_pages_next(ex->pages, who.b, cursor, uv_now(ex->loop), &page);
     if (rc == EXEC_PAGES_EXPIRED) {
         mcp_call_finish_text(call, true,
                              "Unknown or expired cursor: output is kept for 30 minutes after its "

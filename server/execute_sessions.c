@@ -2,7 +2,8 @@
  * behind unguessable handles bound to the client that made them, at most --max-sessions at
  * once, closed after --session-idle-timeout unused; each keeps one bridge for its life and
  * lends it to the cell running. Ended handles are remembered (a bounded ring) so that a later
- * use says why, and only to the client that owned them. */
+ * use says why, and only to the client that owned them. The client is mcp_call_identity: the
+ * MCP session and the bearer token (only the token for a stateless 2026-07-28 request). */
 #include "execute_internal.h"
 
 #include "pybundle.h"
@@ -21,7 +22,7 @@ struct ptc_xsession {
     ptc_xsession_t *prev, *next;
     ptc_xsessions_t *t;
     char handle[PTC_SESSION_HANDLE_MAX];
-    uint64_t owner;
+    mcp_identity_t owner;
     exec_session_t *es;      /* NULL until the first cell starts it */
     ptc_bridge_host_t *host; /* for the session's life; NULL without the tools package */
     bridge_peer_t peer;      /* the host serves the cell running now */
@@ -33,7 +34,7 @@ struct ptc_xsession {
 
 typedef struct gone {
     char handle[PTC_SESSION_HANDLE_MAX];
-    uint64_t owner;
+    mcp_identity_t owner;
     char why[200];
 } gone_t;
 
@@ -58,15 +59,6 @@ bool ptc__execute_random_id(const char *prefix, char buf[PTC_SESSION_HANDLE_MAX]
     for (size_t i = 0; i < sizeof rnd; i++)
         snprintf(buf + k + 2 * i, 3, "%02x", rnd[i]);
     return true;
-}
-
-uint64_t ptc__sessions_owner(const mcp_call_t *call)
-{
-    /* A stateless (2026-07-28) request lives in a session of its own: there the handle alone
-     * carries the session (the server has one bearer token, which every request showed). */
-    if (call != NULL && mcp_call_is_modern(call)) return 0;
-    mcp_session_t *s = call != NULL ? mcp_call_session(call) : NULL;
-    return s != NULL ? mcp_session_serial(s) : 0;
 }
 
 static void sweep_closed(uv_handle_t *h)
@@ -146,20 +138,48 @@ int ptc__sessions_new(ptc_execute_t *ex, size_t max, uint64_t idle_ms, ptc_xsess
     return MCP_OK;
 }
 
+/* Ends s and the job of a cell running in it; returns the request that waited on that cell
+ * (NULL: none), for the caller to answer once the tables are consistent again. */
+static mcp_call_t *end_with_job(ptc_xsession_t *s)
+{
+    job_t *j = s->job;
+    mcp_call_t *waiting = NULL;
+    if (j != NULL) {
+        waiting = j->call;
+        j->sess = NULL;
+        s->job = NULL;
+        s->peer.job = NULL;
+        ptc__execute_job_free(j);
+    }
+    session_free(s);
+    return waiting;
+}
+
 void ptc__sessions_close_all(ptc_xsessions_t *t)
 {
     if (t == NULL) return;
-    while (t->list != NULL) {
+    /* A call waiting belongs to a session that is going away too: no answer. */
+    while (t->list != NULL)
+        (void)end_with_job(t->list);
+}
+
+void ptc__sessions_close_owner(ptc_xsessions_t *t, const mcp_identity_t *owner)
+{
+    if (t == NULL) return;
+    for (;;) {
+        /* From the start each time: answering a request below may change the list. */
         ptc_xsession_t *s = t->list;
-        job_t *j = s->job;
-        if (j != NULL) {
-            /* Its call belongs to a session that is going away too: no answer. */
-            j->sess = NULL;
-            s->job = NULL;
-            s->peer.job = NULL;
-            ptc__execute_job_free(j);
-        }
-        session_free(s);
+        while (s != NULL && !mcp_identity_equal(&s->owner, owner))
+            s = s->next;
+        if (s == NULL) return;
+        mcp_log(t->ex->lg, MCP_LOG_INFO,
+                "execute_code: session %.12s... closed: its client's MCP session ended", s->handle);
+        remember(t, s, "was closed: the MCP session that made it ended");
+        mcp_call_t *waiting = end_with_job(s);
+        if (waiting != NULL)
+            mcp_call_finish_text(waiting, true,
+                                 "The session was closed while this cell ran: its client's MCP "
+                                 "session ended.");
     }
 }
 
@@ -173,7 +193,8 @@ void ptc__sessions_free(ptc_xsessions_t *t)
 
 /* Names the oldest idle session in a message about the limit, without handing one client
  * another's handle. */
-static void limit_message(const ptc_xsessions_t *t, uint64_t owner, char *msg, size_t n)
+static void limit_message(const ptc_xsessions_t *t, const mcp_identity_t *owner, char *msg,
+                          size_t n)
 {
     const ptc_xsession_t *oldest = NULL;
     for (const ptc_xsession_t *s = t->list; s != NULL; s = s->next)
@@ -188,7 +209,7 @@ static void limit_message(const ptc_xsessions_t *t, uint64_t owner, char *msg, s
         snprintf(msg + k, n - (size_t)k,
                  "Every one is running a cell now; try again when one is done, or run this "
                  "code without session (a one-shot run).");
-    else if (oldest->owner == owner)
+    else if (mcp_identity_equal(&oldest->owner, owner))
         snprintf(msg + k, n - (size_t)k,
                  "The oldest idle one is \"%s\" (unused for %.0f s): end it with "
                  "{\"session\": \"%s\", \"close_session\": true} and try again, or run this code "
@@ -202,7 +223,8 @@ static void limit_message(const ptc_xsessions_t *t, uint64_t owner, char *msg, s
                  idle, (double)t->idle_ms / 1000.0);
 }
 
-ptc_xsession_t *ptc__session_create(ptc_xsessions_t *t, uint64_t owner, char *msg, size_t n)
+ptc_xsession_t *ptc__session_create(ptc_xsessions_t *t, const mcp_identity_t *owner, char *msg,
+                                    size_t n)
 {
     if (t->live >= t->max) {
         on_sweep(t->sweep); /* an expired or dead one may free a place */
@@ -219,7 +241,7 @@ ptc_xsession_t *ptc__session_create(ptc_xsessions_t *t, uint64_t owner, char *ms
         return NULL;
     }
     s->t = t;
-    s->owner = owner;
+    s->owner = *owner;
     s->created_ms = uv_now(t->ex->loop);
     s->peer.ex = t->ex;
     snprintf(s->run_id, sizeof s->run_id, "%.12s", s->handle);
@@ -235,11 +257,11 @@ ptc_xsession_t *ptc__session_create(ptc_xsessions_t *t, uint64_t owner, char *ms
     return s;
 }
 
-ptc_xsession_t *ptc__session_find(ptc_xsessions_t *t, const char *handle, uint64_t owner, char *msg,
-                                  size_t n)
+ptc_xsession_t *ptc__session_find(ptc_xsessions_t *t, const char *handle,
+                                  const mcp_identity_t *owner, char *msg, size_t n)
 {
     for (ptc_xsession_t *s = t->list; s != NULL; s = s->next) {
-        if (strcmp(s->handle, handle) != 0 || s->owner != owner) continue;
+        if (strcmp(s->handle, handle) != 0 || !mcp_identity_equal(&s->owner, owner)) continue;
         const char *ended = s->job == NULL && s->es ? exec_session_end_reason(s->es) : NULL;
         if (ended == NULL) return s;
         char why[200];
@@ -250,7 +272,9 @@ ptc_xsession_t *ptc__session_find(ptc_xsessions_t *t, const char *handle, uint64
     }
     for (unsigned i = 0; i < PTC_SESSIONS_GONE_KEPT; i++) {
         const gone_t *g = &t->gone[i];
-        if (g->handle[0] == '\0' || strcmp(g->handle, handle) != 0 || g->owner != owner) continue;
+        if (g->handle[0] == '\0' || strcmp(g->handle, handle) != 0 ||
+            !mcp_identity_equal(&g->owner, owner))
+            continue;
         snprintf(msg, n,
                  "Session \"%.60s\" %s; its variables and files are gone. Start a new one with "
                  "session: \"new\" (and run the set-up code again).",

@@ -290,7 +290,7 @@ static int set_flag(ptc_options_t *o, const flag_t *f, const char *val, FILE *er
         char *end;
         double d = strtod(val, &end);
         if (end != val && *end == '\0' && isfinite(d) && d > 0) {
-            *(double *)(base + f->offset) = d;
+            memcpy(base + f->offset, &d, sizeof d);
             return 0;
         }
         break;

@@ -14,13 +14,15 @@
 
 #define OUTPUT_URI_PREFIX "ptc://output/"
 
-static int read_output(const char *uri, const cJSON *vars, void *data, cJSON **contents, char *msg,
-                       size_t msg_size)
+static int read_output(const char *uri, const cJSON *vars, const mcp_identity_t *who, void *data,
+                       cJSON **contents, char *msg, size_t msg_size)
 {
     ptc_execute_t *ex = data;
     const char *cursor = cJSON_GetObjectItemCaseSensitive(vars, "cursor")->valuestring;
     exec_page_t page;
-    int rc = exec_pages_next(ptc_execute_pages(ex), cursor, uv_now(ptc_execute_loop(ex)), &page);
+    /* Only the client that ran the code finds its pages (see exec_pages_next). */
+    int rc =
+        exec_pages_next(ptc_execute_pages(ex), who->b, cursor, uv_now(ptc_execute_loop(ex)), &page);
     if (rc == EXEC_PAGES_EXPIRED) {
         snprintf(msg, msg_size,
                  "unknown or expired cursor (output is kept for 30 minutes after its last page "
@@ -80,13 +82,14 @@ char *ptc_base64(const unsigned char *data, size_t len)
 }
 
 /* A file a run left in /tmp/outputs: the URI (its random part is the capability) names it. */
-static int read_file(const char *uri, const cJSON *vars, void *data, cJSON **contents, char *msg,
-                     size_t msg_size)
+static int read_file(const char *uri, const cJSON *vars, const mcp_identity_t *who, void *data,
+                     cJSON **contents, char *msg, size_t msg_size)
 {
     (void)vars;
     ptc_execute_t *ex = data;
     exec_stored_file_t f;
-    int rc = exec_filestore_get(ptc_execute_files(ex), uri + strlen(FILES_URI_PREFIX),
+    /* Only the client whose run wrote the file finds it (see exec_filestore_get). */
+    int rc = exec_filestore_get(ptc_execute_files(ex), who->b, uri + strlen(FILES_URI_PREFIX),
                                 uv_now(ptc_execute_loop(ex)), &f);
     if (rc < 0) {
         snprintf(msg, msg_size,

@@ -212,7 +212,7 @@ static int capture(job_t *j, const exec_result_t *r, outcome_t *o)
     /* Every answer the sandbox waited for was read before it exited: the records are whole. */
     ptc__execute_close_bridge(j, o);
     if (o->outputs == NULL) o->outputs = cJSON_CreateArray();
-    if (ptc__execute_keep_files(j->ex, r, o) < 0) return MCP_ENOMEM;
+    if (ptc__execute_keep_files(j->ex, &j->owner, r, o) < 0) return MCP_ENOMEM;
     if (o->out == NULL || o->err == NULL || o->outputs == NULL ||
         (r->signal_name != NULL && o->signal_name == NULL))
         return MCP_ENOMEM;
@@ -482,10 +482,9 @@ static bool take_session(job_t *j, const char *handle)
     ptc_execute_t *ex = j->ex;
     mcp_call_t *call = j->call;
     char msg[700];
-    uint64_t owner = ptc__sessions_owner(call);
     bool fresh = strcmp(handle, "new") == 0;
-    ptc_xsession_t *s = fresh ? ptc__session_create(ex->sessions, owner, msg, sizeof msg)
-                              : ptc__session_find(ex->sessions, handle, owner, msg, sizeof msg);
+    ptc_xsession_t *s = fresh ? ptc__session_create(ex->sessions, &j->owner, msg, sizeof msg)
+                              : ptc__session_find(ex->sessions, handle, &j->owner, msg, sizeof msg);
     if (s != NULL && !fresh && ptc__session_busy(s)) {
         snprintf(msg, sizeof msg,
                  "Session \"%s\" is busy: a cell is still running in it (cells run one at a "
@@ -516,8 +515,10 @@ static void close_session(ptc_execute_t *ex, mcp_call_t *call, const cJSON *sess
         return;
     }
     char msg[700];
-    ptc_xsession_t *s = ptc__session_find(ex->sessions, session->valuestring,
-                                          ptc__sessions_owner(call), msg, sizeof msg);
+    mcp_identity_t who;
+    mcp_call_identity(call, &who);
+    ptc_xsession_t *s =
+        ptc__session_find(ex->sessions, session->valuestring, &who, msg, sizeof msg);
     if (s == NULL) {
         mcp_call_finish_text(call, true, "%s", msg);
         return;
@@ -558,7 +559,9 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
                                  "wait_seconds or cancel), or code without a cursor.");
             return;
         }
-        job_t *lr = ptc__longrun_find(ex, cursor->valuestring, ptc__sessions_owner(call));
+        mcp_identity_t who;
+        mcp_call_identity(call, &who);
+        job_t *lr = ptc__longrun_find(ex, cursor->valuestring, &who);
         if (lr != NULL) {
             on_longrun(lr, call, wait_ms, cJSON_IsTrue(cancel));
             return;
@@ -623,7 +626,7 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
     j->timeout_ms = (uint64_t)(secs * 1000.0 + 0.5);
     if (j->timeout_ms == 0) j->timeout_ms = 1;
     j->max_repairs = repairs != NULL ? (long)repairs->valuedouble : ex->max_repairs;
-    j->owner = ptc__sessions_owner(call);
+    mcp_call_identity(call, &j->owner);
     if (session != NULL && !take_session(j, session->valuestring)) return;
     if (ptc__longrun_arm(j, wait_ms) < 0)
         mcp_log(ex->lg, MCP_LOG_WARNING,
@@ -910,7 +913,7 @@ int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv)
     }
     free(ex->described);
     ex->described = desc;
-    return rc;
+    return ptc__ends_register(ex, srv);
 }
 
 void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *modules)
@@ -971,6 +974,7 @@ void ptc_execute_free(ptc_execute_t *ex)
     if (ex->audit != NULL) fclose(ex->audit);
     ptc_repairer_http_free(ex->repairer);
     free(ex->described);
+    ptc__ends_free(ex);
     ptc__longrun_close_all(ex);
     ptc__sessions_free(ex->sessions); /* before the pool: their sandboxes are its children */
     exec_pool_free(ex->pool);

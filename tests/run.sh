@@ -149,8 +149,28 @@ else
     skipped_stages=$((skipped_stages + 1))
 fi
 
+# 7. Static checks: no banned function, cppcheck clean (tests/lint/run.sh).
+stage lint tests/lint/run.sh
+
+failures() { # names the failed tests of each log, so the summary's tail says what to look at
+    local log=$logs/$1.log
+    [ -f "$log" ] || return 0
+    case $1 in
+    unit-asan) sed -n '/The following tests FAILED:/,/^Errors while running/p' "$log" |
+        grep -E '^[[:space:]]+[0-9]+ - ' | sed "s/^[[:space:]]*/  $1: /" ;;
+    integration-asan) grep -E '^[[:space:]]*not ok [0-9]+ - ' "$log" |
+        sed -E "s/^([[:space:]]*)not ok [0-9]+ - /  $1: \1/" ;;
+    *) ;;
+    esac
+}
+
 printf '\n===== summary =====\n'
 printf '%s\n' "${summary[@]}"
+if [ "$failed_stages" -ne 0 ] || [ "$tests_failed" -ne 0 ]; then
+    printf 'failed tests:\n'
+    failures unit-asan
+    failures integration-asan
+fi
 printf 'tests: %d passed, %d failed\n' "$tests_passed" "$tests_failed"
 printf 'stages: %d passed, %d failed, %d skipped\n' "$passed_stages" "$failed_stages" "$skipped_stages"
 # A test counted as failed always fails its stage too; the second check guards a count parsed

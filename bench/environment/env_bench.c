@@ -77,12 +77,14 @@ int main(int argc, char **argv)
                 argv[0]);
         return 2;
     }
-    int runs = argc > 4 ? atoi(argv[4]) : 20;
+    int runs = argc > 4 ? (int)strtol(argv[4], NULL, 10) : 20;
     if (runs < 1 || runs > MAX_RUNS) runs = 20;
     char *list = strdup(argv[3]);
     const char *specs[ENV_MAX_SPECS];
     size_t n = 0;
-    for (char *s = strtok(list, ","); s && n < ENV_MAX_SPECS; s = strtok(NULL, ","))
+    char *save = NULL;
+    for (char *s = strtok_r(list, ",", &save); s && n < ENV_MAX_SPECS;
+         s = strtok_r(NULL, ",", &save))
         specs[n++] = s;
 
     uv_loop_t loop;
@@ -118,7 +120,8 @@ int main(int argc, char **argv)
     eo.launcher = BENCH_LAUNCHER;
     /* PTC_BENCH_MEMORY_MB: the runs' memory limit (default: the executor's) */
     const char *mem = getenv("PTC_BENCH_MEMORY_MB");
-    if (mem && atoi(mem) > 0) eo.memory_bytes = (uint64_t)atoi(mem) << 20;
+    long mem_mib = mem ? strtol(mem, NULL, 10) : 0;
+    if (mem_mib > 0) eo.memory_bytes = (uint64_t)mem_mib << 20;
     bench_t b = {.loop = &loop};
     if (exec_pool_new(&loop, &eo, &b.pool) != 0 || exec_pool_refusing(b.pool)) {
         fprintf(stderr, "the sandbox refuses runs here\n");

@@ -88,8 +88,8 @@ static int one(uv_loop_t *loop, exec_pool_t *pool, int kind, const char *dir, do
 
 int main(int argc, char **argv)
 {
-    int n = argc > 1 ? atoi(argv[1]) : 30;
-    int gap = argc > 2 ? atoi(argv[2]) : 0;
+    int n = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 30;
+    int gap = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 0;
     if (n < 3 || n > MAX_N) n = 30;
     static double t[2][N_KINDS][MAX_N];
     char dir[] = "/tmp/ptc-bridge-bench-XXXXXX", path[64];

@@ -52,8 +52,8 @@ static void on_done(exec_run_t *run, const exec_result_t *r, void *user)
 
 int main(int argc, char **argv)
 {
-    int n = argc > 1 ? atoi(argv[1]) : 30;
-    int gap = argc > 2 ? atoi(argv[2]) : 0;
+    int n = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 30;
+    int gap = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 0;
     const char *python = argc > 3 ? argv[3] : EXEC_DEFAULT_PYTHON;
     if (n < 3 || n > MAX_N) n = 30;
     static double sb[MAX_N], b_is[MAX_N], b_i[MAX_N];

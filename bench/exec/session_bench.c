@@ -34,7 +34,7 @@ static long tree_rss(int pid, bool self)
     snprintf(path, sizeof path, "/proc/%d/status", pid);
     FILE *f = fopen(path, "re");
     while (self && f && fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0) kib = atol(line + 6);
+        if (strncmp(line, "VmRSS:", 6) == 0) kib = strtol(line + 6, NULL, 10);
     if (f) fclose(f);
     snprintf(path, sizeof path, "/proc/%d/task/%d/children", pid, pid);
     f = fopen(path, "re");
@@ -47,7 +47,7 @@ static long tree_rss(int pid, bool self)
 
 int main(int argc, char **argv)
 {
-    int n = argc > 1 ? atoi(argv[1]) : 500;
+    int n = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 500;
     if (n < 1 || n > MAX_N) n = 500;
     uv_loop_t loop;
     uv_loop_init(&loop);

@@ -385,7 +385,7 @@ int main(int argc, char **argv)
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (strcmp(k, "--port") == 0)
-            b.port = atoi(v);
+            b.port = (int)strtol(v, NULL, 10);
         else if (strcmp(k, "--host") == 0)
             b.host = v;
         else if (strcmp(k, "--path") == 0)

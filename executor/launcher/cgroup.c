@@ -60,7 +60,7 @@ static long long get_key(const char *dir, const char *file, const char *key)
     size_t klen = strlen(key);
     while (fgets(line, sizeof line, f)) {
         if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
-            v = atoll(line + klen + 1);
+            v = strtoll(line + klen + 1, NULL, 10);
             break;
         }
     }
@@ -86,7 +86,8 @@ static int own_path(const char *ctrl, char *out, size_t len)
         if (!ctrl) {
             match = strcmp(line, "0") == 0 && a[1] == '\0';
         } else {
-            for (char *tok = strtok(a + 1, ","); tok; tok = strtok(NULL, ","))
+            char *save = NULL;
+            for (char *tok = strtok_r(a + 1, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
                 if (strcmp(tok, ctrl) == 0) match = true;
         }
         if (match) {
@@ -106,7 +107,8 @@ static bool has_word(const char *path, const char *word)
     char buf[512];
     bool found = false;
     if (fgets(buf, sizeof buf, f))
-        for (char *t = strtok(buf, " \n"); t; t = strtok(NULL, " \n"))
+        for (char *save = NULL, *t = strtok_r(buf, " \n", &save); t;
+             t = strtok_r(NULL, " \n", &save))
             if (strcmp(t, word) == 0) found = true;
     fclose(f);
     return found;

@@ -112,6 +112,7 @@ struct launch_plan {
     bool root_mapped; /* inside 0 maps to outer 0 (root started us), 1000 to nobody */
     int ns_flags;     /* CLONE_NEW* the child got (without CLONE_NEWUSER) */
     bool memory_cgroup;
+    bool run_cgroup; /* the launcher made a cgroup for the run (moves the child into it) */
     /* an ordinary user without user namespaces: no namespaces, Landlock confines the files,
        a per-run directory replaces /tmp, the launcher (a subreaper) kills every descendant */
     bool landlock_only;

@@ -8,7 +8,10 @@
  */
 #include "launch.h"
 
+#include "base.h"
+
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
@@ -40,7 +43,7 @@ static const char *const etc_binds[] = {
 static const char *const top_dirs[] = {"bin", "sbin", "lib", "lib64", "lib32", "libx32"};
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom"};
 
-static void die_errno(const char *stage, const char *what)
+_Noreturn static void die_errno(const char *stage, const char *what)
 {
     int e = errno;
     /* Ubuntu 24.04 lets an ordinary user create the namespaces, then AppArmor denies mounts */
@@ -61,8 +64,9 @@ static void fmt_path(char *buf, size_t len, const char *a, const char *b)
 static void mkdirs(const char *path)
 {
     char buf[LAUNCH_PATH_MAX];
-    if (strlen(path) >= sizeof buf) launch_fatal("rootfs", "path too long: %s", path);
-    strcpy(buf, path);
+    size_t len = strlen(path);
+    if (len >= sizeof buf) launch_fatal("rootfs", "path too long: %s", path);
+    memcpy(buf, path, len + 1);
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;
         *p = '\0';
@@ -120,7 +124,7 @@ static int bind_path_dev(const char *src, const char *dst, bool rw, bool require
         mkdirs(to);
     } else {
         char parent[LAUNCH_PATH_MAX];
-        strcpy(parent, to);
+        snprintf(parent, sizeof parent, "%s", to);
         char *slash = strrchr(parent, '/');
         if (slash && slash != parent) {
             *slash = '\0';
@@ -242,6 +246,61 @@ static bool memfd_noexec(const struct launch_cfg *cfg)
     return true;
 }
 
+/* Docker's default profile for /proc: what it masks (host-wide facts no run needs: keyrings of
+   the server's user, interrupt counts by CPU and device, timers with kernel addresses, kernel
+   memory) gets /dev/null over a file or an empty tmpfs over a folder; what it keeps readable
+   but not writable (sysctls, the sysrq trigger, IRQ affinity) a read-only bind of itself. Its
+   /sys/firmware needs nothing: the root here has no /sys. */
+static const struct {
+    const char *path;
+    bool mask;
+} proc_walls[] = {
+    {"/proc/acpi", true},        {"/proc/asound", true}, {"/proc/interrupts", true},
+    {"/proc/kcore", true},       {"/proc/keys", true},   {"/proc/latency_stats", true},
+    {"/proc/sched_debug", true}, {"/proc/scsi", true},   {"/proc/timer_list", true},
+    {"/proc/timer_stats", true}, {"/proc/bus", false},   {"/proc/fs", false},
+    {"/proc/irq", false},        {"/proc/sys", false},   {"/proc/sysrq-trigger", false},
+};
+
+/* After memfd_noexec, which writes a sysctl. A path this kernel does not have is skipped and
+   counted in the layer's reason (timer_stats went in 4.11, sched_debug moved to debugfs). A
+   bind is remounted read-only keeping the flags locked in a user namespace. */
+static void mask_proc(const struct launch_cfg *cfg)
+{
+    if (launch_disabled(cfg, EXEC_LAYER_PROC_MASK)) {
+        launch_layer(EXEC_LAYER_PROC_MASK, EXEC_LAYER_DISABLED, "test switch");
+        return;
+    }
+    unsigned masked = 0, ro = 0, absent = 0;
+    for (size_t i = 0; i < sizeof proc_walls / sizeof proc_walls[0]; i++) {
+        char to[LAUNCH_PATH_MAX];
+        struct stat st;
+        fmt_path(to, sizeof to, NEWROOT, proc_walls[i].path);
+        if (lstat(to, &st) < 0) {
+            if (errno != ENOENT) die_errno("proc-mask", to);
+            absent++;
+            continue;
+        }
+        if (proc_walls[i].mask && S_ISDIR(st.st_mode)) {
+            if (mount("tmpfs", to, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                      "mode=0555,size=4k") < 0)
+                die_errno("proc-mask", to);
+            masked++;
+            continue;
+        }
+        if (mount(proc_walls[i].mask ? OLDROOT "/dev/null" : to, to, NULL, MS_BIND, NULL) < 0 ||
+            mount(NULL, to, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | locked_flags(to), NULL) < 0)
+            die_errno("proc-mask", to);
+        if (proc_walls[i].mask)
+            masked++;
+        else
+            ro++;
+    }
+    launch_layer(EXEC_LAYER_PROC_MASK, EXEC_LAYER_ACTIVE,
+                 "%u /proc paths masked, %u read-only, %u absent on this kernel", masked, ro,
+                 absent);
+}
+
 static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan *plan,
                          bool *memfd_ok)
 {
@@ -256,6 +315,7 @@ static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan 
             launch_layer(EXEC_LAYER_PRIVATE_TMP, EXEC_LAYER_UNAVAILABLE, "no mount namespace");
         launch_layer(EXEC_LAYER_MEMFD_NOEXEC, EXEC_LAYER_UNAVAILABLE,
                      "no PID namespace of our own; seccomp denies memfd_create instead");
+        launch_layer(EXEC_LAYER_PROC_MASK, EXEC_LAYER_UNAVAILABLE, "no mount namespace");
         return false;
     }
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -291,6 +351,7 @@ static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan 
             die_errno("rootfs", "mount /proc");
         *memfd_ok = memfd_noexec(cfg);
     }
+    mask_proc(cfg);
     setup_dev();
 
     mkdirs(NEWROOT "/tmp");
@@ -335,7 +396,10 @@ static int last_cap(void)
     if (fd >= 0) {
         ssize_t n = read(fd, buf, sizeof buf - 1);
         close(fd);
-        if (n > 0) return atoi(buf);
+        buf[n] = '\0';
+        buf[strcspn(buf, "\n")] = '\0';
+        int last;
+        if (n > 0 && ptc_parse_int(buf, NULL, &last) == 0) return last;
     }
     return 63; /* PR_CAPBSET_DROP fails with EINVAL past the last one: harmless */
 }
@@ -450,6 +514,7 @@ static char *read_request(struct launch_cfg *run)
     if (!buf) launch_fatal("code", "out of memory");
     int fd = -1;
     for (;;) {
+        // cppcheck-suppress nullPointerArithmeticRedundantCheck ; launch_fatal does not return
         ssize_t n = recv_part(buf + len, cap - len, &fd, len == 0);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) launch_fatal("code", "reading the code: %s", strerror(errno));
@@ -465,19 +530,19 @@ static char *read_request(struct launch_cfg *run)
     buf[len] = '\0';
     char *nl = memchr(buf, '\n', len);
     if (!nl) launch_fatal("code", "no CPU seconds line before the code");
+    // cppcheck-suppress nullPointerRedundantCheck ; launch_fatal does not return
     *nl = '\0';
     char *end;
     unsigned long cpu = strtoul(buf, &end, 10);
     /* " FILE_CAP CALL_CAP COUNT_CAP": hand the output files back after the run */
-    unsigned long long fcap, ccap;
-    unsigned count;
-    int used = 0;
-    if (sscanf(end, " %llu %llu %u%n", &fcap, &ccap, &count, &used) == 3 && used > 0) {
+    uint64_t caps[3];
+    const char *after;
+    if (ptc_parse_u64s(end, caps, 3, &after) == 0 && caps[2] <= UINT_MAX) {
         run->files = true;
-        run->files_file_cap = fcap;
-        run->files_call_cap = ccap;
-        run->files_count_cap = count;
-        end += used;
+        run->files_file_cap = caps[0];
+        run->files_call_cap = caps[1];
+        run->files_count_cap = (unsigned)caps[2];
+        end += after - end;
     }
     bool bridge = strcmp(end, " B") == 0;
     if ((*end && !bridge) || cpu == 0 || cpu > LAUNCH_WARM_CPU_SECONDS)
@@ -571,6 +636,7 @@ static void set_module_path(const struct launch_cfg *cfg, const struct launch_pl
             size_t n = strcspn(*e, "=");
             if (n >= sizeof name) die_errno("exec", "variable name too long");
             memcpy(name, *e, n);
+            // cppcheck-suppress arrayIndexOutOfBoundsCond ; die_errno does not return
             name[n] = '\0';
             if (unsetenv(name) < 0) die_errno("exec", "unsetenv");
             again = true;
@@ -696,6 +762,25 @@ _Noreturn static void exec_interpreter(const struct launch_cfg *cfg, const struc
     launch_fatal("exec", "cannot run %s inside the sandbox: %s", cfg->python, strerror(e));
 }
 
+/* A cgroup namespace rooted at the run's cgroup (the launcher's when it made none): the
+   interpreter, forked after this, sees "/" in /proc/self/cgroup instead of the host's paths. */
+static void cgroup_ns(const struct launch_cfg *cfg, const struct launch_plan *plan)
+{
+    if (launch_disabled(cfg, EXEC_LAYER_CGROUP_NS)) {
+        launch_layer(EXEC_LAYER_CGROUP_NS, EXEC_LAYER_DISABLED, "test switch");
+        return;
+    }
+    if (unshare(CLONE_NEWCGROUP) < 0) {
+        /* EINVAL: a kernel without cgroup namespaces; EPERM: no user namespace (Landlock-only
+           mode), where the run sees its cgroup's host path */
+        launch_layer(EXEC_LAYER_CGROUP_NS, EXEC_LAYER_UNAVAILABLE, "unshare(CLONE_NEWCGROUP): %s",
+                     strerror(errno));
+        return;
+    }
+    launch_layer(EXEC_LAYER_CGROUP_NS, EXEC_LAYER_ACTIVE, "rooted at %s",
+                 plan->run_cgroup ? "the run's cgroup" : "the server's cgroup (no run cgroup)");
+}
+
 _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_plan *plan,
                             int sync_fd, int life_fd)
 {
@@ -710,6 +795,16 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
 
     bool memfd_ok = false;
     setup_rootfs(cfg, plan, &memfd_ok);
+
+    /* the launcher has put us in the cgroup (or given up and killed us): it moved us while the
+       root was built. Waited for here, not later, because the cgroup namespace needs the
+       capabilities that drop_credentials takes. */
+    do {
+        n = read(sync_fd, &go, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1 || go != 'c') _exit(125);
+    close(sync_fd);
+    cgroup_ns(cfg, plan);
 
     drop_credentials(cfg, plan);
     /* PDEATHSIG is cleared by the uid change: set it now, then make sure the launcher did not die
@@ -759,13 +854,6 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
         launch_layer(EXEC_LAYER_SECCOMP, EXEC_LAYER_ACTIVE, "%s%s", err,
                      memfd_ok ? "" : ", memfd_create denied");
     }
-
-    /* the launcher has put us in the cgroup (or given up and killed us) */
-    do {
-        n = read(sync_fd, &go, 1);
-    } while (n < 0 && errno == EINTR);
-    if (n != 1 || go != 'c') _exit(125);
-    close(sync_fd);
 
     /* The interpreter starts now, before the code is known (a warm sandbox waits here for a
        run), and blocks in its bootstrap reading the code from fd 3; init hands it over once

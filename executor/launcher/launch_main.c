@@ -169,7 +169,8 @@ static int parse_args(int argc, char **argv, struct launch_cfg *cfg)
         } else if (strcmp(o, "--ro-lib") == 0) {
             if (v[0] != '/' || cfg->ro_lib) return -1;
             cfg->ro_lib = v; /* split in place below: from then on the first folder only */
-            for (char *d = strtok(v, ":"); d; d = strtok(NULL, ":")) {
+            char *save = NULL;
+            for (char *d = strtok_r(v, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
                 if (d[0] != '/' || cfg->n_ro_libs > EXEC_MAX_PATH_DIRS) return -1;
                 cfg->ro_libs[cfg->n_ro_libs++] = d;
             }
@@ -346,6 +347,7 @@ int main(int argc, char **argv)
     struct launch_cgroup *cg = NULL;
     cg = launch_cgroup_create(&cfg); /* reports the cgroup layers either way */
     plan.memory_cgroup = launch_cgroup_has_memory(cg);
+    plan.run_cgroup = cg != NULL;
 
     int sync_p[2], life_p[2];
     if (pipe2(sync_p, O_CLOEXEC) < 0 || pipe2(life_p, O_CLOEXEC) < 0)
@@ -423,7 +425,8 @@ int main(int argc, char **argv)
         launch_fatal("namespaces", "writing the id maps: %s", strerror(-map_err));
     }
     /* go: the child builds its view while we move it into the cgroup (a v1 migration waits for
-       an RCU grace period, ~15 ms here); it forks the interpreter only after the second byte */
+       an RCU grace period, ~15 ms here); it makes its cgroup namespace, drops its credentials
+       and forks the interpreter only after the second byte */
     ssize_t w = write(sync_p[1], "g", 1);
     if (cg && launch_cgroup_attach(cg, pid) < 0) {
         int e = errno;

@@ -21,7 +21,10 @@
  */
 #include "launch.h"
 
+#include "base.h"
+
 #include <dirent.h>
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -333,14 +336,14 @@ static void forward_bridge(struct ses *s)
 /* "C LEN FILE_CAP CALL_CAP COUNT_CAP": the code follows; read it whole, then pass it on */
 static void start_cell(struct ses *s, const char *line, size_t consumed)
 {
-    unsigned long long len, fcap, ccap;
-    unsigned count;
-    if (sscanf(line, "C %llu %llu %llu %u", &len, &fcap, &ccap, &count) != 4 ||
-        len > EXEC_MAX_CODE_BYTES || s->busy)
+    uint64_t f[4];
+    if (line[0] != 'C' || ptc_parse_u64s(line + 1, f, 4, NULL) < 0 || f[3] > UINT_MAX ||
+        f[0] > EXEC_MAX_CODE_BYTES || s->busy)
         launch_fatal("session", "bad cell line '%s'", line);
+    size_t len = (size_t)f[0];
     char *code = malloc(len + 1);
     if (!code) launch_fatal("session", "out of memory");
-    size_t have = s->hlen - consumed < len ? s->hlen - consumed : (size_t)len;
+    size_t have = s->hlen - consumed < len ? s->hlen - consumed : len;
     memcpy(code, s->hbuf + consumed, have);
     memmove(s->hbuf, s->hbuf + consumed + have, s->hlen - consumed - have);
     s->hlen -= consumed + have;
@@ -350,13 +353,13 @@ static void start_cell(struct ses *s, const char *line, size_t consumed)
         if (n <= 0) host_gone(s);
         have += (size_t)n;
     }
-    s->file_cap = fcap;
-    s->call_cap = ccap;
-    s->count_cap = count;
+    s->file_cap = f[1];
+    s->call_cap = f[2];
+    s->count_cap = (unsigned)f[3];
     s->n_before = scan_dir(s->outdir, s->before, SES_SNAP_MAX);
     s->busy = true;
     char head[32];
-    int hn = snprintf(head, sizeof head, "C %llu\n", len);
+    int hn = snprintf(head, sizeof head, "C %zu\n", len);
     if (s->chan >= 0) {
         send_all(s, s->chan, head, (size_t)hn);
         send_all(s, s->chan, code, len);
@@ -410,7 +413,9 @@ static void handle_driver(struct ses *s)
         s->pbuf[s->plen] = '\0';
         s->plen = 0;
         int code;
-        if (!s->busy || sscanf(s->pbuf, "D %d", &code) != 1) continue;
+        if (!s->busy || s->pbuf[0] != 'D' || s->pbuf[1] != ' ' ||
+            ptc_parse_int(s->pbuf + 2, NULL, &code) < 0)
+            continue;
         s->busy = false;
         send_changed(s);
         char line[32];

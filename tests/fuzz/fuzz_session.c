@@ -91,9 +91,10 @@ static int get_round(const char *name, const cJSON *args, mcp_prompt_round_t *ro
 }
 
 /* A resource read that echoes the URI and any template variables. */
-static int read_any(const char *uri, const cJSON *vars, void *data, cJSON **contents, char *msg,
-                    size_t msg_size)
+static int read_any(const char *uri, const cJSON *vars, const mcp_identity_t *who, void *data,
+                    cJSON **contents, char *msg, size_t msg_size)
 {
+    (void)who;
     (void)data;
     (void)msg;
     (void)msg_size;

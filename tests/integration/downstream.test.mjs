@@ -236,7 +236,9 @@ test('Streamable HTTP: lists and calls server-everything, and reconnects after i
   const port = await freePort();
   let server = await startHttpEverything(port);
   const d = new Driver(() => ({ mcpServers: { web: { type: 'http', url: `http://127.0.0.1:${port}/mcp`, headers: { 'X-Test': 'ptc' } } } }),
-    ['--restart-base-ms', '200']);
+    // Retries every second at most, for a minute: a Node server takes over 6 s to start again on
+    // a loaded machine, which the default 5 doubling attempts from 200 ms did not wait for.
+    ['--restart-base-ms', '200', '--restart-cap-ms', '1000', '--restart-max', '60']);
   try {
     await d.ready('web');
     const names = (await d.cmd({ cmd: 'tools', server: 'web' })).tools.map((t) => t.name);

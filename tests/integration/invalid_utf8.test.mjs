@@ -38,7 +38,10 @@ test('--expose-tools: a result with ill-formed UTF-8 reaches the client as valid
     assert.equal(r.result.content[0].text, repaired);
     // What went out on stdout is valid UTF-8 (Node's own decoding above would hide it).
     assert.doesNotThrow(() => new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(raw)));
-    assert.match(p.stderr, /downstream server fake sent 5 ill-formed UTF-8 sequences/);
+    // The log line travels on stderr, a pipe of its own: it may come in after the answer.
+    const logged = /downstream server fake sent 5 ill-formed UTF-8 sequences/;
+    for (let i = 0; i < 200 && !logged.test(p.stderr); i++) await sleep(50);
+    assert.match(p.stderr, logged);
     const again = await p.request(id++, 'tools/call', { name: 'fake__echo', arguments: { n: 1 } });
     assert.equal(again.result.content[0].text, '{"n": 1}');
   } finally {

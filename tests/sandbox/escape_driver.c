@@ -1,7 +1,8 @@
 /*
  * Escape suite driver: runs each attack script in attacks/ THROUGH the executor (the same pool the
  * server uses) and checks the exact containment, plus what only the host can see: nothing of the
- * run is left running, the server (this process) and a sentinel process survive, the loopback
+ * run is left running (no process below this one, a subreaper, nor one whose command line
+ * carries the run's token), the server (this process) and a sentinel process survive, the loopback
  * listener was never reached.
  *
  * `escape_driver DIR` runs every attack with all layers on; `--no-userns` (as an ordinary user)
@@ -68,10 +69,14 @@ static const esc_case_t cases[] = {
     {"namespaces.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
     {"kernel_surface.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
     {"foreign_abi.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"proc_info.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    {"cgroup_paths.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
 };
 
 /* an ordinary user without user namespaces (the test switch turns user-ns off): the
-   Landlock-only mode; attacks whose exact errnos assume a mount namespace are left out */
+   Landlock-only mode; attacks whose exact errnos assume a mount namespace are left out, and so
+   are proc_info.py and cgroup_paths.py: that mode has neither /proc masks nor a cgroup
+   namespace (both need a user namespace; the layers say unavailable) */
 static const esc_case_t landlock_cases[] = {
     {"fs_landlock.py", WANT_CONTAINED, RUN_TIMEOUT_MS, "user-ns"},
     {"net.py", WANT_CONTAINED, RUN_TIMEOUT_MS, "user-ns"},
@@ -94,6 +99,8 @@ static const esc_case_t controls[] = {
     {"identity.py", WANT_ESCAPE, RUN_TIMEOUT_MS, "caps-drop"},
     /* read-only: the host's /tmp holds the secret and Landlock alone allows /tmp */
     {"read_secrets.py", WANT_ESCAPE, RUN_TIMEOUT_MS, "mount-ns"},
+    {"proc_info.py", WANT_ESCAPE, RUN_TIMEOUT_MS, "proc-mask"},
+    {"cgroup_paths.py", WANT_ESCAPE, RUN_TIMEOUT_MS, "cgroup-ns"},
 };
 
 typedef enum { MODE_WALLS, MODE_CONTROLS, MODE_LANDLOCK, MODE_ENV, MODE_SESSION } mode_t_;
@@ -172,6 +179,20 @@ static char *read_file(const char *dir, const char *name)
     return buf;
 }
 
+/* The start of /proc/PID/file for a /proc entry that is a process (len - 1 bytes at most, so
+   that the caller can terminate it); -1 for other entries and unreadable files. */
+static ssize_t read_proc_entry(const struct dirent *e, const char *file, char *buf, size_t len)
+{
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') return -1;
+    char path[300];
+    snprintf(path, sizeof path, "/proc/%s/%s", e->d_name, file);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    return n;
+}
+
 /* any process whose command line carries token (the code, so launcher and interpreter) */
 static int count_with_token(const char *token)
 {
@@ -179,14 +200,9 @@ static int count_with_token(const char *token)
     if (!d) return -1;
     int n = 0;
     struct dirent *e;
-    char path[300], buf[8192];
+    char buf[8192];
     while ((e = readdir(d))) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) continue;
-        ssize_t len = read(fd, buf, sizeof buf - 1);
-        close(fd);
+        ssize_t len = read_proc_entry(e, "cmdline", buf, sizeof buf);
         if (len <= 0) continue;
         for (ssize_t i = 0; i < len; i++)
             if (buf[i] == '\0') buf[i] = ' ';
@@ -197,10 +213,69 @@ static int count_with_token(const char *token)
     return n;
 }
 
-static bool leftovers_gone(const char *token)
+typedef struct {
+    pid_t pid, ppid;
+    char state;
+} proc_stat_t;
+
+/* Live processes below this one, the sentinel aside; zombies below it are reaped. The driver
+   is a subreaper (main), so what a run leaves behind (a setsid escapee, a daemon) is
+   reparented to it, not to init: counted however the code arrived (a warm run's and a
+   session's come over a descriptor, so no command line carries the token). -1: /proc
+   unreadable. */
+static int count_descendants(pid_t sentinel)
+{
+    DIR *d = opendir("/proc");
+    if (!d) return -1;
+    size_t n = 0, cap = 1024;
+    proc_stat_t *ps = malloc(cap * sizeof *ps);
+    struct dirent *e;
+    while (ps && (e = readdir(d))) {
+        char buf[1024];
+        ssize_t len = read_proc_entry(e, "stat", buf, sizeof buf);
+        if (len <= 0) continue;
+        buf[len] = '\0';
+        /* "pid (comm) S ppid ...": comm may hold spaces and parentheses */
+        char *rp = strrchr(buf, ')');
+        if (!rp || rp[1] != ' ' || rp[2] == '\0' || rp[3] != ' ') continue;
+        char st = rp[2];
+        long ppid = strtol(rp + 4, NULL, 10);
+        if (n == cap) {
+            proc_stat_t *bigger = realloc(ps, 2 * cap * sizeof *ps);
+            if (!bigger) break;
+            ps = bigger;
+            cap *= 2;
+        }
+        ps[n++] = (proc_stat_t){(pid_t)strtol(buf, NULL, 10), (pid_t)ppid, st};
+    }
+    closedir(d);
+    if (!ps) return -1;
+    pid_t self = getpid();
+    int live = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ps[i].pid == sentinel) continue;
+        pid_t up = ps[i].ppid;
+        for (int depth = 0; depth < 64 && up > 1 && up != self; depth++) {
+            size_t j = 0;
+            while (j < n && ps[j].pid != up)
+                j++;
+            up = j < n ? ps[j].ppid : 0;
+        }
+        if (up != self) continue;
+        if (ps[i].state == 'Z' || ps[i].state == 'X') {
+            if (ps[i].ppid == self) waitpid(ps[i].pid, NULL, WNOHANG);
+            continue;
+        }
+        live++;
+    }
+    free(ps);
+    return live;
+}
+
+static bool leftovers_gone(const char *token, pid_t sentinel)
 {
     for (int waited = 0; waited < LEFTOVER_WAIT; waited += 50) {
-        if (count_with_token(token) == 0) return true;
+        if (count_with_token(token) == 0 && count_descendants(sentinel) == 0) return true;
         struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -466,7 +541,7 @@ static bool run_case(const char *dir, const esc_case_t *c, const host_t *h, cons
                          c->disable);
             break;
         }
-    if (!why[0] && !leftovers_gone(token))
+    if (!why[0] && !leftovers_gone(token, h->sentinel))
         snprintf(why, sizeof why, "processes of the run are still alive");
     if (!why[0] && (kill(h->sentinel, 0) < 0 || waitpid(h->sentinel, NULL, WNOHANG) != 0))
         snprintf(why, sizeof why, "the sentinel process was killed");
@@ -507,6 +582,11 @@ int main(int argc, char **argv)
     bool ctl = mode == MODE_CONTROLS;
     bool no_userns = mode == MODE_LANDLOCK;
     signal(SIGPIPE, SIG_IGN);
+    /* leftovers come to us (count_descendants), not to init */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+        fprintf(stderr, "PR_SET_CHILD_SUBREAPER: %s\n", strerror(errno));
+        return 2;
+    }
     char *common = read_file(argv[1], "_common.py");
     if (!common) {
         fprintf(stderr, "cannot read %s/_common.py\n", argv[1]);

@@ -615,7 +615,8 @@ static void path_dirs_run(const char *disable, bool landlock_only)
         else
             snprintf(want, sizeof want, "hello from tools pathmod_a pathmod_b\n%s:%s1:%s2\n",
                      EXEC_RO_LIB_PATH, EXEC_RO_LIB_PATH, EXEC_RO_LIB_PATH);
-        strcat(want, "refused True\nrefused True\n");
+        size_t at = strlen(want);
+        snprintf(want + at, sizeof want - at, "refused True\nrefused True\n");
         assert_string_equal(c.out, want);
         if (warm_mode && !landlock_only) assert_true(c.warm);
     }

@@ -768,7 +768,7 @@ static void test_largest_code_runs(void **state)
     size_t fill = EXEC_MAX_CODE_BYTES - strlen(tail);
     code[0] = '#';
     memset(code + 1, 'x', fill - 1);
-    strcpy(code + fill, tail);
+    memcpy(code + fill, tail, strlen(tail) + 1);
     assert_int_equal(strlen(code), EXEC_MAX_CODE_BYTES);
     capture_t c = {0};
     run1(code, T_TIMEOUT_MS, &c);
@@ -1110,8 +1110,9 @@ static void test_warm_run_cpu_limit_is_the_runs(void **state)
     warm_run(&loop, pool, "import resource; print(*resource.getrlimit(resource.RLIMIT_CPU))", 5000,
              &c);
     assert_int_equal(c.status, EXEC_STATUS_OK);
-    long soft = -1, hard = -1;
-    assert_int_equal(sscanf((char *)c.out, "%ld %ld", &soft, &hard), 2);
+    char *end;
+    long soft = strtol((char *)c.out, &end, 10);
+    long hard = strtol(end, NULL, 10);
     assert_int_equal(soft, hard);
     assert_true(soft >= 7 && soft <= 8);
     capture_free(&c);
@@ -1161,11 +1162,10 @@ static size_t live_children(pid_t *out, size_t max)
         fclose(f);
         buf[len] = '\0';
         const char *rp = strrchr(buf, ')'); /* the command name may hold spaces */
-        char st = 0;
-        int ppid = 0;
-        if (rp != NULL && sscanf(rp + 1, " %c %d", &st, &ppid) == 2 && ppid == getpid() &&
-            st != 'Z')
-            out[n++] = (pid_t)atoi(e->d_name);
+        if (rp == NULL || rp[1] != ' ' || rp[2] == '\0' || rp[3] != ' ') continue;
+        char st = rp[2]; /* "...) S PPID ..." */
+        long ppid = strtol(rp + 4, NULL, 10);
+        if (ppid == getpid() && st != 'Z') out[n++] = (pid_t)strtol(e->d_name, NULL, 10);
     }
     closedir(d);
     return n;

@@ -11,6 +11,10 @@
 
 #include "executor.h"
 
+/* Two owners (the MCP layer's client identities are opaque bytes here). */
+static const unsigned char A[EXEC_OWNER_BYTES] = {1};
+static const unsigned char B[EXEC_OWNER_BYTES] = {2};
+
 static const unsigned char png[] = "\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
 
 static void put_then_get_returns_the_bytes_under_a_random_key(void **state)
@@ -19,17 +23,17 @@ static void put_then_get_returns_the_bytes_under_a_random_key(void **state)
     exec_filestore_t *s;
     assert_int_equal(exec_filestore_new(1 << 20, 8, 60000, &s), 0);
     char *k1, *k2;
+    assert_int_equal(exec_filestore_put(s, A, "a.csv", (const unsigned char *)"x,y\n1,2\n", 8,
+                                        "text/csv", 0, &k1),
+                     0);
     assert_int_equal(
-        exec_filestore_put(s, "a.csv", (const unsigned char *)"x,y\n1,2\n", 8, "text/csv", 0, &k1),
-        0);
-    assert_int_equal(
-        exec_filestore_put(s, "a.csv", (const unsigned char *)"z", 1, "text/csv", 0, &k2), 0);
+        exec_filestore_put(s, A, "a.csv", (const unsigned char *)"z", 1, "text/csv", 0, &k2), 0);
     /* 32 hex digits, then the name: the same name twice gets two different keys. */
     assert_int_equal(strlen(k1), 32 + 1 + 5);
     assert_string_equal(k1 + 32, "/a.csv");
     assert_string_not_equal(k1, k2);
     exec_stored_file_t f;
-    assert_int_equal(exec_filestore_get(s, k1, 1, &f), 0);
+    assert_int_equal(exec_filestore_get(s, A, k1, 1, &f), 0);
     assert_string_equal(f.name, "a.csv");
     assert_string_equal(f.mime_type, "text/csv");
     assert_int_equal(f.len, 8);
@@ -48,18 +52,17 @@ static void a_guessed_or_altered_key_is_unknown(void **state)
     exec_filestore_new(1 << 20, 8, 60000, &s);
     char *k;
     assert_int_equal(
-        exec_filestore_put(s, "f.txt", (const unsigned char *)"hi", 2, "text/plain", 0, &k), 0);
+        exec_filestore_put(s, A, "f.txt", (const unsigned char *)"hi", 2, "text/plain", 0, &k), 0);
     exec_stored_file_t f;
     char bad[128];
-    strcpy(bad, k);
+    snprintf(bad, sizeof bad, "%s", k);
     bad[0] = bad[0] == '0' ? '1' : '0'; /* one hex digit off */
-    assert_int_equal(exec_filestore_get(s, bad, 0, &f), EXEC_FILESTORE_EXPIRED);
-    strcpy(bad, k);
-    strcpy(bad + 33, "g.txt"); /* the right id with another name */
-    assert_int_equal(exec_filestore_get(s, bad, 0, &f), EXEC_FILESTORE_EXPIRED);
-    assert_int_equal(exec_filestore_get(s, "f.txt", 0, &f), EXEC_FILESTORE_EXPIRED);
-    assert_int_equal(exec_filestore_get(s, NULL, 0, &f), EXEC_FILESTORE_EXPIRED);
-    assert_int_equal(exec_filestore_get(s, k, 0, &f), 0);
+    assert_int_equal(exec_filestore_get(s, A, bad, 0, &f), EXEC_FILESTORE_EXPIRED);
+    snprintf(bad, sizeof bad, "%.33sg.txt", k); /* the right id with another name */
+    assert_int_equal(exec_filestore_get(s, A, bad, 0, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, "f.txt", 0, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, NULL, 0, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, k, 0, &f), 0);
     free(k);
     exec_filestore_free(s);
 }
@@ -71,19 +74,20 @@ static void bounds_evict_least_recently_used_first(void **state)
     exec_filestore_new(10, 3, 60000, &s);
     unsigned char four[4] = {1, 2, 3, 4};
     char *a, *b, *c, *big;
-    assert_int_equal(exec_filestore_put(s, "a", four, 4, "application/octet-stream", 0, &a), 0);
-    assert_int_equal(exec_filestore_put(s, "b", four, 4, "application/octet-stream", 1, &b), 0);
+    assert_int_equal(exec_filestore_put(s, A, "a", four, 4, "application/octet-stream", 0, &a), 0);
+    assert_int_equal(exec_filestore_put(s, A, "b", four, 4, "application/octet-stream", 1, &b), 0);
     exec_stored_file_t f;
-    assert_int_equal(exec_filestore_get(s, a, 2, &f), 0); /* a is now the most recent */
+    assert_int_equal(exec_filestore_get(s, A, a, 2, &f), 0); /* a is now the most recent */
     /* 12 bytes would pass the 10-byte budget: b, the least recently used, goes. */
-    assert_int_equal(exec_filestore_put(s, "c", four, 4, "application/octet-stream", 3, &c), 0);
-    assert_int_equal(exec_filestore_get(s, b, 4, &f), EXEC_FILESTORE_EXPIRED);
-    assert_int_equal(exec_filestore_get(s, a, 4, &f), 0);
+    assert_int_equal(exec_filestore_put(s, A, "c", four, 4, "application/octet-stream", 3, &c), 0);
+    assert_int_equal(exec_filestore_get(s, A, b, 4, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, a, 4, &f), 0);
     assert_int_equal(exec_filestore_bytes(s), 8);
     /* Larger than the whole store: refused, nothing evicted. */
     unsigned char eleven[11] = {0};
-    assert_int_equal(exec_filestore_put(s, "big", eleven, 11, "application/octet-stream", 5, &big),
-                     EXEC_FILESTORE_ETOOBIG);
+    assert_int_equal(
+        exec_filestore_put(s, A, "big", eleven, 11, "application/octet-stream", 5, &big),
+        EXEC_FILESTORE_ETOOBIG);
     assert_null(big);
     assert_int_equal(exec_filestore_entries(s), 2);
     free(a);
@@ -100,11 +104,12 @@ static void entry_count_bound_holds(void **state)
     char *k[3];
     for (int i = 0; i < 3; i++)
         assert_int_equal(
-            exec_filestore_put(s, "n", (const unsigned char *)"x", 1, "text/plain", 0, &k[i]), 0);
+            exec_filestore_put(s, A, "n", (const unsigned char *)"x", 1, "text/plain", 0, &k[i]),
+            0);
     exec_stored_file_t f;
     assert_int_equal(exec_filestore_entries(s), 2);
-    assert_int_equal(exec_filestore_get(s, k[0], 0, &f), EXEC_FILESTORE_EXPIRED);
-    assert_int_equal(exec_filestore_get(s, k[2], 0, &f), 0);
+    assert_int_equal(exec_filestore_get(s, A, k[0], 0, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, k[2], 0, &f), 0);
     for (int i = 0; i < 3; i++)
         free(k[i]);
     exec_filestore_free(s);
@@ -116,13 +121,13 @@ static void idle_files_expire_and_reading_refreshes(void **state)
     exec_filestore_t *s;
     exec_filestore_new(1 << 20, 8, 1000, &s);
     char *a, *b;
-    exec_filestore_put(s, "a", (const unsigned char *)"x", 1, "text/plain", 0, &a);
-    exec_filestore_put(s, "b", (const unsigned char *)"y", 1, "text/plain", 0, &b);
+    exec_filestore_put(s, A, "a", (const unsigned char *)"x", 1, "text/plain", 0, &a);
+    exec_filestore_put(s, A, "b", (const unsigned char *)"y", 1, "text/plain", 0, &b);
     exec_stored_file_t f;
-    assert_int_equal(exec_filestore_get(s, a, 900, &f), 0);
-    assert_int_equal(exec_filestore_get(s, b, 1000, &f), EXEC_FILESTORE_EXPIRED);
-    assert_int_equal(exec_filestore_get(s, a, 1800, &f), 0);
-    assert_int_equal(exec_filestore_get(s, a, 2800, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, a, 900, &f), 0);
+    assert_int_equal(exec_filestore_get(s, A, b, 1000, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, a, 1800, &f), 0);
+    assert_int_equal(exec_filestore_get(s, A, a, 2800, &f), EXEC_FILESTORE_EXPIRED);
     assert_int_equal(exec_filestore_entries(s), 0);
     free(a);
     free(b);
@@ -137,12 +142,13 @@ static void bad_arguments_are_refused(void **state)
     assert_int_equal(exec_filestore_new(1, 8, 1000, &s), 0);
     char *k;
     assert_int_equal(
-        exec_filestore_put(s, "a/b", (const unsigned char *)"x", 1, "text/plain", 0, &k),
+        exec_filestore_put(s, A, "a/b", (const unsigned char *)"x", 1, "text/plain", 0, &k),
         EXEC_FILESTORE_EINVAL);
-    assert_int_equal(exec_filestore_put(s, "", (const unsigned char *)"x", 1, "text/plain", 0, &k),
-                     EXEC_FILESTORE_EINVAL);
+    assert_int_equal(
+        exec_filestore_put(s, A, "", (const unsigned char *)"x", 1, "text/plain", 0, &k),
+        EXEC_FILESTORE_EINVAL);
     /* An empty file is a file. */
-    assert_int_equal(exec_filestore_put(s, "empty", NULL, 0, "text/plain", 0, &k), 0);
+    assert_int_equal(exec_filestore_put(s, A, "empty", NULL, 0, "text/plain", 0, &k), 0);
     free(k);
     exec_filestore_free(s);
 }
@@ -191,11 +197,60 @@ static void mime_types_need_magic_and_extension_for_images(void **state)
     assert_false(exec_mime_is_text("image/png"));
 }
 
+static void another_owners_key_is_unknown_and_refreshes_nothing(void **state)
+{
+    (void)state;
+    exec_filestore_t *s;
+    assert_int_equal(exec_filestore_new(1 << 20, 8, 1000, &s), 0);
+    char *k;
+    assert_int_equal(exec_filestore_put(s, A, "secret.txt", (const unsigned char *)"s3cret", 6,
+                                        "text/plain", 0, &k),
+                     0);
+    exec_stored_file_t f;
+    /* The same answer as a key that never existed, and no bytes handed out. */
+    assert_int_equal(exec_filestore_get(s, B, k, 500, &f), EXEC_FILESTORE_EXPIRED);
+    assert_null(f.data);
+    assert_null(f.name);
+    assert_int_equal(exec_filestore_get(s, A, k, 600, &f), 0);
+    assert_memory_equal(f.data, "s3cret", 6);
+    /* B's read did not keep it alive: unread by A since 600, it expires at 1600. */
+    assert_int_equal(exec_filestore_get(s, B, k, 1500, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, k, 1600, &f), EXEC_FILESTORE_EXPIRED);
+    free(k);
+    exec_filestore_free(s);
+}
+
+static void dropping_an_owner_forgets_only_its_files(void **state)
+{
+    (void)state;
+    exec_filestore_t *s;
+    assert_int_equal(exec_filestore_new(1 << 20, 8, 60000, &s), 0);
+    char *a1, *a2, *b1;
+    exec_filestore_put(s, A, "a1", (const unsigned char *)"x", 1, "text/plain", 0, &a1);
+    exec_filestore_put(s, B, "b1", (const unsigned char *)"yy", 2, "text/plain", 0, &b1);
+    exec_filestore_put(s, A, "a2", (const unsigned char *)"z", 1, "text/plain", 0, &a2);
+    assert_int_equal(exec_filestore_drop_owner(s, A), 2);
+    assert_int_equal(exec_filestore_entries(s), 1);
+    assert_int_equal(exec_filestore_bytes(s), 2);
+    exec_stored_file_t f;
+    assert_int_equal(exec_filestore_get(s, A, a1, 1, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, a2, 1, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, B, b1, 1, &f), 0);
+    assert_string_equal(f.name, "b1");
+    assert_int_equal(exec_filestore_drop_owner(s, A), 0);
+    free(a1);
+    free(a2);
+    free(b1);
+    exec_filestore_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(put_then_get_returns_the_bytes_under_a_random_key),
         cmocka_unit_test(a_guessed_or_altered_key_is_unknown),
+        cmocka_unit_test(another_owners_key_is_unknown_and_refreshes_nothing),
+        cmocka_unit_test(dropping_an_owner_forgets_only_its_files),
         cmocka_unit_test(bounds_evict_least_recently_used_first),
         cmocka_unit_test(entry_count_bound_holds),
         cmocka_unit_test(idle_files_expire_and_reading_refreshes),

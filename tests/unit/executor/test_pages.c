@@ -11,13 +11,17 @@
 
 #include "executor.h"
 
+/* Two owners (the MCP layer's client identities are opaque bytes here). */
+static const unsigned char A[EXEC_OWNER_BYTES] = {1};
+static const unsigned char B[EXEC_OWNER_BYTES] = {2};
+
 static void short_output_fits_one_page_and_keeps_nothing(void **state)
 {
     (void)state;
     exec_pages_t *p;
     assert_int_equal(exec_pages_new(1 << 20, 8, 60000, &p), 0);
     exec_page_t pg;
-    assert_int_equal(exec_pages_first(p, NULL, "hello\n", 6, "warn\n", 5, 100, 0, &pg), 0);
+    assert_int_equal(exec_pages_first(p, A, NULL, "hello\n", 6, "warn\n", 5, 100, 0, &pg), 0);
     assert_string_equal(pg.out, "hello\n");
     assert_string_equal(pg.err, "warn\n");
     assert_null(pg.cursor);
@@ -34,33 +38,33 @@ static void pages_walk_stdout_then_stderr_by_characters(void **state)
     const char *out = "aé€😀b"; /* 1-, 2-, 3- and 4-byte characters */
     exec_page_t pg;
     assert_int_equal(
-        exec_pages_first(p, "{\"status\":\"ok\"}", out, strlen(out), "xyz", 3, 2, 0, &pg), 0);
+        exec_pages_first(p, A, "{\"status\":\"ok\"}", out, strlen(out), "xyz", 3, 2, 0, &pg), 0);
     assert_string_equal(pg.out, "aé");
     assert_string_equal(pg.err, "");
     assert_non_null(pg.cursor);
     char cur[128];
     snprintf(cur, sizeof cur, "%s", pg.cursor);
     exec_page_clear(&pg);
-    assert_int_equal(exec_pages_next(p, cur, 1, &pg), 0);
+    assert_int_equal(exec_pages_next(p, A, cur, 1, &pg), 0);
     assert_string_equal(pg.out, "€😀");
     assert_string_equal(pg.meta, "{\"status\":\"ok\"}");
     snprintf(cur, sizeof cur, "%s", pg.cursor);
     exec_page_clear(&pg);
     /* A page may hold the end of stdout and the start of stderr. */
-    assert_int_equal(exec_pages_next(p, cur, 2, &pg), 0);
+    assert_int_equal(exec_pages_next(p, A, cur, 2, &pg), 0);
     assert_string_equal(pg.out, "b");
     assert_string_equal(pg.err, "x");
     char again[128];
     snprintf(again, sizeof again, "%s", cur);
     snprintf(cur, sizeof cur, "%s", pg.cursor);
     exec_page_clear(&pg);
-    assert_int_equal(exec_pages_next(p, cur, 3, &pg), 0);
+    assert_int_equal(exec_pages_next(p, A, cur, 3, &pg), 0);
     assert_string_equal(pg.out, "");
     assert_string_equal(pg.err, "yz");
     assert_null(pg.cursor);
     exec_page_clear(&pg);
     /* Cursors can be fetched again until they expire. */
-    assert_int_equal(exec_pages_next(p, again, 4, &pg), 0);
+    assert_int_equal(exec_pages_next(p, A, again, 4, &pg), 0);
     assert_string_equal(pg.out, "b");
     exec_page_clear(&pg);
     exec_pages_free(p);
@@ -72,22 +76,74 @@ static void unknown_forged_and_expired_cursors_are_refused(void **state)
     exec_pages_t *p;
     exec_pages_new(1 << 20, 8, 1000, &p);
     exec_page_t pg;
-    exec_pages_first(p, NULL, "abcdef", 6, "", 0, 2, 0, &pg);
+    exec_pages_first(p, A, NULL, "abcdef", 6, "", 0, 2, 0, &pg);
     char cur[128];
     snprintf(cur, sizeof cur, "%s", pg.cursor);
     exec_page_clear(&pg);
-    assert_int_equal(exec_pages_next(p, "nonsense", 0, &pg), EXEC_PAGES_EXPIRED);
-    assert_int_equal(exec_pages_next(p, "", 0, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, A, "nonsense", 0, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, A, "", 0, &pg), EXEC_PAGES_EXPIRED);
     char forged[128];
     snprintf(forged, sizeof forged, "%s", cur);
     forged[0] = forged[0] == 'a' ? 'b' : 'a';
-    assert_int_equal(exec_pages_next(p, forged, 0, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, A, forged, 0, &pg), EXEC_PAGES_EXPIRED);
     char past[128];
     snprintf(past, sizeof past, "%.32s.99", cur);
-    assert_int_equal(exec_pages_next(p, past, 0, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, A, past, 0, &pg), EXEC_PAGES_EXPIRED);
     /* Idle past the TTL: gone. */
-    assert_int_equal(exec_pages_next(p, cur, 1000, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, A, cur, 1000, &pg), EXEC_PAGES_EXPIRED);
     assert_int_equal(exec_pages_entries(p), 0);
+    exec_pages_free(p);
+}
+
+static void another_owners_cursor_is_unknown_and_refreshes_nothing(void **state)
+{
+    (void)state;
+    exec_pages_t *p;
+    exec_pages_new(1 << 20, 8, 1000, &p);
+    exec_page_t pg;
+    assert_int_equal(exec_pages_first(p, A, NULL, "secret-output", 13, "", 0, 4, 0, &pg), 0);
+    char cur[128];
+    snprintf(cur, sizeof cur, "%s", pg.cursor);
+    exec_page_clear(&pg);
+    /* The same answer as a cursor that never existed, and no page text handed out. */
+    assert_int_equal(exec_pages_next(p, B, cur, 500, &pg), EXEC_PAGES_EXPIRED);
+    assert_null(pg.out);
+    assert_null(pg.meta);
+    assert_int_equal(exec_pages_next(p, A, cur, 600, &pg), 0);
+    assert_string_equal(pg.out, "et-o");
+    exec_page_clear(&pg);
+    /* B's use did not keep it alive: unused by A since 600, it expires at 1600. */
+    assert_int_equal(exec_pages_next(p, B, cur, 1500, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, A, cur, 1600, &pg), EXEC_PAGES_EXPIRED);
+    exec_pages_free(p);
+}
+
+static void dropping_an_owner_forgets_only_its_outputs(void **state)
+{
+    (void)state;
+    exec_pages_t *p;
+    exec_pages_new(1 << 20, 8, 60000, &p);
+    exec_page_t pg;
+    char a1[128], a2[128], b1[128];
+    exec_pages_first(p, A, NULL, "aaaaaaaa", 8, "", 0, 2, 0, &pg);
+    snprintf(a1, sizeof a1, "%s", pg.cursor);
+    exec_page_clear(&pg);
+    exec_pages_first(p, B, NULL, "bbbbbbbb", 8, "", 0, 2, 0, &pg);
+    snprintf(b1, sizeof b1, "%s", pg.cursor);
+    exec_page_clear(&pg);
+    exec_pages_first(p, A, NULL, "cccccccc", 8, "", 0, 2, 0, &pg);
+    snprintf(a2, sizeof a2, "%s", pg.cursor);
+    exec_page_clear(&pg);
+    assert_int_equal(exec_pages_entries(p), 3);
+    assert_int_equal(exec_pages_drop_owner(p, A), 2);
+    assert_int_equal(exec_pages_entries(p), 1);
+    assert_int_equal(exec_pages_bytes(p), 8);
+    assert_int_equal(exec_pages_next(p, A, a1, 1, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, A, a2, 1, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, B, b1, 1, &pg), 0);
+    assert_string_equal(pg.out, "bb");
+    exec_page_clear(&pg);
+    assert_int_equal(exec_pages_drop_owner(p, A), 0);
     exec_pages_free(p);
 }
 
@@ -101,18 +157,18 @@ static void the_store_stays_within_its_entry_and_byte_bounds(void **state)
     memset(buf, 'q', sizeof buf);
     for (int i = 0; i < 10; i++) {
         exec_page_t pg;
-        assert_int_equal(exec_pages_first(p, NULL, buf, 40, "", 0, 10, (uint64_t)i, &pg), 0);
+        assert_int_equal(exec_pages_first(p, A, NULL, buf, 40, "", 0, 10, (uint64_t)i, &pg), 0);
         if (i == 0) snprintf(first, sizeof first, "%s", pg.cursor);
         exec_page_clear(&pg);
         assert_true(exec_pages_entries(p) <= 3);
         assert_true(exec_pages_bytes(p) <= 100);
     }
     exec_page_t pg;
-    assert_int_equal(exec_pages_next(p, first, 20, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, A, first, 20, &pg), EXEC_PAGES_EXPIRED);
     /* One run larger than the whole budget keeps what fits. */
     char big[300];
     memset(big, 'z', sizeof big);
-    assert_int_equal(exec_pages_first(p, NULL, big, sizeof big, "", 0, 10, 30, &pg), 0);
+    assert_int_equal(exec_pages_first(p, A, NULL, big, sizeof big, "", 0, 10, 30, &pg), 0);
     exec_page_clear(&pg);
     assert_true(exec_pages_bytes(p) <= 100);
     exec_pages_free(p);
@@ -138,6 +194,8 @@ int main(void)
         cmocka_unit_test(short_output_fits_one_page_and_keeps_nothing),
         cmocka_unit_test(pages_walk_stdout_then_stderr_by_characters),
         cmocka_unit_test(unknown_forged_and_expired_cursors_are_refused),
+        cmocka_unit_test(another_owners_cursor_is_unknown_and_refreshes_nothing),
+        cmocka_unit_test(dropping_an_owner_forgets_only_its_outputs),
         cmocka_unit_test(the_store_stays_within_its_entry_and_byte_bounds),
         cmocka_unit_test(invalid_utf8_is_replaced),
     };

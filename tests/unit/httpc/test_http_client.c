@@ -260,7 +260,17 @@ static void header_value(const char *req, const char *name, char *out, size_t ca
 static void answer(conn_t *c, const char *req, size_t head_len)
 {
     char method[16] = "", path[256] = "";
-    sscanf(req, "%15s %255s", method, path);
+    size_t ml = strcspn(req, " ");
+    if (ml < sizeof method) {
+        memcpy(method, req, ml);
+        method[ml] = '\0';
+        const char *p = req + ml + (req[ml] == ' ');
+        size_t pl = strcspn(p, " \r\n");
+        if (pl < sizeof path) {
+            memcpy(path, p, pl);
+            path[pl] = '\0';
+        }
+    }
     char reply[1024];
     if (strcmp(path, "/hello") == 0) {
         conn_str(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\n"

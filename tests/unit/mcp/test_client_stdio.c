@@ -770,7 +770,8 @@ static void expands_vars_and_finds_the_command_on_the_entry_path(void **state)
     assert_string_equal(cJSON_GetArrayItem(argv, 2)->valuestring, "$PTC_T_A");
     assert_string_equal(cJSON_GetArrayItem(argv, 3)->valuestring, "${not closed");
     assert_string_equal(cJSON_GetObjectItem(r, "foo")->valuestring, "hello-z");
-    assert_string_equal(cJSON_GetObjectItem(r, "inherited")->valuestring, "hello");
+    /* ${VAR} reads the whole base, but the child inherits only the default set from it. */
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(r, "inherited")));
     assert_string_equal(cJSON_GetObjectItem(r, "cwd")->valuestring, e->fixtures);
     const char *child_path = cJSON_GetObjectItem(r, "path")->valuestring;
     /* The entry's PATH, then ours (an interpreter shim such as pyenv's may prepend more). */
@@ -780,12 +781,59 @@ static void expands_vars_and_finds_the_command_on_the_entry_path(void **state)
     /* Every child carries the marker that stops a ptc-mcp started by us from starting more. */
     const cJSON *marker = cJSON_GetObjectItem(r, "parent_marker");
     assert_true(cJSON_IsString(marker));
-    assert_int_equal(atol(marker->valuestring), (long)getpid());
+    assert_int_equal(strtol(marker->valuestring, NULL, 10), (long)getpid());
     /* It dies with us even when we are SIGKILLed (PR_SET_PDEATHSIG, set in the child), and
      * leads its own process group, which a stop signals. */
     assert_int_equal(cJSON_GetObjectItem(r, "pdeathsig")->valueint, SIGKILL);
     assert_int_equal(cJSON_GetObjectItem(r, "pgid")->valueint,
                      cJSON_GetObjectItem(r, "pid")->valueint);
+    cJSON_Delete(r);
+}
+
+static void a_child_inherits_only_the_default_set_never_a_withheld_name(void **state)
+{
+    env_t *e = *state;
+    char cfg[2048];
+    FMT(cfg, sizeof cfg,
+        "{\"mcpServers\": {\"env\": {\"command\": \"%s/fake_downstream.py\", \"env\": "
+        "{\"MINE\": \"${PTC_T_SECRET}\", \"PTC_T_KEY\": \"given\"}}}}",
+        e->fixtures);
+    const char *path = getenv("PATH");
+    char pathvar[4096];
+    FMT(pathvar, sizeof pathvar, "PATH=%s", path != NULL ? path : "/usr/bin:/bin");
+    char home[] = "HOME=/home/t", user[] = "USER=t", lang[] = "LANG=C.UTF-8",
+         lc[] = "LC_TIME=en_GB.UTF-8", term[] = "TERM=() { :; }", secret[] = "PTC_T_SECRET=s3",
+         token[] = "PTC_T_TOKEN=t0k", shell[] = "SHELL=/bin/sh", key[] = "PTC_T_KEY=k3y",
+         lcw[] = "LC_ALL=C";
+    char *const environ_[] = {home,  user,  lang, lc,  term,    secret,
+                              token, shell, key,  lcw, pathvar, NULL};
+    /* SHELL is in the default set but withheld: the exclusion wins. PTC_T_KEY is withheld too,
+     * but the entry names it with its own value: that is the user's choice. */
+    const char *withheld[] = {"PTC_T_TOKEN", "SHELL", "PTC_T_KEY", "LC_ALL", NULL};
+    mcp_client_opts_t o;
+    test_opts(&o);
+    o.environ = environ_;
+    o.withheld_env = withheld;
+    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
+    assert_true(log_has(e, "its \"env\" passes PTC_T_KEY"));
+    assert_int_equal(mcp_client_start(c), 0);
+    run_until(e, is_ready, &e->recs[0]);
+    cJSON *r = call_json(e, c, "argv_env", NULL);
+    const cJSON *env = cJSON_GetObjectItem(r, "env");
+    assert_true(cJSON_IsObject(env));
+    const char *want[][2] = {{"HOME", "/home/t"},        {"USER", "t"},  {"LANG", "C.UTF-8"},
+                             {"LC_TIME", "en_GB.UTF-8"}, {"MINE", "s3"}, {"PTC_T_KEY", "given"}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItem(env, want[i][0]);
+        assert_true(cJSON_IsString(v));
+        assert_string_equal(v->valuestring, want[i][1]);
+    }
+    /* Not in the set, withheld, or an exported shell function. */
+    const char *absent[] = {"PTC_T_SECRET", "PTC_T_TOKEN", "SHELL", "LC_ALL", "TERM"};
+    for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
+        assert_null(cJSON_GetObjectItem(env, absent[i]));
+    assert_true(cJSON_IsString(cJSON_GetObjectItem(env, "PATH")));
+    assert_true(cJSON_IsString(cJSON_GetObjectItem(env, "PTC_MCP_PARENT_PID")));
     cJSON_Delete(r);
 }
 
@@ -1090,6 +1138,8 @@ int main(void)
         FAKE(many_calls_in_flight_get_their_own_answers, .up = UP_STARTED),
         cmocka_unit_test_setup_teardown(expands_vars_and_finds_the_command_on_the_entry_path, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(a_child_inherits_only_the_default_set_never_a_withheld_name,
+                                        setup, teardown),
         FAKE(stderr_lines_go_to_the_log_cut_to_size, .args = "\"--long-stderr\", \"10000\"",
              .max_stderr_line = 100, .up = UP_STARTED),
         FAKE(a_stderr_flood_is_counted_not_logged, .args = "\"--stderr-flood\", \"20000\"",

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal.h" /* mcp__session_set_credential: what the HTTP transport does */
 #include "mcp.h"
 
 #define SINK_MAX 64
@@ -45,6 +46,9 @@ typedef struct env {
     mcp_session_t *a, *b;
     sink_t sa, sb;
     int reads;
+    mcp_identity_t seen; /* the identity of the last read (read_who) */
+    mcp_identity_t ended[4];
+    int n_ended;
 } env_t;
 
 static int setup(void **state)
@@ -105,16 +109,18 @@ static const cJSON *get(const cJSON *o, const char *path)
     char buf[256];
     snprintf(buf, sizeof buf, "%s", path);
     const cJSON *cur = o;
-    for (char *tok = strtok(buf, "."); tok != NULL && cur != NULL; tok = strtok(NULL, ".")) {
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ".", &save); tok != NULL && cur != NULL;
+         tok = strtok_r(NULL, ".", &save)) {
         if (tok[0] >= '0' && tok[0] <= '9')
-            cur = cJSON_GetArrayItem(cur, atoi(tok));
+            cur = cJSON_GetArrayItem(cur, (int)strtol(tok, NULL, 10));
         else
             cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
     }
     return cur;
 }
 
-static const char *gets(const cJSON *o, const char *path)
+static const char *get_str(const cJSON *o, const char *path)
 {
     const cJSON *v = get(o, path);
     return cJSON_IsString(v) ? v->valuestring : NULL;
@@ -128,9 +134,10 @@ static int error_code(const cJSON *resp)
 
 /* --- fixtures -------------------------------------------------------------------------- */
 
-static int read_static(const char *uri, const cJSON *vars, void *data, cJSON **contents, char *msg,
-                       size_t msg_size)
+static int read_static(const char *uri, const cJSON *vars, const mcp_identity_t *who, void *data,
+                       cJSON **contents, char *msg, size_t msg_size)
 {
+    (void)who;
     (void)msg;
     (void)msg_size;
     env_t *e = data;
@@ -147,9 +154,10 @@ static int read_static(const char *uri, const cJSON *vars, void *data, cJSON **c
 }
 
 /* A template read that echoes its variables, and refuses id "missing". */
-static int read_item(const char *uri, const cJSON *vars, void *data, cJSON **contents, char *msg,
-                     size_t msg_size)
+static int read_item(const char *uri, const cJSON *vars, const mcp_identity_t *who, void *data,
+                     cJSON **contents, char *msg, size_t msg_size)
 {
+    (void)who;
     (void)data;
     const char *id = cJSON_GetObjectItemCaseSensitive(vars, "id")->valuestring;
     const char *part = cJSON_GetObjectItemCaseSensitive(vars, "part")->valuestring;
@@ -169,9 +177,10 @@ static int read_item(const char *uri, const cJSON *vars, void *data, cJSON **con
 }
 
 /* A buggy handler: contents without text or blob. */
-static int read_broken(const char *uri, const cJSON *vars, void *data, cJSON **contents, char *msg,
-                       size_t msg_size)
+static int read_broken(const char *uri, const cJSON *vars, const mcp_identity_t *who, void *data,
+                       cJSON **contents, char *msg, size_t msg_size)
 {
+    (void)who;
     (void)vars;
     (void)data;
     (void)msg;
@@ -182,6 +191,30 @@ static int read_broken(const char *uri, const cJSON *vars, void *data, cJSON **c
     cJSON_AddItemToArray(arr, c);
     *contents = arr;
     return MCP_OK;
+}
+
+/* Records who reads. */
+static int read_who(const char *uri, const cJSON *vars, const mcp_identity_t *who, void *data,
+                    cJSON **contents, char *msg, size_t msg_size)
+{
+    (void)vars;
+    (void)msg;
+    (void)msg_size;
+    env_t *e = data;
+    e->seen = *who;
+    *contents = cJSON_CreateArray();
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "uri", uri);
+    cJSON_AddStringToObject(c, "text", "x");
+    cJSON_AddItemToArray(*contents, c);
+    return MCP_OK;
+}
+
+static void on_end(const mcp_identity_t *who, void *data)
+{
+    env_t *e = data;
+    assert_true(e->n_ended < 4);
+    e->ended[e->n_ended++] = *who;
 }
 
 static void add_res(env_t *e, const char *uri, mcp_resource_read_fn fn)
@@ -305,11 +338,11 @@ static void resource_pages_follow_cursors_and_refuse_forged_ones(void **state)
     init(e->a, &e->sa);
     cJSON *r = ask(e->a, &e->sa, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/list\"}");
     assert_int_equal(cJSON_GetArraySize(get(r, "result.resources")), 3);
-    assert_string_equal(gets(r, "result.resources.0.uri"), "test://a");
-    assert_string_equal(gets(r, "result.resources.2.uri"), "test://c");
-    assert_string_equal(gets(r, "result.resources.0.description"), "d");
+    assert_string_equal(get_str(r, "result.resources.0.uri"), "test://a");
+    assert_string_equal(get_str(r, "result.resources.2.uri"), "test://c");
+    assert_string_equal(get_str(r, "result.resources.0.description"), "d");
     char cursor[256];
-    snprintf(cursor, sizeof cursor, "%s", gets(r, "result.nextCursor"));
+    snprintf(cursor, sizeof cursor, "%s", get_str(r, "result.nextCursor"));
     /* A resource added before the cursor's position does not shift the next page. */
     add_res(e, "test://aa", read_static);
     r = ask(e->a, &e->sa,
@@ -317,7 +350,7 @@ static void resource_pages_follow_cursors_and_refuse_forged_ones(void **state)
             "\"%s\"}}",
             cursor);
     assert_int_equal(cJSON_GetArraySize(get(r, "result.resources")), 2);
-    assert_string_equal(gets(r, "result.resources.0.uri"), "test://d");
+    assert_string_equal(get_str(r, "result.resources.0.uri"), "test://d");
     assert_null(get(r, "result.nextCursor"));
     r = ask(e->a, &e->sa,
             "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"resources/list\",\"params\":{\"cursor\":"
@@ -326,8 +359,8 @@ static void resource_pages_follow_cursors_and_refuse_forged_ones(void **state)
     /* The addition was announced to the initialized session only. */
     bool announced = false;
     for (size_t i = 0; i < e->sa.n; i++)
-        announced = announced || (gets(e->sa.msgs[i], "method") &&
-                                  strcmp(gets(e->sa.msgs[i], "method"),
+        announced = announced || (get_str(e->sa.msgs[i], "method") &&
+                                  strcmp(get_str(e->sa.msgs[i], "method"),
                                          "notifications/resources/list_changed") == 0);
     assert_true(announced);
     assert_int_equal(e->sb.n, 0);
@@ -346,19 +379,19 @@ static void reading_resolves_resources_and_template_variables(void **state)
     cJSON *r = ask(e->a, &e->sa,
                    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/read\",\"params\":{"
                    "\"uri\":\"test://static\"}}");
-    assert_string_equal(gets(r, "result.contents.0.text"), "static body");
+    assert_string_equal(get_str(r, "result.contents.0.text"), "static body");
     assert_int_equal(e->reads, 1);
     r = ask(e->a, &e->sa,
             "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/read\",\"params\":{"
             "\"uri\":\"test://item/123/part-x7\"}}");
-    assert_string_equal(gets(r, "result.contents.0.text"), "item 123 part x7");
-    assert_string_equal(gets(r, "result.contents.0.uri"), "test://item/123/part-x7");
+    assert_string_equal(get_str(r, "result.contents.0.text"), "item 123 part x7");
+    assert_string_equal(get_str(r, "result.contents.0.uri"), "test://item/123/part-x7");
     /* A variable never spans a '/', and must not be empty. */
     r = ask(e->a, &e->sa,
             "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"resources/read\",\"params\":{"
             "\"uri\":\"test://item/1/2/part-x\"}}");
     assert_int_equal(error_code(r), MCP_RESOURCE_NOT_FOUND);
-    assert_string_equal(gets(r, "error.data.uri"), "test://item/1/2/part-x");
+    assert_string_equal(get_str(r, "error.data.uri"), "test://item/1/2/part-x");
     r = ask(e->a, &e->sa,
             "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"resources/read\",\"params\":{"
             "\"uri\":\"test://item//part-x\"}}");
@@ -368,14 +401,113 @@ static void reading_resolves_resources_and_template_variables(void **state)
             "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"resources/read\",\"params\":{"
             "\"uri\":\"test://item/missing/part-1\"}}");
     assert_int_equal(error_code(r), MCP_RESOURCE_NOT_FOUND);
-    assert_non_null(strstr(gets(r, "error.message"), "no item missing"));
+    assert_non_null(strstr(get_str(r, "error.message"), "no item missing"));
     r = ask(e->a, &e->sa,
             "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"resources/read\",\"params\":{}}");
     assert_int_equal(error_code(r), MCP_JSONRPC_INVALID_PARAMS);
     r = ask(e->a, &e->sa, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"resources/templates/list\"}");
-    assert_string_equal(gets(r, "result.resourceTemplates.0.uriTemplate"),
+    assert_string_equal(get_str(r, "result.resourceTemplates.0.uriTemplate"),
                         "test://item/{id}/part-{part}");
-    assert_string_equal(gets(r, "result.resourceTemplates.0.mimeType"), "text/plain");
+    assert_string_equal(get_str(r, "result.resourceTemplates.0.mimeType"), "text/plain");
+}
+
+/* The identity resources/read passes: of the session, and of the credential for a stateless
+ * request, which has no session. */
+static mcp_identity_t read_as(env_t *e, mcp_session_t *s, sink_t *k, bool modern)
+{
+    cJSON *r =
+        ask(s, k,
+            modern ? "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"resources/read\",\"params\":{"
+                     "\"uri\":\"test://who\",\"_meta\":{\"io.modelcontextprotocol/"
+                     "protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/"
+                     "clientCapabilities\":{}}}}"
+                   : "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"resources/read\",\"params\":{"
+                     "\"uri\":\"test://who\"}}");
+    assert_string_equal(get_str(r, "result.contents.0.text"), "x");
+    return e->seen;
+}
+
+static void identities_tell_sessions_and_credentials_apart(void **state)
+{
+    env_t *e = *state;
+    add_res(e, "test://who", read_who);
+    init(e->a, &e->sa);
+    init(e->b, &e->sb);
+    mcp_identity_t a1 = read_as(e, e->a, &e->sa, false);
+    mcp_identity_t a2 = read_as(e, e->a, &e->sa, false);
+    mcp_identity_t b1 = read_as(e, e->b, &e->sb, false);
+    assert_true(mcp_identity_equal(&a1, &a2));
+    assert_false(mcp_identity_equal(&a1, &b1));
+    mcp_identity_t sa;
+    mcp_session_identity(e->a, &sa);
+    assert_true(mcp_identity_equal(&sa, &a1));
+    /* Without a credential, stateless requests on either session are one client. */
+    mcp_identity_t ma = read_as(e, e->a, &e->sa, true);
+    mcp_identity_t mb = read_as(e, e->b, &e->sb, true);
+    assert_true(mcp_identity_equal(&ma, &mb));
+    assert_false(mcp_identity_equal(&ma, &a1));
+    /* The same credential: still two sessions, but one stateless client. */
+    unsigned char t1[MCP__CRED_BYTES], t2[MCP__CRED_BYTES];
+    mcp__credential_digest("token-one", 9, t1);
+    mcp__credential_digest("token-two", 9, t2);
+    mcp__session_set_credential(e->a, t1);
+    mcp__session_set_credential(e->b, t1);
+    mcp_identity_t a_t1 = read_as(e, e->a, &e->sa, false);
+    assert_false(mcp_identity_equal(&a_t1, &a1));
+    mcp_identity_t b_t1 = read_as(e, e->b, &e->sb, false);
+    assert_false(mcp_identity_equal(&a_t1, &b_t1));
+    mcp_identity_t ma_t1 = read_as(e, e->a, &e->sa, true);
+    mcp_identity_t mb_t1 = read_as(e, e->b, &e->sb, true);
+    assert_true(mcp_identity_equal(&ma_t1, &mb_t1));
+    assert_false(mcp_identity_equal(&ma_t1, &ma));
+    /* Another credential is another client, with or without a session. */
+    mcp__session_set_credential(e->b, t2);
+    mcp_identity_t mb_t2 = read_as(e, e->b, &e->sb, true);
+    assert_false(mcp_identity_equal(&ma_t1, &mb_t2));
+    mcp_session_identity(e->b, &sa);
+    mcp_identity_t b_t2 = read_as(e, e->b, &e->sb, false);
+    assert_true(mcp_identity_equal(&sa, &b_t2));
+    assert_false(mcp_identity_equal(&b_t2, &b1));
+}
+
+static void idle_after_shutdown(mcp_session_t *s, void *data)
+{
+    (void)s;
+    (void)data;
+}
+
+static void the_end_hook_hears_once_of_each_ended_session(void **state)
+{
+    env_t *e = *state;
+    mcp_server_on_session_end(e->srv, on_end, e);
+    init(e->a, &e->sa);
+    mcp_identity_t a, b;
+    mcp_session_identity(e->a, &a);
+    mcp_session_identity(e->b, &b);
+    /* Shut down with nothing in flight: told at once, and not again when freed. */
+    mcp_session_shutdown(e->a, idle_after_shutdown, NULL);
+    assert_int_equal(e->n_ended, 1);
+    assert_true(mcp_identity_equal(&e->ended[0], &a));
+    mcp_session_free(e->a);
+    e->a = NULL;
+    assert_int_equal(e->n_ended, 1);
+    /* Freed without a shutdown: told then. */
+    mcp_session_free(e->b);
+    e->b = NULL;
+    assert_int_equal(e->n_ended, 2);
+    assert_true(mcp_identity_equal(&e->ended[1], &b));
+    /* A stateless session's state belongs to its credential: nothing to tell. */
+    mcp_session_t *st;
+    sink_t ks = {0};
+    assert_int_equal(mcp_session_new(e->srv, &sink_ops, &ks, &st), 0);
+    mcp_session_set_stateless(st);
+    mcp_session_free(st);
+    assert_int_equal(e->n_ended, 2);
+    /* Unregistered: nothing is called. */
+    mcp_server_on_session_end(e->srv, NULL, NULL);
+    assert_int_equal(mcp_session_new(e->srv, &sink_ops, &ks, &st), 0);
+    mcp_session_free(st);
+    assert_int_equal(e->n_ended, 2);
 }
 
 static void a_handler_returning_invalid_contents_gets_an_internal_error(void **state)
@@ -387,7 +519,7 @@ static void a_handler_returning_invalid_contents_gets_an_internal_error(void **s
                    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/read\",\"params\":{"
                    "\"uri\":\"test://broken\"}}");
     assert_int_equal(error_code(r), MCP_JSONRPC_INTERNAL_ERROR);
-    assert_non_null(strstr(gets(r, "error.message"), "text or blob"));
+    assert_non_null(strstr(get_str(r, "error.message"), "text or blob"));
 }
 
 static void bad_templates_and_duplicates_are_refused(void **state)
@@ -412,9 +544,9 @@ static size_t count_updates(const sink_t *k, const char *uri)
 {
     size_t n = 0;
     for (size_t i = 0; i < k->n; i++) {
-        const char *m = gets(k->msgs[i], "method");
+        const char *m = get_str(k->msgs[i], "method");
         if (m && strcmp(m, "notifications/resources/updated") == 0 &&
-            strcmp(gets(k->msgs[i], "params.uri"), uri) == 0)
+            strcmp(get_str(k->msgs[i], "params.uri"), uri) == 0)
             n++;
     }
     return n;
@@ -460,26 +592,26 @@ static void prompt_arguments_are_validated_before_the_handler_runs(void **state)
     add_greet(e);
     init(e->a, &e->sa);
     cJSON *r = ask(e->a, &e->sa, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/list\"}");
-    assert_string_equal(gets(r, "result.prompts.0.name"), "greet");
+    assert_string_equal(get_str(r, "result.prompts.0.name"), "greet");
     assert_true(cJSON_IsTrue(get(r, "result.prompts.0.arguments.0.required")));
     assert_true(cJSON_IsFalse(get(r, "result.prompts.0.arguments.1.required")));
     const char *req = "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"prompts/get\",\"params\":{"
                       "\"name\":\"%s\",\"arguments\":%s}}";
     r = ask(e->a, &e->sa, req, 2, "greet", "{\"who\":\"Ada\",\"style\":\"warmly\"}");
-    assert_string_equal(gets(r, "result.messages.0.content.text"), "Greet Ada warmly");
-    assert_string_equal(gets(r, "result.description"), "Greets someone.");
+    assert_string_equal(get_str(r, "result.messages.0.content.text"), "Greet Ada warmly");
+    assert_string_equal(get_str(r, "result.description"), "Greets someone.");
     r = ask(e->a, &e->sa, req, 3, "greet", "{}");
     assert_int_equal(error_code(r), MCP_JSONRPC_INVALID_PARAMS);
-    assert_non_null(strstr(gets(r, "error.message"), "missing required argument who"));
+    assert_non_null(strstr(get_str(r, "error.message"), "missing required argument who"));
     r = ask(e->a, &e->sa, req, 4, "greet", "{\"who\":\"Ada\",\"mood\":\"x\"}");
-    assert_non_null(strstr(gets(r, "error.message"), "unknown argument mood"));
+    assert_non_null(strstr(get_str(r, "error.message"), "unknown argument mood"));
     r = ask(e->a, &e->sa, req, 5, "greet", "{\"who\":3}");
-    assert_non_null(strstr(gets(r, "error.message"), "must be a string"));
+    assert_non_null(strstr(get_str(r, "error.message"), "must be a string"));
     r = ask(e->a, &e->sa, req, 6, "nope", "{}");
     assert_int_equal(error_code(r), MCP_JSONRPC_INVALID_PARAMS);
     r = ask(e->a, &e->sa, req, 7, "greet", "{\"who\":\"nobody\"}");
     assert_int_equal(error_code(r), MCP_JSONRPC_INVALID_PARAMS);
-    assert_non_null(strstr(gets(r, "error.message"), "nobody cannot be greeted"));
+    assert_non_null(strstr(get_str(r, "error.message"), "nobody cannot be greeted"));
 }
 
 static void a_prompt_handler_building_invalid_messages_gets_an_internal_error(void **state)
@@ -496,7 +628,7 @@ static void a_prompt_handler_building_invalid_messages_gets_an_internal_error(vo
                    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/get\",\"params\":{\"name\":"
                    "\"bad\"}}");
     assert_int_equal(error_code(r), MCP_JSONRPC_INTERNAL_ERROR);
-    assert_non_null(strstr(gets(r, "error.message"), "role"));
+    assert_non_null(strstr(get_str(r, "error.message"), "role"));
 }
 
 static void completions_are_capped_and_checked_against_the_reference(void **state)
@@ -510,7 +642,7 @@ static void completions_are_capped_and_checked_against_the_reference(void **stat
     cJSON *r = ask(e->a, &e->sa, req, 1, "greet", "who");
     assert_int_equal(cJSON_GetArraySize(get(r, "result.completion.values")),
                      MCP_MAX_COMPLETION_VALUES);
-    assert_string_equal(gets(r, "result.completion.values.0"), "Ad000");
+    assert_string_equal(get_str(r, "result.completion.values.0"), "Ad000");
     assert_int_equal(get(r, "result.completion.total")->valueint, 150);
     assert_true(cJSON_IsTrue(get(r, "result.completion.hasMore")));
     /* An argument the completer has nothing for gets an empty answer; unknown ones an error. */
@@ -560,11 +692,12 @@ static void list_changes_are_held_and_sent_once(void **state)
     assert_int_equal(e->sa.n, before);
     mcp_server_hold_notifications(e->srv, false);
     assert_int_equal(e->sa.n, before + 2);
-    assert_string_equal(gets(e->sa.msgs[before], "method"), "notifications/resources/list_changed");
-    assert_string_equal(gets(e->sa.msgs[before + 1], "method"),
+    assert_string_equal(get_str(e->sa.msgs[before], "method"),
+                        "notifications/resources/list_changed");
+    assert_string_equal(get_str(e->sa.msgs[before + 1], "method"),
                         "notifications/prompts/list_changed");
     assert_int_equal(mcp_server_remove_prompt(e->srv, "greet"), 0);
-    assert_string_equal(gets(e->sa.msgs[e->sa.n - 1], "method"),
+    assert_string_equal(get_str(e->sa.msgs[e->sa.n - 1], "method"),
                         "notifications/prompts/list_changed");
 }
 
@@ -581,11 +714,11 @@ static void titles_are_listed_only_for_revisions_that_know_them(void **state)
         "\"protocolVersion\":\"2025-03-26\",\"capabilities\":{}}}");
     const char *lp = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/list\"}";
     const char *lr = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/list\"}";
-    assert_string_equal(gets(ask(e->a, &e->sa, "%s", lp), "result.prompts.0.title"), "The P");
-    assert_string_equal(gets(ask(e->a, &e->sa, "%s", lr), "result.resources.0.title"), "The T");
+    assert_string_equal(get_str(ask(e->a, &e->sa, "%s", lp), "result.prompts.0.title"), "The P");
+    assert_string_equal(get_str(ask(e->a, &e->sa, "%s", lr), "result.resources.0.title"), "The T");
     assert_null(get(ask(e->b, &e->sb, "%s", lp), "result.prompts.0.title"));
     assert_null(get(ask(e->b, &e->sb, "%s", lr), "result.resources.0.title"));
-    assert_string_equal(gets(ask(e->b, &e->sb, "%s", lr), "result.resources.0.name"), "t");
+    assert_string_equal(get_str(ask(e->b, &e->sb, "%s", lr), "result.resources.0.name"), "t");
 }
 
 static void content_blocks_are_built_and_validated(void **state)
@@ -605,7 +738,7 @@ static void content_blocks_are_built_and_validated(void **state)
     cJSON_Delete(b);
     b = mcp_resource_block("test://r", "text/plain", "hello", NULL);
     assert_int_equal(mcp_content_validate(b, msg, sizeof msg), 0);
-    assert_string_equal(gets(b, "resource.text"), "hello");
+    assert_string_equal(get_str(b, "resource.text"), "hello");
     cJSON_Delete(b);
     b = mcp_resource_block("test://r", NULL, NULL, "AAEC");
     assert_int_equal(mcp_content_validate(b, msg, sizeof msg), 0);
@@ -630,6 +763,8 @@ int main(void)
         T(declared_capability_is_advertised_before_anything_is_registered),
         T(resource_pages_follow_cursors_and_refuse_forged_ones),
         T(reading_resolves_resources_and_template_variables),
+        T(identities_tell_sessions_and_credentials_apart),
+        T(the_end_hook_hears_once_of_each_ended_session),
         T(a_handler_returning_invalid_contents_gets_an_internal_error),
         T(bad_templates_and_duplicates_are_refused),
         T(updates_reach_only_subscribed_sessions_until_they_unsubscribe),

@@ -676,8 +676,9 @@ static void host_serve(host_t *h, int fd)
     for (;;) {
         if (len == cap) {
             cap *= 2;
-            buf = realloc(buf, cap);
-            assert_non_null(buf);
+            char *grown = realloc(buf, cap);
+            assert_non_null(grown);
+            buf = grown;
         }
         ssize_t r = read(fd, buf + len, cap - len);
         if (r < 0 && errno == EINTR) continue;

@@ -38,6 +38,7 @@ void exec_options_init(exec_options_t *opts)
     opts->memory_bytes = EXEC_DEFAULT_MEMORY_BYTES;
     opts->tmp_bytes = EXEC_DEFAULT_TMP_BYTES;
     opts->pids_max = EXEC_DEFAULT_PIDS;
+    opts->cpu_millis = EXEC_DEFAULT_CPU_MILLIS;
     opts->stdout_keep = EXEC_DEFAULT_KEEP_BYTES;
     opts->stderr_keep = EXEC_DEFAULT_KEEP_BYTES;
     opts->progress_ms = EXEC_DEFAULT_PROGRESS_MS;
@@ -221,6 +222,9 @@ int exec__cmd_build(const exec_options_t *opts, struct exec__cmd *cmd)
     if (opts->memory_bytes < (16ull << 20) || opts->tmp_bytes < (1ull << 20) ||
         opts->pids_max < 4 || opts->pids_max > 4096)
         return fail(cmd, EXEC_EINVAL, "memory, tmpfs or pids limit out of range");
+    if (opts->cpu_millis < EXEC_MIN_CPU_MILLIS || opts->cpu_millis > EXEC_MAX_CPU_MILLIS)
+        return fail(cmd, EXEC_EINVAL, "CPU share out of range (%u to %u thousandths of a core)",
+                    EXEC_MIN_CPU_MILLIS, EXEC_MAX_CPU_MILLIS);
     if (opts->test_disable_layer && exec_layer_from_name(opts->test_disable_layer) < 0)
         return fail(cmd, EXEC_EINVAL, "unknown layer %s", opts->test_disable_layer);
     cmd->launcher = find_launcher(opts->launcher);
@@ -232,6 +236,8 @@ int exec__cmd_build(const exec_options_t *opts, struct exec__cmd *cmd)
     if ((r = add_arg(cmd, "--tmp-size", num)) < 0) return r;
     snprintf(num, sizeof num, "%u", opts->pids_max);
     if ((r = add_arg(cmd, "--pids", num)) < 0) return r;
+    snprintf(num, sizeof num, "%u", opts->cpu_millis);
+    if ((r = add_arg(cmd, "--cpu-millis", num)) < 0) return r;
     if (opts->test_disable_layer && (r = add_arg(cmd, "--disable", opts->test_disable_layer)) < 0)
         return r;
     for (size_t i = 0; i < opts->n_mounts; i++)

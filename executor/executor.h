@@ -31,25 +31,32 @@ extern "C" {
 #define EXEC_LAUNCHER_NAME        "ptc-sandbox-launch"
 #define EXEC_DEFAULT_MAX_QUEUE    64u
 #define EXEC_DEFAULT_MEMORY_BYTES (256ull << 20)
-#define EXEC_DEFAULT_TMP_BYTES    (32ull << 20)
-#define EXEC_DEFAULT_PIDS         32u
-#define EXEC_DEFAULT_KEEP_BYTES   (4u << 20) /* retained per stream; the rest is counted */
-#define EXEC_DEFAULT_PROGRESS_MS  1000u
-#define EXEC_DEFAULT_FSIZE_BYTES  (64ull << 20)
-#define EXEC_DEFAULT_NOFILE       256u
-#define EXEC_MAX_CODE_BYTES       (120u << 10) /* code travels as one argv string */
-#define EXEC_MAX_MOUNTS           16u
-#define EXEC_MAX_PASS_ENV         32u
-#define EXEC_MAX_KEEP_BYTES       (256u << 20)
-#define EXEC_MAX_CONCURRENT       256u
-#define EXEC_MAX_TIMEOUT_MS       (24ull * 3600 * 1000)
-#define EXEC_KILL_GRACE_MS        2000u /* launcher gets this long to tear down, then SIGKILL */
-#define EXEC_BRIDGE_FD            3     /* the bridge's descriptor number inside a run */
-#define EXEC_BRIDGE_ENV           "PTC_BRIDGE_FD"
-#define EXEC_RO_LIB_PATH          "/opt/ptc/lib" /* where exec_run_opts_t.ro_dir appears */
-#define EXEC_MAX_PATH_DIRS        4u /* exec_run_opts_t.path_dirs: at /opt/ptc/lib1 ... lib4 */
-#define EXEC_DEFAULT_WARM         4u /* sandboxes kept set up ahead with keep_warm */
-#define EXEC_MAX_WARM             8u
+/* a run's CPU share (cgroup cpu.max), in thousandths of a core: one core by default */
+#define EXEC_DEFAULT_CPU_MILLIS  1000u
+#define EXEC_MIN_CPU_MILLIS      10u     /* the kernel's quota floor is 1 ms per 100 ms period */
+#define EXEC_MAX_CPU_MILLIS      256000u /* 256 cores */
+#define EXEC_DEFAULT_TMP_BYTES   (32ull << 20)
+#define EXEC_DEFAULT_PIDS        32u
+#define EXEC_DEFAULT_KEEP_BYTES  (4u << 20) /* retained per stream; the rest is counted */
+#define EXEC_DEFAULT_PROGRESS_MS 1000u
+#define EXEC_DEFAULT_FSIZE_BYTES (64ull << 20)
+#define EXEC_DEFAULT_NOFILE      256u
+#define EXEC_MAX_CODE_BYTES      (120u << 10) /* code travels as one argv string */
+#define EXEC_MAX_MOUNTS          16u
+#define EXEC_MAX_PASS_ENV        32u
+#define EXEC_MAX_KEEP_BYTES      (256u << 20)
+#define EXEC_MAX_CONCURRENT      256u
+#define EXEC_MAX_TIMEOUT_MS      (24ull * 3600 * 1000)
+#define EXEC_KILL_GRACE_MS       2000u /* launcher gets this long to tear down, then SIGKILL */
+/* after a timeout, init gets this long to kill the code and send back the files it wrote
+   (then the ordinary kill, which sends none) */
+#define EXEC_TIMEOUT_FILES_MS 1000u
+#define EXEC_BRIDGE_FD        3 /* the bridge's descriptor number inside a run */
+#define EXEC_BRIDGE_ENV       "PTC_BRIDGE_FD"
+#define EXEC_RO_LIB_PATH      "/opt/ptc/lib" /* where exec_run_opts_t.ro_dir appears */
+#define EXEC_MAX_PATH_DIRS    4u /* exec_run_opts_t.path_dirs: at /opt/ptc/lib1 ... lib4 */
+#define EXEC_DEFAULT_WARM     4u /* sandboxes kept set up ahead with keep_warm */
+#define EXEC_MAX_WARM         8u
 
 /* ---- errors ------------------------------------------------------------------------------- */
 enum {
@@ -145,7 +152,8 @@ typedef struct exec_options {
     uint64_t memory_bytes;
     uint64_t tmp_bytes;
     unsigned pids_max;
-    size_t stdout_keep; /* bytes retained per stream; more is counted and dropped */
+    unsigned cpu_millis; /* CPU share of a run or session, thousandths of a core (cpu.max) */
+    size_t stdout_keep;  /* bytes retained per stream; more is counted and dropped */
     size_t stderr_keep;
     unsigned progress_ms;      /* on_progress period */
     const char *const *mounts; /* "HOST:PATH[:ro|rw]" each; read-only by default */

@@ -4,6 +4,8 @@
 
 #include "executor.h"
 
+#include <signal.h>
+
 #define EXEC_MAX_ARGS        (24 + 2 * EXEC_MAX_MOUNTS)
 #define EXEC_MAX_ENV         (16 + EXEC_MAX_PASS_ENV)
 #define EXEC_REPORT_LINE     1024 /* longest status line read from the launcher */
@@ -120,7 +122,11 @@ int exec__files_rx_feed(struct exec__files_rx *rx, const char *p, size_t n, size
 
 enum { P_OUT, P_ERR, P_REP };
 enum run_state { RUN_QUEUED, RUN_WARM, RUN_RUNNING, RUN_FINISHED };
-enum timer_phase { T_IDLE, T_TIMEOUT, T_GRACE, T_EOF, T_DEFERRED };
+/* asks the launcher to stop the code but keep its files (a timeout); the launcher's
+   LAUNCH_STOP_SIGNAL (launcher/launch.h), which must be the same */
+#define EXEC__STOP_SIGNAL SIGUSR1
+
+enum timer_phase { T_IDLE, T_TIMEOUT, T_FILES, T_GRACE, T_EOF, T_DEFERRED };
 
 struct exec_run {
     exec_pool_t *pool;

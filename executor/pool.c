@@ -117,6 +117,17 @@ static void on_timer(uv_timer_t *t)
     switch (run->phase) {
     case T_TIMEOUT:
         run->timed_out = true;
+        /* init still has the code's files: it kills the code and sends them, which the
+           launcher's SIGTERM would prevent (init dies with the namespace) */
+        if (!run->pool->unsafe && run->spawned && !run->exited && run->in_reading && !run->in_eof &&
+            uv_process_kill(&run->proc, EXEC__STOP_SIGNAL) == 0) {
+            run->phase = T_FILES;
+            uv_timer_start(&run->timer, on_timer, EXEC_TIMEOUT_FILES_MS, 0);
+            break;
+        }
+        kill_tree(run);
+        break;
+    case T_FILES: /* init did not end in time: stop it the ordinary way */
         kill_tree(run);
         break;
     case T_GRACE:

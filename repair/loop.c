@@ -363,6 +363,10 @@ void ptc_repair_loop_ran(ptc_repair_loop_t *l, const ptc_repair_run_t *r)
         l->ops->finish(l->data);
         return;
     }
+    if (r->no_rerun != NULL) {
+        stop(l, "%s, so a repaired version could not run", r->no_rerun);
+        return;
+    }
     /* The loop stops at a repeated error: a repair that did not change it will not. */
     if (had_last && strcmp(fp, l->last_fp) == 0) {
         stop(l, "the same error came back after the repair (%s)", fp);

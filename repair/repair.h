@@ -248,6 +248,9 @@ typedef struct ptc_repair_run {
     uint64_t timeout_ms;     /* the timeout the run had */
     uint64_t duration_ms;
     uint64_t tool_calls; /* answered by a tool or from the journal */
+    /* NULL, or why no rerun is possible (a clause: "the cell ended its session"): the loop
+       then stops without asking for a fix that could not run */
+    const char *no_rerun;
 } ptc_repair_run_t;
 
 /** Who repairs, in the words of the result (all static or outliving the loop). */

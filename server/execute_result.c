@@ -361,6 +361,9 @@ ptc_repair_run_t ptc__execute_run_of(const outcome_t *o)
         .timeout_ms = o->timeout_ms,
         .duration_ms = o->duration_ms,
         .tool_calls = o->tool_calls,
+        /* a repair reruns the cell in the same interpreter (its state is what the cell
+           needs); when the cell ended the session there is none to rerun it in */
+        .no_rerun = o->session_ended ? "the cell ended its session (its state is gone)" : NULL,
     };
 }
 

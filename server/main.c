@@ -248,11 +248,7 @@ static int check_report(const ptc_options_t *o)
         if (!ok || (o->auth_token_env && !has_tok)) http_status = 1;
     }
     exec_options_t eo;
-    exec_options_init(&eo);
-    if (o->python) eo.python = o->python;
-    eo.mounts = o->mounts;
-    eo.n_mounts = o->n_mounts;
-    eo.unsafe_no_sandbox = o->unsafe_no_sandbox;
+    ptc_execute_sandbox_options(o, &eo);
     exec_probe_t probe;
     int rc = exec_probe(&eo, &probe);
     int status = http_status;

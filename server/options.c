@@ -1,6 +1,7 @@
 /* options.c - one table of flags drives parsing, the config file's "ptc" object and --help. */
 #include "options.h"
 
+#include "executor.h"
 #include "mcp.h"
 
 #include <cjson/cJSON.h>
@@ -51,6 +52,10 @@ static const flag_t flags[] = {
     {"memory-limit", ARG_SIZE, OFF(memory_limit), 0, "SIZE", "memory of one run (cgroup)",
      "256 MiB"},
     {"tmp-size", ARG_SIZE, OFF(tmp_size), 0, "SIZE", "a run's private /tmp (tmpfs)", "32 MiB"},
+    {"cpu-limit", ARG_NUM, OFF(cpu_limit), 0, "CORES",
+     "CPU share of one run or session (cgroup cpu.max; 0.5 = half a core, 2 = two cores; 0.01 to "
+     "256)",
+     "1"},
     {"max-code-bytes", ARG_SIZE, OFF(max_code_bytes), 0, "N",
      "longest code accepted; at most 120 KiB, as the code travels to the sandbox as one argument",
      "120 KiB"},
@@ -73,7 +78,9 @@ static const flag_t flags[] = {
     {"max-timeout", ARG_NUM, OFF(max_timeout), 0, "S", "largest timeout_seconds a caller may ask",
      "300"},
     {"mount", ARG_LIST, OFF(mounts), OFF(n_mounts), "HOST:PATH[:ro|rw]",
-     "expose a host folder inside the sandbox (repeatable)", "none"},
+     "expose a host folder inside the sandbox (repeatable); an rw one's new files belong to the "
+     "server's user (as root: to the folder's owner, 65534 for a root-owned folder)",
+     "none"},
     {"pass-env", ARG_LIST, OFF(pass_env), OFF(n_pass_env), "NAME",
      "pass one variable of the server's environment into runs (repeatable)", "none"},
     {"unsafe-no-sandbox", ARG_NONE, OFF(unsafe_no_sandbox), 0, NULL,
@@ -479,6 +486,13 @@ int ptc_options_parse(ptc_options_t *o, int argc, char **argv, FILE *err)
     if (o->config_file && load_config(o, err) < 0) return -1;
     if (strcmp(o->transport, "stdio") != 0 && strcmp(o->transport, "http") != 0) {
         fprintf(err, "ptc-mcp: --transport must be stdio or http, not \"%s\"\n", o->transport);
+        return -1;
+    }
+    /* the executor takes thousandths of a core: 0.01 is the kernel's smallest useful quota */
+    if (o->cpu_limit != 0 && (o->cpu_limit * 1000.0 < EXEC_MIN_CPU_MILLIS - 0.5 ||
+                              o->cpu_limit * 1000.0 > EXEC_MAX_CPU_MILLIS + 0.5)) {
+        fprintf(err, "ptc-mcp: --cpu-limit must be between %g and %g cores, not %g\n",
+                EXEC_MIN_CPU_MILLIS / 1000.0, EXEC_MAX_CPU_MILLIS / 1000.0, o->cpu_limit);
         return -1;
     }
     return 0;

@@ -20,6 +20,7 @@ typedef struct ptc_options {
     size_t output_page_chars;
     /* Run limits and files out; 0 = the executor's default (executor.h). */
     size_t max_output_bytes, memory_limit, tmp_size, max_code_bytes;
+    double cpu_limit; /* cores; 0 = the executor's default */
     size_t max_file_bytes, max_call_files_bytes, max_files, file_store_bytes, max_image_bytes;
     const char *python;
     size_t max_concurrent, max_queue;

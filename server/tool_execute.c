@@ -683,6 +683,19 @@ static void start_job(job_t *j)
 
 /* --- set-up -------------------------------------------------------------------------------- */
 
+void ptc_execute_sandbox_options(const ptc_options_t *o, exec_options_t *eo)
+{
+    exec_options_init(eo);
+    if (o->python) eo->python = o->python;
+    eo->mounts = o->mounts;
+    eo->n_mounts = o->n_mounts;
+    eo->unsafe_no_sandbox = o->unsafe_no_sandbox;
+    if (o->memory_limit) eo->memory_bytes = o->memory_limit;
+    if (o->tmp_size) eo->tmp_bytes = o->tmp_size;
+    /* in range: ptc_options_parse checked it */
+    if (o->cpu_limit > 0) eo->cpu_millis = (unsigned)(o->cpu_limit * 1000.0 + 0.5);
+}
+
 int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
                     ptc_execute_t **out)
 {
@@ -747,18 +760,12 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
                                               .asking = ptc_repairer_http_name(ex->repairer)};
     }
     exec_options_t eo;
-    exec_options_init(&eo);
-    if (o->python) eo.python = o->python;
+    ptc_execute_sandbox_options(o, &eo);
     if (o->max_concurrent) eo.max_concurrent = (unsigned)o->max_concurrent;
     eo.max_queue = (unsigned)o->max_queue;
-    eo.mounts = o->mounts;
-    eo.n_mounts = o->n_mounts;
     eo.pass_env = o->pass_env;
     eo.n_pass_env = o->n_pass_env;
-    eo.unsafe_no_sandbox = o->unsafe_no_sandbox;
     eo.test_disable_layer = getenv("PTC_TEST_DISABLE_LAYER");
-    if (o->memory_limit) eo.memory_bytes = o->memory_limit;
-    if (o->tmp_size) eo.tmp_bytes = o->tmp_size;
     if (o->max_output_bytes) eo.stdout_keep = eo.stderr_keep = o->max_output_bytes;
     /* The code goes to the launcher as one argv string (MAX_ARG_STRLEN is 128 KiB): the flag
        can lower the bound, not raise it past what the executor passes. */

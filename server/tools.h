@@ -164,6 +164,10 @@ typedef struct ptc_execute ptc_execute_t;
  */
 int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
                     ptc_execute_t **out);
+struct exec_options;
+/** Copies the flags that shape every sandbox (interpreter, mounts, memory, /tmp, CPU share,
+ *  unsafe mode) into eo, so that --check probes the sandbox runs will get. Borrows o. */
+void ptc_execute_sandbox_options(const ptc_options_t *o, struct exec_options *eo);
 /** Adds execute_code to srv. ex must outlive srv's sessions. */
 int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv);
 /** Lets runs call tools: each run then gets a bridge to search's registry and downstream's

@@ -146,14 +146,19 @@ static void set_limits(struct launch_cgroup *cg, const struct launch_cfg *cfg, i
             launch_layer(cg_layer[c], EXEC_LAYER_ACTIVE, "cgroup %s, %u tasks",
                          cg->v2 ? "v2" : "v1", cfg->pids);
     } else {
+        /* a 100 ms period; the quota is the share of it (1000 thousandths: all of one core) */
+        unsigned long long quota = (unsigned long long)cfg->cpu_millis * 100;
         if (cg->v2) {
-            r = put(d, "cpu.max", "100000 100000");
+            snprintf(v, sizeof v, "%llu 100000", quota);
+            r = put(d, "cpu.max", v);
         } else {
+            snprintf(v, sizeof v, "%llu", quota);
             r = put(d, "cpu.cfs_period_us", "100000");
-            if (r == 0) r = put(d, "cpu.cfs_quota_us", "100000");
+            if (r == 0) r = put(d, "cpu.cfs_quota_us", v);
         }
         if (r == 0)
-            launch_layer(cg_layer[c], EXEC_LAYER_ACTIVE, "cgroup %s, 1 CPU", cg->v2 ? "v2" : "v1");
+            launch_layer(cg_layer[c], EXEC_LAYER_ACTIVE, "cgroup %s, %u.%03u CPU",
+                         cg->v2 ? "v2" : "v1", cfg->cpu_millis / 1000, cfg->cpu_millis % 1000);
     }
     if (r != 0) {
         launch_layer(cg_layer[c], EXEC_LAYER_UNAVAILABLE, "writing the limit: %s", strerror(-r));

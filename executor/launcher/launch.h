@@ -4,6 +4,7 @@
 
 #include "../executor.h"
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -20,7 +21,11 @@
 #define LAUNCH_ROOT_TMPFS       "mode=0755,size=2m"
 #define LAUNCH_DEV_TMPFS        "mode=0755,size=64k"
 #define LAUNCH_PATH_MAX         4096
-#define LAUNCH_BRIDGE_FD_STR    "3" /* EXEC_BRIDGE_FD, spelt for the Python sources */
+/* the launcher's stop request that keeps the files (a run's timeout): forwarded to init, which
+   kills the code, sends back what it left in the output folder, and reports (the pool's
+   EXEC__STOP_SIGNAL, executor/internal.h, must be the same) */
+#define LAUNCH_STOP_SIGNAL   SIGUSR1
+#define LAUNCH_BRIDGE_FD_STR "3" /* EXEC_BRIDGE_FD, spelt for the Python sources */
 _Static_assert(EXEC_BRIDGE_FD == 3, "LAUNCH_BRIDGE_FD_STR must follow EXEC_BRIDGE_FD");
 #define LAUNCH_OUTPUT_DIR_NAME EXEC_OUTPUT_DIR_NAME
 
@@ -75,6 +80,11 @@ struct launch_mount {
     const char *src;
     const char *dst;
     bool rw;
+    /* set by launch_idmap_mounts: the detached idmapped copy of src to attach (-1: a plain
+       bind), whose files are stored as uid owner; why says why a rw one has none */
+    int tree_fd;
+    uid_t owner;
+    char why[64];
 };
 
 /* Where the i-th --ro-lib folder appears in the sandbox ("/opt/ptc/lib", "/opt/ptc/lib1"...). */
@@ -90,6 +100,7 @@ struct launch_cfg {
     uint64_t tmp_bytes;
     uint64_t fsize_bytes;
     unsigned pids;
+    unsigned cpu_millis; /* cpu.max: thousandths of a core */
     unsigned cpu_seconds;
     unsigned nofile;
     int disabled;  /* a layer id turned off by the test switch, or -1 */
@@ -129,6 +140,10 @@ void launch_layer(exec_layer_id_t id, exec_layer_state_t state, const char *fmt,
 _Noreturn void launch_fatal(const char *stage, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 bool launch_disabled(const struct launch_cfg *cfg, exec_layer_id_t id);
+
+/* As root: an idmapped detached tree for each rw mount owned by an ordinary user, so that what
+   the sandbox writes there is stored as that user's (idmap.c). Sets every mount's tree_fd. */
+void launch_idmap_mounts(struct launch_cfg *cfg, bool root);
 
 /* The child: sandbox setup, then the interpreter. Never returns. */
 _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_plan *plan,

@@ -149,6 +149,17 @@ static int bind_path(const char *src, const char *dst, bool rw, bool required)
     return bind_path_dev(src, dst, rw, required, false);
 }
 
+/* Attaches the idmapped tree the launcher made for m (idmap.c) at its place in the new root. */
+static void attach_tree(const struct launch_mount *m)
+{
+    char to[LAUNCH_PATH_MAX];
+    fmt_path(to, sizeof to, NEWROOT, m->dst);
+    mkdirs(to);
+    if (syscall(SYS_move_mount, m->tree_fd, "", AT_FDCWD, to, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        launch_fatal("rootfs", "cannot attach the idmapped %s: %s", m->src, strerror(errno));
+    close(m->tree_fd);
+}
+
 /* /bin, /lib64 ...: merged-/usr hosts have symlinks, older ones directories */
 static void mirror_top(const char *name)
 {
@@ -369,8 +380,18 @@ static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan 
     /* after /tmp's tmpfs, so that a prefix or mount below /tmp is not hidden by it */
     for (size_t i = 0; i < cfg->n_prefixes; i++)
         bind_path(cfg->prefixes[i], cfg->prefixes[i], false, true);
-    for (size_t i = 0; i < cfg->n_mounts; i++)
-        bind_path(cfg->mounts[i].src, cfg->mounts[i].dst, cfg->mounts[i].rw, true);
+    char owners[160] = "";
+    for (size_t i = 0; i < cfg->n_mounts; i++) {
+        const struct launch_mount *m = &cfg->mounts[i];
+        if (m->tree_fd >= 0)
+            attach_tree(m);
+        else
+            bind_path(m->src, m->dst, m->rw, true);
+        size_t ol = strlen(owners);
+        if (m->rw && ol < sizeof owners - 1)
+            snprintf(owners + ol, sizeof owners - ol, "; %s written as uid %u%s%s%s", m->dst,
+                     (unsigned)m->owner, m->why[0] ? " (" : "", m->why, m->why[0] ? ")" : "");
+    }
     for (size_t i = 0; i < cfg->n_ro_libs; i++) {
         char dst[64];
         launch_ro_lib_path(i, dst, sizeof dst);
@@ -384,8 +405,8 @@ static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan 
     if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
         die_errno("rootfs", "remount / read-only");
     launch_layer(EXEC_LAYER_ROOTFS, EXEC_LAYER_ACTIVE,
-                 "read-only tmpfs root, /usr%s and %zu mount(s), pivot_root",
-                 cfg->n_prefixes ? " + python prefix" : "", cfg->n_mounts);
+                 "read-only tmpfs root, /usr%s and %zu mount(s), pivot_root%s",
+                 cfg->n_prefixes ? " + python prefix" : "", cfg->n_mounts, owners);
     return true;
 }
 
@@ -781,6 +802,34 @@ static void cgroup_ns(const struct launch_cfg *cfg, const struct launch_plan *pl
                  plan->run_cgroup ? "the run's cgroup" : "the server's cgroup (no run cgroup)");
 }
 
+/* Reaps every child until the interpreter ends and returns its wait status. LAUNCH_STOP_SIGNAL
+   (the run's timeout, forwarded by the launcher) kills the code but not init, so the files
+   the code wrote before it still go back. Both signals have been blocked since the clone (the
+   launcher's mask; the interpreter unblocks them before exec), so none is lost between the
+   reaping and the wait: a blocked signal is queued even for a PID namespace's init. */
+static int wait_interpreter(const struct launch_plan *plan, pid_t py)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, LAUNCH_STOP_SIGNAL);
+    bool stopped = false;
+    for (;;) {
+        int st;
+        pid_t r;
+        while ((r = waitpid(-1, &st, WNOHANG)) > 0)
+            if (r == py) return st;
+        if (r < 0 && errno != EINTR) launch_fatal("wait", "%s", strerror(errno));
+        int sig = sigwaitinfo(&set, NULL);
+        if (sig != LAUNCH_STOP_SIGNAL || stopped) continue;
+        stopped = true;
+        /* PID 1 of a namespace: -1 is every process in it but init. Without a PID namespace
+           -1 would reach the host's processes of our uid, so only the interpreter is killed;
+           what it started is the launcher's to kill (it is their subreaper). */
+        kill((plan->ns_flags & CLONE_NEWPID) ? -1 : py, SIGKILL);
+    }
+}
+
 _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_plan *plan,
                             int sync_fd, int life_fd)
 {
@@ -912,20 +961,12 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
 
     /* init: reap everything; when the interpreter ends, say how, and leave (taking the PID
        namespace with us) */
-    for (;;) {
-        int st;
-        pid_t r = waitpid(-1, &st, 0);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            launch_fatal("wait", "%s", strerror(errno));
-        }
-        if (r != py) continue;
-        if (run.files)
-            launch_outputs_send(plan, run.files_file_cap, run.files_call_cap, run.files_count_cap);
-        if (WIFSIGNALED(st))
-            launch_report("signal %d", WTERMSIG(st));
-        else
-            launch_report("exit %d", WEXITSTATUS(st));
-        _exit(0);
-    }
+    int st = wait_interpreter(plan, py);
+    if (run.files)
+        launch_outputs_send(plan, run.files_file_cap, run.files_call_cap, run.files_count_cap);
+    if (WIFSIGNALED(st))
+        launch_report("signal %d", WTERMSIG(st));
+    else
+        launch_report("exit %d", WEXITSTATUS(st));
+    _exit(0);
 }

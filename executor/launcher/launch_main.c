@@ -11,7 +11,8 @@
  * Process tree: server -> launcher (this, host namespaces, writes the id maps, owns the cgroup)
  * -> init (PID 1 of a new PID namespace, applies every layer) -> python (PID 2). When init
  * exits, the kernel kills everything else in the namespace, so no descendant outlives the run.
- * SIGTERM to the launcher kills init at once; the launcher dying kills init (PDEATHSIG).
+ * SIGTERM to the launcher kills init at once; the launcher dying kills init (PDEATHSIG);
+ * SIGUSR1 (LAUNCH_STOP_SIGNAL) asks init to kill the code and send its output files first.
  *
  * Usage: ptc-sandbox-launch [options] -- CODE; status lines go to fd 3 (see docs/sandbox.md).
  */
@@ -38,7 +39,8 @@
 #define USAGE                                                                                      \
     "usage: ptc-sandbox-launch --python PATH [--prefix DIR]... [--mount SRC:DST:ro|rw]...\n"       \
     "       [--memory BYTES] [--tmp-size BYTES] [--pids N] [--cpu-seconds N] [--fsize BYTES]\n"    \
-    "       [--nofile N] [--disable LAYER] [--ro-lib DIR] [--session] [-- CODE]\n"                 \
+    "       [--cpu-millis N] [--nofile N] [--disable LAYER] [--ro-lib DIR] [--session]\n"          \
+    "       [-- CODE]\n"                                                                           \
     "Without CODE, init reads \"CPU_SECONDS[ FILE_CAP CALL_CAP COUNT][ B]\\nCODE\" from stdin "    \
     "once\n"                                                                                       \
     "it is set up (the caps: send the output files back on stdin after the run; B: the\n"          \
@@ -140,6 +142,7 @@ static int parse_args(int argc, char **argv, struct launch_cfg *cfg)
     cfg->tmp_bytes = EXEC_DEFAULT_TMP_BYTES;
     cfg->fsize_bytes = EXEC_DEFAULT_FSIZE_BYTES;
     cfg->pids = EXEC_DEFAULT_PIDS;
+    cfg->cpu_millis = EXEC_DEFAULT_CPU_MILLIS;
     cfg->cpu_seconds = 60;
     cfg->nofile = EXEC_DEFAULT_NOFILE;
     cfg->disabled = -1;
@@ -188,6 +191,9 @@ static int parse_args(int argc, char **argv, struct launch_cfg *cfg)
             cfg->fsize_bytes = n;
         } else if (strcmp(o, "--pids") == 0 && n > 0 && n < 100000) {
             cfg->pids = (unsigned)n;
+        } else if (strcmp(o, "--cpu-millis") == 0 && n >= EXEC_MIN_CPU_MILLIS &&
+                   n <= EXEC_MAX_CPU_MILLIS) {
+            cfg->cpu_millis = (unsigned)n;
         } else if (strcmp(o, "--cpu-seconds") == 0 && n > 0 && n < 1000000) {
             cfg->cpu_seconds = (unsigned)n;
         } else if (strcmp(o, "--nofile") == 0 && n >= 16 && n < 1000000) {
@@ -335,6 +341,7 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, LAUNCH_STOP_SIGNAL);
     sigprocmask(SIG_BLOCK, &set, &old);
 
     bool root = geteuid() == 0;
@@ -344,6 +351,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < N_NS_LAYERS; i++)
         if (!launch_disabled(&cfg, ns_layers[i].id)) plan.ns_flags |= ns_layers[i].flag;
 
+    launch_idmap_mounts(&cfg, root); /* before the clone: init inherits the trees */
     struct launch_cgroup *cg = NULL;
     cg = launch_cgroup_create(&cfg); /* reports the cgroup layers either way */
     plan.memory_cgroup = launch_cgroup_has_memory(cg);
@@ -393,6 +401,8 @@ int main(int argc, char **argv)
     }
     close(sync_p[0]);
     close(life_p[0]);
+    for (size_t i = 0; i < cfg.n_mounts; i++)
+        if (cfg.mounts[i].tree_fd >= 0) close(cfg.mounts[i].tree_fd); /* init has them */
 
     if (launch_disabled(&cfg, EXEC_LAYER_USER_NS))
         launch_layer(EXEC_LAYER_USER_NS, EXEC_LAYER_DISABLED, "test switch");
@@ -439,7 +449,9 @@ int main(int argc, char **argv)
     (void)w;
     close(sync_p[1]);
 
-    /* wait for init; a stop request kills it (and with it its namespace) at once */
+    /* wait for init; a stop request kills it (and with it its namespace) at once, the one
+       that keeps the files (LAUNCH_STOP_SIGNAL) goes to init, which stops the code and sends
+       them (the pool falls back to SIGTERM if that takes too long) */
     int status = 0;
     for (;;) {
         siginfo_t si;
@@ -449,7 +461,7 @@ int main(int argc, char **argv)
             pid_t r = waitpid(pid, &status, WNOHANG);
             if (r == pid) break;
         } else {
-            kill(pid, SIGKILL);
+            kill(pid, sig == LAUNCH_STOP_SIGNAL ? LAUNCH_STOP_SIGNAL : SIGKILL);
         }
     }
     if (!(plan.ns_flags & CLONE_NEWPID)) kill_descendants();

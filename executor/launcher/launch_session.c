@@ -431,6 +431,9 @@ static void reap(struct ses *s)
     pid_t r;
     while ((r = waitpid(-1, &st, WNOHANG)) > 0) {
         if (r != s->py) continue;
+        /* a cell that ended the session (an exit, a crash, the OOM killer) still hands back
+           what it wrote, before the report that ends the session */
+        if (s->busy) send_changed(s);
         if (WIFSIGNALED(st))
             launch_report("signal %d", WTERMSIG(st));
         else

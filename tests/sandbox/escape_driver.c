@@ -10,7 +10,9 @@
  * the negative controls: one layer off (the test-only switch) and the matching attack must then
  * report an escape, which proves that attack's check can fail; `--environment` runs every attack
  * with a package folder mounted as the declared packages and the user's helpers are (with a
- * setuid-root program and a world-writable file in it), plus env_mount.py; `--session` runs each
+ * setuid-root program and a world-writable file in it), plus env_mount.py and rw_mount.py (a
+ * --mount ...:rw folder owned by an ordinary user, with a root-owned file in it as root; the
+ * driver then checks that nothing the code made there is root's on the host); `--session` runs each
  * containment attack as a cell of a workspace session (after a first cell), then checks that a new
  * session sees nothing the first one left (session_residue.py). Attacks never run on the bare
  * host.
@@ -21,6 +23,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -289,7 +292,11 @@ typedef struct {
     char secret[128];
     char dir[64];
     char env_dir[128]; /* --environment: the mounted package folder */
+    char rw_dir[128];  /* --environment: the folder rw_mount.py gets read-write */
 } host_t;
+
+#define RW_OWNER     4321 /* as root: the rw folder's owner, an ordinary uid */
+#define RW_ROOT_FILE "root-file"
 
 #define ENV_MODULE "ptc_escape_envmod"
 
@@ -323,7 +330,52 @@ static int env_setup(host_t *h)
         if (out >= 0) close(out);
         if (in < 0 || out < 0 || chmod(path, 04755) < 0) return -1;
     }
+    /* the rw folder: an ordinary user's (as root), with a root-owned file among its files */
+    if (snprintf(h->rw_dir, sizeof h->rw_dir, "%s/rw", h->dir) >= (int)sizeof h->rw_dir ||
+        mkdir(h->rw_dir, 0755) < 0)
+        return -1;
+    if (geteuid() == 0) {
+        snprintf(path, sizeof path, "%s/" RW_ROOT_FILE, h->rw_dir);
+        if ((f = fopen(path, "we")) == NULL) return -1;
+        fputs("root's\n", f);
+        fclose(f);
+        if (chmod(path, 0644) < 0 || chown(h->rw_dir, RW_OWNER, RW_OWNER) < 0) return -1;
+    }
     return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* what the code left in the rw folder, seen from the host: nothing of root's but the file the
+   driver put there, and that one unchanged; why says what was found */
+static char rw_found[256];
+static int rw_check_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)flag;
+    if (ftw->level == 0 || rw_found[0]) return 0;
+    bool planted = strcmp(path + ftw->base, RW_ROOT_FILE) == 0 && ftw->level == 1;
+    if (st->st_uid == 0 && !planted)
+        snprintf(rw_found, sizeof rw_found, "%s is root's on the host", path);
+    else if (planted && (st->st_size != 7 || (st->st_mode & 07777) != 0644))
+        snprintf(rw_found, sizeof rw_found, "the root-owned %s was changed", path);
+    else if ((st->st_mode & (S_ISUID | S_ISGID)) && (st->st_uid == 0 || st->st_gid == 0))
+        snprintf(rw_found, sizeof rw_found, "%s is setuid/setgid root on the host", path);
+    return 0;
+}
+
+static const char *rw_check(const host_t *h)
+{
+    rw_found[0] = '\0';
+    if (nftw(h->rw_dir, rw_check_entry, 16, FTW_PHYS) < 0)
+        snprintf(rw_found, sizeof rw_found, "cannot walk %s: %s", h->rw_dir, strerror(errno));
+    return rw_found[0] ? rw_found : NULL;
 }
 
 static void env_teardown(host_t *h)
@@ -338,6 +390,7 @@ static void env_teardown(host_t *h)
     snprintf(path, sizeof path, "%s/__pycache__", h->env_dir);
     rmdir(path); /* read-only inside: nothing can have been written there */
     rmdir(h->env_dir);
+    if (h->rw_dir[0]) nftw(h->rw_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static int host_setup(host_t *h)
@@ -461,6 +514,14 @@ static bool run_case(const char *dir, const esc_case_t *c, const host_t *h, cons
     o.launcher = TEST_LAUNCHER;
     o.stdout_keep = KEEP_BYTES;
     o.test_disable_layer = c->disable;
+    bool rw_case = strcmp(c->script, "rw_mount.py") == 0;
+    char rw_spec[160];
+    const char *rw_mounts[1] = {rw_spec};
+    if (rw_case) {
+        snprintf(rw_spec, sizeof rw_spec, "%s:/rw:rw", h->rw_dir);
+        o.mounts = rw_mounts;
+        o.n_mounts = 1;
+    }
     exec_pool_t *pool = NULL;
     result_t res = {0}, res2 = {0};
     bool ok = true;
@@ -541,6 +602,8 @@ static bool run_case(const char *dir, const esc_case_t *c, const host_t *h, cons
                          c->disable);
             break;
         }
+    const char *rw_bad = rw_case && !why[0] ? rw_check(h) : NULL;
+    if (rw_bad) snprintf(why, sizeof why, "in the rw folder: %s", rw_bad);
     if (!why[0] && !leftovers_gone(token, h->sentinel))
         snprintf(why, sizeof why, "processes of the run are still alive");
     if (!why[0] && (kill(h->sentinel, 0) < 0 || waitpid(h->sentinel, NULL, WNOHANG) != 0))
@@ -619,7 +682,10 @@ int main(int argc, char **argv)
     size_t n = ctl         ? sizeof controls / sizeof controls[0]
                : no_userns ? sizeof landlock_cases / sizeof landlock_cases[0]
                            : sizeof cases / sizeof cases[0];
-    static const esc_case_t env_case = {"env_mount.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL};
+    static const esc_case_t env_cases[] = {
+        {"env_mount.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+        {"rw_mount.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    };
     int failed = 0;
     size_t ran = 0;
     for (size_t i = 0; i < n; i++) {
@@ -629,9 +695,9 @@ int main(int argc, char **argv)
         ran++;
         if (!run_case(argv[1], &list[i], &h, common, mode)) failed++;
     }
-    if (mode == MODE_ENV) {
+    for (size_t i = 0; mode == MODE_ENV && i < sizeof env_cases / sizeof env_cases[0]; i++) {
         ran++;
-        if (!run_case(argv[1], &env_case, &h, common, mode)) failed++;
+        if (!run_case(argv[1], &env_cases[i], &h, common, mode)) failed++;
     }
     n = ran;
     host_teardown(&h);

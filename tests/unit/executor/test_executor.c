@@ -40,6 +40,8 @@ typedef struct {
     uint64_t last_elapsed, last_bytes;
     bool warm;
     bool cancel_on_progress; /* cancel the run through the handle on_progress gets */
+    size_t n_files;
+    char file0[64], data0[64]; /* the first file's name and (start of its) bytes */
 } capture_t;
 
 static void capture_free(capture_t *c)
@@ -77,6 +79,13 @@ static void on_done(exec_run_t *run, const exec_result_t *r, void *user)
     c->sandbox = r->sandbox;
     c->warm = r->warm_start;
     snprintf(c->message, sizeof c->message, "%s", r->message ? r->message : "");
+    c->n_files = r->n_files;
+    if (r->n_files) {
+        snprintf(c->file0, sizeof c->file0, "%s", r->files[0].name);
+        size_t n = r->files[0].len < sizeof c->data0 - 1 ? r->files[0].len : sizeof c->data0 - 1;
+        memcpy(c->data0, r->files[0].data, n);
+        c->data0[n] = 0;
+    }
 }
 
 static void on_progress(exec_run_t *run, uint64_t elapsed, uint64_t bytes, void *user)
@@ -277,6 +286,71 @@ static void test_timeout_kills_a_spinning_run(void **state)
     assert_string_equal(c.signame, "SIGKILL");
     assert_string_equal((char *)c.out, "spinning\n"); /* output before the kill survives */
     assert_true(c.duration_ms >= 700);
+    capture_free(&c);
+}
+
+/* init kills the code, not itself, at the timeout, and sends what the code left in
+   /tmp/outputs first; with and without a PID namespace (then only the interpreter is killed by
+   init, its children by the launcher) and without a user namespace */
+static void test_timeout_returns_the_files_written_before(void **state)
+{
+    (void)state;
+    const char *layers[] = {NULL, "pid-ns", "user-ns"};
+    for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        exec_options_t o;
+        base_opts(&o);
+        o.test_disable_layer = layers[i];
+        exec_pool_t *pool = new_pool(&loop, &o);
+        capture_t c = {0};
+        start(pool,
+              "import os, time\n"
+              "open(os.environ['PTC_OUTPUT_DIR'] + '/kept.txt', 'w').write('before')\n"
+              "if os.fork() == 0:\n    time.sleep(60)\n"
+              "print('waiting', flush=True)\nwhile True: time.sleep(0.05)\n",
+              1000, &c, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_int_equal(c.status, EXEC_STATUS_TIMEOUT);
+        assert_string_equal((char *)c.out, "waiting\n");
+        assert_int_equal(c.n_files, 1);
+        assert_string_equal(c.file0, "kept.txt");
+        assert_string_equal(c.data0, "before");
+        /* the files' grace (1 s), not the kill's: the sleeping child did not hold the end up */
+        assert_true(c.duration_ms < 1000 + EXEC_TIMEOUT_FILES_MS + 500);
+        exec_pool_free(pool);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_loop_close(&loop);
+        capture_free(&c);
+    }
+}
+
+/* cpu_millis sets the cgroup's cpu.max: the layer says the share, and a spinning run gets no
+   more of a core than that (the bound holds on a loaded machine too: load only lowers it) */
+static void test_cpu_share_is_the_cgroup_quota(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.cpu_millis = 100;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    const exec_probe_t *p = exec_pool_probe(pool);
+    bool cpu_cg = p->state[EXEC_LAYER_CGROUP_CPU] == EXEC_LAYER_ACTIVE;
+    if (cpu_cg) assert_non_null(strstr(p->reason[EXEC_LAYER_CGROUP_CPU], "0.100 CPU"));
+    capture_t c = {0};
+    start(pool,
+          "import time\nt = time.monotonic(); c = time.process_time()\n"
+          "while time.monotonic() - t < 1.5: pass\n"
+          "print(int(1000 * (time.process_time() - c) / (time.monotonic() - t)))\n",
+          T_TIMEOUT_MS, &c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    if (cpu_cg) assert_true(strtol((char *)c.out, NULL, 10) <= 180); /* thousandths of a core */
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
     capture_free(&c);
 }
 
@@ -561,6 +635,26 @@ static void test_unsafe_mode_runs_without_a_sandbox(void **state)
     capture_free(&c);
 }
 
+/* one run with dir bound at /data (mode: "" or ":rw") */
+static void run_with_mount(const char *dir, const char *mode, const char *code, capture_t *c)
+{
+    char spec[256];
+    snprintf(spec, sizeof spec, "%s:/data%s", dir, mode);
+    const char *mounts[] = {spec};
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.mounts = mounts;
+    o.n_mounts = 1;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    start(pool, code, T_TIMEOUT_MS, c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    exec_pool_free(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
 static void test_mounts_are_read_only_unless_rw(void **state)
 {
     (void)state;
@@ -574,30 +668,54 @@ static void test_mounts_are_read_only_unless_rw(void **state)
     fputs("42", f);
     fclose(f);
     chmod(file, 0644);
-    char spec[256];
-    snprintf(spec, sizeof spec, "%s:/data", dir);
-    const char *mounts[] = {spec};
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.mounts = mounts;
-    o.n_mounts = 1;
-    exec_pool_t *pool = new_pool(&loop, &o);
     capture_t c = {0};
-    start(pool,
-          "import errno\nprint(open('/data/data.txt').read())\n"
-          "try:\n    open('/data/new', 'w')\nexcept OSError as e:\n"
-          "    print(errno.errorcode[e.errno])\n",
-          T_TIMEOUT_MS, &c, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    run_with_mount(dir, "",
+                   "import errno\nprint(open('/data/data.txt').read())\n"
+                   "try:\n    open('/data/new', 'w')\nexcept OSError as e:\n"
+                   "    print(errno.errorcode[e.errno])\n",
+                   &c);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     assert_string_equal((char *)c.out, "42\nEROFS\n");
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
     capture_free(&c);
     unlink(file);
+    rmdir(dir);
+}
+
+/* one run with dir bound read-write that creates /data/made; the file's host owner */
+static uid_t owner_of_made(const char *dir)
+{
+    capture_t c = {0};
+    run_with_mount(dir, ":rw", "open('/data/made', 'w').write('x')\n", &c);
+    if (c.status != EXEC_STATUS_OK) fprintf(stderr, "%s%s\n", c.err, c.message);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    capture_free(&c);
+    char file[160];
+    snprintf(file, sizeof file, "%s/made", dir);
+    struct stat st;
+    assert_int_equal(stat(file, &st), 0);
+    unlink(file);
+    return st.st_uid;
+}
+
+/* What the code writes into an rw mount belongs on the host to the server's user (an ordinary
+   user's sandbox maps to it), or as root to the folder's owner through an idmapped mount; a
+   root-owned folder is never mapped to root (setuid-root files), so there it stays nobody's. */
+static void test_rw_mount_files_belong_to_the_folder_owner(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ptc-exec-own-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    if (!as_root()) {
+        assert_int_equal(owner_of_made(dir), getuid());
+        rmdir(dir);
+        return;
+    }
+    assert_int_equal(chown(dir, 4321, 4321), 0);
+    assert_int_equal(chmod(dir, 0755), 0);
+    assert_int_equal(owner_of_made(dir), 4321);
+    assert_int_equal(chown(dir, 0, 0), 0);
+    assert_int_equal(chmod(dir, 0777), 0);
+    assert_int_equal(owner_of_made(dir), 65534);
     rmdir(dir);
 }
 
@@ -667,6 +785,11 @@ static void test_bad_options_are_rejected(void **state)
     unlink(shim);
     base_opts(&o);
     o.test_disable_layer = "no-such-layer";
+    assert_int_equal(exec_pool_new(&loop, &o, &pool), EXEC_EINVAL);
+    base_opts(&o);
+    o.cpu_millis = EXEC_MIN_CPU_MILLIS - 1;
+    assert_int_equal(exec_pool_new(&loop, &o, &pool), EXEC_EINVAL);
+    o.cpu_millis = EXEC_MAX_CPU_MILLIS + 1;
     assert_int_equal(exec_pool_new(&loop, &o, &pool), EXEC_EINVAL);
 
     base_opts(&o);
@@ -1275,6 +1398,8 @@ int main(void)
         cmocka_unit_test(test_unicode_and_invalid_utf8_pass_through),
         cmocka_unit_test(test_output_beyond_the_cap_is_counted_not_kept),
         cmocka_unit_test(test_timeout_kills_a_spinning_run),
+        cmocka_unit_test(test_timeout_returns_the_files_written_before),
+        cmocka_unit_test(test_cpu_share_is_the_cgroup_quota),
         cmocka_unit_test(test_queue_time_does_not_count_against_timeout),
         cmocka_unit_test(test_twenty_concurrent_runs_all_correct),
         cmocka_unit_test(test_concurrent_runs_do_not_share_tmp),
@@ -1286,6 +1411,7 @@ int main(void)
         cmocka_unit_test(test_missing_launcher_refuses_runs),
         cmocka_unit_test(test_unsafe_mode_runs_without_a_sandbox),
         cmocka_unit_test(test_mounts_are_read_only_unless_rw),
+        cmocka_unit_test(test_rw_mount_files_belong_to_the_folder_owner),
         cmocka_unit_test(test_only_passed_variables_reach_the_run),
         cmocka_unit_test(test_bad_options_are_rejected),
         cmocka_unit_test(test_utf8_text_replaces_invalid_bytes),

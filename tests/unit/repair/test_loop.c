@@ -1,7 +1,7 @@
 /* The repair loop (repair/loop.c) driven by fake run and ask operations: every stop rule ends
  * the loop at the point it should (success, no repairer at all, the same error, an unchanged
- * repair, the budget, a lost journal, no time left, the deadline while waiting) and nothing else
- * runs or is asked for afterwards. */
+ * repair, the budget, a lost journal, nothing to rerun in, no time left, the deadline while
+ * waiting) and nothing else runs or is asked for afterwards. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +28,7 @@ typedef struct fake {
     const char *replies[FAKE_MAX]; /* the model's reply to ask i */
     int start_fail_at;             /* the run (1-based) that cannot start; 0: none */
     bool no_repairer, silent, lose_journal, ask_fails;
+    const char *no_rerun; /* every run says so (a session cell that ended its session) */
     uv_timer_t reply_timer;
     ptc_repair_cb cb;
     void *cb_data;
@@ -66,6 +67,7 @@ static int f_run(void *data, const char *code, uint64_t timeout_ms, char *msg, s
         .err = f->errs[i] ? f->errs[i] : "",
         .timeout_ms = timeout_ms,
         .duration_ms = 5,
+        .no_rerun = f->errs[i] ? f->no_rerun : NULL,
     };
     ptc_repair_loop_ran(f->loop, &r);
     return 0;
@@ -320,6 +322,24 @@ static void test_stop_lost_journal(void **state)
     fake_close(&f);
 }
 
+/* a failure after which nothing can rerun (the session it ran in ended) asks for no fix */
+static void test_stop_no_rerun(void **state)
+{
+    (void)state;
+    fake_t f;
+    fake_init(&f);
+    f.no_rerun = "the cell ended its session";
+    f.errs[0] = TB("NameError", "name 'x' is not defined");
+    f.replies[0] = "```python\nprint(1 + x)\n```";
+    drive(&f, "print(x)\n", 3, 1000, 60000);
+    assert_int_equal(n_attempts(&f), 1);
+    assert_int_equal(f.runs, 1);
+    assert_int_equal(f.asks, 0);
+    assert_string_equal(f.reason,
+                        "the cell ended its session, so a repaired version could not run");
+    fake_close(&f);
+}
+
 static void test_stop_no_time_left(void **state)
 {
     (void)state;
@@ -422,6 +442,7 @@ int main(void)
         cmocka_unit_test(test_stop_unchanged_code),
         cmocka_unit_test(test_stop_budget),
         cmocka_unit_test(test_stop_lost_journal),
+        cmocka_unit_test(test_stop_no_rerun),
         cmocka_unit_test(test_stop_no_time_left),
         cmocka_unit_test(test_stop_deadline_while_waiting),
         cmocka_unit_test(test_refused_and_unstartable),

@@ -559,6 +559,98 @@ static void test_argument_rules_allow_their_values_and_refuse_every_change(void 
     assert_int_equal(o.notifications, want);
 }
 
+/* The argument checks, generically: libseccomp compares each argument once per rule, so the
+   generator writes "none of these values" as a union of masked comparisons over a prefix tree.
+   Every rule's values (SIGCHLD for the bit mask) with each one of the 64 bits flipped must get
+   what the check says, computed here from the table, not from the generated program. */
+static bool check_passes(const launch_sc_argrule_t *r, uint64_t x)
+{
+    bool in = false;
+    for (size_t i = 0; i < r->n; i++)
+        in = in || (r->check == LAUNCH_SC_LOW_NOT ? (uint32_t)x == r->vals[i] : x == r->vals[i]);
+    switch (r->check) {
+    case LAUNCH_SC_ONE_OF:
+        return in;
+    case LAUNCH_SC_NO_BITS:
+        return (x >> 32) == 0 && (x & r->vals[0]) == 0;
+    case LAUNCH_SC_LOW_NOT:
+        return !in;
+    }
+    return false;
+}
+
+/* The argument values probed for rule r into vals (at most max): each base value (the rule's
+   values, or SIGCHLD for a bit mask) and it with each one of its 64 bits flipped. */
+static unsigned bit_flip_values(const launch_sc_argrule_t *r, uint64_t *vals, unsigned max)
+{
+    unsigned n = 0;
+    size_t nbase = r->check == LAUNCH_SC_NO_BITS ? 1 : r->n;
+    for (size_t i = 0; i < nbase; i++) {
+        uint64_t base = r->check == LAUNCH_SC_NO_BITS ? SIGCHLD : r->vals[i];
+        if (n < max) vals[n++] = base;
+        for (unsigned b = 0; b < 64; b++)
+            if (n < max) vals[n++] = base ^ (1ull << b);
+    }
+    return n;
+}
+
+#define FLIPS_MAX 4096
+static void bit_flips(int out, bool memfd_denied)
+{
+    (void)memfd_denied;
+    size_t nrules;
+    const launch_sc_argrule_t *rules = launch_seccomp_argrules(&nrules);
+    uint64_t *vals = calloc(FLIPS_MAX, sizeof *vals);
+    if (!vals) {
+        say(out, "FAIL out of memory\n");
+        return;
+    }
+    unsigned probes = 0, bad = 0;
+    for (size_t i = 0; i < nrules; i++) {
+        unsigned n = bit_flip_values(&rules[i], vals, FLIPS_MAX);
+        for (unsigned j = 0; j < n; j++) {
+            unsigned long a[5] = {0, 0, 0, 0, 0};
+            a[rules[i].arg] = vals[j];
+            if (rules[i].nr == SYS_clone) a[1] = 0; /* no new stack: fork-like, never runs */
+            int want = check_passes(&rules[i], vals[j]) ? 0 : EPERM;
+            int got = probe(rules[i].nr, a);
+            probes++;
+            if (got != want && bad++ < 20)
+                say(out, "FAIL syscall %d arg %u = %#llx: want %s, got %s\n", rules[i].nr,
+                    rules[i].arg, (unsigned long long)vals[j],
+                    want ? strerror(want) : "reached the kernel",
+                    got == 0    ? "reached the kernel"
+                    : got == -1 ? "ran for real"
+                                : strerror(got));
+        }
+    }
+    free(vals);
+    say(out, "bit flips: %u probes, %u wrong\n", probes, bad);
+}
+
+static void test_argument_rules_hold_for_every_bit(void **state)
+{
+    (void)state;
+    size_t nrules;
+    const launch_sc_argrule_t *rules = launch_seccomp_argrules(&nrules);
+    uint64_t *vals = calloc(FLIPS_MAX, sizeof *vals);
+    assert_non_null(vals);
+    unsigned want = 0, total = 0;
+    for (size_t i = 0; i < nrules; i++) {
+        unsigned n = bit_flip_values(&rules[i], vals, FLIPS_MAX);
+        total += n;
+        for (unsigned j = 0; j < n; j++)
+            want += check_passes(&rules[i], vals[j]);
+    }
+    free(vals);
+    assert_true(total < FLIPS_MAX);
+    outcome_t o;
+    run_child(bit_flips, true, true, &o);
+    expect_clean(&o);
+    print_message("%s", o.msg);
+    assert_int_equal(o.notifications, want);
+}
+
 /* The allowed forms of the checked calls really run under the policy (no notify filter). */
 static void real_calls(int out, bool memfd_denied)
 {
@@ -685,6 +777,7 @@ int main(void)
         cmocka_unit_test(test_sweep_finds_nothing_reaching_the_kernel_outside_the_allowlist),
         cmocka_unit_test(test_sweep_with_memfd_allowed),
         cmocka_unit_test(test_argument_rules_allow_their_values_and_refuse_every_change),
+        cmocka_unit_test(test_argument_rules_hold_for_every_bit),
         cmocka_unit_test(test_allowed_forms_really_run),
         cmocka_unit_test(test_x32_numbers_kill_the_process),
         cmocka_unit_test(test_ia32_entry_kills_the_process),

@@ -61,6 +61,11 @@ int ptc_buf_str(ptc_buf_t *b, const char *s);
 int ptc_buf_printf(ptc_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /** The first failure, or 0. */
 int ptc_buf_error(const ptc_buf_t *b);
+/** Bytes held. */
+size_t ptc_buf_len(const ptc_buf_t *b);
+/** Keeps the first len bytes (len at most the length) and the memory, and clears a failure:
+ *  what undoes a run of appends that failed, or empties a buffer for reuse. */
+void ptc_buf_truncate(ptc_buf_t *b, size_t len);
 /** The text held ("" when empty; borrowed, valid until the next change). */
 const char *ptc_buf_cstr(const ptc_buf_t *b);
 /** Hands the bytes over (caller frees; "" allocated when empty) and empties the buffer; NULL

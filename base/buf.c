@@ -102,6 +102,18 @@ int ptc_buf_error(const ptc_buf_t *b)
     return b->err;
 }
 
+size_t ptc_buf_len(const ptc_buf_t *b)
+{
+    return b->len;
+}
+
+void ptc_buf_truncate(ptc_buf_t *b, size_t len)
+{
+    if (len < b->len) b->len = len;
+    if (b->p != NULL) b->p[b->len] = '\0';
+    b->err = 0;
+}
+
 const char *ptc_buf_cstr(const ptc_buf_t *b)
 {
     return b->p != NULL ? b->p : "";

@@ -165,9 +165,12 @@ typedef struct exec_options {
        waiting for the code (docs/sandbox.md, "Warm start"): a run then pays only for its own
        code. Each costs an idle launcher, init, interpreter (~10 MB) and cgroup. On by
        exec_options_init, with warm_sandboxes 0 meaning EXEC_DEFAULT_WARM (at most
-       EXEC_MAX_WARM). Every run still gets a sandbox and an interpreter of its own. */
+       EXEC_MAX_WARM). Every run still gets a sandbox and an interpreter of its own.
+       warm_sandboxes is the most kept under load: the pool starts with 2, grows when runs find
+       none or take the last, and halves after warm_idle_ms without a run (0: 30 s), down to 1. */
     bool keep_warm;
     unsigned warm_sandboxes;
+    unsigned warm_idle_ms;
     /* TEST ONLY: a layer name to turn off while the others stay on, so that a wall's test can be
        seen to fail. Runs are never refused while it is set. NULL in production. */
     const char *test_disable_layer;
@@ -255,7 +258,7 @@ typedef struct exec_result {
     const char *signal_name; /* "SIGKILL", or NULL */
     exec_output_t out;
     exec_output_t err;
-    uint64_t duration_ms; /* from start (not queueing) to the end of the tree */
+    uint64_t duration_ms; /* from start (not queueing) to the answer (docs/sandbox.md) */
     exec_sandbox_level_t sandbox;
     const char *message; /* human text for refused or internal failures; NULL otherwise */
     bool warm_start;     /* the run took a sandbox set up ahead (keep_warm), not a new one */

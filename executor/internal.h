@@ -12,7 +12,9 @@
 #define EXEC_PROBE_WAIT_MS   10000
 #define EXEC_WARM_MAX_DEATHS 3 /* see warm_deaths */
 #define EXEC_READ_CHUNK      (64u << 10)
-#define EXEC_EOF_WAIT_MS     2000u /* after exit, how long pipes may stay open before we stop */
+#define EXEC_EOF_WAIT_MS     2000u  /* after exit, how long pipes may stay open before we stop */
+#define EXEC_WARM_IDLE_MS    30000u /* without a run for this long, half the warm sandboxes go */
+#define EXEC_WARM_START      2u     /* warm sandboxes made at first (at most warm_target) */
 
 /* What every run hands to the launcher; built once from the options. All strings owned. */
 struct exec__cmd {
@@ -61,7 +63,11 @@ int exec__send_fd(int sock, const void *data, size_t len, int fd);
 struct exec__report {
     exec_layer_state_t layers[EXEC_LAYER_COUNT];
     bool exit, sig, oom;
-    int code;        /* the exit status or signal number */
+    int code; /* the exit status or signal number */
+    /* "answer STATUS": the program ended (threads joined, atexit run, output flushed) and
+       nothing is left to hand back; the interpreter's finalization and the tear-down follow */
+    bool answer;
+    int answer_code;
     char error[400]; /* "STAGE: MESSAGE" of the first error line */
     char line[EXEC_REPORT_LINE];
     size_t len;
@@ -166,6 +172,7 @@ struct exec_run {
     int term_signal;
     uint64_t start_ns, end_ns;
     bool timed_out;
+    bool answered; /* on_done went out at "answer"; the slot is held until the sandbox is gone */
 
     exec__outbuf_t out, err;
     struct exec__report rep;
@@ -185,6 +192,9 @@ void exec__on_in_closed(uv_handle_t *h);
 void exec__warm_ref(exec_run_t *run, bool ref);
 void exec__warm_remove(exec_pool_t *pool, exec_run_t *run);
 void exec__warm_up(exec_pool_t *pool);
+/* starts the demand timer (exec_pool_new) and closes it (exec_pool_free) */
+void exec__warm_sizing_init(exec_pool_t *pool);
+void exec__warm_sizing_close(exec_pool_t *pool);
 exec_run_t *exec__warm_take(exec_pool_t *pool, const char *ro_dir);
 void exec__warm_adopt(exec_run_t *w, exec_run_t *req);
 bool exec__same_dir(const char *a, const char *b);
@@ -201,7 +211,14 @@ struct exec_pool {
     exec_probe_t probe;
     bool refusing;
     char refusal[700];
-    unsigned warm_target; /* sandboxes kept set up ahead (0: keep_warm off) */
+    unsigned warm_target; /* at most this many kept set up ahead (0: keep_warm off) */
+    /* Sized by demand (warm.c): a run that finds none doubles warm_want, one that takes the
+       last adds one, up to warm_target; EXEC_WARM_IDLE_MS without a run halves it, down to 1,
+       and lets the extra ones go. The timer is unreferenced and counts in n_alive. */
+    unsigned warm_want;
+    uv_timer_t warm_idle;
+    unsigned warm_idle_ms;
+    bool warm_idle_init;
     /* Warm sandboxes that died unused in a row (a stray kill, the OOM killer): at
      * EXEC_WARM_MAX_DEATHS none are made any more, since something kills them all. A warm
      * run that ends starts the count again. */

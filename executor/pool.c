@@ -204,6 +204,8 @@ static void build_result(exec_run_t *run, exec_result_t *res)
         sig = run->rep.code;
     } else if (run->rep.exit) {
         code = run->rep.code;
+    } else if (run->rep.answer) {
+        code = run->rep.answer_code;
     } else {
         known = false;
     }
@@ -267,6 +269,41 @@ static void finish(exec_run_t *run)
     exec__warm_up(pool);
 }
 
+/* What the interpreter wrote before its end-of-program line is in the pipes already (its writes
+   returned): read it now rather than wait for the loop's next turn. */
+static void drain(exec_run_t *run, int i)
+{
+    uv_os_fd_t fd;
+    if (run->eof[i] || uv_fileno((uv_handle_t *)&run->pipes[i], &fd) != 0) return;
+    for (;;) {
+        ssize_t n = read(fd, run->readbuf, sizeof run->readbuf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return; /* EAGAIN: all of it; EOF and errors: the loop sees them */
+        exec__buf_append(i == P_OUT ? &run->out : &run->err, run->readbuf, (size_t)n);
+    }
+}
+
+/* The answer before the sandbox's end (docs/sandbox.md, "The answer before the interpreter's
+   end"): init said "answer STATUS" and the files' end came (there were none). The result goes
+   out now; the run keeps its slot, its timeout and its handles until the launcher has exited,
+   so --max-concurrent still bounds the sandboxes alive, and no callback follows. A timeout or
+   a refusal already on its way takes the ordinary end. */
+static void maybe_answer(exec_run_t *run)
+{
+    if (run->state != RUN_RUNNING || run->detached || !run->rep.answer || run->timed_out ||
+        run->message[0] || run->rep.error[0] || run->pool->unsafe)
+        return;
+    if (run->in_reading && !run->in_eof) return;
+    drain(run, P_OUT);
+    drain(run, P_ERR);
+    run->end_ns = uv_hrtime();
+    run->answered = true;
+    run->detached = true;
+    exec_result_t res;
+    build_result(run, &res);
+    run->cb.on_done(run->owner ? run->owner : run, &res, run->cb.user);
+}
+
 static void maybe_finish(exec_run_t *run)
 {
     if (run->state != RUN_RUNNING && run->state != RUN_WARM) return;
@@ -319,6 +356,7 @@ static void on_files(exec_run_t *run, ssize_t n, const uv_buf_t *buf)
     uv_read_stop((uv_stream_t *)&run->in);
     run->in_eof = true;
     run->rx.active = false;
+    maybe_answer(run);
     maybe_finish(run);
 }
 
@@ -343,6 +381,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         exec__buf_append(&run->err, buf->base, (size_t)n);
     } else {
         exec__report_feed(&run->rep, buf->base, (size_t)n);
+        if (run->rep.answer) maybe_answer(run);
     }
 }
 
@@ -619,6 +658,7 @@ int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out
         free(pool);
         return EXEC_EINVAL;
     }
+    pool->warm_idle_ms = opts->warm_idle_ms ? opts->warm_idle_ms : EXEC_WARM_IDLE_MS;
     pool->warm_target =
         opts->keep_warm ? (opts->warm_sandboxes ? opts->warm_sandboxes : EXEC_DEFAULT_WARM) : 0;
     if (pool->unsafe) {
@@ -635,6 +675,7 @@ int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out
         exec__copy(pool->probe.message, sizeof pool->probe.message, pool->refusal);
         return *out = pool, 0;
     }
+    exec__warm_sizing_init(pool);
     r = exec_probe(opts, &pool->probe);
     if (r < 0 || ((!pool->probe.mandatory_ok || !pool->probe.python_ok) && !pool->test_switch)) {
         pool->refusing = true;
@@ -657,6 +698,7 @@ void exec_pool_free(exec_pool_t *pool)
         exec__run_free(run);
     }
     pool->closing = true;
+    exec__warm_sizing_close(pool);
     for (unsigned i = 0; i < pool->n_warm; i++) /* wait for their end */
         if (pool->warm[i]->spawned) exec__warm_ref(pool->warm[i], true);
     for (exec_run_t *run = pool->active; run; run = run->next) {

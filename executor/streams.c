@@ -63,6 +63,8 @@ static void report_line(struct exec__report *r, const char *line)
         r->exit = ptc_parse_int(line + 5, NULL, &r->code) == 0;
     } else if (strncmp(line, "signal ", 7) == 0) {
         r->sig = ptc_parse_int(line + 7, NULL, &r->code) == 0;
+    } else if (strncmp(line, "answer ", 7) == 0) {
+        r->answer = ptc_parse_int(line + 7, NULL, &r->answer_code) == 0;
     } else if (strcmp(line, "oom") == 0) {
         r->oom = true;
     } else if (strncmp(line, "error ", 6) == 0 && !r->error[0]) {

@@ -35,11 +35,12 @@ bool exec__same_dir(const char *a, const char *b)
     return a == b || (a && b && strcmp(a, b) == 0);
 }
 
-/* Lets every warm sandbox go: its init reads EOF instead of code, kills the waiting
-   interpreter and exits. The loop waits for them (they are referenced again). */
-static void warm_discard(exec_pool_t *pool)
+/* Lets the newest warm sandboxes go until keep are left: each one's init reads EOF instead of
+   code, kills the waiting interpreter and exits. The loop waits for them (they are referenced
+   again). */
+static void warm_trim(exec_pool_t *pool, unsigned keep)
 {
-    while (pool->n_warm) {
+    while (pool->n_warm > keep) {
         exec_run_t *run = pool->warm[--pool->n_warm];
         run->discarded = true;
         if (run->spawned) exec__warm_ref(run, true);
@@ -48,12 +49,59 @@ static void warm_discard(exec_pool_t *pool)
     }
 }
 
-/* Keeps warm_target sandboxes set up ahead, each with its interpreter started and waiting for
+static void warm_discard(exec_pool_t *pool)
+{
+    warm_trim(pool, 0);
+}
+
+/* idle: fewer sandboxes (each holds about 12 MB), down to one */
+static void on_warm_idle(uv_timer_t *t)
+{
+    exec_pool_t *pool = t->data;
+    if (pool->warm_want > 1) pool->warm_want /= 2;
+    warm_trim(pool, pool->warm_want);
+    if (pool->warm_want > 1) uv_timer_start(t, on_warm_idle, pool->warm_idle_ms, 0);
+}
+
+static void on_warm_idle_closed(uv_handle_t *h)
+{
+    exec_pool_t *pool = h->data;
+    pool->n_alive--;
+    exec__pool_maybe_free(pool);
+}
+
+void exec__warm_sizing_init(exec_pool_t *pool)
+{
+    pool->warm_want = pool->warm_target < EXEC_WARM_START ? pool->warm_target : EXEC_WARM_START;
+    if (!pool->warm_target || uv_timer_init(pool->loop, &pool->warm_idle) != 0) return;
+    pool->warm_idle.data = pool;
+    uv_unref((uv_handle_t *)&pool->warm_idle);
+    pool->warm_idle_init = true;
+    pool->n_alive++; /* the close callback is the last thing that touches the pool */
+    uv_timer_start(&pool->warm_idle, on_warm_idle, pool->warm_idle_ms, 0);
+}
+
+void exec__warm_sizing_close(exec_pool_t *pool)
+{
+    if (!pool->warm_idle_init) return;
+    pool->warm_idle_init = false;
+    uv_close((uv_handle_t *)&pool->warm_idle, on_warm_idle_closed);
+}
+
+/* a run came: found is whether a warm sandbox was there for it */
+static void warm_demand(exec_pool_t *pool, bool found)
+{
+    unsigned want = found ? pool->warm_want + (pool->n_warm == 0) : pool->warm_want * 2;
+    pool->warm_want = want < pool->warm_target ? want : pool->warm_target;
+    if (pool->warm_idle_init) uv_timer_start(&pool->warm_idle, on_warm_idle, pool->warm_idle_ms, 0);
+}
+
+/* Keeps warm_want sandboxes set up ahead, each with its interpreter started and waiting for
    code, for runs whose ro_dir is warm_dir: a run then pays only for its own code and the end.
    Called when a run ends (its result is out), so the set-up does not compete with it. */
 void exec__warm_up(exec_pool_t *pool)
 {
-    while (pool->n_warm < pool->warm_target && !pool->unsafe && !pool->refusing && !pool->closing &&
+    while (pool->n_warm < pool->warm_want && !pool->unsafe && !pool->refusing && !pool->closing &&
            !pool->warm_failed) {
         exec_run_t *run = exec__run_alloc(pool);
         if (!run) return;
@@ -89,8 +137,10 @@ exec_run_t *exec__warm_take(exec_pool_t *pool, const char *ro_dir)
         run->took_warm = true;
         run->detached = false;
         exec__warm_ref(run, true);
+        warm_demand(pool, true);
         return run;
     }
+    warm_demand(pool, false);
     return NULL;
 }
 

@@ -175,6 +175,9 @@ void mcp__session_tell_end(mcp_session_t *s);
 void mcp__tools_list(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const char *cursor);
 void mcp__lists_release(mcp_session_t *s);
 void mcp__lists_drop(mcp_session_t *s);
+/* notifications/cancelled for a parked tools/list: it is dropped, never answered; false when
+ * no parked list has that id. */
+bool mcp__lists_cancel(mcp_session_t *s, const cJSON *id);
 
 /* nulscan.c: the first \u0000 in a string under params.arguments.ARG of each message (each
  * batch member) of a raw JSON text. */

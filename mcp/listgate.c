@@ -92,6 +92,23 @@ void mcp__lists_release(mcp_session_t *s)
     }
 }
 
+bool mcp__lists_cancel(mcp_session_t *s, const cJSON *id)
+{
+    for (parked_list_t **pp = &s->parked_lists; *pp != NULL; pp = &(*pp)->next) {
+        parked_list_t *p = *pp;
+        if (!cJSON_Compare(p->id, id, true)) continue;
+        *pp = p->next;
+        /* Cancelled by the client: it waits for no answer (a batch is answered without it). */
+        if (p->batch == NULL) mcp__session_end_silent(s, p->id);
+        mcp__batch_t *b = p->batch;
+        parked_free(p);
+        mcp__batch_done_one(s, b);
+        mcp__session_check_idle(s);
+        return true;
+    }
+    return false;
+}
+
 void mcp__lists_drop(mcp_session_t *s)
 {
     while (s->parked_lists != NULL) {

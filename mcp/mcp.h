@@ -114,6 +114,15 @@ cJSON *mcp_jsonrpc_result(const cJSON *id, cJSON *result);
 cJSON *mcp_jsonrpc_error(const cJSON *id, int code, const char *message, cJSON *data);
 /** Builds a request (id != NULL) or notification (id == NULL); takes params (may be NULL). */
 cJSON *mcp_jsonrpc_request(const cJSON *id, const char *method, cJSON *params);
+/**
+ * Appends the compact JSON text of item (what cJSON_PrintUnformatted gives; integral numbers
+ * as integers, without exponent) to b, with no NUL or newline counted. Borrows item. On
+ * failure b holds what it held before: MCP_ENOMEM, or MCP_EINVAL for an invalid item or one
+ * nested deeper than CJSON_NESTING_LIMIT. Unlike cJSON_PrintUnformatted it allocates nothing
+ * once b has room, which is what the hot path of a transport needs.
+ */
+struct ptc_buf; /* base.h */
+int mcp_jsonrpc_print(const cJSON *item, struct ptc_buf *b);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Line framing (newline-delimited JSON, as stdio and the bridge use it)                     */
@@ -230,6 +239,10 @@ const mcp_logger_t *mcp_server_logger(const mcp_server_t *srv);
 typedef struct mcp_transport_ops {
     int (*send)(void *tdata, const char *json, size_t len);
     void (*closed)(void *tdata);
+    /* Optional, used instead of send when set (and no router is): the message as a tree
+     * (borrowed during the call), which the transport prints straight into its own output
+     * buffer (mcp_jsonrpc_print), sparing a print into a fresh string and its copy. */
+    int (*send_json)(void *tdata, const cJSON *msg);
 } mcp_transport_ops_t;
 
 /**

@@ -63,6 +63,11 @@ bool mcp_session_client_has(const mcp_session_t *s, const char *name)
 int mcp__session_send_related(mcp_session_t *s, cJSON *msg, const cJSON *related)
 {
     if (msg == NULL) return MCP_ENOMEM;
+    if (s->send_related == NULL && s->ops->send_json != NULL) {
+        int rc = s->ops->send_json(s->tdata, msg);
+        cJSON_Delete(msg);
+        return rc;
+    }
     char *text = cJSON_PrintUnformatted(msg);
     if (text == NULL) {
         cJSON_Delete(msg);
@@ -331,7 +336,7 @@ static void handle_notification(mcp_session_t *s, const cJSON *msg)
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
     if (strcmp(method, "notifications/cancelled") == 0) {
         const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
-        if (rid == NULL || mcp__listen_cancel(s, rid)) return;
+        if (rid == NULL || mcp__listen_cancel(s, rid) || mcp__lists_cancel(s, rid)) return;
         for (mcp_call_t *c = s->calls; c != NULL; c = c->next) {
             if (cJSON_Compare(c->id, rid, true)) {
                 const cJSON *why = cJSON_GetObjectItemCaseSensitive(params, "reason");

@@ -956,6 +956,19 @@ static void attach(mcp__hsess_t *se, mcp__hstream_t *st, mcp__hconn_t *c, uint64
 
 static void get_mcp(mcp_http_server_t *hs, mcp__hconn_t *c)
 {
+    /* The standalone stream belongs to a session: without one there is none to offer, and
+     * for a GET the spec's rule is text/event-stream or 405 (its 400 for a missing session id
+     * is a SHOULD for requests in general). 405 is also what clients probing for the stream
+     * (before initialize, or speaking 2026-07-28, which has no GET stream) take as "no stream
+     * here, go on with POST"; checked before Accept, which does not matter then. */
+    const char *sid = mcp__hconn_header(c, "Mcp-Session-Id");
+    if (sid == NULL || sid[0] == '\0') {
+        mcp__hconn_error(c, 405, -32000,
+                         "Method Not Allowed: a GET stream needs a session (send initialize "
+                         "first, then GET with its Mcp-Session-Id)",
+                         "Allow: GET, POST, DELETE\r\n");
+        return;
+    }
     if (!mcp__http_accepts(mcp__hconn_header(c, "Accept"), "text/event-stream")) {
         mcp__hconn_error(c, 406, -32000,
                          "Not Acceptable: the Accept header must list "

@@ -2,6 +2,8 @@
  * pipe, socket, TTY or regular file, and an orderly stop on EOF, SIGINT or SIGTERM. */
 #include "internal.h"
 
+#include "base.h"
+
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +11,13 @@
 
 #define STDIO_READ_CHUNK 65536
 /* Past this many queued output bytes the client is not reading: stop taking input until it
- * catches up, so a client that never reads cannot make us buffer without bound. */
+ * catches up, so a client that never reads cannot make us buffer without bound. Output sits in
+ * two flat buffers (below), so these bytes are what the queue costs in memory. */
 #define STDIO_MAX_QUEUED_OUTPUT (64u << 20)
+/* An output buffer that grew past this (one large answer, a burst) is freed once written
+ * rather than kept for reuse, so that one burst does not hold its peak for the whole run. */
+#define STDIO_KEEP_BUFFER    (1u << 20)
+#define STDIO_INITIAL_BUFFER 16384
 
 typedef union stdio_stream {
     uv_handle_t handle;
@@ -19,20 +26,6 @@ typedef union stdio_stream {
     uv_tty_t tty;
     uv_tcp_t tcp;
 } stdio_stream_t;
-
-typedef struct file_write {
-    uv_fs_t req;
-    struct mcp_stdio *io;
-    uv_buf_t buf;
-    struct file_write *next;
-} file_write_t;
-
-typedef struct stream_write {
-    uv_write_t req;
-    struct mcp_stdio *io;
-    char *data;
-    size_t len;
-} stream_write_t;
 
 struct mcp_stdio {
     mcp_server_t *srv;
@@ -50,9 +43,19 @@ struct mcp_stdio {
     bool read_busy;
     char *read_buf;
 
-    file_write_t *wq_head, *wq_tail;
-    bool wq_busy;
-    size_t queued_bytes;
+    /* Output is coalesced: messages sent during a loop turn are appended to `pending`, and
+     * one write takes them all, from the prepare handle just before the loop would block (or
+     * as soon as the write before it is done). While a write is in flight, `flight` holds its
+     * bytes and new messages gather in pending; the two swap and keep their memory. One write
+     * per turn instead of one per message is most of what a pipelining client costs us. */
+    ptc_buf_t pending, flight;
+    size_t flight_off; /* how much of flight a file write has taken (short writes) */
+    bool flight_busy;
+    uv_write_t write_req;
+    uv_fs_t fs_write_req;
+    uv_prepare_t flush;
+    bool flush_on;
+    size_t queued_bytes; /* pending.len + what of flight is not written yet */
 
     uv_signal_t sig_int, sig_term;
     uv_timer_t defer;
@@ -87,115 +90,94 @@ static void after_output(mcp_stdio_t *io, size_t len)
     maybe_done(io);
 }
 
-static void file_write_next(mcp_stdio_t *io);
+static void flush_output(mcp_stdio_t *io);
+
+/* The write in flight is done (all of it, or it failed): its buffer is free for reuse. */
+static void flight_done(mcp_stdio_t *io, int status)
+{
+    size_t len = ptc_buf_len(&io->flight) - io->flight_off;
+    io->flight_busy = false;
+    io->flight_off = 0;
+    ptc_buf_truncate(&io->flight, 0);
+    if (io->flight.cap > STDIO_KEEP_BUFFER) ptc_buf_free(&io->flight);
+    if (status < 0) on_write_error(io, status);
+    after_output(io, len);
+    flush_output(io);
+}
+
+static void file_write_flight(mcp_stdio_t *io);
 
 static void on_file_written(uv_fs_t *req)
 {
-    file_write_t *w = req->data;
-    mcp_stdio_t *io = w->io;
+    mcp_stdio_t *io = req->data;
     ssize_t r = req->result;
     uv_fs_req_cleanup(req);
-    if (r >= 0 && (size_t)r < w->buf.len) {
-        /* Short write: keep the rest at the head of the queue. */
-        memmove(w->buf.base, w->buf.base + r, w->buf.len - (size_t)r);
+    if (r >= 0 && io->flight_off + (size_t)r < ptc_buf_len(&io->flight) && !io->write_failed) {
+        /* Short write: the rest goes next. */
+        io->flight_off += (size_t)r;
         io->queued_bytes -= (size_t)r;
-        w->buf.len -= (size_t)r;
-        io->wq_busy = false;
-        file_write_next(io);
+        file_write_flight(io);
         return;
     }
-    io->wq_head = w->next;
-    if (io->wq_head == NULL) io->wq_tail = NULL;
-    io->wq_busy = false;
-    size_t len = w->buf.len;
-    free(w->buf.base);
-    free(w);
-    if (r < 0) on_write_error(io, (int)r);
-    file_write_next(io);
-    after_output(io, len);
+    flight_done(io, r < 0 ? (int)r : 0);
 }
 
-static void file_write_next(mcp_stdio_t *io)
+static void file_write_flight(mcp_stdio_t *io)
 {
-    if (io->wq_busy || io->wq_head == NULL) return;
-    if (io->write_failed) {
-        /* Drain the queue without writing (a loop: the queue may hold many messages). */
-        size_t len = 0;
-        while (io->wq_head != NULL) {
-            file_write_t *w = io->wq_head;
-            io->wq_head = w->next;
-            len += w->buf.len;
-            free(w->buf.base);
-            free(w);
-        }
-        io->wq_tail = NULL;
-        after_output(io, len);
-        return;
-    }
-    file_write_t *w = io->wq_head;
-    io->wq_busy = true;
-    w->req.data = w;
-    int rc = uv_fs_write(io->srv->loop, &w->req, io->out_fd, &w->buf, 1, -1, on_file_written);
-    if (rc < 0) {
-        io->wq_busy = false;
-        on_write_error(io, rc);
-    }
+    uv_buf_t buf = uv_buf_init(io->flight.p + io->flight_off,
+                               (unsigned)(ptc_buf_len(&io->flight) - io->flight_off));
+    io->fs_write_req.data = io;
+    int rc =
+        uv_fs_write(io->srv->loop, &io->fs_write_req, io->out_fd, &buf, 1, -1, on_file_written);
+    if (rc < 0) flight_done(io, rc);
 }
 
 static void on_stream_written(uv_write_t *req, int status)
 {
-    stream_write_t *w = req->data;
-    mcp_stdio_t *io = w->io;
-    size_t len = w->len;
-    free(w->data);
-    free(w);
-    if (status < 0) on_write_error(io, status);
-    after_output(io, len);
+    flight_done(req->data, status);
 }
 
-static int stdio_send(void *tdata, const char *json, size_t len)
+/* Hands everything pending to one write, unless one is in flight (its end calls this again). */
+static void flush_output(mcp_stdio_t *io)
 {
-    mcp_stdio_t *io = tdata;
-    if (io->write_failed || !io->out_open) return MCP_ECLOSED;
-    char *data = malloc(len + 1);
-    if (data == NULL) return MCP_ENOMEM;
-    memcpy(data, json, len);
-    data[len] = '\n';
+    if (io->flight_busy || ptc_buf_len(&io->pending) == 0) return;
+    ptc_buf_t t = io->flight; /* empty, maybe with memory to reuse */
+    io->flight = io->pending;
+    io->pending = t;
+    io->flight_busy = true;
+    if (io->write_failed) {
+        flight_done(io, 0); /* dropped unwritten: nobody can read it any more */
+        return;
+    }
     if (io->out_is_file) {
-        file_write_t *w = calloc(1, sizeof *w);
-        if (w == NULL) {
-            free(data);
-            return MCP_ENOMEM;
-        }
-        w->io = io;
-        w->buf = uv_buf_init(data, (unsigned)(len + 1));
-        if (io->wq_tail)
-            io->wq_tail->next = w;
-        else
-            io->wq_head = w;
-        io->wq_tail = w;
-        io->queued_bytes += len + 1;
-        file_write_next(io);
-    } else {
-        stream_write_t *w = calloc(1, sizeof *w);
-        if (w == NULL) {
-            free(data);
-            return MCP_ENOMEM;
-        }
-        w->io = io;
-        w->data = data;
-        w->len = len + 1;
-        w->req.data = w;
-        uv_buf_t buf = uv_buf_init(data, (unsigned)(len + 1));
-        io->queued_bytes += len + 1;
-        int rc = uv_write(&w->req, &io->out.stream, &buf, 1, on_stream_written);
-        if (rc < 0) {
-            io->queued_bytes -= len + 1;
-            free(data);
-            free(w);
-            on_write_error(io, rc);
-            return MCP_EIO;
-        }
+        file_write_flight(io);
+        return;
+    }
+    uv_buf_t buf = uv_buf_init(io->flight.p, (unsigned)ptc_buf_len(&io->flight));
+    io->write_req.data = io;
+    int rc = uv_write(&io->write_req, &io->out.stream, &buf, 1, on_stream_written);
+    if (rc < 0) flight_done(io, rc);
+}
+
+static void on_flush(uv_prepare_t *h)
+{
+    mcp_stdio_t *io = h->data;
+    uv_prepare_stop(h);
+    io->flush_on = false;
+    flush_output(io);
+}
+
+/* Counts what was just appended to pending and makes sure a flush comes. */
+static int queued(mcp_stdio_t *io, size_t mark)
+{
+    if (ptc_buf_append(&io->pending, "\n", 1) < 0) {
+        ptc_buf_truncate(&io->pending, mark);
+        return MCP_ENOMEM;
+    }
+    io->queued_bytes += ptc_buf_len(&io->pending) - mark;
+    if (!io->flush_on && !io->flight_busy) {
+        uv_prepare_start(&io->flush, on_flush);
+        io->flush_on = true;
     }
     if (io->queued_bytes > STDIO_MAX_QUEUED_OUTPUT && io->reading && !io->in_is_file) {
         uv_read_stop(&io->in.stream);
@@ -205,6 +187,27 @@ static int stdio_send(void *tdata, const char *json, size_t len)
         io->read_paused = true;
     }
     return MCP_OK;
+}
+
+static int stdio_send(void *tdata, const char *json, size_t len)
+{
+    mcp_stdio_t *io = tdata;
+    if (io->write_failed || !io->out_open) return MCP_ECLOSED;
+    size_t mark = ptc_buf_len(&io->pending);
+    if (ptc_buf_append(&io->pending, json, len) < 0) {
+        ptc_buf_truncate(&io->pending, mark);
+        return MCP_ENOMEM;
+    }
+    return queued(io, mark);
+}
+
+static int stdio_send_json(void *tdata, const cJSON *msg)
+{
+    mcp_stdio_t *io = tdata;
+    if (io->write_failed || !io->out_open) return MCP_ECLOSED;
+    size_t mark = ptc_buf_len(&io->pending);
+    int rc = mcp_jsonrpc_print(msg, &io->pending);
+    return rc < 0 ? rc : queued(io, mark);
 }
 
 /* --- input --------------------------------------------------------------------------------- */
@@ -298,14 +301,21 @@ static void start_reading(mcp_stdio_t *io)
 
 /* --- lifecycle ----------------------------------------------------------------------------- */
 
+/* Output still queued is dropped: free is called after done, when none is (a write in flight
+ * would still use its buffer). */
+static void release(mcp_stdio_t *io)
+{
+    mcp_framer_close(&io->framer);
+    ptc_buf_free(&io->pending);
+    ptc_buf_free(&io->flight);
+    free(io->read_buf);
+    free(io);
+}
+
 static void on_handle_closed(uv_handle_t *h)
 {
     mcp_stdio_t *io = h->data;
-    if (--io->open_handles == 0 && io->freed) {
-        mcp_framer_close(&io->framer);
-        free(io->read_buf);
-        free(io);
-    }
+    if (--io->open_handles == 0 && io->freed) release(io);
 }
 
 static void close_handle(mcp_stdio_t *io, uv_handle_t *h)
@@ -412,12 +422,14 @@ int mcp_stdio_start(mcp_server_t *srv, int in_fd, int out_fd, size_t max_message
     io->done_cb = done_cb;
     io->done_data = data;
     io->ops.send = stdio_send;
+    io->ops.send_json = stdio_send_json;
+    ptc_buf_init(&io->pending, SIZE_MAX);
+    ptc_buf_init(&io->flight, SIZE_MAX);
     io->read_buf = malloc(STDIO_READ_CHUNK);
     int rc =
         io->read_buf ? mcp_framer_init(&io->framer, max_message_bytes, on_line, io) : MCP_ENOMEM;
     if (rc < 0) {
-        free(io->read_buf);
-        free(io);
+        release(io);
         return rc;
     }
     /* Handles are initialised one by one; each counts toward open_handles so that a partial
@@ -426,6 +438,11 @@ int mcp_stdio_start(mcp_server_t *srv, int in_fd, int out_fd, size_t max_message
     if (rc == 0) {
         io->open_handles++;
         io->defer.data = io;
+        rc = uv_prepare_init(loop, &io->flush);
+    }
+    if (rc == 0) {
+        io->open_handles++;
+        io->flush.data = io;
         rc = uv_signal_init(loop, &io->sig_int);
     }
     if (rc == 0) {
@@ -475,22 +492,12 @@ void mcp_stdio_free(mcp_stdio_t *io)
         mcp_session_free(io->session);
         io->session = NULL;
     }
-    /* Output still queued for a file is dropped: free is called after done, when none is. */
-    while (io->wq_head != NULL && !io->wq_busy) {
-        file_write_t *w = io->wq_head;
-        io->wq_head = w->next;
-        free(w->buf.base);
-        free(w);
-    }
     io->freed = true;
     close_handle(io, (uv_handle_t *)&io->defer);
+    close_handle(io, (uv_handle_t *)&io->flush);
     close_handle(io, (uv_handle_t *)&io->sig_int);
     close_handle(io, (uv_handle_t *)&io->sig_term);
     if (io->in_open) close_handle(io, &io->in.handle);
     if (io->out_open && !io->out_is_file) close_handle(io, &io->out.handle);
-    if (io->open_handles == 0) {
-        mcp_framer_close(&io->framer);
-        free(io->read_buf);
-        free(io);
-    }
+    if (io->open_handles == 0) release(io);
 }

@@ -30,7 +30,8 @@ struct ptc_downstream {
     uv_loop_t *loop;
     const mcp_logger_t *lg;
     ptc_search_t *search;
-    mcp_server_t *srv; /* for forwarded requests and --expose-tools */
+    mcp_server_t *srv;      /* for forwarded requests and --expose-tools */
+    ptc_startup_t *startup; /* told when a server is ready or failed */
     mcp_downstream_config_t cfg;
     mcp_http_client_t *http;
     mcp_client_t **clients;
@@ -374,6 +375,7 @@ static void on_state(mcp_client_t *c, mcp_client_state_t state, const char *reas
     mcp_level_t level = state == MCP_CLIENT_FAILED ? MCP_LOG_ERROR : MCP_LOG_INFO;
     mcp_log(d->lg, level, "server %s: %s%s%s", mcp_client_name(c), mcp_client_state_name(state),
             reason ? ": " : "", reason ? reason : "");
+    ptc_startup_poke(d->startup);
 }
 
 int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
@@ -450,6 +452,11 @@ int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger
 void ptc_downstream_set_server(ptc_downstream_t *d, mcp_server_t *srv)
 {
     d->srv = srv;
+}
+
+void ptc_downstream_set_startup(ptc_downstream_t *d, ptc_startup_t *st)
+{
+    if (d != NULL) d->startup = st;
 }
 
 void ptc_downstream_expose(ptc_downstream_t *d, mcp_server_t *srv)

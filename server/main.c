@@ -151,6 +151,7 @@ static void bundle_built(void *data)
 {
     app_t *app = data;
     ptc_execute_describe(app->exec, app->srv, ptc_pybundle_cache_modules(app->bundle));
+    ptc_startup_poke(app->startup); /* runs that use the tools package may wait for it */
 }
 
 /* The packages became ready or failed: the description says so, warm sandboxes mount them. */
@@ -348,6 +349,7 @@ static int run(const ptc_options_t *o)
     if ((rc = ptc_startup_new(&app.loop, o->startup_wait, &app.log, &app.startup)) < 0) goto out;
     ptc_startup_attach(app.startup, app.downstream, app.search, app.bundle);
     ptc_search_set_startup(app.search, app.startup);
+    ptc_downstream_set_startup(app.downstream, app.startup);
     ptc_execute_set_startup(app.exec, app.startup);
     ptc_env_on_change(app.env, env_changed, &app);
     ptc_env_scan_custom(app.env, app.exec, app.search);
@@ -385,6 +387,10 @@ out:
      * flight finish and runs every close callback. */
     ptc_env_free(app.env);
     ptc_execute_free(app.exec);
+    /* Indexing batches still in flight and the servers' last state changes come after this:
+     * they must not poke a freed gate. */
+    ptc_search_set_startup(app.search, NULL);
+    ptc_downstream_set_startup(app.downstream, NULL);
     ptc_startup_free(app.startup);
     ptc_search_stop(app.search);
     ptc_downstream_free(app.downstream);

@@ -11,7 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum arg_kind { ARG_NONE, ARG_STR, ARG_SIZE, ARG_NUM, ARG_LONG, ARG_LIST } arg_kind_t;
+/* ARG_NUM is a positive number; ARG_NUM0 one that may also be 0 (a wait that can be off). */
+typedef enum arg_kind {
+    ARG_NONE,
+    ARG_STR,
+    ARG_SIZE,
+    ARG_NUM,
+    ARG_NUM0,
+    ARG_LONG,
+    ARG_LIST
+} arg_kind_t;
 
 typedef struct flag {
     const char *name; /* without the leading dashes */
@@ -102,9 +111,9 @@ static const flag_t flags[] = {
     {"deny-tools", ARG_STR, OFF(deny_tools), 0, "PATTERNS",
      "which registry tools code may not call (glob on ids)", "none"},
     {"tool-timeout", ARG_NUM, OFF(tool_timeout), 0, "S", "one downstream call from code", "60"},
-    {"startup-wait", ARG_NUM, OFF(startup_wait), 0, "S",
+    {"startup-wait", ARG_NUM0, OFF(startup_wait), 0, "S",
      "the first tools/list, search_tools and tools-package run wait this long for the "
-     "downstream servers' first listing and indexing",
+     "downstream servers' first listing and indexing (0: they do not wait)",
      "10"},
     {"audit-log", ARG_STR, OFF(audit_log), 0, "FILE",
      "JSONL record of every tool call made from code", "stderr at info"},
@@ -293,10 +302,12 @@ static int set_flag(ptc_options_t *o, const flag_t *f, const char *val, FILE *er
     case ARG_SIZE:
         if (parse_size(val, (size_t *)(base + f->offset)) == 0) return 0;
         break;
-    case ARG_NUM: {
+    case ARG_NUM:
+    case ARG_NUM0: {
         char *end;
         double d = strtod(val, &end);
-        if (end != val && *end == '\0' && isfinite(d) && d > 0) {
+        if (end != val && *end == '\0' && isfinite(d) &&
+            (d > 0 || (f->kind == ARG_NUM0 && d == 0))) {
             memcpy(base + f->offset, &d, sizeof d);
             return 0;
         }

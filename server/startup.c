@@ -4,16 +4,16 @@
  * has given its first listing (or failed) and what is known is indexed (and, for a run that
  * uses the tools package, packaged), or when the wait is over. With --expose-tools a
  * tools/list waits too (mcp's list gate), for the listings only: it needs no index. The gate opens
- * once for good: a server that restarts later makes no call wait again. */
+ * once for good: a server that restarts later makes no call wait again. --startup-wait 0 opens
+ * every gate at once.
+ *
+ * Nothing polls: the modules whose progress opens a gate say so (ptc_startup_poke: a server's
+ * state or listing changed, an indexing batch ended, the package was built), and one timer
+ * fires when the wait is over. */
 #include "tools.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* How often parked calls look at the servers and the index: while anything is parked only,
- * and at most --startup-wait long (the servers' and the index's events come from several
- * modules; a short look is simpler than a callback from each, and costs nothing after). */
-#define STARTUP_POLL_MS 25
 
 typedef struct parked {
     ptc_startup_t *st;
@@ -37,8 +37,7 @@ struct ptc_startup {
     bool open_lists;
     mcp_server_t *lists_srv; /* its tools/list is gated (--expose-tools), or NULL */
     bool lists_parked;       /* a tools/list waits in lists_srv */
-    bool timer_on;
-    uv_timer_t *timer; /* freed by its close callback */
+    uv_timer_t *timer;       /* the end of the wait, or a poke's next turn; freed by its close cb */
     parked_t *parked;
 };
 
@@ -122,9 +121,20 @@ static void unlink_parked(ptc_startup_t *st, parked_t *p)
 
 static void release_ready(ptc_startup_t *st);
 
-static void on_poll(uv_timer_t *t)
+static void on_timer(uv_timer_t *t)
 {
     release_ready(t->data);
+}
+
+/* While anything is parked, the timer fires when the wait is over (a poke brings it forward). */
+static void arm_deadline(ptc_startup_t *st)
+{
+    if (st->parked == NULL && !st->lists_parked) {
+        uv_timer_stop(st->timer);
+        return;
+    }
+    uint64_t now = uv_now(st->loop);
+    uv_timer_start(st->timer, on_timer, st->deadline > now ? st->deadline - now : 0, 0);
 }
 
 static void release_ready(ptc_startup_t *st)
@@ -146,18 +156,15 @@ static void release_ready(ptc_startup_t *st)
         st->lists_parked = false;
         mcp_server_release_lists(st->lists_srv);
     }
-    if (st->parked == NULL && !st->lists_parked && st->timer_on) {
-        uv_timer_stop(st->timer);
-        st->timer_on = false;
-    }
+    arm_deadline(st);
 }
 
-static void start_polling(ptc_startup_t *st)
+void ptc_startup_poke(ptc_startup_t *st)
 {
-    if (!st->timer_on) {
-        uv_timer_start(st->timer, on_poll, STARTUP_POLL_MS, STARTUP_POLL_MS);
-        st->timer_on = true;
-    }
+    /* From a fresh loop turn: the poker (a listing being stored, a batch being applied) is
+     * not reentered by the calls it releases. */
+    if (st != NULL && (st->parked != NULL || st->lists_parked))
+        uv_timer_start(st->timer, on_timer, 0, 0);
 }
 
 /* mcp's list gate: true parks the tools/list until release_ready lets it go. */
@@ -166,7 +173,7 @@ static bool list_gate(void *data)
     ptc_startup_t *st = data;
     if (update_lists(st)) return false;
     st->lists_parked = true;
-    start_polling(st);
+    arm_deadline(st);
     return true;
 }
 
@@ -208,7 +215,7 @@ bool ptc_startup_hold(ptc_startup_t *st, mcp_call_t *call, const cJSON *args, bo
     p->next = st->parked;
     st->parked = p;
     mcp_call_on_cancel(call, parked_cancelled, p);
-    start_polling(st);
+    arm_deadline(st);
     return true;
 }
 
@@ -219,10 +226,16 @@ size_t ptc_startup_still_starting(const ptc_startup_t *st, char *buf, size_t siz
     char names[600];
     size_t n = ptc_downstream_starting(st->downstream, names, sizeof names);
     if (n == 0) return 0;
+    char waited[64];
+    if (st->wait_ms == 0)
+        snprintf(waited, sizeof waited, "(--startup-wait 0: no wait)");
+    else
+        snprintf(waited, sizeof waited, "after --startup-wait (%.0f s)",
+                 (double)st->wait_ms / 1000.0);
     int k = snprintf(buf, size,
-                     "Still starting after --startup-wait (%.0f s): %s. %s tools are not known "
-                     "yet; they come with notifications/tools/list_changed once listed.",
-                     (double)st->wait_ms / 1000.0, names, n == 1 ? "Its" : "Their");
+                     "Still starting %s: %s. %s tools are not known yet; they come with "
+                     "notifications/tools/list_changed once listed.",
+                     waited, names, n == 1 ? "Its" : "Their");
     return k > 0 ? (size_t)k : 0;
 }
 

@@ -133,6 +133,7 @@ static void index_done(uv_work_t *w, int status)
     /* A failed batch is not retried at once, so a broken provider cannot spin: the next
      * change of the registry (ptc_search_changed) tries again. */
     if (!s->batch_failed) kick_indexing(s);
+    ptc_startup_poke(s->startup); /* the first searches may wait for this batch */
 }
 
 /* Hands out batches until the registry has enough in flight (one per core) or none is pending
@@ -515,6 +516,7 @@ void ptc_search_changed(ptc_search_t *s)
     s->batch_failed = false;
     kick_indexing(s);
     if (s->on_change != NULL) s->on_change(s->on_change_data);
+    ptc_startup_poke(s->startup); /* a server's listing came in (maybe nothing to index) */
 }
 
 void ptc_search_on_change(ptc_search_t *s, void (*cb)(void *data), void *data)
@@ -550,5 +552,5 @@ void ptc_search_free(ptc_search_t *s)
 
 void ptc_search_set_startup(ptc_search_t *s, ptc_startup_t *st)
 {
-    s->startup = st;
+    if (s != NULL) s->startup = st;
 }

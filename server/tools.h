@@ -75,6 +75,11 @@ int ptc_startup_new(uv_loop_t *loop, double wait_s, const mcp_logger_t *lg, ptc_
 /** What it waits for (each may be NULL). */
 void ptc_startup_attach(ptc_startup_t *st, ptc_downstream_t *d, ptc_search_t *search,
                         ptc_pybundle_cache_t *bundle);
+/** Something a gate waits for may have changed (a server's state or listing, an indexing
+ *  batch, the package): the parked calls look again from the next loop turn. st may be NULL. */
+void ptc_startup_poke(ptc_startup_t *st);
+/** The downstream servers poke st (borrowed, may be NULL) when one changes state. */
+void ptc_downstream_set_startup(ptc_downstream_t *d, ptc_startup_t *st);
 /**
  * At the start of a tool handler: true when the call is parked (args copied) until every
  * configured server has its first listing (or failed) and the known tools are indexed, and with

@@ -1,14 +1,21 @@
-// bench/exec: end-to-end latency of execute_code `print(1)` through the official SDK client,
-// side by side in the same run with bare `python3 -I -S -c 'print(1)'` and with bubblewrap
-// running the same interpreter with comparable isolation. Prints p50/p99 and the ratios.
-// execute_code is timed twice: back to back (each call sent as soon as the last answer came,
-// so the warm sandboxes are still being made for the next runs) and with --gap MS idle between
-// calls, as a model thinking between calls gives (the warm start); bare python3 is also timed
-// with the same gap, so that both sides idle alike.
+// bench/exec: execute_code `print(1)` through the official SDK client, side by side in the same
+// run with bare `python3 -I -S -c 'print(1)'` (and bubblewrap around the same interpreter when it
+// is installed). It prints the three figures of issue 18, each with its ratio to bare python:
+//   1. p50 with --gap MS idle between calls (what a model thinking between calls gives; bare
+//      python is timed with the same gaps),
+//   2. p50 back to back (each call sent as soon as the last answer came),
+//   3. sustained runs per second with --clients concurrent callers for --seconds S (one server,
+//      that many calls in flight on its connection) against bare spawns with as many in flight,
+// plus the CPU per run (the server's and its reaped children's user+system time from
+// /proc/PID/stat, over the sustained phase; bare: this process's reaped children) and the RSS
+// of the server alone and with its process tree (the warm sandboxes) once the pool is full.
+// --compare PATH (repeatable) measures more ptc-mcp binaries in the same run (after --bin, in
+// that order, --rounds times), e.g. the build from before a change.
 //
-// usage: node bench/exec/bench_exec.mjs [--runs N] [--gap MS] [--python PATH] [--bin PATH]
-import { spawnSync, execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+// usage: node bench/exec/bench_exec.mjs [--runs N] [--gap MS] [--clients N] [--seconds S]
+//        [--rounds N] [--python PATH] [--bin PATH] [--compare PATH] [--json]
+import { spawn, spawnSync, execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
@@ -26,71 +33,166 @@ const opt = (name, dflt) => {
 };
 const runs = Number(opt('--runs', '100'));
 const gap = Number(opt('--gap', '100'));
-const sleep = (t) => new Promise((r) => setTimeout(r, t));
+const clients = Number(opt('--clients', '8'));
+const seconds = Number(opt('--seconds', '5'));
+const rounds = Number(opt('--rounds', '1'));
 const python = opt('--python', '/usr/bin/python3');
-const bin = opt('--bin', path.join(root, 'build', 'release', 'ptc-mcp'));
-if (!existsSync(bin)) throw new Error(`missing ${bin}: run ./bootstrap.sh run once (or pass --bin)`);
+const bins = [opt('--bin', path.join(root, 'build', 'release', 'ptc-mcp'))];
+args.forEach((a, i) => { if (a === '--compare') bins.push(args[i + 1]); }); // repeatable
+for (const b of bins) if (!existsSync(b)) throw new Error(`missing ${b}: build the release tree (or pass --bin)`);
+const sleep = (t) => new Promise((r) => setTimeout(r, t));
+const BARE = ['-I', '-S', '-c', 'print(1)'];
 
 const pct = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
 };
 const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
+const TICK_MS = 1000 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
 
-async function timeCommand(cmd, argv, pause = 0) {
+// user+system of pid itself and of the children it has reaped, in ms
+function cpuMs(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // f[0] is field 3 (state)
+  return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * TICK_MS;
+}
+function rssKiB(pid) {
+  try {
+    const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : 0;
+  } catch { return 0; }
+}
+function treeRssKiB(pid) {
+  let sum = rssKiB(pid);
+  let kids = [];
+  try {
+    for (const t of readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean)) kids.push(Number(t));
+  } catch { /* gone */ }
+  for (const k of kids) sum += treeRssKiB(k);
+  return sum;
+}
+
+async function timeBare(pause) {
   const out = [];
   for (let i = 0; i < runs + 5; i++) {
     if (pause) await sleep(pause);
     const t0 = process.hrtime.bigint();
-    const r = spawnSync(cmd, argv, { encoding: 'utf8' });
+    const r = spawnSync(python, BARE, { encoding: 'utf8' });
     const t = ms(t0);
-    if (r.status !== 0 || r.stdout !== '1\n') throw new Error(`${cmd} failed: ${r.stderr}`);
+    if (r.status !== 0 || r.stdout !== '1\n') throw new Error(`${python} failed: ${r.stderr}`);
     if (i >= 5) out.push(t); // warm-up runs are not counted
   }
   return out;
 }
 
-const results = {};
-results.bare = await timeCommand(python, ['-I', '-S', '-c', 'print(1)']);
-results[`bare, ${gap} ms gaps`] = await timeCommand(python, ['-I', '-S', '-c', 'print(1)'], gap);
+function spawnBare() {
+  return new Promise((resolve, reject) => {
+    const p = spawn(python, BARE, { stdio: ['ignore', 'pipe', 'ignore'] });
+    let out = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.on('error', reject);
+    p.on('close', (code) => (code === 0 && out === '1\n' ? resolve() : reject(new Error('bare run failed'))));
+  });
+}
 
+// n callers each doing `one` in a loop for `seconds`: completions per second
+async function sustained(one) {
+  let done = 0;
+  const end = Date.now() + seconds * 1000;
+  const t0 = process.hrtime.bigint();
+  await Promise.all(Array.from({ length: clients }, async () => {
+    while (Date.now() < end) {
+      await one();
+      done++;
+    }
+  }));
+  return { rate: done / (ms(t0) / 1000), done };
+}
+
+async function bareSustained() {
+  const c0 = cpuMs(process.pid);
+  const r = await sustained(spawnBare);
+  return { ...r, cpu: (cpuMs(process.pid) - c0) / r.done };
+}
+
+async function server(bin) {
+  const transport = new StdioClientTransport({ command: bin, args: ['--python', python, '--log-level', 'warning'], stderr: 'inherit' });
+  const client = new Client({ name: 'bench-exec', version: '1' });
+  await client.connect(transport);
+  const pid = transport.pid;
+  const call = async () => {
+    const r = await client.callTool({ name: 'execute_code', arguments: { code: 'print(1)' } });
+    if (r.isError || r.content[0].text !== '1') throw new Error(`execute_code failed: ${JSON.stringify(r)}`);
+  };
+  const timeCalls = async (pause) => {
+    const out = [];
+    for (let i = 0; i < runs + 5; i++) {
+      if (pause) await sleep(pause);
+      const t0 = process.hrtime.bigint();
+      await call();
+      const t = ms(t0);
+      if (i >= 5) out.push(t);
+    }
+    return out;
+  };
+  const res = {};
+  res.gaps = await timeCalls(gap);
+  await sleep(1000); // the pool refills
+  res.rss = rssKiB(pid);
+  res.treeRss = treeRssKiB(pid);
+  res.b2b = await timeCalls(0);
+  await sleep(1000);
+  const c0 = cpuMs(pid);
+  const s = await sustained(call);
+  await sleep(1000); // tear-downs of the last runs are reaped
+  res.sustained = s.rate;
+  res.cpu = (cpuMs(pid) - c0) / s.done;
+  await client.close();
+  return res;
+}
+
+const rows = [];
 let bwrap = null;
 try {
   bwrap = execFileSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).trim();
 } catch { /* not installed */ }
-if (bwrap) {
-  results.bubblewrap = await timeCommand(bwrap, ['--unshare-all', '--die-with-parent', '--new-session',
-    '--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64',
-    '--symlink', 'usr/bin', '/bin', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp',
-    '--uid', '1000', '--gid', '1000', '--cap-drop', 'ALL', '--chdir', '/tmp',
-    python, '-I', '-S', '-c', 'print(1)']);
-}
-
-const transport = new StdioClientTransport({ command: bin, args: ['--python', python, '--log-level', 'warning'], stderr: 'inherit' });
-const client = new Client({ name: 'bench-exec', version: '1' });
-await client.connect(transport);
-async function timeCalls(pause) {
-  const out = [];
-  for (let i = 0; i < runs + 5; i++) {
-    if (pause) await sleep(pause);
-    const t0 = process.hrtime.bigint();
-    const r = await client.callTool({ name: 'execute_code', arguments: { code: 'print(1)' } });
-    const t = ms(t0);
-    if (r.isError || r.content[0].text !== '1') throw new Error(`execute_code failed: ${JSON.stringify(r)}`);
-    if (i >= 5) out.push(t);
+for (let round = 0; round < rounds; round++) {
+  const bare = { gaps: await timeBare(gap), b2b: await timeBare(0) };
+  Object.assign(bare, await bareSustained());
+  rows.push({ round, what: 'bare python3 -I -S -c', ...bare });
+  if (bwrap) {
+    const out = [];
+    for (let i = 0; i < runs + 5; i++) {
+      const t0 = process.hrtime.bigint();
+      const r = spawnSync(bwrap, ['--unshare-all', '--die-with-parent', '--new-session',
+        '--ro-bind', '/usr', '/usr', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64',
+        '--symlink', 'usr/bin', '/bin', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp',
+        '--uid', '1000', '--gid', '1000', '--cap-drop', 'ALL', '--chdir', '/tmp', python, ...BARE], { encoding: 'utf8' });
+      if (r.status !== 0) throw new Error(`bwrap failed: ${r.stderr}`);
+      if (i >= 5) out.push(ms(t0));
+    }
+    rows.push({ round, what: 'bubblewrap, back to back', b2b: out });
   }
-  return out;
+  for (const bin of bins) rows.push({ round, what: bin, ...(await server(bin)) });
 }
-results['execute_code, back to back'] = await timeCalls(0);
-results[`execute_code, ${gap} ms gaps`] = await timeCalls(gap);
-await client.close();
 
-const base = pct(results.bare, 50);
-const baseGap = pct(results[`bare, ${gap} ms gaps`], 50);
-console.log(`bench/exec: ${runs} runs each, python ${python}; bare = python3 -I -S -c 'print(1)'`);
-console.log('what                              p50 ms   p99 ms   p50 / bare   p50 / bare with gaps');
-for (const [k, v] of Object.entries(results)) {
-  const p50 = pct(v, 50);
-  console.log(`${k.padEnd(32)} ${p50.toFixed(2).padStart(7)}  ${pct(v, 99).toFixed(2).padStart(7)}  ${(p50 / base).toFixed(2).padStart(10)}x  ${(p50 / baseGap).toFixed(2).padStart(20)}x`);
+if (args.includes('--json')) {
+  console.log(JSON.stringify(rows.map((r) => ({ ...r, gaps: r.gaps && pct(r.gaps, 50), b2b: r.b2b && pct(r.b2b, 50) }))));
+  process.exit(0);
+}
+const f = (x, d = 2) => (x === undefined ? '-' : x.toFixed(d));
+console.log(`bench/exec: ${runs} calls per timing, ${gap} ms gaps, ${clients} concurrent for ${seconds} s, python ${python}`);
+console.log('p50 ms (ratio to bare in the same round); runs/s (ratio); CPU ms per run; RSS MiB server / with its tree');
+for (let round = 0; round < rounds; round++) {
+  const b = rows.find((r) => r.round === round && r.what.startsWith('bare'));
+  const bg = pct(b.gaps, 50), bb = pct(b.b2b, 50);
+  console.log(`round ${round + 1}`);
+  console.log('  what                                    with gaps          back to back       sustained          CPU/run  RSS');
+  for (const r of rows.filter((x) => x.round === round)) {
+    const g = r.gaps && pct(r.gaps, 50), k = r.b2b && pct(r.b2b, 50);
+    const cell = (v, ref) => (v === undefined ? '-'.padEnd(18) : `${f(v)} (${f(v / ref)}x)`.padEnd(18));
+    const rss = r.rss ? `${f(r.rss / 1024, 1)} / ${f(r.treeRss / 1024, 1)}` : '-';
+    console.log(`  ${r.what.slice(-38).padEnd(38)}  ${cell(g, bg)} ${cell(k, bb)} ${cell(r.sustained ?? r.rate, b.rate)} ${f(r.cpu, 1).padStart(7)}  ${rss}`);
+  }
 }
 if (!bwrap) console.log('bubblewrap: not installed (apt-get install bubblewrap) - skipped');

@@ -10,6 +10,7 @@
 
 #include "base.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
@@ -612,7 +613,8 @@ static char *wait_request(struct launch_cfg *run, pid_t py, bool *py_gone)
 }
 
 /* Hands the run to the waiting interpreter: one header byte ('B' carrying the bridge, or '-'),
-   then the code, then EOF. A dead interpreter (EPIPE) is not an error here: its end is. */
+   then the code, then EOF (a half close: the bootstrap's end-of-program line comes back on
+   the same socket). A dead interpreter (EPIPE) is not an error here: its end is. */
 static void send_code(int chan, const struct launch_cfg *run)
 {
     char h = run->bridge_fd >= 0 ? 'B' : '-';
@@ -641,7 +643,158 @@ static void send_code(int chan, const struct launch_cfg *run)
         else if (w > 0)
             off += (size_t)w;
     }
-    close(chan);
+    /* EOF for the bootstrap's read; the other way stays open for its end-of-program line */
+    shutdown(chan, SHUT_WR);
+}
+
+/* Nothing in the output folder (or no folder): init would have nothing to hand back after the
+   interpreter's end, so the answer may go before it. Unreadable counts as not empty. */
+static bool outputs_empty(const struct launch_plan *plan)
+{
+    char dir[LAUNCH_PATH_MAX];
+    fmt_path(dir, sizeof dir, plan->landlock_only ? plan->run_dir : "/tmp",
+             "/" LAUNCH_OUTPUT_DIR_NAME);
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT;
+    bool empty = true;
+    struct dirent *e;
+    while (empty && (e = readdir(d)))
+        empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+    closedir(d);
+    return empty;
+}
+
+/* The answer before the interpreter's end: no files ("D STATUS", the files' end, on stdin when
+   the pool asked for them), then "answer STATUS" on the status pipe. A failed send only means
+   the pool is gone; the end is reported either way. */
+static void answer_early(const struct launch_cfg *run, int status)
+{
+    if (run->files) {
+        char line[32];
+        int n = snprintf(line, sizeof line, "D %d\n", status);
+        ssize_t w;
+        do {
+            w = send(STDIN_FILENO, line, (size_t)n, MSG_NOSIGNAL);
+        } while (w < 0 && errno == EINTR);
+    }
+    launch_report("answer %d", status);
+}
+
+/* The interpreter ended: the files (unless the answer went already) and how it ended. */
+_Noreturn static void report_end(const struct launch_cfg *run, const struct launch_plan *plan,
+                                 int st, bool answered)
+{
+    if (run->files && !answered)
+        launch_outputs_send(plan, run->files_file_cap, run->files_call_cap, run->files_count_cap);
+    if (WIFSIGNALED(st))
+        launch_report("signal %d", WTERMSIG(st));
+    else
+        launch_report("exit %d", WEXITSTATUS(st));
+    _exit(0);
+}
+
+/* One line "E STATUS" from the bootstrap, read from the channel (chan; -1 closes it). Only the
+   first line counts, and only when it parses: the code can write on that socket too, which
+   gains it nothing it could not do with sys.exit. */
+static int read_end_line(int chan, char *line, size_t *len, size_t cap, int *status)
+{
+    char buf[32];
+    ssize_t n = read(chan, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return 0;
+    if (n <= 0) return -1;
+    for (ssize_t i = 0; i < n; i++) {
+        if (buf[i] != '\n') {
+            if (*len + 1 >= cap) return -1;
+            line[(*len)++] = buf[i];
+            continue;
+        }
+        line[*len] = '\0';
+        char *end;
+        long v = strtol(line + 2, &end, 10);
+        if (strncmp(line, "E ", 2) != 0 || end == line + 2 || *end || v < 0 || v > 255) return -1;
+        *status = (int)v;
+        return 1;
+    }
+    return 0;
+}
+
+/* The run's timeout (LAUNCH_STOP_SIGNAL, forwarded by the launcher): kill the code but not init.
+   PID 1 of a namespace: -1 is every process in it but init. Without a PID namespace -1 would
+   reach the host's processes of our uid, so only the interpreter is killed; what it started is
+   the launcher's to kill (it is their subreaper). */
+static void stop_code(const struct launch_plan *plan, pid_t py)
+{
+    kill((plan->ns_flags & CLONE_NEWPID) ? -1 : py, SIGKILL);
+}
+
+/* Reaps every child until the interpreter ends and returns its wait status. LAUNCH_STOP_SIGNAL
+   (the run's timeout, forwarded by the launcher) kills the code but not init, so the files
+   the code wrote before it still go back. Both signals have been blocked since the clone (the
+   launcher's mask; the interpreter unblocks them before exec), so none is lost between the
+   reaping and the wait: a blocked signal is queued even for a PID namespace's init. */
+static int wait_interpreter(const struct launch_plan *plan, pid_t py, bool stopped)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, LAUNCH_STOP_SIGNAL);
+    for (;;) {
+        int st;
+        pid_t r;
+        while ((r = waitpid(-1, &st, WNOHANG)) > 0)
+            if (r == py) return st;
+        if (r < 0 && errno != EINTR) launch_fatal("wait", "%s", strerror(errno));
+        int sig = sigwaitinfo(&set, NULL);
+        if (sig != LAUNCH_STOP_SIGNAL || stopped) continue;
+        stopped = true;
+        stop_code(plan, py);
+    }
+}
+
+/* init after the hand-over: reap everything; when the bootstrap says the program ended, answer
+   (when nothing is left to hand back); when the interpreter ends, say how, and leave (taking the
+   PID namespace with us). Orphans are reaped every 100 ms while the channel is open,
+   as a session's init does; after it, by a blocking wait. */
+_Noreturn static void wait_end(const struct launch_cfg *run, const struct launch_plan *plan,
+                               pid_t py, int chan)
+{
+    int pfd = chan >= 0 ? (int)syscall(SYS_pidfd_open, py, 0) : -1;
+    char line[16];
+    size_t len = 0;
+    bool answered = false;
+    int st;
+    pid_t r;
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, LAUNCH_STOP_SIGNAL);
+    const struct timespec now = {0, 0};
+    bool stopped = false;
+    while (chan >= 0) {
+        /* the stop signal stays blocked (wait_interpreter takes it after the channel): looked
+           for at every turn, so a timeout is acted on within 100 ms */
+        if (!stopped && sigtimedwait(&stop, NULL, &now) == LAUNCH_STOP_SIGNAL) {
+            stopped = true;
+            stop_code(plan, py);
+        }
+        struct pollfd pf[2] = {{.fd = chan, .events = POLLIN}, {.fd = pfd, .events = POLLIN}};
+        int k = poll(pf, pfd >= 0 ? 2 : 1, 100);
+        if (k < 0 && errno != EINTR) launch_fatal("wait", "poll: %s", strerror(errno));
+        int status = 0, got = k > 0 && pf[0].revents
+                                  ? read_end_line(chan, line, &len, sizeof line, &status)
+                                  : 0;
+        if (got == 1 && outputs_empty(plan)) {
+            answer_early(run, status);
+            answered = true;
+        }
+        if (got != 0) {
+            close(chan);
+            chan = -1;
+        }
+        while ((r = waitpid(-1, &st, WNOHANG)) > 0)
+            if (r == py) report_end(run, plan, st, answered);
+    }
+    if (pfd >= 0) close(pfd);
+    report_end(run, plan, wait_interpreter(plan, py, stopped), answered);
 }
 
 /* with --ro-lib the interpreter reads PYTHONPATH, so only our PYTHON* variables may remain */
@@ -686,11 +839,20 @@ static void set_module_path(const struct launch_cfg *cfg, const struct launch_pl
    the bridge on fd 3 (closing the channel first), then runs the code in __main__ as `-c`
    would: same globals, "<string>" as the file name, no inherited future flags, and an uncaught
    exception printed through sys.excepthook without the bootstrap's own frame, exit status 1.
-   It deletes its own name first, so the code sees the __main__ that -c gives. */
+   It deletes its own name first, so the code sees the __main__ that -c gives.
+   The end of the program (docs/sandbox.md, "The answer before the interpreter's end"): what
+   Py_FinalizeEx does first and the run can see - wait for non-daemon threads, the atexit
+   handlers, flush stdout and stderr - then "E STATUS\n" on stdin, which is the channel too (a
+   socket init shut for writing: reads see EOF as on /dev/null, and no descriptor is added), so
+   init can answer while the rest of the finalization and the tear-down go on. Only while fd 0
+   is still that socket; a SystemExit whose code is neither None nor a C int (Python prints it)
+   takes the ordinary way: no line. */
 static const char bootstrap[] =
     "def _ptc_boot():\n"
     "    import os, sys, _socket\n"
-    "    del globals()['_ptc_boot']\n" LAUNCH_PLOT_HOOK "    s = _socket.socket(fileno=3)\n"
+    "    del globals()['_ptc_boot']\n"
+    "    i = os.fstat(0)\n"
+    "    i = (i.st_dev, i.st_ino)\n" LAUNCH_PLOT_HOOK "    s = _socket.socket(fileno=3)\n"
     "    h, anc, _f, _a = s.recvmsg(1, _socket.CMSG_SPACE(4), _socket.MSG_CMSG_CLOEXEC)\n"
     "    parts = []\n"
     "    while True:\n"
@@ -710,35 +872,62 @@ static const char bootstrap[] =
     "    src = b''.join(parts).decode('utf-8', 'surrogateescape')\n"
     "    del s, h, anc, parts, b, fds\n"
     "    d = sys.modules['__main__'].__dict__\n"
+    "    x = None\n"
     "    try:\n"
     "        c = compile(src, '<string>', 'exec', dont_inherit=True)\n"
     "        del src\n"
     "        exec(c, d)\n"
-    "    except SystemExit:\n"
-    "        raise\n"
+    "    except SystemExit as e:\n"
+    "        x = e\n"
     "    except BaseException as e:\n"
     "        t = e.__traceback__.tb_next if e.__traceback__ else None\n"
     "        e.__traceback__ = t\n"
     "        sys.last_type, sys.last_value, sys.last_traceback = type(e), e, t\n"
     "        sys.excepthook(type(e), e, t)\n"
-    "        raise SystemExit(1)\n"
+    "        x = SystemExit(1)\n"
     "    finally:\n"
     "        _ptc_plots_end()\n"
+    "    n = 0 if x is None or x.code is None else x.code\n"
+    "    if isinstance(n, int) and -2**31 <= n < 2**31:\n"
+    "        th = sys.modules.get('threading')\n"
+    "        if th is not None:\n"
+    "            th._shutdown()\n"
+    "        import atexit\n"
+    "        atexit._run_exitfuncs()\n"
+    "        for f in (sys.stdout, sys.stderr):\n"
+    "            try:\n"
+    "                f.flush()\n"
+    "            except BaseException:\n"
+    "                pass\n"
+    "        try:\n"
+    "            e = os.fstat(0)\n"
+    "            if (e.st_dev, e.st_ino) == i:\n"
+    "                os.write(0, b'E %d\\n' % (n & 255))\n"
+    "        except OSError:\n"
+    "            pass\n"
+    "    if x is not None:\n"
+    "        raise x\n"
     "_ptc_boot()\n";
 
 /* The interpreter's child of init: limits, directory, environment, then descriptors 0
-   /dev/null, 1 and 2 the pipes, 3 the code channel (the bootstrap replaces it with the bridge
-   when the run has one), nothing else across exec. The status pipe stays reachable on fd 4,
-   close-on-exec, until the exec, so that a failure is still reported. */
+   the channel (a session: /dev/null), 1 and 2 the pipes, 3 the code channel (the bootstrap replaces
+   it with the bridge when the run has one), nothing else across exec. The status pipe stays
+   reachable on fd 4, close-on-exec, until the exec, so that a failure is still reported. */
 _Noreturn static void exec_interpreter(const struct launch_cfg *cfg, const struct launch_plan *plan,
                                        int chan)
 {
     /* execve's argv is not const; copied before the rlimits (RLIMIT_AS may refuse it later) */
     char *boot = strdup(cfg->session ? launch_session_driver : bootstrap);
     if (!boot) die_errno("exec", "strdup");
-    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (devnull < 0 || dup2(devnull, 0) < 0) die_errno("exec", "stdin /dev/null");
-    close(devnull);
+    /* a run's stdin is the channel as well (the bootstrap's end-of-program line goes back on
+       it); a session's driver keeps the channel on a descriptor of its own */
+    if (!cfg->session) {
+        if (dup2(chan, 0) < 0) die_errno("exec", "stdin");
+    } else {
+        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (devnull < 0 || dup2(devnull, 0) < 0) die_errno("exec", "stdin /dev/null");
+        close(devnull);
+    }
     const char *tmp = plan->landlock_only ? plan->run_dir : "/tmp";
     if (chdir(tmp) < 0) die_errno("exec", "chdir to the run's directory");
     if (plan->landlock_only) {
@@ -800,34 +989,6 @@ static void cgroup_ns(const struct launch_cfg *cfg, const struct launch_plan *pl
     }
     launch_layer(EXEC_LAYER_CGROUP_NS, EXEC_LAYER_ACTIVE, "rooted at %s",
                  plan->run_cgroup ? "the run's cgroup" : "the server's cgroup (no run cgroup)");
-}
-
-/* Reaps every child until the interpreter ends and returns its wait status. LAUNCH_STOP_SIGNAL
-   (the run's timeout, forwarded by the launcher) kills the code but not init, so the files
-   the code wrote before it still go back. Both signals have been blocked since the clone (the
-   launcher's mask; the interpreter unblocks them before exec), so none is lost between the
-   reaping and the wait: a blocked signal is queued even for a PID namespace's init. */
-static int wait_interpreter(const struct launch_plan *plan, pid_t py)
-{
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, LAUNCH_STOP_SIGNAL);
-    bool stopped = false;
-    for (;;) {
-        int st;
-        pid_t r;
-        while ((r = waitpid(-1, &st, WNOHANG)) > 0)
-            if (r == py) return st;
-        if (r < 0 && errno != EINTR) launch_fatal("wait", "%s", strerror(errno));
-        int sig = sigwaitinfo(&set, NULL);
-        if (sig != LAUNCH_STOP_SIGNAL || stopped) continue;
-        stopped = true;
-        /* PID 1 of a namespace: -1 is every process in it but init. Without a PID namespace
-           -1 would reach the host's processes of our uid, so only the interpreter is killed;
-           what it started is the launcher's to kill (it is their subreaper). */
-        kill((plan->ns_flags & CLONE_NEWPID) ? -1 : py, SIGKILL);
-    }
 }
 
 _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_plan *plan,
@@ -929,6 +1090,7 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
     if (cfg->session) launch_session_init(cfg, plan, py, chan[0]);
     struct launch_cfg run = *cfg;
     char *code_buf = NULL;
+    int end_chan = -1;
     if (!run.code) {
         bool py_gone;
         code_buf = wait_request(&run, py, &py_gone);
@@ -952,21 +1114,13 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
             }
         }
         send_code(chan[0], &run);
+        end_chan = chan[0];
     } else {
         close(chan[0]);
     }
     /* only the interpreter (and what it starts) holds the bridge now */
     if (run.bridge_fd >= 0) close(run.bridge_fd);
     free(code_buf);
-
-    /* init: reap everything; when the interpreter ends, say how, and leave (taking the PID
-       namespace with us) */
-    int st = wait_interpreter(plan, py);
-    if (run.files)
-        launch_outputs_send(plan, run.files_file_cap, run.files_call_cap, run.files_count_cap);
-    if (WIFSIGNALED(st))
-        launch_report("signal %d", WTERMSIG(st));
-    else
-        launch_report("exit %d", WEXITSTATUS(st));
-    _exit(0);
+    run.code = NULL; /* it pointed into code_buf */
+    wait_end(&run, plan, py, end_chan);
 }

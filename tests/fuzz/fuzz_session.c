@@ -2,6 +2,7 @@
  * a few tools, including one that stays in flight until the session ends, and the 2026-07-28
  * request shapes (_meta, MRTR inputResponses/requestState, subscriptions/listen). Finds crashes,
  * leaks and undefined behaviour in everything a client can send. */
+#include "base.h"
 #include "mcp.h"
 
 #include <stdlib.h>
@@ -13,6 +14,7 @@ typedef struct harness {
     mcp_server_t *srv;
     mcp_session_t *sess;
     size_t sent;
+    ptc_buf_t out; /* reused by every answer, as stdio's output buffer is */
 } harness_t;
 
 static int discard(void *tdata, const char *json, size_t len)
@@ -26,7 +28,18 @@ static int discard(void *tdata, const char *json, size_t len)
     return 0;
 }
 
-static const mcp_transport_ops_t ops = {discard, NULL};
+/* What stdio does: the message printed by mcp_jsonrpc_print into a reused buffer, which must
+ * be valid JSON too. */
+static int discard_json(void *tdata, const cJSON *msg)
+{
+    harness_t *h = tdata;
+    ptc_buf_truncate(&h->out, 0);
+    int rc = mcp_jsonrpc_print(msg, &h->out);
+    if (rc < 0) return rc;
+    return discard(tdata, ptc_buf_cstr(&h->out), ptc_buf_len(&h->out));
+}
+
+static const mcp_transport_ops_t ops = {.send = discard, .send_json = discard_json};
 
 static void tool_now(mcp_call_t *call, const cJSON *args, void *data)
 {
@@ -151,6 +164,7 @@ static harness_t *harness(void)
     static bool ready;
     if (ready) return &h;
     uv_loop_init(&h.loop);
+    ptc_buf_init(&h.out, 1u << 30);
     h.log.out = stderr;
     h.log.level = MCP_LOG_EMERGENCY;
     mcp_server_opts_t o;

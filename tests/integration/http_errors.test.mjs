@@ -1,5 +1,5 @@
 // ptc-mcp over HTTP, raw requests: each malformed or refused request gets its HTTP status
-// (400, 401, 403, 404, 405, 406, 409, 413, 415), /healthz needs nothing, a bearer token is
+// (400, 401, 403, 404, 405 (also for a GET without a session), 406, 409, 413, 415), /healthz needs nothing, a bearer token is
 // checked, a public address without one is refused, and HTTPS works with a certificate made here.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -70,6 +70,15 @@ test('status codes for refused requests, and the server keeps serving', async ()
     assert.equal((await fetch(`${srv.base}/nope`)).status, 404);
     const getNoAccept = await fetch(srv.url, { headers: { accept: 'application/json', 'mcp-session-id': sid } });
     assert.equal(getNoAccept.status, 406);
+    // A GET without a session: no stream to offer, 405 (what the spec asks of a GET the server
+    // does not serve as SSE), whatever the Accept header; an unknown session is still 404.
+    for (const accept of ['text/event-stream', 'application/json']) {
+      const getNoSession = await fetch(srv.url, { headers: { accept } });
+      assert.equal(getNoSession.status, 405);
+      assert.equal(getNoSession.headers.get('allow'), 'GET, POST, DELETE');
+      assert.match((await getNoSession.json()).error.message, /needs a session/);
+    }
+    assert.equal((await fetch(srv.url, { headers: { accept: 'text/event-stream', 'mcp-session-id': 'f'.repeat(32) } })).status, 404);
     // A notification is accepted without a body.
     const note = await post(srv.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, { 'mcp-session-id': sid });
     assert.equal(note.status, 202);

@@ -232,8 +232,12 @@ static int count_descendants(pid_t sentinel)
     if (!d) return -1;
     size_t n = 0, cap = 1024;
     proc_stat_t *ps = malloc(cap * sizeof *ps);
+    if (!ps) {
+        closedir(d);
+        return -1;
+    }
     struct dirent *e;
-    while (ps && (e = readdir(d))) {
+    while ((e = readdir(d))) {
         char buf[1024];
         ssize_t len = read_proc_entry(e, "stat", buf, sizeof buf);
         if (len <= 0) continue;
@@ -252,7 +256,6 @@ static int count_descendants(pid_t sentinel)
         ps[n++] = (proc_stat_t){(pid_t)strtol(buf, NULL, 10), (pid_t)ppid, st};
     }
     closedir(d);
-    if (!ps) return -1;
     pid_t self = getpid();
     int live = 0;
     for (size_t i = 0; i < n; i++) {

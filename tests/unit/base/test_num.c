@@ -17,8 +17,14 @@ void *__real_malloc(size_t n);
 void *__real_realloc(void *p, size_t n);
 void *__wrap_malloc(size_t n);
 void *__wrap_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n) { return __real_malloc(n); }
-void *__wrap_realloc(void *p, size_t n) { return __real_realloc(p, n); }
+void *__wrap_malloc(size_t n)
+{
+    return __real_malloc(n);
+}
+void *__wrap_realloc(void *p, size_t n)
+{
+    return __real_realloc(p, n);
+}
 
 static void test_u64_takes_digits_only(void **state)
 {

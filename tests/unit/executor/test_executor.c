@@ -40,6 +40,7 @@ typedef struct {
     uint64_t last_elapsed, last_bytes;
     bool warm;
     bool cancel_on_progress; /* cancel the run through the handle on_progress gets */
+    uint64_t done_ns;        /* uv_hrtime() at on_done */
     size_t n_files;
     char file0[64], data0[64]; /* the first file's name and (start of its) bytes */
 } capture_t;
@@ -78,6 +79,7 @@ static void on_done(exec_run_t *run, const exec_result_t *r, void *user)
     c->duration_ms = r->duration_ms;
     c->sandbox = r->sandbox;
     c->warm = r->warm_start;
+    c->done_ns = uv_hrtime();
     snprintf(c->message, sizeof c->message, "%s", r->message ? r->message : "");
     c->n_files = r->n_files;
     if (r->n_files) {
@@ -1343,6 +1345,135 @@ static void test_a_warm_sandbox_killed_while_idle_is_replaced(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* the test process's children: the launchers of runs and warm sandboxes */
+static unsigned children(void)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+    FILE *f = fopen(path, "re");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    unsigned k = 0;
+    for (char *save = NULL, *t = strtok_r(buf, " \n", &save); t; t = strtok_r(NULL, " \n", &save))
+        k++;
+    return k;
+}
+
+/* 2 warm sandboxes at first; 4 runs at once (two find one, two none) take it to the most, 4;
+   each warm_idle_ms without a run halves it, down to 1 */
+static void test_warm_sandboxes_follow_demand(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.keep_warm = true;
+    o.warm_sandboxes = 4;
+    o.warm_idle_ms = 4000;
+    exec_pool_t *pool = new_pool(&loop, &o);
+    idle(&loop, 1000);
+    assert_int_equal(children(), 2);
+    capture_t c[4] = {{0}};
+    for (int i = 0; i < 4; i++)
+        start(pool, "print(1)", T_TIMEOUT_MS, &c[i], NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(c[i].status, EXEC_STATUS_OK);
+        capture_free(&c[i]);
+    }
+    assert_int_equal(children(), 4);
+    idle(&loop, 5000);
+    assert_int_equal(children(), 2);
+    idle(&loop, 4000);
+    assert_int_equal(children(), 1);
+    pool_end(&loop, pool);
+}
+
+/* The answer goes when the program has ended (docs/sandbox.md, "The answer before the
+   interpreter's end"), not after the interpreter's finalization: a global whose __del__ sleeps
+   3 s at the interpreter's end does not delay it. Its sandbox keeps the only slot until it is
+   gone, so a run started meanwhile waits for that. */
+static void test_the_answer_does_not_wait_for_finalization(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_pool_t *pool = warm_pool(&loop);
+    idle(&loop, 300);
+    capture_t c = {0}, d = {0};
+    uint64_t t0 = uv_hrtime();
+    start(pool,
+          "import time\n"
+          "class Slow:\n"
+          "    def __del__(self, sleep=time.sleep):\n"
+          "        sleep(3)\n"
+          "s = Slow()\n"
+          "print('done')\n",
+          T_TIMEOUT_MS, &c, NULL);
+    while (!c.done)
+        uv_run(&loop, UV_RUN_ONCE);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_string_equal((char *)c.out, "done\n");
+    assert_true(c.done_ns - t0 < 2500ull * 1000000u);
+    assert_int_equal(exec_pool_running(pool), 1); /* still being torn down */
+    start(pool, "print(2)", T_TIMEOUT_MS, &d, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_true(d.done);
+    assert_string_equal((char *)d.out, "2\n");
+    assert_true(d.done_ns - t0 >= 2900ull * 1000000u);
+    capture_free(&c);
+    capture_free(&d);
+    pool_end(&loop, pool);
+}
+
+/* What python3 -c shows at its end is in the answer: non-daemon threads are waited for, atexit
+   handlers run (after them), the exit status is SystemExit's (mod 256); a SystemExit with a
+   message, os._exit and a file left open in the output folder take the ordinary end. */
+static void test_the_end_of_the_program_is_as_with_python_c(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    exec_pool_t *pool = warm_pool(&loop);
+    capture_t c = {0};
+    warm_run(&loop, pool,
+             "import atexit, sys, threading, time\n"
+             "atexit.register(print, 'atexit')\n"
+             "def late():\n"
+             "    time.sleep(0.3)\n"
+             "    print('thread')\n"
+             "threading.Thread(target=late).start()\n"
+             "print('main')\n"
+             "sys.exit(-1)\n",
+             T_TIMEOUT_MS, &c);
+    assert_int_equal(c.status, EXEC_STATUS_ERROR);
+    assert_int_equal(c.exit_code, 255);
+    assert_string_equal((char *)c.out, "main\nthread\natexit\n");
+    capture_free(&c);
+    warm_run(&loop, pool, "import sys; sys.exit('bye')", T_TIMEOUT_MS, &c);
+    assert_int_equal(c.exit_code, 1);
+    assert_string_equal((char *)c.err, "bye\n");
+    capture_free(&c);
+    warm_run(&loop, pool, "import os; print('x', flush=True); os._exit(4)", T_TIMEOUT_MS, &c);
+    assert_int_equal(c.exit_code, 4);
+    assert_string_equal((char *)c.out, "x\n");
+    capture_free(&c);
+    warm_run(&loop, pool, "f = open('/tmp/outputs/a.txt', 'w')\nf.write('left open')\n",
+             T_TIMEOUT_MS, &c);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_int_equal(c.n_files, 1);
+    assert_string_equal(c.data0, "left open");
+    capture_free(&c);
+    warm_run(&loop, pool, "raise KeyError('k')", T_TIMEOUT_MS, &c);
+    assert_int_equal(c.exit_code, 1);
+    assert_non_null(strstr((char *)c.err, "KeyError: 'k'"));
+    capture_free(&c);
+    pool_end(&loop, pool);
+}
+
 static void test_warm_and_queued_runs_cancel(void **state)
 {
     (void)state;
@@ -1427,6 +1558,9 @@ int main(void)
         cmocka_unit_test(test_warm_run_cpu_limit_is_the_runs),
         cmocka_unit_test(test_warm_run_memory_bomb_is_contained),
         cmocka_unit_test(test_warm_and_queued_runs_cancel),
+        cmocka_unit_test(test_the_answer_does_not_wait_for_finalization),
+        cmocka_unit_test(test_the_end_of_the_program_is_as_with_python_c),
+        cmocka_unit_test(test_warm_sandboxes_follow_demand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -211,7 +211,7 @@ static int route(void *tdata, const char *json, size_t len, const cJSON *related
     return 0;
 }
 
-static const mcp_transport_ops_t no_ops = {NULL, NULL};
+static const mcp_transport_ops_t no_ops = {.send = NULL};
 
 static void on_sampled(void *data, int err, const cJSON *result, const cJSON *error,
                        const char *message)

@@ -26,7 +26,7 @@ static int sink_send(void *tdata, const char *json, size_t len)
     return 0;
 }
 
-static const mcp_transport_ops_t sink_ops = {sink_send, NULL};
+static const mcp_transport_ops_t sink_ops = {.send = sink_send};
 
 static void sink_clear(sink_t *s)
 {

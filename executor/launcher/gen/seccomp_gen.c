@@ -20,6 +20,12 @@
 
 #define HI32 0xffffffff00000000ull
 
+/* SCMP_CMP() leaves datum_b out for one-value comparisons (clang's -Wextra flags it) */
+static struct scmp_arg_cmp cmp(unsigned arg, enum scmp_compare op, uint64_t a, uint64_t b)
+{
+    return (struct scmp_arg_cmp){.arg = arg, .op = op, .datum_a = a, .datum_b = b};
+}
+
 static int add(scmp_filter_ctx ctx, uint32_t act, int nr, struct scmp_arg_cmp cmp)
 {
     int rc = seccomp_rule_add_exact_array(ctx, act, nr, 1, &cmp);
@@ -89,9 +95,8 @@ static int add_complement(scmp_filter_ctx ctx, uint32_t act, const launch_sc_arg
     int rc = tree(c, r, hi_zero, 0, 0);
     if (rc < 0) fprintf(stderr, "seccomp_gen: syscall %d: too many comparisons\n", r->nr);
     for (size_t i = 0; i < c->n && rc >= 0; i++)
-        rc = add(
-            ctx, act, r->nr,
-            SCMP_CMP(r->arg, SCMP_CMP_MASKED_EQ, (hi_zero ? HI32 : 0) | c->mask[i], c->datum[i]));
+        rc = add(ctx, act, r->nr,
+                 cmp(r->arg, SCMP_CMP_MASKED_EQ, (hi_zero ? HI32 : 0) | c->mask[i], c->datum[i]));
     free(c);
     return rc;
 }
@@ -103,28 +108,25 @@ static int add_argrule(scmp_filter_ctx ctx, const launch_sc_argrule_t *r)
     switch (r->check) {
     case LAUNCH_SC_ONE_OF:
         for (size_t i = 0; i < r->n && rc >= 0; i++)
-            rc = add(ctx, SCMP_ACT_ALLOW, r->nr, SCMP_CMP(r->arg, SCMP_CMP_EQ, r->vals[i]));
+            rc = add(ctx, SCMP_ACT_ALLOW, r->nr, cmp(r->arg, SCMP_CMP_EQ, r->vals[i], 0));
         /* 64-bit comparisons: below the smallest, above the largest (the high half included),
            then what lies between */
         if (rc >= 0 && min_of(r) > 0)
-            rc = add(ctx, eperm, r->nr, SCMP_CMP(r->arg, SCMP_CMP_LT, min_of(r)));
-        if (rc >= 0) rc = add(ctx, eperm, r->nr, SCMP_CMP(r->arg, SCMP_CMP_GT, max_of(r)));
+            rc = add(ctx, eperm, r->nr, cmp(r->arg, SCMP_CMP_LT, min_of(r), 0));
+        if (rc >= 0) rc = add(ctx, eperm, r->nr, cmp(r->arg, SCMP_CMP_GT, max_of(r), 0));
         if (rc >= 0) rc = add_complement(ctx, eperm, r, true);
         return rc;
     case LAUNCH_SC_NO_BITS:
         if (r->n != 1) return -EINVAL;
-        rc = add(ctx, SCMP_ACT_ALLOW, r->nr,
-                 SCMP_CMP(r->arg, SCMP_CMP_MASKED_EQ, HI32 | r->vals[0], 0));
-        if (rc >= 0) rc = add(ctx, eperm, r->nr, SCMP_CMP(r->arg, SCMP_CMP_GT, 0xffffffffull));
+        rc = add(ctx, SCMP_ACT_ALLOW, r->nr, cmp(r->arg, SCMP_CMP_MASKED_EQ, HI32 | r->vals[0], 0));
+        if (rc >= 0) rc = add(ctx, eperm, r->nr, cmp(r->arg, SCMP_CMP_GT, 0xffffffffull, 0));
         for (unsigned b = 0; b < 32 && rc >= 0; b++)
             if (r->vals[0] & (1u << b))
-                rc = add(ctx, eperm, r->nr,
-                         SCMP_CMP(r->arg, SCMP_CMP_MASKED_EQ, 1ull << b, 1ull << b));
+                rc = add(ctx, eperm, r->nr, cmp(r->arg, SCMP_CMP_MASKED_EQ, 1ull << b, 1ull << b));
         return rc;
     case LAUNCH_SC_LOW_NOT:
         for (size_t i = 0; i < r->n && rc >= 0; i++)
-            rc = add(ctx, eperm, r->nr,
-                     SCMP_CMP(r->arg, SCMP_CMP_MASKED_EQ, 0xffffffffull, r->vals[i]));
+            rc = add(ctx, eperm, r->nr, cmp(r->arg, SCMP_CMP_MASKED_EQ, 0xffffffffull, r->vals[i]));
         if (rc >= 0) rc = add_complement(ctx, SCMP_ACT_ALLOW, r, false);
         return rc;
     }

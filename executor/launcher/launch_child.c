@@ -928,12 +928,6 @@ _Noreturn static void exec_interpreter(const struct launch_cfg *cfg, const struc
         if (devnull < 0 || dup2(devnull, 0) < 0) die_errno("exec", "stdin /dev/null");
         close(devnull);
     }
-    if (!launch_disabled(cfg, EXEC_LAYER_RLIMITS)) {
-        /* CPU: a ceiling above any run's; init lowers it when the code comes */
-        struct launch_cfg warm = *cfg;
-        warm.cpu_seconds = LAUNCH_WARM_CPU_SECONDS;
-        apply_rlimits(&warm, plan);
-    }
     const char *tmp = plan->landlock_only ? plan->run_dir : "/tmp";
     if (chdir(tmp) < 0) die_errno("exec", "chdir to the run's directory");
     if (plan->landlock_only) {
@@ -946,6 +940,14 @@ _Noreturn static void exec_interpreter(const struct launch_cfg *cfg, const struc
             die_errno("exec", "setenv");
     }
     if (cfg->ro_lib) set_module_path(cfg, plan);
+    /* the limits after the last allocation: RLIMIT_AS counts an ASan build's reservations, so
+       a malloc that needs a new mapping would fail after it */
+    if (!launch_disabled(cfg, EXEC_LAYER_RLIMITS)) {
+        /* CPU: a ceiling above any run's; init lowers it when the code comes */
+        struct launch_cfg warm = *cfg;
+        warm.cpu_seconds = LAUNCH_WARM_CPU_SECONDS;
+        apply_rlimits(&warm, plan);
+    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);

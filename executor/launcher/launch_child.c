@@ -418,8 +418,7 @@ static int last_cap(void)
     if (fd >= 0) {
         ssize_t n = read(fd, buf, sizeof buf - 1);
         close(fd);
-        buf[n] = '\0';
-        buf[strcspn(buf, "\n")] = '\0';
+        buf[strcspn(buf, "\n")] = '\0'; /* buf was zeroed and read() left its last byte */
         int last;
         if (n > 0 && ptc_parse_int(buf, NULL, &last) == 0) return last;
     }
@@ -709,9 +708,9 @@ static int read_end_line(int chan, char *line, size_t *len, size_t cap, int *sta
             continue;
         }
         line[*len] = '\0';
-        char *end;
-        long v = strtol(line + 2, &end, 10);
-        if (strncmp(line, "E ", 2) != 0 || end == line + 2 || *end || v < 0 || v > 255) return -1;
+        uint64_t v;
+        if (strncmp(line, "E ", 2) != 0 || ptc_parse_u64(line + 2, NULL, &v) < 0 || v > 255)
+            return -1;
         *status = (int)v;
         return 1;
     }

@@ -12,9 +12,13 @@
 #include <string.h>
 #include <strings.h>
 
+#include <mbedtls/base64.h>
+
 /* Fixed headers plus the entry's own, within the HTTP client's limit of 64. */
-#define HTTP_FIXED_HEADERS 4
+#define HTTP_FIXED_HEADERS 6
 #define HTTP_MAX_HEADERS   64
+/* Longest Mcp-Name value sent (a tool name or resource URI; base64 grows it by a third). */
+#define HTTP_MAX_NAME_HEADER 4096
 
 typedef struct http_post http_post_t;
 
@@ -138,6 +142,30 @@ static void on_post_done(void *data, int err, const ptc_http_response_t *resp, c
     conn_unref(h);
 }
 
+/* value as a header value: literal when it is visible ASCII without edge blanks (and does not
+ * look like the sentinel), else "=?base64?...?=" of its UTF-8. False when it does not fit. */
+static bool header_value(const char *value, char *out, size_t size)
+{
+    size_t n = strlen(value);
+    bool literal =
+        n > 0 && value[0] != ' ' && value[n - 1] != ' ' && strncmp(value, "=?base64?", 9) != 0;
+    for (size_t i = 0; literal && i < n; i++)
+        literal = (unsigned char)value[i] >= 0x20 && (unsigned char)value[i] < 0x7f;
+    if (literal) {
+        if (n >= size) return false;
+        memcpy(out, value, n + 1);
+        return true;
+    }
+    size_t olen = 0;
+    if (size < 12) return false;
+    if (mbedtls_base64_encode((unsigned char *)out + 9, size - 11, &olen,
+                              (const unsigned char *)value, n) != 0)
+        return false;
+    memcpy(out, "=?base64?", 9);
+    memcpy(out + 9 + olen, "?=", 3);
+    return true;
+}
+
 int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg)
 {
     mcp_client_t *c = h->c;
@@ -149,6 +177,19 @@ int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg)
     if (h->session_id != NULL) hdrs[n++] = (ptc_http_header_t){"Mcp-Session-Id", h->session_id};
     if (h->protocol[0] != '\0')
         hdrs[n++] = (ptc_http_header_t){"MCP-Protocol-Version", h->protocol};
+    /* Stateless requests name their method (and tool, prompt or resource) in headers too, so
+     * that a gateway can route them without reading the body. */
+    const cJSON *method = cJSON_GetObjectItemCaseSensitive(msg, "method");
+    char name[HTTP_MAX_NAME_HEADER];
+    if (c->modern && cJSON_IsString(method)) {
+        hdrs[n++] = (ptc_http_header_t){"Mcp-Method", method->valuestring};
+        const char *nm = mcp__modern_name_of(method->valuestring,
+                                             cJSON_GetObjectItemCaseSensitive(msg, "params"));
+        if (nm != NULL) {
+            if (!header_value(nm, name, sizeof name)) return MCP_ETOOBIG;
+            hdrs[n++] = (ptc_http_header_t){"Mcp-Name", name};
+        }
+    }
     for (size_t i = 0; i < c->n_headers && n < HTTP_MAX_HEADERS; i++)
         hdrs[n++] = (ptc_http_header_t){c->headers[i].name, c->headers[i].value};
     http_post_t *p = calloc(1, sizeof *p);

@@ -1,0 +1,155 @@
+// mcp/'s downstream client against a modern-only server (2026-07-28 and nothing older, built
+// with the official TypeScript SDK 2.x: tests/fixtures/modern_only_server.mjs), over stdio and
+// Streamable HTTP: it refuses initialize, so the client must fall back to server/discover and
+// stateless requests. Through the C driver (the client alone) and through ptc-mcp (its tools
+// proxied, and called from sandboxed code).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { node22, connect, ptcBin, sleep } from './helpers.mjs';
+import { Driver } from './downstream_driver.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const fixture = path.resolve(here, '..', 'fixtures', 'modern_only_server.mjs');
+const text = (answer) => answer.result.content.map((c) => c.text ?? '').join('');
+
+// The fixture over HTTP on a free port; stop() ends it.
+async function startModernHttp() {
+  const proc = spawn(node22, [fixture, 'http'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  proc.stderr.on('data', (d) => { err += d.toString(); });
+  const port = await new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`the modern-only server did not start: ${err}`)), 20000);
+    proc.stdout.on('data', (d) => {
+      out += d.toString();
+      const m = /listening (\d+)/.exec(out);
+      if (m) { clearTimeout(t); resolve(Number(m[1])); }
+    });
+    proc.on('exit', () => { clearTimeout(t); reject(new Error(`the modern-only server exited: ${err}`)); });
+  });
+  return { url: `http://127.0.0.1:${port}/mcp`, stop: () => { proc.kill('SIGTERM'); } };
+}
+
+const transports = [
+  ['stdio', async () => ({ entry: { command: node22, args: [fixture, 'stdio'] }, stop: () => {} })],
+  ['Streamable HTTP', async () => {
+    const srv = await startModernHttp();
+    return { entry: { type: 'http', url: srv.url }, stop: srv.stop };
+  }],
+];
+
+for (const [name, start] of transports) {
+  test(`a modern-only server over ${name} is listed and called (server/discover after initialize is refused)`, async () => {
+    const srv = await start();
+    const d = new Driver(() => ({ mcpServers: { modern: srv.entry } }));
+    try {
+      await d.ready('modern');
+      const info = await d.cmd({ cmd: 'info', server: 'modern' });
+      assert.equal(info.init.protocolVersion, '2026-07-28');
+      assert.equal(info.init.serverInfo.name, 'modern-only-fixture');
+      assert.equal(info.init.instructions, 'a modern-only test server');
+      const names = (await d.cmd({ cmd: 'tools', server: 'modern' })).tools.map((t) => t.name).sort();
+      assert.deepEqual(names, ['add', 'ask_model', 'grow', 'shout', 'which_roots']);
+      const shout = await d.cmd({ cmd: 'call', server: 'modern', tool: 'shout', args: { text: 'hello modern' } });
+      assert.equal(shout.err, 0, JSON.stringify(shout));
+      assert.equal(text(shout), 'HELLO MODERN');
+      const add = await d.cmd({ cmd: 'call', server: 'modern', tool: 'add', args: { a: 2, b: 40 } });
+      assert.equal(text(add), '42');
+      // A tool whose name needs the header's base64 form still reaches the server (an unknown
+      // tool: the server's own error comes back, not a header mismatch).
+      const odd = await d.cmd({ cmd: 'call', server: 'modern', tool: 'näme with spaces ', args: {} });
+      const oddText = odd.err === 0 ? text(odd) : odd.message;
+      assert.doesNotMatch(oddText, /header/i, JSON.stringify(odd));
+      // Without sampling declared in the request's _meta the server does not even ask: the call
+      // fails with its refusal.
+      const ask = await d.cmd({ cmd: 'call', server: 'modern', tool: 'ask_model', args: { question: 'q' } });
+      assert.notEqual(ask.err, 0, JSON.stringify(ask));
+      assert.match(ask.message, /sampling\/createMessage.*capabilit/);
+    } finally {
+      await d.close();
+      srv.stop();
+    }
+  });
+
+  test(`a modern-only server's input requests over ${name} are answered by the owner (sampling) and the client (roots)`, async () => {
+    const srv = await start();
+    const d = new Driver(() => ({ mcpServers: { modern: srv.entry } }), ['--can-sample', '--root', 'file:///srv/ptc-root']);
+    try {
+      await d.ready('modern');
+      const ask = await d.cmd({ cmd: 'call', server: 'modern', tool: 'ask_model', args: { question: 'say hi' } });
+      assert.equal(ask.err, 0, JSON.stringify(ask));
+      assert.equal(text(ask), 'model said: sampled: say hi');
+      const roots = await d.cmd({ cmd: 'call', server: 'modern', tool: 'which_roots', args: {} });
+      assert.equal(roots.err, 0, JSON.stringify(roots));
+      assert.equal(text(roots), 'roots: file:///srv/ptc-root');
+    } finally {
+      await d.close();
+      srv.stop();
+    }
+  });
+}
+
+test('a modern-only stdio server\'s tool-list changes arrive on subscriptions/listen', async () => {
+  const d = new Driver(() => ({ mcpServers: { modern: { command: node22, args: [fixture, 'stdio'] } } }));
+  try {
+    await d.ready('modern');
+    const grown = await d.cmd({ cmd: 'call', server: 'modern', tool: 'grow', args: {} });
+    assert.equal(text(grown), 'grown');
+    await d.next((m) => m.event === 'tools' && m.server === 'modern' && m.count === 6);
+    const names = (await d.cmd({ cmd: 'tools', server: 'modern' })).tools.map((t) => t.name);
+    assert.ok(names.includes('late'), `no late tool: ${names}`);
+    const late = await d.cmd({ cmd: 'call', server: 'modern', tool: 'late', args: {} });
+    assert.equal(text(late), 'late tool answered');
+  } finally {
+    await d.close();
+  }
+});
+
+test('ptc-mcp proxies a modern-only server\'s tools, from code too, and forwards its sampling to the calling client', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-ds-modern-'));
+  const config = path.join(dir, 'config.json');
+  writeFileSync(config, JSON.stringify({ mcpServers: { modern: { command: node22, args: [fixture, 'stdio'] } } }));
+  const asked = [];
+  const c = await connect(ptcBin, ['--config', config, '--expose-tools', '--embedder', 'lexical'], {
+    capabilities: { sampling: {} },
+    env: { XDG_CACHE_HOME: path.join(dir, 'cache') },
+    setup: (client) => client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
+      asked.push(req.params.messages[0].content.text);
+      return { model: 'test-model', role: 'assistant', content: { type: 'text', text: 'hi from the client' } };
+    }),
+  });
+  try {
+    let names = [];
+    for (let i = 0; i < 300 && !names.includes('modern__shout'); i++) {
+      names = (await c.client.listTools()).tools.map((t) => t.name);
+      if (!names.includes('modern__shout')) await sleep(100);
+    }
+    assert.ok(names.includes('modern__shout'), `no proxied tool: ${names}`);
+    const shout = await c.client.callTool({ name: 'modern__shout', arguments: { text: 'proxied' } });
+    assert.equal(shout.content[0].text, 'PROXIED');
+    const ask = await c.client.callTool({ name: 'modern__ask_model', arguments: { question: 'are you there?' } });
+    assert.notEqual(ask.isError, true, JSON.stringify(ask));
+    assert.equal(ask.content[0].text, 'model said: hi from the client');
+    assert.deepEqual(asked, ['are you there?']);
+    let ready = false;
+    for (let i = 0; i < 300 && !ready; i++) {
+      const t = (await c.client.listTools()).tools.find((x) => x.name === 'execute_code');
+      ready = /modules: .*modern/.test(t.description);
+      if (!ready) await sleep(100);
+    }
+    const r = await c.client.callTool({ name: 'execute_code', arguments: {
+      code: 'from tools.modern import add\nprint(add(a=20, b=22))\n', max_repairs: 0,
+    } });
+    assert.equal(r.structuredContent.status, 'ok', r.content[0].text);
+    assert.match(r.structuredContent.stdout, /\b42\b/);
+  } finally {
+    await c.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

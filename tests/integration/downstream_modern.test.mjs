@@ -153,3 +153,48 @@ test('ptc-mcp proxies a modern-only server\'s tools, from code too, and forwards
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// The edge cases, against tests/fixtures/fake_modern_downstream.py.
+const fake = path.resolve(here, '..', 'fixtures', 'fake_modern_downstream.py');
+const fakeEntry = (mode) => ({ command: 'python3', args: [fake, '--mode', mode] });
+
+test('a server that does not know initialize is spoken to statelessly: the envelope on every request and cancel', async () => {
+  const d = new Driver(() => ({ mcpServers: { fake: fakeEntry('unknown-init') } }));
+  try {
+    await d.ready('fake');
+    const meta = JSON.parse(text(await d.cmd({ cmd: 'call', server: 'fake', tool: 'meta', args: {} })));
+    assert.equal(meta['io.modelcontextprotocol/protocolVersion'], '2026-07-28');
+    assert.deepEqual(meta['io.modelcontextprotocol/clientCapabilities'], {});
+    assert.equal(meta['io.modelcontextprotocol/clientInfo'].name, 'ptc-mcp');
+    // initialize was refused once; nothing of the legacy handshake followed (no initialized).
+    const seen = JSON.parse(text(await d.cmd({ cmd: 'call', server: 'fake', tool: 'seen', args: {} })));
+    assert.deepEqual(seen, ['initialize', 'server/discover', 'tools/list', 'tools/call', 'tools/call']);
+    const hang = await d.cmd({ cmd: 'call', server: 'fake', tool: 'hang', args: {}, timeout_ms: 300 });
+    assert.equal(hang.err, -5, JSON.stringify(hang)); // MCP_ETIMEDOUT
+    for (let i = 0; i < 100 && !/cancelled \d+ /.test(d.stderr); i++) await sleep(50);
+    assert.match(d.stderr, /cancelled \d+ \{[^\n]*"io\.modelcontextprotocol\/protocolVersion": "2026-07-28"/);
+    const endless = await d.cmd({ cmd: 'call', server: 'fake', tool: 'endless', args: {} });
+    assert.notEqual(endless.err, 0);
+    assert.match(endless.message, /still asked for input after 10 rounds/);
+    const bad = await d.cmd({ cmd: 'call', server: 'fake', tool: 'bad_input', args: {} });
+    assert.notEqual(bad.err, 0);
+    assert.match(bad.message, /malformed InputRequiredResult/);
+  } finally {
+    await d.close();
+  }
+});
+
+test('without a revision in common, or with a legacy refusal, the start fails saying why', async () => {
+  const d = new Driver(() => ({
+    mcpServers: { future: fakeEntry('future-only'), wrong: fakeEntry('wrong-era'), legacy: fakeEntry('legacy-error') },
+  }));
+  try {
+    const failed = (server) => d.next((m) => m.event === 'state' && m.server === server && m.state === 'failed');
+    assert.match((await failed('future')).reason, /server\/discover offers protocol versions \["2099-01-01"\], none of which ptc-mcp speaks/);
+    // -32022 naming no revision we speak, or any other error: the legacy failure, no discover.
+    assert.match((await failed('wrong')).reason, /^initialize failed: .*Unsupported protocol version/);
+    assert.match((await failed('legacy')).reason, /^initialize failed: .*Invalid params: this server wants something else/);
+  } finally {
+    await d.close();
+  }
+});

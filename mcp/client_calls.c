@@ -345,7 +345,8 @@ static void handle_response(mcp_client_t *c, const cJSON *msg, mcp_msg_kind_t ki
         return;
     }
     const cJSON *rt = cJSON_GetObjectItemCaseSensitive(result, "resultType");
-    if (c->modern && cJSON_IsString(rt) && strcmp(rt->valuestring, "input_required") == 0) {
+    if (c->modern && !call->hand_inputs && cJSON_IsString(rt) &&
+        strcmp(rt->valuestring, "input_required") == 0) {
         char text[MCP__CLIENT_REASON_MAX];
         if (call->first_params == NULL) {
             snprintf(text, sizeof text,
@@ -532,12 +533,15 @@ int mcp_client_request(mcp_client_t *c, const char *method, cJSON *params, unsig
                                   c->next_id++, out);
 }
 
-int mcp_client_call_tool(mcp_client_t *c, const char *name, const cJSON *args, unsigned timeout_ms,
-                         mcp_client_progress_cb progress, mcp_client_call_cb cb, void *data,
-                         mcp_client_call_t **out)
+/* tools/call; hand_inputs: the caller answers the server's input requests itself. */
+static int call_tool(mcp_client_t *c, const char *name, const cJSON *args,
+                     const cJSON *input_responses, const char *request_state, bool hand_inputs,
+                     unsigned timeout_ms, mcp_client_progress_cb progress, mcp_client_call_cb cb,
+                     void *data, mcp_client_call_t **out)
 {
     if (out != NULL) *out = NULL;
-    if (c == NULL || name == NULL || cb == NULL || (args != NULL && !cJSON_IsObject(args)))
+    if (c == NULL || name == NULL || cb == NULL || (args != NULL && !cJSON_IsObject(args)) ||
+        (input_responses != NULL && !cJSON_IsObject(input_responses)))
         return MCP_EINVAL;
     int rc = check_callable(c);
     if (rc < 0) return rc;
@@ -551,12 +555,38 @@ int mcp_client_call_tool(mcp_client_t *c, const char *name, const cJSON *args, u
         cJSON *meta = cJSON_AddObjectToObject(params, "_meta");
         ok = meta != NULL && cJSON_AddNumberToObject(meta, "progressToken", (double)id) != NULL;
     }
+    if (ok && input_responses != NULL)
+        ok =
+            cJSON_AddItemToObject(params, "inputResponses", cJSON_Duplicate(input_responses, true));
+    if (ok && request_state != NULL)
+        ok = cJSON_AddStringToObject(params, "requestState", request_state) != NULL;
     if (!ok) {
         cJSON_Delete(params);
         return MCP_ENOMEM;
     }
-    return mcp__client_start_call(c, "tools/call", params, timeout_ms, false, progress, cb, data,
-                                  id, out);
+    mcp_client_call_t *call = NULL;
+    rc = mcp__client_start_call(c, "tools/call", params, timeout_ms, false, progress, cb, data, id,
+                                &call);
+    if (rc < 0) return rc;
+    call->hand_inputs = hand_inputs; /* no answer can come before the loop runs again */
+    if (out != NULL) *out = call;
+    return MCP_OK;
+}
+
+int mcp_client_call_tool(mcp_client_t *c, const char *name, const cJSON *args, unsigned timeout_ms,
+                         mcp_client_progress_cb progress, mcp_client_call_cb cb, void *data,
+                         mcp_client_call_t **out)
+{
+    return call_tool(c, name, args, NULL, NULL, false, timeout_ms, progress, cb, data, out);
+}
+
+int mcp_client_call_tool_round(mcp_client_t *c, const char *name, const cJSON *args,
+                               const cJSON *input_responses, const char *request_state,
+                               unsigned timeout_ms, mcp_client_progress_cb progress,
+                               mcp_client_call_cb cb, void *data, mcp_client_call_t **out)
+{
+    return call_tool(c, name, args, input_responses, request_state, true, timeout_ms, progress, cb,
+                     data, out);
 }
 
 void mcp_client_call_cancel(mcp_client_call_t *call, const char *reason)

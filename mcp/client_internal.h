@@ -68,6 +68,7 @@ struct mcp_client_call {
     uint64_t created_ms;
     uv_timer_t *timer;
     bool linked, sent, internal, settling;
+    bool hand_inputs; /* an InputRequiredResult goes to cb (mcp_client_call_tool_round) */
     /* 2026-07-28 tools/call: the params as first asked (without _meta), what the server's
      * InputRequiredResult asked answered so far and its requestState, for the next round. */
     cJSON *first_params;

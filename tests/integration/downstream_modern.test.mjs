@@ -198,3 +198,46 @@ test('without a revision in common, or with a legacy refusal, the start fails sa
     await d.close();
   }
 });
+
+// Stateless on both sides: a proxied call of an SDK 2.x client pinned to 2026-07-28 hands the
+// modern downstream server's input requests to that client in its own InputRequiredResult
+// (the SDK answers them through its handlers and calls again), over stdio and HTTP.
+for (const over of ['stdio', 'Streamable HTTP']) {
+  test(`a stateless client over ${over} answers a stateless downstream server's input requests through ptc-mcp`, async () => {
+    const { Client, StreamableHTTPClientTransport } = await import('@modelcontextprotocol/client');
+    const { StdioClientTransport } = await import('@modelcontextprotocol/client/stdio');
+    const { startHttp } = await import('./http_helpers.mjs');
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-ds-modern-'));
+    const config = path.join(dir, 'config.json');
+    writeFileSync(config, JSON.stringify({ mcpServers: { modern: { command: node22, args: [fixture, 'stdio'] } } }));
+    const args = ['--config', config, '--expose-tools', '--embedder', 'lexical'];
+    const env = { XDG_CACHE_HOME: path.join(dir, 'cache') };
+    const srv = over === 'stdio' ? null : await startHttp(args, { env });
+    const client = new Client({ name: 'ptc-modern-both', version: '1.0.0' },
+      { capabilities: { sampling: {} }, versionNegotiation: { mode: { pin: '2026-07-28' } } });
+    const asked = [];
+    client.setRequestHandler('sampling/createMessage', async (req) => {
+      asked.push(req.params.messages[0].content.text);
+      return { model: 'm', role: 'assistant', content: { type: 'text', text: 'stateless answer' } };
+    });
+    const transport = srv ? new StreamableHTTPClientTransport(new URL(srv.url))
+      : new StdioClientTransport({ command: ptcBin, args, env: { ...process.env, ...env }, stderr: 'pipe' });
+    try {
+      await client.connect(transport);
+      let names = [];
+      for (let i = 0; i < 300 && !names.includes('modern__ask_model'); i++) {
+        names = (await client.listTools()).tools.map((t) => t.name);
+        if (!names.includes('modern__ask_model')) await sleep(100);
+      }
+      assert.ok(names.includes('modern__ask_model'), `no proxied tool: ${names}`);
+      const ask = await client.callTool({ name: 'modern__ask_model', arguments: { question: 'both stateless?' } });
+      assert.notEqual(ask.isError, true, JSON.stringify(ask));
+      assert.equal(ask.content[0].text, 'model said: stateless answer');
+      assert.deepEqual(asked, ['both stateless?']);
+    } finally {
+      await client.close();
+      if (srv) await srv.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}

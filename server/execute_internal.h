@@ -348,8 +348,9 @@ void ptc__longrun_close_owner(ptc_execute_t *ex, const mcp_identity_t *owner);
  */
 int ptc__mrtr_park(job_t *j, const char *key, const char *method, cJSON *params, uint64_t keep_ms);
 /** If call carries a requestState (a next round), resumes the job it names with the answers
- *  (or answers why not) and returns true; false for a first round. wait_ms: the call's wait. */
-bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, uint64_t wait_ms);
+ *  (or answers why not) and returns true; false for a first round. args: the call's (they
+ *  repeat the first round's), wait_ms: its wait. */
+bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, const cJSON *args, uint64_t wait_ms);
 /** j waits no more (in ptc__execute_job_free). */
 void ptc__mrtr_release(job_t *j);
 /** Kills and frees every waiting job (the server stops). */

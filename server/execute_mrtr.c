@@ -48,10 +48,11 @@ static void kill_job(job_t *j, const char *why)
 {
     exec_run_cancel(j->run); /* no on_done follows */
     j->run = NULL;
-    if (j->sess != NULL) {
-        /* A cell cannot be killed alone: its session goes, as close_session does it. */
-        ptc_xsession_t *s = j->sess;
-        ptc__session_close(s, why);
+    exec_output_t out, err;
+    if (j->sess != NULL && ptc__session_output(j->sess, &out, &err) == 0) {
+        /* A cell still running cannot be killed alone: its session goes, as close_session
+         * does it. Between cells (a repair waited for) the session just becomes idle again. */
+        ptc__session_close(j->sess, why);
         j->sess = NULL;
     }
     ptc__execute_job_free(j);
@@ -98,8 +99,12 @@ int ptc__mrtr_park(job_t *j, const char *key, const char *method, cJSON *params,
     if (ok) params = NULL;
     ok = ok && cJSON_AddItemToObject(requests, key, req);
     if (ok) req = NULL;
+    /* The attempt says which round of the request this is (the handle alone finds the job);
+     * nothing else of the job needs to travel. */
     ok = ok && cJSON_AddStringToObject(state, "handle", j->mrtr_handle) != NULL &&
-         cJSON_AddStringToObject(state, "waits_for", key) != NULL;
+         cJSON_AddStringToObject(state, "waits_for", key) != NULL &&
+         cJSON_AddNumberToObject(state, "attempt",
+                                 j->loop != NULL ? ptc_repair_loop_attempt(j->loop) : 0) != NULL;
     char *text = ok ? cJSON_PrintUnformatted(state) : NULL;
     cJSON_Delete(state);
     cJSON_Delete(req);
@@ -122,6 +127,17 @@ int ptc__mrtr_park(job_t *j, const char *key, const char *method, cJSON *params,
     return MCP_OK;
 }
 
+/* True if args are those of j's request: its code, or the cursor of the long run a call waited
+ * on when the question came. */
+static bool same_request(const job_t *j, const cJSON *args)
+{
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(args, "code");
+    const cJSON *cursor = cJSON_GetObjectItemCaseSensitive(args, "cursor");
+    if (cJSON_IsString(code)) return strcmp(code->valuestring, j->code) == 0;
+    return cJSON_IsString(cursor) && j->cursor[0] != '\0' &&
+           strcmp(cursor->valuestring, j->cursor) == 0;
+}
+
 /* The job the state names for who, or NULL (unknown, used already, expired, another's). */
 static job_t *find(ptc_execute_t *ex, const char *state, const mcp_identity_t *who,
                    const char **waits_for)
@@ -129,11 +145,13 @@ static job_t *find(ptc_execute_t *ex, const char *state, const mcp_identity_t *w
     cJSON *st = cJSON_Parse(state);
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(st, "handle");
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(st, "waits_for");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(st, "attempt");
     job_t *j = NULL;
     *waits_for = NULL;
-    if (cJSON_IsString(h) && cJSON_IsString(w)) {
+    if (cJSON_IsString(h) && cJSON_IsString(w) && cJSON_IsNumber(a)) {
         for (j = ex->mrtr_parked; j != NULL; j = j->mrtr_next)
-            if (mcp_identity_equal(&j->owner, who) && strcmp(j->mrtr_handle, h->valuestring) == 0)
+            if (mcp_identity_equal(&j->owner, who) && strcmp(j->mrtr_handle, h->valuestring) == 0 &&
+                a->valuedouble == (j->loop != NULL ? ptc_repair_loop_attempt(j->loop) : 0))
                 break;
         if (j != NULL)
             *waits_for = strcmp(w->valuestring, EXECUTE_MRTR_KEY_REPAIR) == 0
@@ -144,7 +162,7 @@ static job_t *find(ptc_execute_t *ex, const char *state, const mcp_identity_t *w
     return j;
 }
 
-bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, uint64_t wait_ms)
+bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, const cJSON *args, uint64_t wait_ms)
 {
     const char *state = mcp_call_request_state(call);
     if (state == NULL) return false;
@@ -152,6 +170,17 @@ bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, uint64_t wait_ms)
     mcp_call_identity(call, &who);
     const char *key = NULL;
     job_t *j = find(ex, state, &who, &key);
+    if (j != NULL && (j->call != NULL || !same_request(j, args))) {
+        /* The round repeats the request it continues (MRTR): other code is another request;
+         * a run a cursor call waits on already has its request. */
+        mcp_call_finish_text(call, true,
+                             j->call != NULL
+                                 ? "Another request is waiting on this run already (its cursor): "
+                                   "wait for its answer."
+                                 : "Invalid arguments: a call with requestState repeats the "
+                                   "arguments of the call it continues (these differ).");
+        return true;
+    }
     if (j == NULL) {
         mcp_call_finish_text(call, true,
                              "This call continues an execute_code request that is no longer "

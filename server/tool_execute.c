@@ -497,6 +497,13 @@ static void on_longrun(job_t *j, mcp_call_t *call, uint64_t wait_ms, bool cancel
                              "answer, then call again with the cursor it returns.");
         return;
     }
+    if (j->mrtr_linked) { /* its answer comes with the round that carries the requestState */
+        mcp_call_finish_text(call, true,
+                             "This run is waiting for the answer to a question its last call "
+                             "returned (an InputRequiredResult): send that call again with the "
+                             "answer (inputResponses) and its requestState.");
+        return;
+    }
     mcp_call_on_cancel(call, ptc__execute_job_cancelled, j);
     ptc__longrun_attach(j, call, wait_ms); /* may answer and free j */
 }
@@ -584,7 +591,7 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
     const cJSON *cancel = cJSON_GetObjectItemCaseSensitive(args, "cancel");
     uint64_t wait_ms = wait != NULL ? (uint64_t)(wait->valuedouble * 1000.0) : ex->wait_ms;
     /* A 2026-07-28 client's next round: the answer a parked request asked for. */
-    if (ptc__mrtr_resume(ex, call, wait_ms)) return;
+    if (ptc__mrtr_resume(ex, call, args, wait_ms)) return;
     if (cursor != NULL) {
         if (code != NULL || timeout != NULL || repairs != NULL || session != NULL ||
             close != NULL) {

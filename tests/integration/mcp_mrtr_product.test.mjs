@@ -105,6 +105,14 @@ test('stdio, 2026: a failed run is repaired through MRTR sampling and the result
     } finally {
       await d.close();
     }
+    // In a workspace session: the repaired cell runs in the same interpreter, which lives on.
+    c.asked.length = 0;
+    const r = await c.client.callTool({ name: 'execute_code', arguments: { code: broken, session: 'new' } });
+    assert.equal(r.structuredContent.status, 'ok', r.content[0].text);
+    assert.equal(r.structuredContent.attempts.length, 2);
+    assert.equal(c.asked.length, 1);
+    const again = await c.client.callTool({ name: 'execute_code', arguments: { code: 'print(total * 2)', session: r.structuredContent.session } });
+    assert.equal(again.structuredContent.stdout, '82\n');
   } catch (e) {
     throw new Error(`${e.message}\nstderr:\n${c.stderr()}`);
   } finally {
@@ -232,6 +240,10 @@ test('raw HTTP, 2026: a changed requestState is refused, a used one finds nothin
     assert.ok(ir.requestState.length < 400, 'the state names the parked request; it does not carry it');
     const answer = { repair: fixTotl(ir.inputRequests.repair.params) };
 
+    // The next round repeats the arguments of the call it continues: other code is refused.
+    const other = await call({ code: 'print(1)\n' }, { inputResponses: answer, requestState: ir.requestState });
+    assert.equal(other.msg.result.isError, true);
+    assert.match(other.msg.result.content[0].text, /repeats the arguments/);
     const flip = (s, i) => s.slice(0, i) + (s[i] === 'A' ? 'B' : 'A') + s.slice(i + 1);
     for (const bad of [ir.requestState + 'x', flip(ir.requestState, 3), flip(ir.requestState, ir.requestState.length - 5), flip(ir.requestState, 30)]) {
       const r = await call(args, { inputResponses: answer, requestState: bad });

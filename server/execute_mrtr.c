@@ -121,6 +121,8 @@ int ptc__mrtr_park(job_t *j, const char *key, const char *method, cJSON *params,
     ex->mrtr_parked = j;
     j->mrtr_linked = true;
     ex->n_mrtr_parked++;
+    /* Past its requestState's life no round can name the job any more. */
+    if (keep_ms > MCP_MRTR_STATE_TTL_MS) keep_ms = MCP_MRTR_STATE_TTL_MS;
     uv_timer_start(j->mrtr_timer, on_expired, keep_ms, 0);
     mcp_call_finish_input_required(call, requests, text);
     cJSON_free(text);

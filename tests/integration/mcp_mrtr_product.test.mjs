@@ -178,25 +178,30 @@ const writes = [
 // The user allows the call that names Ada and declines Bob's.
 const confirmAda = (params) => (/"Ada"/.test(params.message) ? { action: 'accept', content: { approve: true } } : { action: 'decline' });
 
-test('stdio, 2026: --confirm-writes asks through MRTR elicitation; the run waits and goes on (accepted, then declined)', async () => {
-  const m = memoryConfig();
-  const c = await connect('stdio', { args: ['--config', m.config, '--confirm-writes'], env: m.env, handlers: { elicitation: confirmAda } });
-  try {
-    await memoryReady(c.client);
-    const r = await c.client.callTool({ name: 'execute_code', arguments: { code: writes } });
-    assert.equal(r.structuredContent.status, 'ok', r.content[0].text);
-    assert.match(r.structuredContent.stdout, /ToolError: denied .*not confirmed by the user/);
-    assert.match(r.structuredContent.stdout, /\['Ada'\]/, 'the accepted write reached the server, the declined one did not');
-    assert.equal(c.asked.length, 2, 'read_graph (read-only) needs no confirmation');
-    assert.match(c.asked[0].message, /memory__create_entities/);
-    assert.equal(r.structuredContent.tool_calls, 3);
-  } catch (e) {
-    throw new Error(`${e.message}\nstderr:\n${c.stderr()}`);
-  } finally {
-    await c.close();
-    m.cleanup();
-  }
-});
+for (const transport of ['stdio', 'http']) {
+  test(`${transport}, 2026: --confirm-writes asks through MRTR elicitation; the run waits and goes on (accepted, then declined)`, async () => {
+    const m = memoryConfig();
+    const args = ['--config', m.config, '--confirm-writes'];
+    const srv = transport === 'http' ? await startHttp(args, { env: m.env }) : null;
+    const c = await connect(transport, { args, env: m.env, url: srv?.url, handlers: { elicitation: confirmAda } });
+    try {
+      await memoryReady(c.client);
+      const r = await c.client.callTool({ name: 'execute_code', arguments: { code: writes } });
+      assert.equal(r.structuredContent.status, 'ok', r.content[0].text);
+      assert.match(r.structuredContent.stdout, /ToolError: denied .*not confirmed by the user/);
+      assert.match(r.structuredContent.stdout, /\['Ada'\]/, 'the accepted write reached the server, the declined one did not');
+      assert.equal(c.asked.length, 2, 'read_graph (read-only) needs no confirmation');
+      assert.match(c.asked[0].message, /memory__create_entities/);
+      assert.equal(r.structuredContent.tool_calls, 3);
+    } catch (e) {
+      throw new Error(`${e.message}\nstderr:\n${srv ? srv.stderr() : c.stderr()}`);
+    } finally {
+      await c.close();
+      await srv?.stop();
+      m.cleanup();
+    }
+  });
+}
 
 // The raw 2026 wire over HTTP.
 async function post(url, method, params, caps, meta = {}) {

@@ -203,6 +203,34 @@ for (const transport of ['stdio', 'http']) {
   });
 }
 
+test('stdio, 2026: the replay journal is kept between the rounds: a repaired run does not repeat a write', async () => {
+  const m = memoryConfig();
+  const c = await connect('stdio', { args: ['--config', m.config], env: m.env, handlers: { sampling: fixTotl } });
+  try {
+    await memoryReady(c.client);
+    const code = [
+      'from tools.memory import add_observations, create_entities',
+      'create_entities(entities=[{"name": "Ada", "entityType": "person", "observations": []}])',
+      'add_observations(observations=[{"entityName": "Ada", "contents": ["x"]}])',
+      'total = 1',
+      'print(totl)',
+    ].join('\n');
+    const r = await c.client.callTool({ name: 'execute_code', arguments: { code } });
+    const sc = r.structuredContent;
+    assert.equal(sc.status, 'ok', r.content[0].text);
+    assert.equal(sc.attempts.length, 2);
+    assert.deepEqual(sc.attempts[1].replayed.map((x) => x.tool), ['memory__create_entities', 'memory__add_observations']);
+    // The graph holds what the first attempt wrote, once.
+    const g = await c.client.callTool({ name: 'execute_code', arguments: { code: 'from tools.memory import read_graph\nprint(read_graph()["entities"][0]["observations"])' } });
+    assert.equal(g.structuredContent.stdout, "['x']\n");
+  } catch (e) {
+    throw new Error(`${e.message}\nstderr:\n${c.stderr()}`);
+  } finally {
+    await c.close();
+    m.cleanup();
+  }
+});
+
 // The raw 2026 wire over HTTP.
 async function post(url, method, params, caps, meta = {}) {
   const body = {

@@ -186,9 +186,6 @@ void mcp__client_start_listen(mcp_client_t *c)
     const cJSON *caps = cJSON_GetObjectItemCaseSensitive(c->init_result, "capabilities");
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(caps, "tools");
     if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tools, "listChanged"))) return;
-    /* Over HTTP the stream is a POST's SSE body, which the HTTP client reads only once it
-     * ends (as it misses the legacy GET stream): not asked for there. */
-    if (c->http != NULL) return;
     cJSON *params = cJSON_CreateObject();
     cJSON *filter = cJSON_AddObjectToObject(params, "notifications");
     if (filter == NULL || cJSON_AddTrueToObject(filter, "toolsListChanged") == NULL) {

@@ -95,21 +95,31 @@ for (const [name, start] of transports) {
   });
 }
 
-test('a modern-only stdio server\'s tool-list changes arrive on subscriptions/listen', async () => {
-  const d = new Driver(() => ({ mcpServers: { modern: { command: node22, args: [fixture, 'stdio'] } } }));
-  try {
-    await d.ready('modern');
-    const grown = await d.cmd({ cmd: 'call', server: 'modern', tool: 'grow', args: {} });
-    assert.equal(text(grown), 'grown');
-    await d.next((m) => m.event === 'tools' && m.server === 'modern' && m.count === 6);
-    const names = (await d.cmd({ cmd: 'tools', server: 'modern' })).tools.map((t) => t.name);
-    assert.ok(names.includes('late'), `no late tool: ${names}`);
-    const late = await d.cmd({ cmd: 'call', server: 'modern', tool: 'late', args: {} });
-    assert.equal(text(late), 'late tool answered');
-  } finally {
-    await d.close();
-  }
-});
+for (const [name, start] of transports) {
+  test(`a modern-only server's tool-list changes over ${name} arrive on subscriptions/listen`, async () => {
+    const srv = await start();
+    const d = new Driver(() => ({ mcpServers: { modern: srv.entry } }));
+    try {
+      await d.ready('modern');
+      // The subscription opens once the server is ready; grow announces the change at every
+      // call, so a call made before the stream was open is followed by one that is heard.
+      const grownList = (m) => m.event === 'tools' && m.server === 'modern' && m.count === 6;
+      for (let i = 0; i < 20 && !d.lines.some(grownList); i++) {
+        const grown = await d.cmd({ cmd: 'call', server: 'modern', tool: 'grow', args: {} });
+        assert.equal(text(grown), 'grown');
+        await Promise.race([d.next(grownList, 60000), sleep(500)]);
+      }
+      assert.ok(d.lines.some(grownList), 'the tools listed again after grow');
+      const names = (await d.cmd({ cmd: 'tools', server: 'modern' })).tools.map((t) => t.name);
+      assert.ok(names.includes('late'), `no late tool: ${names}`);
+      const late = await d.cmd({ cmd: 'call', server: 'modern', tool: 'late', args: {} });
+      assert.equal(text(late), 'late tool answered');
+    } finally {
+      await d.close();
+      srv.stop();
+    }
+  });
+}
 
 test('ptc-mcp proxies a modern-only server\'s tools, from code too, and forwards its sampling to the calling client', async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-ds-modern-'));

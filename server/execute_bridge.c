@@ -218,8 +218,9 @@ static void op_search_done(void *data, int err, const cJSON *sc, const char *mes
     op_free(op);
 }
 
-static int op_search(void *data, const char *query, int top_k, ptc_bridge_done_cb done,
-                     void *done_data, void **cancel_handle)
+static int op_search(void *data, const char *query, int top_k, const char *server,
+                     const char *category, ptc_bridge_done_cb done, void *done_data,
+                     void **cancel_handle)
 {
     bridge_peer_t *p = data;
     *cancel_handle = NULL;
@@ -229,8 +230,8 @@ static int op_search(void *data, const char *query, int top_k, ptc_bridge_done_c
     op->done = done;
     op->done_data = done_data;
     void *q = NULL;
-    int rc = ptc_search_query(p->ex->search, query, top_k > 0 ? (size_t)top_k : 5, op_search_done,
-                              op, &q);
+    int rc = ptc_search_query(p->ex->search, query, top_k > 0 ? (size_t)top_k : 5, server, category,
+                              op_search_done, op, &q);
     if (rc < 0) {
         free(op);
         return rc;

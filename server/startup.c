@@ -89,9 +89,12 @@ static void update(ptc_startup_t *st)
     bool over = uv_now(st->loop) >= st->deadline;
     if (!st->open && (over || (ptc_downstream_settled(st->downstream) && indexed(st))))
         st->open = true;
+    /* The first package must exist even with no downstream server: --tools-file's servers and
+     * the package's own helpers (tools.search) are in it too. */
     if (st->open && !st->open_package &&
         (over || st->bundle == NULL ||
-         ptc_downstream_packaged(st->downstream, ptc_pybundle_cache_modules(st->bundle))))
+         (ptc_pybundle_cache_root(st->bundle) != NULL &&
+          ptc_downstream_packaged(st->downstream, ptc_pybundle_cache_modules(st->bundle)))))
         st->open_package = true;
 }
 

@@ -83,6 +83,27 @@ test('one-shot: the first execute_code that uses the tools package finds every s
   }
 });
 
+test('one-shot with --tools-file only: the first execute_code that imports tools waits for the package', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-first-tf-'));
+  const toolsFile = path.join(dir, 'tools.json');
+  writeFileSync(toolsFile, JSON.stringify([
+    { server: 'disk', name: 'read_file', description: 'Read a file from disk', category: 'storage' },
+    { server: 'mail', name: 'send_mail', description: 'Send a message', category: 'messaging' },
+  ]));
+  // A cold cache, so the package is generated after start-up, not found ready on disk.
+  const c = await connect(ptcBin, ['--tools-file', toolsFile, '--embedder', 'lexical', '--startup-wait', '60'],
+    { env: { XDG_CACHE_HOME: path.join(dir, 'cache') } });
+  try {
+    const code = 'import tools\nprint(sorted(t["id"] for t in tools.search("send a message", top_k=5, category="messaging")))';
+    const r = await c.client.callTool({ name: 'execute_code', arguments: { code } });
+    assert.equal(r.structuredContent.status, 'ok', r.content[0].text);
+    assert.equal(r.structuredContent.stdout.trim(), "['mail__send_mail']");
+  } finally {
+    await c.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('a server slower than --startup-wait is named as still starting, and the wait is not repeated', async () => {
   // A server that never answers initialize; the fake one beside it starts in a moment.
   const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-first-'));

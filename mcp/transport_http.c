@@ -671,6 +671,9 @@ static const char *name_of(const char *method, const cJSON *params)
         field = "name";
     else if (strcmp(method, "resources/read") == 0)
         field = "uri";
+    else if (strcmp(method, "tasks/get") == 0 || strcmp(method, "tasks/update") == 0 ||
+             strcmp(method, "tasks/cancel") == 0)
+        field = "taskId"; /* SEP-2663's routing header */
     const cJSON *v = field != NULL ? cJSON_GetObjectItemCaseSensitive(params, field) : NULL;
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }

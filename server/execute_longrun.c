@@ -146,6 +146,7 @@ static void on_wait(uv_timer_t *t)
      * the request is answered with it, and the run goes on with its call, which the task
      * now holds; tasks/get shows its result, tasks/cancel is the call's cancel (job_cancelled
      * kills the run). Nothing is handed back, so no cursor or long-run slot is used. */
+    if (mcp_call_is_task(j->call)) return; /* a task's later round (MRTR): the task waits */
     if (mcp_call_can_become_task(j->call) && mcp_call_become_task(j->call) == MCP_OK) {
         mcp_log(j->ex->lg, MCP_LOG_DEBUG, "execute_code: the run goes on as a task");
         return;

@@ -26,7 +26,7 @@ const LONG_RUN = [
 function meta(ext) {
   return {
     'io.modelcontextprotocol/protocolVersion': MODERN,
-    'io.modelcontextprotocol/clientCapabilities': ext ? { extensions: { [TASKS]: {} } } : {},
+    'io.modelcontextprotocol/clientCapabilities': ext ? { sampling: {}, extensions: { [TASKS]: {} } } : {},
     'io.modelcontextprotocol/clientInfo': { name: 'ptc-tasks-test', version: '1' },
   };
 }
@@ -202,3 +202,44 @@ for (const make of [stdioClient, httpClient]) {
     }
   });
 }
+
+// MRTR inside a task: a run that became a task fails, its repair asks the client's model
+// (sampling) through the task (input_required, inputRequests.repair), tasks/update brings the
+// model's answer and the repaired run's result is the task's.
+test('execute_code over stdio: a task whose run fails is repaired through tasks/update (MRTR sampling inside the task)', async () => {
+  const c = stdioClient();
+  try {
+    const broken = 'import time\ntime.sleep(2)\nprint("kept")\ntotal = 41\nprint(totl + 1)\n';
+    const created = result(await c.rpc('tools/call', { name: 'execute_code', arguments: { code: broken, timeout_seconds: 60 } }));
+    assert.equal(created.resultType, 'task', JSON.stringify(created));
+    let t;
+    for (let i = 0; ; i++) {
+      t = result(await c.rpc('tasks/get', { taskId: created.taskId }));
+      if (t.status !== 'working') break;
+      assert.ok(i < 300, 'the task never asked for its repair');
+      await sleep(200);
+    }
+    assert.equal(t.status, 'input_required', JSON.stringify(t));
+    const ask = t.inputRequests.repair;
+    assert.equal(ask.method, 'sampling/createMessage');
+    const program = /```python\n([\s\S]*?)```/.exec(ask.params.messages[0].content.text)[1];
+    assert.equal(program, broken);
+    const fixed = program.replace('totl', 'total');
+    const ack = result(await c.rpc('tasks/update', {
+      taskId: created.taskId,
+      inputResponses: { repair: { model: 'test-model', role: 'assistant', content: { type: 'text', text: '```python\n' + fixed + '```' } } },
+    }));
+    assert.equal(ack.resultType, 'complete');
+    const done = await settle(c, created.taskId);
+    assert.equal(done.status, 'completed', JSON.stringify(done));
+    const sc = done.result.structuredContent;
+    assert.equal(sc.status, 'ok', JSON.stringify(sc));
+    assert.equal(sc.stdout, 'kept\n42\n');
+    assert.equal(sc.attempts.length, 2);
+    assert.equal(sc.attempts[1].repaired_by, 'sampling');
+  } catch (e) {
+    throw new Error(`${e.message}\nstderr:\n${c.stderr()}`);
+  } finally {
+    await c.close();
+  }
+});

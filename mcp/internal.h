@@ -49,7 +49,9 @@ struct mcp_server {
     void *list_gate_data;
     mcp_session_end_fn end_fn; /* mcp_server_on_session_end (identity.c) */
     void *end_data;
-    struct mcp__tasks *tasks; /* the task table (tasks.c), NULL until the first task */
+    struct mcp__tasks *tasks;          /* the task table (tasks.c), NULL until the first task */
+    mcp_task_cancel_fn task_cancel_fn; /* mcp_server_on_task_cancel */
+    void *task_cancel_data;
 };
 
 /* The request being dispatched: set by session.c for the length of one synchronous dispatch,

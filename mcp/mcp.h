@@ -1090,5 +1090,12 @@ bool mcp_call_is_task(const mcp_call_t *call);
 /** Cancels every task still working or waiting for input (their handlers' cancel callbacks
  *  run): for a server that stops. The tasks' records stay until mcp_server_free. */
 void mcp_server_cancel_tasks(mcp_server_t *srv);
+/** The id of the task the call runs as (borrowed, valid while the call lives), or NULL. */
+const char *mcp_call_task_id(const mcp_call_t *call);
+/** Told when a task is cancelled while no round of it runs (it waited for input): there is no
+ *  call to cancel, so what the tool keeps for the task's next round (under mcp_call_task_id of
+ *  the round that asked) can go now. who is the task's identity. */
+typedef void (*mcp_task_cancel_fn)(const char *task_id, const mcp_identity_t *who, void *data);
+void mcp_server_on_task_cancel(mcp_server_t *srv, mcp_task_cancel_fn fn, void *data);
 
 #endif /* PTC_MCP_H */

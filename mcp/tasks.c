@@ -473,7 +473,7 @@ static void handle_update(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, mc
     answer(s, b, id, cJSON_CreateObject());
 }
 
-static void cancel_task(mcp__task_t *t, const char *why)
+static void cancel_task(mcp_server_t *srv, mcp__task_t *t, const char *why)
 {
     if (terminal(t->status)) return; /* cancelling an ended task changes nothing */
     clear_input(t);
@@ -481,8 +481,23 @@ static void cancel_task(mcp__task_t *t, const char *why)
     t->status_message = mcp__strdup(why);
     touch(t, TASK_CANCELLED);
     mcp_call_t *c = t->call;
-    /* The handler's cancel callback stops the work; its finish is dropped (settle). */
-    if (c != NULL) mcp__call_cancel(c, true);
+    /* The handler's cancel callback stops the work; its finish is dropped (settle). Between
+     * rounds the tool is told instead: it may hold work for the next round. */
+    if (c != NULL)
+        mcp__call_cancel(c, true);
+    else if (srv->task_cancel_fn != NULL)
+        srv->task_cancel_fn(t->id, &t->owner, srv->task_cancel_data);
+}
+
+const char *mcp_call_task_id(const mcp_call_t *call)
+{
+    return call->task != NULL ? call->task->id : NULL;
+}
+
+void mcp_server_on_task_cancel(mcp_server_t *srv, mcp_task_cancel_fn fn, void *data)
+{
+    srv->task_cancel_fn = fn;
+    srv->task_cancel_data = data;
 }
 
 bool mcp__tasks_handle(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const char *method,
@@ -529,7 +544,7 @@ bool mcp__tasks_handle(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const
     else if (update)
         handle_update(s, b, id, t, params);
     else {
-        cancel_task(t, "Cancelled by the client (tasks/cancel).");
+        cancel_task(s->srv, t, "Cancelled by the client (tasks/cancel).");
         answer(s, b, id, cJSON_CreateObject());
     }
     return true;
@@ -541,7 +556,7 @@ void mcp_server_cancel_tasks(mcp_server_t *srv)
     if (tt == NULL) return;
     /* A cancel callback may finish its call at once, which touches only that task. */
     for (mcp__task_t *t = tt->head; t != NULL; t = t->next)
-        cancel_task(t, "Cancelled: the server is shutting down.");
+        cancel_task(srv, t, "Cancelled: the server is shutting down.");
 }
 
 void mcp__tasks_free(mcp_server_t *srv)

@@ -907,6 +907,7 @@ static int register_with(ptc_execute_t *ex, mcp_server_t *srv, const char *desc)
          * (execute_longrun.c). */
         .task_support = MCP_TASK_OPTIONAL,
     };
+    mcp_server_on_task_cancel(srv, ptc__mrtr_cancel_task, ex);
     return mcp_server_add_tool(srv, &def);
 }
 

@@ -6,7 +6,7 @@
 // the extension the same run comes back `running` with a run cursor, as before.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RawPeer, ptcBin, sleep } from './helpers.mjs';
+import { RawPeer, ptcBin, sleep, until } from './helpers.mjs';
 import { startHttp } from './http_helpers.mjs';
 
 const MODERN = '2026-07-28';
@@ -237,6 +237,22 @@ test('execute_code over stdio: a task whose run fails is repaired through tasks/
     assert.equal(sc.stdout, 'kept\n42\n');
     assert.equal(sc.attempts.length, 2);
     assert.equal(sc.attempts[1].repaired_by, 'sampling');
+
+    // Cancelled while it waits for its repair: the job parked for the next round goes at once.
+    const second = result(await c.rpc('tools/call', { name: 'execute_code', arguments: { code: broken, timeout_seconds: 60 } }));
+    assert.equal(second.resultType, 'task');
+    for (let i = 0; (t = result(await c.rpc('tasks/get', { taskId: second.taskId }))).status === 'working'; i++) {
+      assert.ok(i < 300, 'the task never asked for its repair');
+      await sleep(200);
+    }
+    assert.equal(t.status, 'input_required');
+    assert.equal(result(await c.rpc('tasks/cancel', { taskId: second.taskId })).resultType, 'complete');
+    // The log line comes on stderr, which may arrive after the answer on stdout.
+    const stopped = new RegExp(`task ${second.taskId.slice(0, 12)}\\.\\.\\. cancelled while it waited for input`);
+    await until('the parked job to be stopped', () => stopped.test(c.stderr()), 10000);
+    t = result(await c.rpc('tasks/get', { taskId: second.taskId }));
+    assert.equal(t.status, 'cancelled');
+    assert.ok(!('inputRequests' in t));
   } catch (e) {
     throw new Error(`${e.message}\nstderr:\n${c.stderr()}`);
   } finally {

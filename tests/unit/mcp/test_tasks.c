@@ -261,12 +261,44 @@ static void input_inside_a_task_is_answered_in_parts(void **state)
         "done");
 }
 
+static void on_task_cancel(const char *task_id, const mcp_identity_t *who, void *data)
+{
+    (void)who;
+    env_t *e = data;
+    snprintf(e->seen, sizeof e->seen, "cancelled %s", task_id);
+}
+
+static void a_task_waiting_for_input_tells_its_tool_when_cancelled(void **state)
+{
+    env_t *e = *state;
+    mcp_server_on_task_cancel(e->srv, on_task_cancel, e);
+    const cJSON *m =
+        ask_of(e->a, &e->sa,
+               "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"ask\"," META("{\"elicitation\":{},\"extensions\":{\"" MCP_EXT_TASKS
+                                        "\":{}}}") "}}");
+    char id[64], want[100];
+    snprintf(id, sizeof id, "%s", field(m, "taskId"));
+    assert_string_equal(field(task_req(e->a, &e->sa, "tasks/get", id, true, ""), "status"),
+                        "input_required");
+    task_req(e->a, &e->sa, "tasks/cancel", id, true, "");
+    snprintf(want, sizeof want, "cancelled %s", id);
+    assert_string_equal(e->seen, want);
+    /* An answer that comes now runs no round. */
+    task_req(e->a, &e->sa, "tasks/update", id, true, ",\"inputResponses\":{\"one\":{},\"two\":{}}");
+    assert_int_equal(e->rounds, 1);
+    assert_string_equal(field(task_req(e->a, &e->sa, "tasks/get", id, true, ""), "status"),
+                        "cancelled");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(a_task_is_seen_only_by_its_maker, setup, teardown),
         cmocka_unit_test_setup_teardown(a_legacy_call_never_becomes_a_task, setup, teardown),
         cmocka_unit_test_setup_teardown(input_inside_a_task_is_answered_in_parts, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_task_waiting_for_input_tells_its_tool_when_cancelled,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -54,6 +54,7 @@ typedef struct mcp__task {
 } mcp__task_t;
 
 typedef struct mcp__tasks {
+    mcp_server_t *srv;
     unsigned char key[32]; /* makes the ids */
     uint64_t made;         /* tasks made so far: what the id hashes */
     mcp__task_t *head;     /* newest first */
@@ -174,6 +175,17 @@ static void touch(mcp__task_t *t, task_status_t st)
     t->updated_ms = mcp__now_ms();
 }
 
+/* Drops t from the table. One that waited for input can never go on: its tool is told, as for
+ * a cancel, so that what it kept for the next round goes too. */
+static void forget(mcp__tasks_t *tt, mcp__task_t *t)
+{
+    unlink_task(tt, t);
+    mcp_server_t *srv = tt->srv;
+    if (t->status == TASK_INPUT_REQUIRED && srv->task_cancel_fn != NULL)
+        srv->task_cancel_fn(t->id, &t->owner, srv->task_cancel_data);
+    task_free(t);
+}
+
 /* Forgets the tasks that ended (or waited for input) MCP_TASK_TTL_MS ago. Done at every
  * access rather than by a timer, so the server holds no handle a loop must close. */
 static void sweep(mcp__tasks_t *tt)
@@ -182,10 +194,7 @@ static void sweep(mcp__tasks_t *tt)
     mcp__task_t *t = tt->head;
     while (t != NULL) {
         mcp__task_t *next = t->next;
-        if (t->call == NULL && now - t->updated_ms > MCP_TASK_TTL_MS) {
-            unlink_task(tt, t);
-            task_free(t);
-        }
+        if (t->call == NULL && now - t->updated_ms > MCP_TASK_TTL_MS) forget(tt, t);
         t = next;
     }
 }
@@ -260,6 +269,7 @@ static mcp__tasks_t *table(mcp_server_t *srv)
         free(tt);
         return NULL;
     }
+    tt->srv = srv;
     srv->tasks = tt;
     return tt;
 }
@@ -274,8 +284,7 @@ static bool make_room(mcp__tasks_t *tt)
         if (t->call == NULL && (terminal(t->status) || t->status == TASK_INPUT_REQUIRED))
             oldest = t;
     if (oldest == NULL) return false;
-    unlink_task(tt, oldest);
-    task_free(oldest);
+    forget(tt, oldest);
     return true;
 }
 

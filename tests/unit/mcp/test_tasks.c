@@ -291,6 +291,27 @@ static void a_task_waiting_for_input_tells_its_tool_when_cancelled(void **state)
                         "cancelled");
 }
 
+/* At MCP_TASK_MAX_TASKS the oldest task that waits for input makes room, and its tool is told
+ * (it can never go on). */
+static void a_full_table_forgets_the_oldest_waiting_task(void **state)
+{
+    env_t *e = *state;
+    mcp_server_on_task_cancel(e->srv, on_task_cancel, e);
+    static const char call[] =
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/"
+        "call\",\"params\":{\"name\":\"ask\"," META(
+            "{\"elicitation\":{},\"extensions\":{\"" MCP_EXT_TASKS "\":{}}}") "}}";
+    char first[64], want[100];
+    snprintf(first, sizeof first, "%s", field(ask_of(e->a, &e->sa, call), "taskId"));
+    for (unsigned i = 1; i < MCP_TASK_MAX_TASKS; i++)
+        assert_string_equal(field(ask_of(e->a, &e->sa, call), "resultType"), "task");
+    assert_string_equal(e->seen, "");
+    assert_string_equal(field(ask_of(e->a, &e->sa, call), "resultType"), "task");
+    snprintf(want, sizeof want, "cancelled %s", first);
+    assert_string_equal(e->seen, want);
+    assert_int_equal(code_of(task_req(e->a, &e->sa, "tasks/get", first, true, "")), -32602);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -299,6 +320,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(input_inside_a_task_is_answered_in_parts, setup, teardown),
         cmocka_unit_test_setup_teardown(a_task_waiting_for_input_tells_its_tool_when_cancelled,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(a_full_table_forgets_the_oldest_waiting_task, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

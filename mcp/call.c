@@ -45,6 +45,11 @@ static void send_progress(mcp_call_t *c, double progress, double total, const ch
 /* Answers (or, for a cancelled call, stays silent), then frees. Takes msg. */
 static void complete(mcp_call_t *c, cJSON *msg)
 {
+    if (c->task != NULL) { /* no request waits: the task keeps the outcome */
+        mcp__task_settle(c, msg);
+        call_free(c);
+        return;
+    }
     mcp_session_t *s = c->s;
     if (s != NULL && !c->silenced) {
         if (c->have_pending) {
@@ -70,6 +75,23 @@ static void complete(mcp_call_t *c, cJSON *msg)
 void mcp__call_complete(mcp_call_t *c, cJSON *msg)
 {
     complete(c, msg);
+}
+
+void mcp__call_answer_detach(mcp_call_t *c, cJSON *msg)
+{
+    mcp_session_t *s = c->s;
+    mcp__batch_t *batch = c->batch;
+    if (c->have_pending) {
+        c->have_pending = false;
+        send_progress(c, c->pending_progress, c->pending_total, c->pending_message);
+    }
+    if (c->modern) mcp__modern_decorate(msg, "tools/call");
+    mcp__session_answer(s, batch, msg);
+    unlink_call(c);
+    c->s = NULL;
+    c->batch = NULL;
+    mcp__batch_done_one(s, batch);
+    mcp__session_check_idle(s);
 }
 
 static void answer_now(mcp_session_t *s, mcp__batch_t *b, cJSON *msg)
@@ -104,6 +126,7 @@ void mcp__call_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const c
         return;
     }
     c->s = s;
+    c->srv = s->srv;
     c->batch = b;
     c->tool_ref = tool;
     mcp__request_identity(s, &c->who);
@@ -157,7 +180,53 @@ void mcp__call_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const c
         mcp_call_finish_text(c, true, "Invalid arguments for tool %s: %s", c->tool, why);
         return;
     }
+    if (tool->task_support == MCP_TASK_REQUIRED &&
+        !mcp_call_client_has_extension(c, MCP_EXT_TASKS)) {
+        cJSON *msg = mcp__missing_extension(c->id, MCP_EXT_TASKS, c->tool);
+        if (msg == NULL)
+            mcp_call_finish_rpc_error(c, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+        else
+            complete(c, msg);
+        return;
+    }
     tool->handler(c, args, tool->data);
+}
+
+mcp_call_t *mcp__call_round_new(mcp_server_t *srv, const char *tool, cJSON *params,
+                                const cJSON *caps, const char *protocol, const mcp_identity_t *who)
+{
+    mcp_call_t *c = calloc(1, sizeof *c);
+    if (c == NULL || (c->id = cJSON_CreateNull()) == NULL ||
+        (c->tool = mcp__strdup(tool)) == NULL || (c->caps = cJSON_Duplicate(caps, true)) == NULL) {
+        cJSON_Delete(params);
+        if (c != NULL) call_free(c);
+        return NULL;
+    }
+    c->params = params;
+    c->srv = srv;
+    c->modern = true;
+    c->who = *who;
+    snprintf(c->protocol, sizeof c->protocol, "%s", protocol);
+    return c;
+}
+
+void mcp__call_round_run(mcp_call_t *c)
+{
+    const mcp__entry_t *entry = mcp__server_find_tool(c->srv, c->tool);
+    char why[512];
+    if (entry == NULL) {
+        /* The tool went away (its downstream server left) while the task waited. */
+        snprintf(why, sizeof why, "The tool %.160s is gone; the task cannot go on", c->tool);
+        mcp_call_finish_rpc_error(c, MCP_JSONRPC_INVALID_PARAMS, why);
+        return;
+    }
+    c->tool_ref = entry;
+    if (!mcp__mrtr_parse(c->srv, c->params, c->tool, &c->input_responses, &c->state, why,
+                         sizeof why)) {
+        mcp_call_finish_rpc_error(c, MCP_JSONRPC_INVALID_PARAMS, why);
+        return;
+    }
+    entry->handler(c, cJSON_GetObjectItemCaseSensitive(c->params, "arguments"), entry->data);
 }
 
 mcp_session_t *mcp_call_session(const mcp_call_t *call)
@@ -320,7 +389,7 @@ void mcp_call_finish(mcp_call_t *c, cJSON *content, cJSON *structured, bool is_e
     cJSON *res = cJSON_CreateObject();
     bool ok = res != NULL && content != NULL && cJSON_AddItemToObject(res, "content", content);
     if (ok) content = NULL;
-    if (ok && structured != NULL && c->s != NULL &&
+    if (ok && structured != NULL && (c->s != NULL || c->task != NULL) &&
         mcp_protocol_cmp(c->protocol, "2025-06-18") >= 0) {
         ok = cJSON_AddItemToObject(res, "structuredContent", structured);
         if (ok) structured = NULL;

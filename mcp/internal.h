@@ -15,6 +15,7 @@ typedef struct mcp__entry {
     mcp_prompt_get_round_fn get_round;
     mcp_complete_fn complete;
     void *data;
+    enum mcp_task_support task_support; /* tools */
 } mcp__entry_t;
 
 /* Drops from a copied listing the fields a client of `protocol` does not know. */
@@ -48,6 +49,9 @@ struct mcp_server {
     void *list_gate_data;
     mcp_session_end_fn end_fn; /* mcp_server_on_session_end (identity.c) */
     void *end_data;
+    struct mcp__tasks *tasks;          /* the task table (tasks.c), NULL until the first task */
+    mcp_task_cancel_fn task_cancel_fn; /* mcp_server_on_task_cancel */
+    void *task_cancel_data;
 };
 
 /* The request being dispatched: set by session.c for the length of one synchronous dispatch,
@@ -97,6 +101,8 @@ struct mcp_call {
     const cJSON *input_responses; /* MRTR: in params, or NULL */
     char *state;                  /* MRTR: the verified requestState, or NULL */
     mcp_identity_t who;           /* mcp_call_identity, fixed when the request came */
+    mcp_server_t *srv;            /* the server, also once the session is gone */
+    struct mcp__task *task;       /* tasks.c: the task this call runs as, or NULL */
 };
 
 struct mcp_outreq {
@@ -244,6 +250,27 @@ cJSON *mcp__mrtr_result(const mcp_server_t *srv, const cJSON *caps, const char *
                         const char **missing);
 /* call.c: answers the call (msg taken) and frees it. */
 void mcp__call_complete(mcp_call_t *c, cJSON *msg);
+
+/* tasks.c: the tasks extension. */
+/* Answers tasks/get, tasks/update, tasks/cancel (and the removed tasks/result, tasks/list)
+ * of a stateless request; false when method is not a tasks/ method. */
+bool mcp__tasks_handle(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const char *method,
+                       const cJSON *params);
+/* A task call finished with msg (taken): the task keeps its outcome. */
+void mcp__task_settle(mcp_call_t *c, cJSON *msg);
+/* The -32021 error answering id for `what` needing client extension ext; NULL on ENOMEM. */
+cJSON *mcp__missing_extension(const cJSON *id, const char *ext, const char *what);
+/* True if capabilities caps (borrowed, may be NULL) list client extension ext. */
+bool mcp__caps_have_extension(const cJSON *caps, const char *ext);
+void mcp__tasks_free(mcp_server_t *srv);
+/* call.c: a call for a further round of a task's tool, with params (taken) as its request's
+ * (NULL on ENOMEM); mcp__call_round_run runs its handler, or finishes it with why it cannot. */
+mcp_call_t *mcp__call_round_new(mcp_server_t *srv, const char *tool, cJSON *params,
+                                const cJSON *caps, const char *protocol, const mcp_identity_t *who);
+void mcp__call_round_run(mcp_call_t *c);
+/* call.c: answers the call's request with msg (taken) and detaches the call from its session
+ * without cancelling it (it goes on as a task). */
+void mcp__call_answer_detach(mcp_call_t *c, cJSON *msg);
 
 /* modern.c: 2026-07-28 stateless requests */
 /* Validates the request's _meta and answers it (server/discover, or the shared methods). */

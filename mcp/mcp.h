@@ -185,6 +185,13 @@ typedef struct mcp_tool_def {
     const char *annotations;   /* JSON text or NULL */
     mcp_tool_fn handler;
     void *data; /* borrowed; passed to handler */
+    /* Whether a call may become a task (io.modelcontextprotocol/tasks, mcp/tasks.c): the
+     * zero value MCP_TASK_FORBIDDEN keeps every call synchronous. */
+    enum mcp_task_support {
+        MCP_TASK_FORBIDDEN = 0,
+        MCP_TASK_OPTIONAL, /* the handler may call mcp_call_become_task */
+        MCP_TASK_REQUIRED, /* a client without the extension gets -32021 before the handler */
+    } task_support;
 } mcp_tool_def_t;
 
 typedef struct mcp_server_opts {
@@ -1054,5 +1061,53 @@ struct mcp_prompt_round {
     cJSON *input_requests;        /* out: what to ask */
     char *next_state;             /* out: state for the next round */
 };
+
+/* ---------------------------------------------------------------------------------------- */
+/* Tasks: the extension io.modelcontextprotocol/tasks of 2026-07-28 (SEP-2663, mcp/tasks.c)  */
+/*                                                                                          */
+/* A stateless client that lists the extension in its request's clientCapabilities.extensions */
+/* may be answered a CreateTaskResult instead of the tool's result: the handler decides     */
+/* (mcp_call_become_task), the call goes on without a request, and what it finishes with   */
+/* (result, tool error, protocol error, or an InputRequiredResult that parks the task in    */
+/* input_required until tasks/update brings every answer and the handler runs again as the */
+/* next MRTR round) is kept in the server's task table. The client polls tasks/get, answers */
+/* with tasks/update and stops it with tasks/cancel (the handler's cancel callback runs). A */
+/* task id is 128 bits from a keyed hash (unguessable) and only the identity that made the  */
+/* task (mcp_call_identity) can see it; others get -32602 as for an unknown id. A task that */
+/* ended is kept MCP_TASK_TTL_MS after its last change, then forgotten.                     */
+
+#define MCP_EXT_TASKS      "io.modelcontextprotocol/tasks"
+#define MCP_TASK_TTL_MS    (30u * 60u * 1000u) /* kept after its last change (ttlMs) */
+#define MCP_TASK_POLL_MS   1000u               /* pollIntervalMs suggested to the client */
+#define MCP_TASK_MAX_TASKS 1024u               /* tasks kept at once by one server */
+
+/** True if the call's client declared client extension `id` (the request's own
+ *  clientCapabilities.extensions for a stateless call; false for a legacy one). */
+bool mcp_call_client_has_extension(const mcp_call_t *call, const char *id);
+/** True if the call may become a task now: a stateless call of a tool registered with task
+ *  support, whose client declared MCP_EXT_TASKS, still answering its request. */
+bool mcp_call_can_become_task(const mcp_call_t *call);
+/**
+ * Answers the call's request with a CreateTaskResult and lets the call go on as a task: its
+ * handler finishes it as usual (mcp_call_finish*, mcp_call_finish_input_required) and the
+ * outcome goes to the task. The call no longer has a session (mcp_call_session is NULL, so
+ * no progress, logging or server-to-client requests), its identity stays. MCP_OK also for a
+ * call that is a task already (a resumed round). MCP_ENOTSUP when mcp_call_can_become_task
+ * says no, MCP_EBUSY when MCP_TASK_MAX_TASKS unfinished tasks exist, MCP_ENOMEM: then
+ * nothing changed and the call goes on as a plain call.
+ */
+int mcp_call_become_task(mcp_call_t *call);
+/** True if the call runs as a task (after mcp_call_become_task, or a resumed round). */
+bool mcp_call_is_task(const mcp_call_t *call);
+/** Cancels every task still working or waiting for input (their handlers' cancel callbacks
+ *  run): for a server that stops. The tasks' records stay until mcp_server_free. */
+void mcp_server_cancel_tasks(mcp_server_t *srv);
+/** The id of the task the call runs as (borrowed, valid while the call lives), or NULL. */
+const char *mcp_call_task_id(const mcp_call_t *call);
+/** Told when a task is cancelled while no round of it runs (it waited for input): there is no
+ *  call to cancel, so what the tool keeps for the task's next round (under mcp_call_task_id of
+ *  the round that asked) can go now. who is the task's identity. */
+typedef void (*mcp_task_cancel_fn)(const char *task_id, const mcp_identity_t *who, void *data);
+void mcp_server_on_task_cancel(mcp_server_t *srv, mcp_task_cancel_fn fn, void *data);
 
 #endif /* PTC_MCP_H */

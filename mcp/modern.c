@@ -82,6 +82,12 @@ static void handle_discover(mcp_session_t *s, mcp__batch_t *b, const cJSON *id)
               cJSON_AddStringToObject(info, "version", srv->version) != NULL &&
               (srv->title == NULL || cJSON_AddStringToObject(info, "title", srv->title) != NULL);
     if (ok && (ok = cJSON_AddItemToObject(res, "supportedVersions", versions))) versions = NULL;
+    /* The tasks extension, when a tool can run as a task (SEP-2663: under extensions). */
+    bool tasks = false;
+    for (size_t i = 0; i < srv->tools.n && !tasks; i++)
+        tasks = srv->tools.v[i]->task_support != MCP_TASK_FORBIDDEN;
+    cJSON *ext = ok && tasks ? cJSON_AddObjectToObject(caps, "extensions") : NULL;
+    if (ok && tasks) ok = ext != NULL && cJSON_AddObjectToObject(ext, MCP_EXT_TASKS) != NULL;
     if (ok && (ok = cJSON_AddItemToObject(res, "capabilities", caps))) caps = NULL;
     if (ok && srv->instructions != NULL)
         ok = cJSON_AddStringToObject(res, "instructions", srv->instructions) != NULL;
@@ -179,7 +185,7 @@ void mcp__modern_request(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, con
         handle_discover(s, b, id);
     else if (strcmp(method, "subscriptions/listen") == 0)
         mcp__listen_start(s, b, id, params);
-    else
+    else if (!mcp__tasks_handle(s, b, id, method, params))
         mcp__session_dispatch(s, b, id, method, params);
     s->cur = outer;
 }
@@ -191,6 +197,9 @@ const char *mcp__modern_name_of(const char *method, const cJSON *params)
         field = "name";
     else if (strcmp(method, "resources/read") == 0)
         field = "uri";
+    else if (strcmp(method, "tasks/get") == 0 || strcmp(method, "tasks/update") == 0 ||
+             strcmp(method, "tasks/cancel") == 0)
+        field = "taskId"; /* SEP-2663's routing header */
     const cJSON *v = field != NULL ? cJSON_GetObjectItemCaseSensitive(params, field) : NULL;
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }

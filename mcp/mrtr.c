@@ -239,11 +239,12 @@ void mcp_call_finish_input_required(mcp_call_t *call, cJSON *input_requests, con
 {
     const char *err = NULL, *missing = NULL;
     cJSON *res = NULL;
-    if (!call->modern || call->s == NULL) {
+    /* A task's call has no session but still asks (the task parks in input_required). */
+    if (!call->modern || (call->s == NULL && call->task == NULL)) {
         cJSON_Delete(input_requests);
         err = "InputRequiredResult is only for 2026-07-28 clients (use mcp_call_request)";
     } else {
-        res = mcp__mrtr_result(call->s->srv, call->caps, call->tool, input_requests, state, &err,
+        res = mcp__mrtr_result(call->srv, call->caps, call->tool, input_requests, state, &err,
                                &missing);
     }
     if (missing != NULL) {
@@ -251,7 +252,7 @@ void mcp_call_finish_input_required(mcp_call_t *call, cJSON *input_requests, con
         return;
     }
     if (res == NULL) {
-        mcp_log(call->s != NULL ? call->s->srv->lg : NULL, MCP_LOG_ERROR, "tool %s: %s", call->tool,
+        mcp_log(call->srv != NULL ? call->srv->lg : NULL, MCP_LOG_ERROR, "tool %s: %s", call->tool,
                 err);
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, err);
         return;

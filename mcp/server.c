@@ -74,6 +74,7 @@ void mcp_server_free(mcp_server_t *srv)
     free(srv->version);
     free(srv->instructions);
     mcp__features_free(srv);
+    mcp__tasks_free(srv);
     free(srv);
 }
 
@@ -152,6 +153,7 @@ int mcp_server_add_tool(mcp_server_t *srv, const mcp_tool_def_t *def)
     if (t == NULL) return MCP_ENOMEM;
     t->handler = def->handler;
     t->data = def->data;
+    t->task_support = def->task_support;
     int rc = add_json(t->listing, "inputSchema",
                       def->input_schema ? def->input_schema : "{\"type\":\"object\"}", def->name,
                       srv->lg);

@@ -148,6 +148,7 @@ typedef struct job {
        repair through sampling) or mrtr_op (a --confirm-writes confirmation). */
     bool mrtr_linked; /* in ex->mrtr_parked */
     char mrtr_handle[PTC_SESSION_HANDLE_MAX];
+    char mrtr_task[40];     /* the task the asking call ran as (tasks extension), or "" */
     uv_timer_t *mrtr_timer; /* frees the job when no round comes in time */
     ptc_repair_ask_t *mrtr_ask;
     struct bridge_op *mrtr_op;
@@ -355,6 +356,9 @@ bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, const cJSON *args, ui
 void ptc__mrtr_release(job_t *j);
 /** Kills and frees every waiting job (the server stops). */
 void ptc__mrtr_close_all(ptc_execute_t *ex);
+/** The client cancelled task task_id while its job was parked here (it asked through the
+ *  task): the job goes now, its run killed (mcp_server_on_task_cancel). */
+void ptc__mrtr_cancel_task(const char *task_id, const mcp_identity_t *who, void *data);
 /** The client's answer to a confirmation asked through MRTR (execute_bridge.c): result is its
  *  elicitation result (borrowed; NULL: none). Goes on with the call or denies it; frees op. */
 void ptc__execute_confirm_answer(bridge_op_t *op, const cJSON *result);

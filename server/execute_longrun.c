@@ -1,6 +1,7 @@
 /* execute_longrun.c - execute_code's long runs (issue 12): a request whose run (or cell) has not
  * ended after wait_seconds is answered `status: "running"` with the output so far and a run
- * cursor, and the run goes on without a request. `{cursor, wait_seconds}` waits on it again
+ * cursor, and the run goes on without a request. A client that declared the tasks extension
+ * (2026-07-28) gets a task instead: see on_wait. `{cursor, wait_seconds}` waits on it again
  * (more output, or the final result), `{cursor, cancel: true}` stops it. A run that ends while
  * no request waits keeps its outcome (the repair loop is told only once a request is there to
  * carry a repair's sampling and to take the answer), for EXECUTE_LONGRUN_KEEP_MS at most.
@@ -139,6 +140,15 @@ static void on_wait(uv_timer_t *t)
     if (j->call == NULL) {
         /* Kept after its end for a cursor that never came. */
         if (j->ran_pending) ptc__execute_job_free(j);
+        return;
+    }
+    /* A client of the tasks extension gets a task instead (io.modelcontextprotocol/tasks):
+     * the request is answered with it, and the run goes on with its call, which the task
+     * now holds; tasks/get shows its result, tasks/cancel is the call's cancel (job_cancelled
+     * kills the run). Nothing is handed back, so no cursor or long-run slot is used. */
+    if (mcp_call_is_task(j->call)) return; /* a task's later round (MRTR): the task waits */
+    if (mcp_call_can_become_task(j->call) && mcp_call_become_task(j->call) == MCP_OK) {
+        mcp_log(j->ex->lg, MCP_LOG_DEBUG, "execute_code: the run goes on as a task");
         return;
     }
     /* A repair being asked for rides this request; the packages' wait is short: keep it. A

@@ -113,6 +113,9 @@ int ptc__mrtr_park(job_t *j, const char *key, const char *method, cJSON *params,
         cJSON_Delete(requests);
         return MCP_ENOMEM;
     }
+    /* A task's round: tasks/cancel finds the job by the task (ptc__mrtr_cancel_task). */
+    const char *task = mcp_call_task_id(call);
+    snprintf(j->mrtr_task, sizeof j->mrtr_task, "%s", task != NULL ? task : "");
     /* The job outlives this call now: nothing of it may touch the call again. */
     j->call = NULL;
     if (j->wait_timer != NULL) uv_timer_stop(j->wait_timer);
@@ -209,6 +212,20 @@ bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, const cJSON *args, ui
     else if (op != NULL)
         ptc__execute_confirm_answer(op, answer); /* the bridge call goes on, or is denied */
     return true;
+}
+
+void ptc__mrtr_cancel_task(const char *task_id, const mcp_identity_t *who, void *data)
+{
+    ptc_execute_t *ex = data;
+    for (job_t *j = ex->mrtr_parked; j != NULL; j = j->mrtr_next) {
+        if (strcmp(j->mrtr_task, task_id) != 0 || !mcp_identity_equal(&j->owner, who)) continue;
+        mcp_log(ex->lg, MCP_LOG_INFO,
+                "execute_code: task %.12s... cancelled while it waited for input: its run was "
+                "stopped",
+                task_id);
+        kill_job(j, "was stopped: its task was cancelled (tasks/cancel)");
+        return;
+    }
 }
 
 void ptc__mrtr_close_all(ptc_execute_t *ex)

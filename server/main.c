@@ -41,6 +41,7 @@ static void on_stdio_done(mcp_stdio_t *io, void *data)
     app_t *app = data;
     mcp_stdio_free(io);
     app->io = NULL;
+    mcp_server_cancel_tasks(app->srv); /* runs that became tasks stop with the server */
     ptc_execute_stop(app->exec);
     ptc_search_stop(app->search);
     ptc_downstream_stop(app->downstream);
@@ -62,6 +63,7 @@ static void on_http_stopped(mcp_http_server_t *h, void *data)
         uv_close((uv_handle_t *)&app->sig_int, on_signal_closed);
         uv_close((uv_handle_t *)&app->sig_term, on_signal_closed);
     }
+    mcp_server_cancel_tasks(app->srv); /* runs that became tasks stop with the server */
     ptc_execute_stop(app->exec);
     ptc_search_stop(app->search);
     ptc_downstream_stop(app->downstream);

@@ -903,7 +903,11 @@ static int register_with(ptc_execute_t *ex, mcp_server_t *srv, const char *desc)
                        "\"openWorldHint\":false}",
         .handler = handle,
         .data = ex,
+        /* A run that outlives its wait becomes a task for a client of the tasks extension
+         * (execute_longrun.c). */
+        .task_support = MCP_TASK_OPTIONAL,
     };
+    mcp_server_on_task_cancel(srv, ptc__mrtr_cancel_task, ex);
     return mcp_server_add_tool(srv, &def);
 }
 

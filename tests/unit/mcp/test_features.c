@@ -12,32 +12,7 @@
 
 #include "internal.h" /* mcp__session_set_credential: what the HTTP transport does */
 #include "mcp.h"
-
-#define SINK_MAX 64
-
-typedef struct sink {
-    cJSON *msgs[SINK_MAX];
-    size_t n;
-} sink_t;
-
-static int sink_send(void *tdata, const char *json, size_t len)
-{
-    sink_t *s = tdata;
-    assert_true(s->n < SINK_MAX);
-    s->msgs[s->n] = cJSON_ParseWithLength(json, len);
-    assert_non_null(s->msgs[s->n]);
-    s->n++;
-    return 0;
-}
-
-static const mcp_transport_ops_t sink_ops = {.send = sink_send};
-
-static void sink_clear(sink_t *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        cJSON_Delete(s->msgs[i]);
-    s->n = 0;
-}
+#include "sink.h"
 
 typedef struct env {
     uv_loop_t loop;

@@ -10,30 +10,7 @@
 #include <string.h>
 
 #include "mcp.h"
-
-typedef struct sink {
-    cJSON *msgs[64];
-    size_t n;
-} sink_t;
-
-static int sink_send(void *tdata, const char *json, size_t len)
-{
-    sink_t *s = tdata;
-    assert_true(s->n < 64);
-    s->msgs[s->n] = cJSON_ParseWithLength(json, len);
-    assert_non_null(s->msgs[s->n]);
-    s->n++;
-    return 0;
-}
-
-static const mcp_transport_ops_t sink_ops = {.send = sink_send};
-
-static void sink_clear(sink_t *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        cJSON_Delete(s->msgs[i]);
-    s->n = 0;
-}
+#include "sink.h"
 
 static cJSON *last(sink_t *s)
 {

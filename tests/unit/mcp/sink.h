@@ -1,0 +1,32 @@
+/* sink.h - the transport the session tests use: every message a session sends, parsed and kept
+ * in order. Header-only (static inline); include it after <cmocka.h> and "mcp.h". */
+#ifndef PTC_TEST_MCP_SINK_H
+#define PTC_TEST_MCP_SINK_H
+
+#define SINK_MAX 64
+
+typedef struct sink {
+    cJSON *msgs[SINK_MAX];
+    size_t n;
+} sink_t;
+
+static inline int sink_send(void *tdata, const char *json, size_t len)
+{
+    sink_t *s = tdata;
+    assert_true(s->n < SINK_MAX);
+    s->msgs[s->n] = cJSON_ParseWithLength(json, len);
+    assert_non_null(s->msgs[s->n]);
+    s->n++;
+    return 0;
+}
+
+static const mcp_transport_ops_t sink_ops = {.send = sink_send};
+
+static inline void sink_clear(sink_t *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        cJSON_Delete(s->msgs[i]);
+    s->n = 0;
+}
+
+#endif

@@ -1,0 +1,327 @@
+/* test_tasks.c - the tasks extension (mcp/tasks.c) through sessions with a sink transport: a
+ * task is seen only by the identity that made it, input inside a task (partial answers, then
+ * the next round with all of them and its state), cancellation reaching the handler, and the
+ * server's cancel of every live task. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "sink.h"
+
+#define EXT "{\"extensions\":{\"" MCP_EXT_TASKS "\":{}}}"
+#define META(caps)                                                                                 \
+    "\"_meta\":{\"" MCP_META_PROTOCOL_VERSION "\":\"2026-07-28\",\"" MCP_META_CLIENT_CAPABILITIES  \
+    "\":" caps "}"
+
+typedef struct env {
+    uv_loop_t loop;
+    mcp_logger_t log;
+    mcp_server_t *srv;
+    mcp_session_t *a, *b; /* two clients: different credentials */
+    sink_t sa, sb;
+    mcp_call_t *held;
+    int cancels;
+    int rounds;
+    char seen[256]; /* what the last round of "ask" saw */
+} env_t;
+
+static void on_cancel(mcp_call_t *call, void *data)
+{
+    env_t *e = data;
+    e->cancels++;
+    e->held = NULL;
+    mcp_call_finish_text(call, true, "cancelled");
+}
+
+/* Becomes a task and holds it until the test finishes it or it is cancelled. */
+static void tool_hold(mcp_call_t *call, const cJSON *args, void *data)
+{
+    (void)args;
+    env_t *e = data;
+    if (mcp_call_can_become_task(call)) assert_int_equal(mcp_call_become_task(call), MCP_OK);
+    e->held = call;
+    mcp_call_on_cancel(call, on_cancel, e);
+}
+
+/* A task that asks two questions, then answers with what its next round saw. */
+static void tool_ask(mcp_call_t *call, const cJSON *args, void *data)
+{
+    (void)args;
+    env_t *e = data;
+    e->rounds++;
+    const cJSON *r = mcp_call_input_responses(call);
+    if (r == NULL) {
+        assert_int_equal(mcp_call_become_task(call), MCP_OK);
+        cJSON *reqs = cJSON_Parse(
+            "{\"one\":{\"method\":\"elicitation/create\",\"params\":{\"message\":\"1?\"}},"
+            "\"two\":{\"method\":\"elicitation/create\",\"params\":{\"message\":\"2?\"}}}");
+        mcp_call_finish_input_required(call, reqs, "round-one-state");
+        return;
+    }
+    assert_true(mcp_call_is_task(call));
+    char *answers = cJSON_PrintUnformatted(r);
+    snprintf(e->seen, sizeof e->seen, "%s|%s", answers, mcp_call_request_state(call));
+    free(answers);
+    mcp_call_finish_text(call, false, "done");
+}
+
+static int setup(void **state)
+{
+    env_t *e = calloc(1, sizeof *e);
+    uv_loop_init(&e->loop);
+    e->log.out = stderr;
+    e->log.level = MCP_LOG_ERROR;
+    mcp_server_opts_t o;
+    mcp_server_opts_default(&o);
+    assert_int_equal(mcp_server_new(&e->loop, &o, &e->log, &e->srv), 0);
+    assert_int_equal(mcp_session_new(e->srv, &sink_ops, &e->sa, &e->a), 0);
+    assert_int_equal(mcp_session_new(e->srv, &sink_ops, &e->sb, &e->b), 0);
+    unsigned char d[MCP__CRED_BYTES];
+    mcp__credential_digest("alice", 5, d);
+    mcp__session_set_credential(e->a, d);
+    mcp__credential_digest("bob", 3, d);
+    mcp__session_set_credential(e->b, d);
+    mcp_tool_def_t hold = {
+        .name = "hold", .handler = tool_hold, .data = e, .task_support = MCP_TASK_OPTIONAL};
+    mcp_tool_def_t ask = {
+        .name = "ask", .handler = tool_ask, .data = e, .task_support = MCP_TASK_REQUIRED};
+    assert_int_equal(mcp_server_add_tool(e->srv, &hold), 0);
+    assert_int_equal(mcp_server_add_tool(e->srv, &ask), 0);
+    *state = e;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    env_t *e = *state;
+    mcp_session_free(e->a);
+    mcp_session_free(e->b);
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    mcp_server_free(e->srv);
+    assert_int_equal(uv_loop_close(&e->loop), 0);
+    sink_clear(&e->sa);
+    sink_clear(&e->sb);
+    free(e);
+    return 0;
+}
+
+/* Sends one request to s and returns its answer (the last message its sink got). */
+static const cJSON *ask_of(mcp_session_t *s, sink_t *k, const char *json)
+{
+    sink_clear(k);
+    mcp_session_receive(s, json, strlen(json));
+    assert_true(k->n > 0);
+    return k->msgs[k->n - 1];
+}
+
+static int code_of(const cJSON *msg)
+{
+    const cJSON *c = cJSON_GetObjectItem(cJSON_GetObjectItem(msg, "error"), "code");
+    return cJSON_IsNumber(c) ? c->valueint : 0;
+}
+
+static const char *field(const cJSON *msg, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(msg, "result"), name);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* A tasks/ request for id from s, with or without the extension. */
+static const cJSON *task_req(mcp_session_t *s, sink_t *k, const char *method, const char *id,
+                             bool ext, const char *extra)
+{
+    char json[600];
+    snprintf(json, sizeof json,
+             "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"%s\",\"params\":{\"taskId\":\"%s\"%s,"
+             "\"_meta\":{\"" MCP_META_PROTOCOL_VERSION
+             "\":\"2026-07-28\",\"" MCP_META_CLIENT_CAPABILITIES "\":%s}}}",
+             method, id, extra, ext ? EXT : "{}");
+    return ask_of(s, k, json);
+}
+
+static void a_task_is_seen_only_by_its_maker(void **state)
+{
+    env_t *e = *state;
+    const cJSON *m = ask_of(e->a, &e->sa,
+                            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+                            "\"name\":\"hold\"," META(EXT) "}}");
+    assert_string_equal(field(m, "resultType"), "task");
+    assert_string_equal(field(m, "status"), "working");
+    char id[64];
+    snprintf(id, sizeof id, "%s", field(m, "taskId"));
+    assert_int_equal(strlen(id), 32);
+    assert_int_equal(strspn(id, "0123456789abcdef"), 32);
+    assert_non_null(e->held);
+
+    /* Another credential: the answer an unknown id gets, and the task is untouched. */
+    assert_int_equal(code_of(task_req(e->b, &e->sb, "tasks/get", id, true, "")), -32602);
+    assert_int_equal(code_of(task_req(e->b, &e->sb, "tasks/cancel", id, true, "")), -32602);
+    assert_int_equal(e->cancels, 0);
+    /* The maker without the extension: refused as a missing capability. */
+    assert_int_equal(code_of(task_req(e->a, &e->sa, "tasks/get", id, false, "")), -32021);
+    assert_string_equal(field(task_req(e->a, &e->sa, "tasks/get", id, true, ""), "status"),
+                        "working");
+
+    /* A second task gets another id. */
+    mcp_call_t *first = e->held;
+    m = ask_of(e->a, &e->sa,
+               "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"hold\"," META(EXT) "}}");
+    assert_string_not_equal(field(m, "taskId"), id);
+
+    /* The maker's cancel reaches the handler; the finish it makes is dropped. */
+    e->held = first;
+    assert_string_equal(field(task_req(e->a, &e->sa, "tasks/cancel", id, true, ""), "resultType"),
+                        "complete");
+    assert_int_equal(e->cancels, 1);
+    m = task_req(e->a, &e->sa, "tasks/get", id, true, "");
+    assert_string_equal(field(m, "status"), "cancelled");
+    assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "result"), "result"));
+
+    /* The server's stop cancels the one still working. */
+    mcp_server_cancel_tasks(e->srv);
+    assert_int_equal(e->cancels, 2);
+}
+
+static void a_legacy_call_never_becomes_a_task(void **state)
+{
+    env_t *e = *state;
+    const char *init = "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+                       "\"protocolVersion\":\"2025-11-25\",\"capabilities\":" EXT "}}";
+    ask_of(e->a, &e->sa, init);
+    sink_clear(&e->sa);
+    const char *call = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+                       "\"name\":\"hold\"}}";
+    mcp_session_receive(e->a, call, strlen(call));
+    assert_int_equal(e->sa.n, 0); /* held in its request, no CreateTaskResult */
+    assert_non_null(e->held);
+    assert_false(mcp_call_is_task(e->held));
+    mcp_call_finish_text(e->held, false, "ok");
+    assert_int_equal(e->sa.n, 1);
+    /* A required tool for a client without the extension: -32021 before the handler. */
+    const cJSON *m = ask_of(e->a, &e->sa,
+                            "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+                            "\"name\":\"ask\"," META("{}") "}}");
+    assert_int_equal(code_of(m), -32021);
+    assert_int_equal(e->rounds, 0);
+}
+
+static void input_inside_a_task_is_answered_in_parts(void **state)
+{
+    env_t *e = *state;
+    const cJSON *m =
+        ask_of(e->a, &e->sa,
+               "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"ask\"," META("{\"elicitation\":{},\"extensions\":{\"" MCP_EXT_TASKS
+                                        "\":{}}}") "}}");
+    char id[64];
+    snprintf(id, sizeof id, "%s", field(m, "taskId"));
+    assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "result"), "requestState"));
+    m = task_req(e->a, &e->sa, "tasks/get", id, true, "");
+    assert_string_equal(field(m, "status"), "input_required");
+    const cJSON *reqs = cJSON_GetObjectItem(cJSON_GetObjectItem(m, "result"), "inputRequests");
+    assert_int_equal(cJSON_GetArraySize(reqs), 2);
+
+    /* One answer (and a key nobody asked): acknowledged, the other still pending. */
+    m = task_req(e->a, &e->sa, "tasks/update", id, true,
+                 ",\"inputResponses\":{\"one\":{\"action\":\"accept\",\"content\":{\"v\":1}},"
+                 "\"stray\":{}}");
+    assert_string_equal(field(m, "resultType"), "complete");
+    assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "result"), "status"));
+    m = task_req(e->a, &e->sa, "tasks/get", id, true, "");
+    assert_string_equal(field(m, "status"), "input_required");
+    reqs = cJSON_GetObjectItem(cJSON_GetObjectItem(m, "result"), "inputRequests");
+    assert_int_equal(cJSON_GetArraySize(reqs), 1);
+    assert_non_null(cJSON_GetObjectItem(reqs, "two"));
+    assert_int_equal(e->rounds, 1);
+    /* Not an object: refused. */
+    assert_int_equal(
+        code_of(task_req(e->a, &e->sa, "tasks/update", id, true, ",\"inputResponses\":[]")),
+        -32602);
+
+    /* The last answer: the next round sees both and the state it asked with. */
+    task_req(e->a, &e->sa, "tasks/update", id, true,
+             ",\"inputResponses\":{\"two\":{\"action\":\"accept\",\"content\":{\"v\":2}}}");
+    assert_int_equal(e->rounds, 2);
+    assert_string_equal(e->seen, "{\"one\":{\"action\":\"accept\",\"content\":{\"v\":1}},"
+                                 "\"two\":{\"action\":\"accept\",\"content\":{\"v\":2}}}|"
+                                 "round-one-state");
+    m = task_req(e->a, &e->sa, "tasks/get", id, true, "");
+    assert_string_equal(field(m, "status"), "completed");
+    const cJSON *res = cJSON_GetObjectItem(cJSON_GetObjectItem(m, "result"), "result");
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(res, "content"), 0), "text")
+            ->valuestring,
+        "done");
+}
+
+static void on_task_cancel(const char *task_id, const mcp_identity_t *who, void *data)
+{
+    (void)who;
+    env_t *e = data;
+    snprintf(e->seen, sizeof e->seen, "cancelled %s", task_id);
+}
+
+static void a_task_waiting_for_input_tells_its_tool_when_cancelled(void **state)
+{
+    env_t *e = *state;
+    mcp_server_on_task_cancel(e->srv, on_task_cancel, e);
+    const cJSON *m =
+        ask_of(e->a, &e->sa,
+               "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"ask\"," META("{\"elicitation\":{},\"extensions\":{\"" MCP_EXT_TASKS
+                                        "\":{}}}") "}}");
+    char id[64], want[100];
+    snprintf(id, sizeof id, "%s", field(m, "taskId"));
+    assert_string_equal(field(task_req(e->a, &e->sa, "tasks/get", id, true, ""), "status"),
+                        "input_required");
+    task_req(e->a, &e->sa, "tasks/cancel", id, true, "");
+    snprintf(want, sizeof want, "cancelled %s", id);
+    assert_string_equal(e->seen, want);
+    /* An answer that comes now runs no round. */
+    task_req(e->a, &e->sa, "tasks/update", id, true, ",\"inputResponses\":{\"one\":{},\"two\":{}}");
+    assert_int_equal(e->rounds, 1);
+    assert_string_equal(field(task_req(e->a, &e->sa, "tasks/get", id, true, ""), "status"),
+                        "cancelled");
+}
+
+/* At MCP_TASK_MAX_TASKS the oldest task that waits for input makes room, and its tool is told
+ * (it can never go on). */
+static void a_full_table_forgets_the_oldest_waiting_task(void **state)
+{
+    env_t *e = *state;
+    mcp_server_on_task_cancel(e->srv, on_task_cancel, e);
+    static const char call[] =
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/"
+        "call\",\"params\":{\"name\":\"ask\"," META(
+            "{\"elicitation\":{},\"extensions\":{\"" MCP_EXT_TASKS "\":{}}}") "}}";
+    char first[64], want[100];
+    snprintf(first, sizeof first, "%s", field(ask_of(e->a, &e->sa, call), "taskId"));
+    for (unsigned i = 1; i < MCP_TASK_MAX_TASKS; i++)
+        assert_string_equal(field(ask_of(e->a, &e->sa, call), "resultType"), "task");
+    assert_string_equal(e->seen, "");
+    assert_string_equal(field(ask_of(e->a, &e->sa, call), "resultType"), "task");
+    snprintf(want, sizeof want, "cancelled %s", first);
+    assert_string_equal(e->seen, want);
+    assert_int_equal(code_of(task_req(e->a, &e->sa, "tasks/get", first, true, "")), -32602);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(a_task_is_seen_only_by_its_maker, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_legacy_call_never_becomes_a_task, setup, teardown),
+        cmocka_unit_test_setup_teardown(input_inside_a_task_is_answered_in_parts, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_task_waiting_for_input_tells_its_tool_when_cancelled,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(a_full_table_forgets_the_oldest_waiting_task, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -28,6 +28,7 @@ enum activation { ACT_GELU_ERF, ACT_GELU_TANH, ACT_RELU };
  */
 typedef struct linear_w {
     const float *w;
+    float *copy; /* the transposed copy w points at (owned by the model's list), else NULL */
     bool transposed;
     model_bf16w_t packed;
     const float *b; /* [out] */
@@ -184,7 +185,7 @@ static void transpose_into(const float *w, size_t rows, size_t cols, float *dst,
 }
 
 /* Makes the layer's product of in inputs and out outputs ready for the chosen path: a packed
- * BF16 weight, or (FP32, transposed) the [in, out] copy model_bert.c fills. */
+ * BF16 weight, or (FP32, transposed) the [in, out] copy linear_set fills. */
 static int linear_init(reg_model_t *m, linear_w_t *lw, size_t in, size_t out, bool transposed,
                        const char *what, char *errmsg, size_t size)
 {
@@ -202,7 +203,7 @@ static int linear_init(reg_model_t *m, linear_w_t *lw, size_t in, size_t out, bo
         free(t);
         return model_fail(errmsg, size, REG_MODEL_ENOMEM, "out of memory loading %s", what);
     }
-    lw->w = t;
+    lw->w = lw->copy = t;
     return REG_MODEL_OK;
 }
 
@@ -212,7 +213,7 @@ static void linear_set(linear_w_t *lw, size_t out0, const float *w, size_t rows)
     if (lw->packed.data != NULL)
         model_bf16w_set_rows(&lw->packed, out0, w, rows);
     else if (lw->transposed)
-        transpose_into(w, rows, lw->in, (float *)(uintptr_t)lw->w + out0, lw->out);
+        transpose_into(w, rows, lw->in, lw->copy + out0, lw->out);
     else
         lw->w = w; /* out0 == 0, rows == out: the whole tensor */
 }

@@ -464,6 +464,19 @@ static void dump_list(FILE *f, const char *key, const reg_hit_t *h, int n)
     fputc(']', f);
 }
 
+/* A dump line's start: {"query": ..., "kind": ..., "relevant": [...] (the caller ends it). */
+static void dump_query(FILE *f, const bench_t *B, const query_t *q)
+{
+    fputs("{\"query\": ", f);
+    put_json_string(f, q->text);
+    fprintf(f, ", \"kind\": \"%s\", \"relevant\": [", B->kinds[q->kind]);
+    for (size_t j = 0; j < q->nrel; j++) {
+        if (j) fputs(", ", f);
+        put_json_string(f, q->rel[j]);
+    }
+    fputc(']', f);
+}
+
 static void dump_candidates(bench_t *B, ranker_t *dense, ranker_t *bm, const char *path)
 {
     FILE *f = fopen(path, "w");
@@ -474,19 +487,114 @@ static void dump_candidates(bench_t *B, ranker_t *dense, ranker_t *bm, const cha
         int na = rank_hits(dense, qi, q->text, CANDIDATES, a);
         int nb = rank_hits(bm, qi, q->text, CANDIDATES, b);
         if (na < 0 || nb < 0) die("search failed while dumping");
-        fputs("{\"query\": ", f);
-        put_json_string(f, q->text);
-        fprintf(f, ", \"kind\": \"%s\", \"relevant\": [", B->kinds[q->kind]);
-        for (size_t j = 0; j < q->nrel; j++) {
-            if (j) fputs(", ", f);
-            put_json_string(f, q->rel[j]);
-        }
-        fputc(']', f);
+        dump_query(f, B, q);
         dump_list(f, "dense", a, na);
         dump_list(f, "bm25", b, nb);
         fputs("}\n", f);
     }
     if (fclose(f) != 0) die("cannot write %s", path);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Study dump: the cosine of every query to several texts of every tool                      */
+
+/* Appends text's words split as identifiers ("listMergeRequests" -> "list merge requests"). */
+static void put_split(char *buf, size_t size, const char *text)
+{
+    char tmp[2048];
+    if (text == NULL || text[0] == 0 || reg_text_split(text, tmp, sizeof tmp) <= 0) return;
+    size_t n = strlen(buf);
+    snprintf(buf + n, size - n, "%s%s", n ? " " : "", tmp);
+}
+
+/* For fusion_study.py --variants: per tool the texts "full" (reg_tool_embed_text), its parts
+ * (reg_tool_part_texts: the head, then the later sentences) and "name" (server, name,
+ * title); per query the cosine to each of them and
+ * BM25's top 50. The first line names the tools and their texts' kinds. */
+static void dump_variants(bench_t *B, ranker_t *dense, ranker_t *bm, const char *path)
+{
+    reg_embedder_t *em = dense->emb;
+    size_t nt = reg_catalog_count(B->cat), dim = reg_embedder_dim(em);
+    size_t cap = nt * (2 + REG_PARTS_MAX), n = 0;
+    char **texts = calloc(cap, sizeof *texts);
+    size_t *owner = calloc(cap, sizeof *owner);
+    int *kind = calloc(cap, sizeof *kind); /* 0 full, 1 head, 2 name, 2 + k sentence k */
+    if (texts == NULL || owner == NULL || kind == NULL) die("out of memory");
+    for (size_t i = 0; i < nt; i++) {
+        const reg_tool_t *t = reg_catalog_at(B->cat, i);
+        char *parts[REG_PARTS_MAX];
+        int np = reg_tool_part_texts(t, parts, REG_PARTS_MAX);
+        if (np < 1) die("out of memory");
+        texts[n] = reg_tool_embed_text(t);
+        owner[n] = i, kind[n++] = 0;
+        texts[n] = parts[0]; /* the head */
+        owner[n] = i, kind[n++] = 1;
+        char buf[4096] = "";
+        put_split(buf, sizeof buf, t->server);
+        put_split(buf, sizeof buf, t->name);
+        if (t->title && t->title[0]) {
+            size_t u = strlen(buf);
+            snprintf(buf + u, sizeof buf - u, ". %s", t->title);
+        }
+        texts[n] = strdup(buf);
+        owner[n] = i, kind[n++] = 2;
+        for (int k = 1; k < np; k++) {
+            texts[n] = parts[k];
+            owner[n] = i, kind[n++] = 2 + k;
+        }
+    }
+    for (size_t j = 0; j < n; j++)
+        if (texts[j] == NULL) die("out of memory");
+    float *m = malloc(n * dim * sizeof *m);
+    if (m == NULL) die("out of memory");
+    char msg[256];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (reg_embedder_embed(em, (const char *const *)texts, n, REG_EMBED_DOCUMENT, m, msg,
+                           sizeof msg) < 0)
+        die("%s", msg);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    fprintf(stderr, "variants: %zu texts of %zu tools embedded in %.1f ms\n", n, nt,
+            (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    FILE *f = fopen(path, "w");
+    if (f == NULL) die("cannot write %s", path);
+    fputs("{\"tools\": [", f);
+    for (size_t i = 0; i < nt; i++) {
+        if (i) fputs(", ", f);
+        put_json_string(f, reg_catalog_at(B->cat, i)->id);
+    }
+    fputs("], \"owner\": [", f);
+    for (size_t j = 0; j < n; j++)
+        fprintf(f, "%s%zu", j ? ", " : "", owner[j]);
+    fputs("], \"kind\": [", f);
+    for (size_t j = 0; j < n; j++)
+        fprintf(f, "%s%d", j ? ", " : "", kind[j]);
+    fputs("]}\n", f);
+    for (size_t qi = 0; qi < B->nq; qi++) {
+        const query_t *q = &B->q[qi];
+        const float *v = query_vector(dense, qi, q->text);
+        reg_hit_t b[CANDIDATES];
+        int nb = rank_hits(bm, qi, q->text, CANDIDATES, b);
+        if (nb < 0) die("search failed while dumping");
+        dump_query(f, B, q);
+        fputs(", \"cos\": [", f);
+        for (size_t j = 0; j < n; j++) {
+            double d = 0;
+            for (size_t x = 0; x < dim; x++)
+                d += (double)v[x] * (double)m[j * dim + x];
+            fprintf(f, "%s%.4f", j ? ", " : "", d);
+        }
+        fputc(']', f);
+        dump_list(f, "bm25", b, nb);
+        fputs("}\n", f);
+    }
+    if (fclose(f) != 0) die("cannot write %s", path);
+    for (size_t j = 0; j < n; j++)
+        free(texts[j]);
+    free(texts);
+    free(owner);
+    free(kind);
+    free(m);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -515,7 +623,11 @@ static void usage(void)
             "  --misses NAME               list the queries NAME misses in its top 5\n"
             "  --dump FILE                 write each query's candidate lists (the first\n"
             "                              embedder's and BM25's top 50 with scores) as JSON\n"
-            "                              lines, for studying fusions outside the bench\n");
+            "                              lines, for studying fusions outside the bench\n"
+            "  --parts                     the registry also indexes each tool's parts\n"
+            "  --dump-variants FILE        write each query's cosine to several texts of every\n"
+            "                              tool (whole, head, name, sentences) and BM25's top\n"
+            "                              50, for fusion_study.py --variants\n");
     exit(2);
 }
 
@@ -534,6 +646,7 @@ int main(int argc, char **argv)
     if (argc < 3) usage();
     double min_r5 = -1, min_para_r5 = -1, min_lex_r5 = -1;
     const char *gate = "registry", *misses = NULL, *expect = NULL, *dump = NULL;
+    const char *dump_var = NULL;
     reg_embedder_spec_t spec = {.kind = "auto"};
     reg_lexical_opts_t lo;
     reg_lexical_opts_default(&lo);
@@ -563,10 +676,14 @@ int main(int argc, char **argv)
             bm25_w = (float)num_arg(argc, argv, &i);
         else if (strcmp(argv[i], "--ablation") == 0)
             ablation = true;
+        else if (strcmp(argv[i], "--parts") == 0)
+            ropts.parts = true;
         else if (strcmp(argv[i], "--misses") == 0 && i + 1 < argc)
             misses = argv[++i];
         else if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc)
             dump = argv[++i];
+        else if (strcmp(argv[i], "--dump-variants") == 0 && i + 1 < argc)
+            dump_var = argv[++i];
         else if (strcmp(argv[i], "--lexical-dim") == 0)
             lo.dim = (size_t)num_arg(argc, argv, &i);
         else if (strcmp(argv[i], "--ngram-weight") == 0)
@@ -717,7 +834,21 @@ int main(int argc, char **argv)
         if (note[0]) fprintf(stderr, "bench_retrieval: registry: %s\n", note);
         if (reg_registry_new(re, &ropts, &reg) < 0) die("out of memory");
         if (reg_registry_load_file(reg, argv[1], msg, sizeof msg) < 0) die("%s", msg);
+        struct timespec t0, t1, c0, c1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
         if (reg_registry_index_all(reg, msg, sizeof msg) < 0) die("%s", msg);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+        reg_registry_stats_t st;
+        reg_registry_stats(reg, &st);
+        fprintf(stderr,
+                "registry: indexed %zu tools (whole texts%s) in %.1f ms (%.1f ms of CPU), "
+                "%zu bytes\n",
+                st.indexed, ropts.parts ? " and parts" : "",
+                (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
+                (double)(c1.tv_sec - c0.tv_sec) * 1e3 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e6,
+                st.memory_bytes);
         rk[nr++] = (ranker_t){.name = "registry", .reg = reg};
     }
 
@@ -772,6 +903,7 @@ int main(int argc, char **argv)
         }
     }
     if (dump != NULL) dump_candidates(&B, dense, bm_r, dump);
+    if (dump_var != NULL && dense->emb->sentence_model) dump_variants(&B, dense, bm_r, dump_var);
     for (int i = 0; i < nr; i++)
         printf("%-22s mean query time %.3f ms\n", rk[i].name, rk[i].ms / (double)B.nq);
     if ((min_r5 >= 0 || min_para_r5 >= 0 || min_lex_r5 >= 0) && !gated) {

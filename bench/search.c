@@ -3,7 +3,7 @@
  *
  * usage: bench_search CATALOG.json [QUERIES.jsonl] [--sizes 1000,10000,100000] [--queries N]
  *                     [--lexical-dim N] [--dense-dim N]
- *                     [--index-tools N,M] [--index-batches W] [--blas-threads T]
+ *                     [--index-tools N,M] [--index-batches W] [--blas-threads T] [--parts]
  *
  * Synthetic catalogs are built from the real one: tool i copies tool (i mod n) under a new
  * server and name, with a deterministic share of its description words swapped for words of
@@ -15,8 +15,9 @@
  * The model (--embedder auto|model, as the binary's flag; skipped when it is not installed or
  * with --embedder lexical): its query embedding on one thread, as on one libuv worker (the
  * dev queries, or tool descriptions), and per size the registry's search_tools path for a
- * sentence model (hybrid: cosine + squashed BM25) with the query vector given, over
- * synthetic 384-d document vectors: embedding 10k or 100k tool texts with the model would
+ * sentence model (hybrid: cosine + BM25 relative to its best hit; the tools carry their real
+ * descriptions, perturbed) with the query vector given,
+ * over synthetic 384-d document vectors: embedding 10k or 100k tool texts with the model would
  * take minutes here, and the scan costs the same whatever the vectors hold.
  *
  * --index-tools N,M measures that cost instead: the model embeds N (then M) synthetic tools
@@ -24,6 +25,9 @@
  * input schema kept) through the registry, cold (no cache), as the server does it: batches
  * taken on the loop, embedded on libuv's thread pool with W of them in flight (default: one
  * per core) and T OpenBLAS threads each (default 1). It prints wall time, CPU time and tools/s.
+ *
+ * --parts: the sentence model's registry indexes each tool's parts too (reg_tool_part_texts,
+ * reg_registry_opts_t.parts), in both sections.
  */
 #include "registry.h"
 
@@ -90,7 +94,14 @@ static void words_push(words_t *ws, const char *s, size_t n)
     ws->w[ws->n++] = c;
 }
 
-/* Rewrites text with about 1 word in 4 replaced by a random word of the vocabulary. */
+static bool ends_sentence(const char *w, size_t n)
+{
+    return memchr(w, '.', n) || memchr(w, '!', n) || memchr(w, '?', n) || memchr(w, '\n', n);
+}
+
+/* Rewrites text with about 1 word in 4 replaced by a random word of the vocabulary. A word
+ * that ends a sentence stays, and the vocabulary has no such word, so that the copy has the
+ * sentences of the original (the registry embeds a sentence model's tools by sentence too). */
 static char *perturb(const char *text, const words_t *vocab, uint64_t *rng)
 {
     size_t cap = strlen(text) * 2 + 64, o = 0;
@@ -104,7 +115,7 @@ static char *perturb(const char *text, const words_t *vocab, uint64_t *rng)
         if (n == 0) break;
         const char *w = p;
         size_t wn = n;
-        if (vocab->n > 0 && rng_next(rng) % 4 == 0) {
+        if (vocab->n > 0 && rng_next(rng) % 4 == 0 && !ends_sentence(p, n)) {
             w = vocab->w[rng_next(rng) % vocab->n];
             wn = strlen(w);
         }
@@ -125,6 +136,7 @@ static char *perturb(const char *text, const words_t *vocab, uint64_t *rng)
 typedef struct synth {
     size_t n;
     char **id, **server, **name, **text;
+    char **desc; /* the real description, perturbed like text (the sentence model's section) */
 } synth_t;
 
 static void synth_build(synth_t *s, const reg_catalog_t *cat, char **base_text,
@@ -137,7 +149,9 @@ static void synth_build(synth_t *s, const reg_catalog_t *cat, char **base_text,
     s->server = calloc(n, sizeof *s->server);
     s->text = calloc(n, sizeof *s->text);
     s->name = calloc(n, sizeof *s->name);
-    if (!s->id || !s->server || !s->text || !s->name) die("out of memory");
+    s->desc = calloc(n, sizeof *s->desc);
+    if (!s->id || !s->server || !s->text || !s->name || !s->desc) die("out of memory");
+    uint64_t drng = 0xC2B2AE3D27D4EB4FULL ^ n; /* its own, so that text stays as it was */
     for (size_t i = 0; i < n; i++) {
         const reg_tool_t *t = reg_catalog_at(cat, i % n0);
         size_t copy = i / n0;
@@ -151,7 +165,9 @@ static void synth_build(synth_t *s, const reg_catalog_t *cat, char **base_text,
         s->id[i] = strdup(buf);
         s->text[i] =
             copy == 0 ? strdup(base_text[i % n0]) : perturb(base_text[i % n0], vocab, &rng);
-        if (!s->id[i] || !s->server[i] || !s->text[i] || !s->name[i]) die("out of memory");
+        s->desc[i] = copy == 0 ? strdup(t->description) : perturb(t->description, vocab, &drng);
+        if (!s->id[i] || !s->server[i] || !s->text[i] || !s->name[i] || !s->desc[i])
+            die("out of memory");
     }
 }
 
@@ -161,12 +177,14 @@ static void synth_free(synth_t *s)
         free(s->id[i]);
         free(s->server[i]);
         free(s->text[i]);
+        free(s->desc[i]);
         free(s->name[i]);
     }
     free(s->name);
     free(s->id);
     free(s->server);
     free(s->text);
+    free(s->desc);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -318,10 +336,13 @@ static double model_query_section(reg_embedder_t *model, char **qsrc, size_t nq_
 /* The registry's search_tools path for a sentence model at size s->n: tools fed server by
  * server, indexed with synthetic vectors, searched with a given query vector. */
 static void model_registry_section(const synth_t *s, size_t dim, double embed_p50, char **qsrc,
-                                   size_t nq_src, size_t nqueries, double *lat)
+                                   size_t nq_src, size_t nqueries, double *lat, bool parts)
 {
     reg_registry_t *reg;
-    if (reg_registry_new(synth_sentence_embedder(dim), NULL, &reg) < 0) die("setup failed");
+    reg_registry_opts_t ro;
+    reg_registry_opts_default(&ro);
+    ro.parts = parts;
+    if (reg_registry_new(synth_sentence_embedder(dim), &ro, &reg) < 0) die("setup failed");
     size_t *order = malloc(s->n * sizeof *order);
     if (order == NULL) die("out of memory");
     for (size_t i = 0; i < s->n; i++)
@@ -337,7 +358,7 @@ static void model_registry_section(const synth_t *s, size_t dim, double embed_p5
             cJSON *t = cJSON_CreateObject();
             if (t == NULL || !cJSON_AddItemToArray(arr, t) ||
                 !cJSON_AddStringToObject(t, "name", s->name[order[j]]) ||
-                !cJSON_AddStringToObject(t, "description", s->text[order[j]]))
+                !cJSON_AddStringToObject(t, "description", s->desc[order[j]]))
                 die("out of memory");
         }
         if (reg_registry_set_server_tools(reg, s->server[order[i]], arr, msg, sizeof msg) < 0)
@@ -435,7 +456,8 @@ static double cpu_ms(void)
 }
 
 static void model_index_section(const reg_embedder_spec_t *spec, const reg_catalog_t *cat,
-                                const words_t *vocab, size_t n, size_t in_flight, int blas)
+                                const words_t *vocab, size_t n, size_t in_flight, int blas,
+                                bool parts)
 {
     reg_embedder_t *e;
     char note[1024], msg[1024];
@@ -448,6 +470,7 @@ static void model_index_section(const reg_embedder_spec_t *spec, const reg_catal
     reg_registry_opts_t ro;
     reg_registry_opts_default(&ro);
     ro.batches_in_flight = in_flight;
+    ro.parts = parts;
     reg_registry_t *reg;
     if (reg_registry_new(e, &ro, &reg) < 0) die("setup failed");
     size_t n0 = reg_catalog_count(cat);
@@ -534,6 +557,7 @@ int main(int argc, char **argv)
     size_t sizes[MAX_SIZES] = {1000, 10000, 100000}, nsizes = 3, nqueries = 2000, dense_dim = 384;
     size_t index_sizes[MAX_SIZES], nindex = 0, index_batches = 0;
     int blas_threads = 1;
+    bool parts = false;
     const char *qpath = NULL;
     reg_lexical_opts_t lo;
     reg_lexical_opts_default(&lo);
@@ -557,6 +581,8 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(argv[i], "--index-batches") == 0 && i + 1 < argc) {
             index_batches = strtoul(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--parts") == 0) {
+            parts = true;
         } else if (strcmp(argv[i], "--blas-threads") == 0 && i + 1 < argc) {
             blas_threads = (int)strtol(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--queries") == 0 && i + 1 < argc) {
@@ -596,7 +622,7 @@ int main(int argc, char **argv)
             size_t sp = strspn(p, " ");
             p += sp;
             size_t n = strcspn(p, " ");
-            if (n > 2 && n < 20) words_push(&vocab, p, n);
+            if (n > 2 && n < 20 && !ends_sentence(p, n)) words_push(&vocab, p, n);
             p += n;
         }
     }
@@ -641,7 +667,8 @@ int main(int argc, char **argv)
             index_batches = cores > 0 ? (size_t)cores : 1;
         }
         for (size_t i = 0; i < nindex; i++)
-            model_index_section(&spec, cat, &vocab, index_sizes[i], index_batches, blas_threads);
+            model_index_section(&spec, cat, &vocab, index_sizes[i], index_batches, blas_threads,
+                                parts);
     }
 
     printf("lexical dim %zu (%s); dense dim %zu; %zu queries per measurement; top-%d\n", lo.dim,
@@ -730,7 +757,7 @@ int main(int argc, char **argv)
         registry_section(&s, &lo, lstore, qsrc, nq_src, nqueries, lat);
 
         if (model != NULL)
-            model_registry_section(&s, dense_dim, embed_p50, qsrc, nq_src, nqueries, lat);
+            model_registry_section(&s, dense_dim, embed_p50, qsrc, nq_src, nqueries, lat, parts);
 
         /* Dense vectors of the model's size: random unit rows, random queries. */
         for (int st = 0; st < 2; st++) {

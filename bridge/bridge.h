@@ -28,11 +28,14 @@
  *
  * Requests (sandbox -> host):
  *   {"id": N, "method": "call",   "params": {"server": S, "tool": T, "arguments": {...}}}
- *   {"id": N, "method": "search", "params": {"query": Q, "top_k": K}}
+ *   {"id": N, "method": "search", "params": {"query": Q, "top_k": K, "server": S,
+ *                                          "category": C}}
  *   {"id": N, "method": "emit",   "params": {"record": ANY}}
  *   N is an integer in 1..2^53-1, unique among the requests in flight. S and T are the
  *   original (unsanitised) server and tool names; "arguments" is optional (default {}).
- *   K is optional (default 5, 1..PTC_BRIDGE_TOPK_MAX).
+ *   K is optional (default 5, 1..PTC_BRIDGE_TOPK_MAX). A search's S and C are optional
+ *   filters with search_tools' meaning (only that server's tools, only that category's);
+ *   absent or null means no filter.
  *
  * Answers (host -> sandbox), exactly one per request:
  *   {"id": N, "result": R}
@@ -77,11 +80,12 @@ typedef enum ptc_bridge_method {
 typedef struct ptc_bridge_req {
     int64_t id;
     ptc_bridge_method_t method;
-    char *server;      /* call: original server name */
+    char *server;      /* call: original server name; search: the server filter or NULL */
     char *tool;        /* call: original tool name */
     cJSON *arguments;  /* call: a JSON object ({} when absent) */
     char *query;       /* search */
     int top_k;         /* search */
+    char *category;    /* search: the category filter or NULL */
     cJSON *record;     /* emit: any JSON value */
     size_t line_bytes; /* length of the line as received (for byte budgets) */
 } ptc_bridge_req_t;
@@ -195,9 +199,11 @@ typedef struct ptc_bridge_ops {
     /** args borrowed (copy it). timeout_ms > 0 is the time left for this call. */
     int (*call)(void *ops_data, const reg_tool_t *tool, const cJSON *args, unsigned timeout_ms,
                 ptc_bridge_done_cb done, void *done_data, void **cancel_handle);
-    /** May be NULL: searches are then answered "unavailable". */
-    int (*search)(void *ops_data, const char *query, int top_k, ptc_bridge_done_cb done,
-                  void *done_data, void **cancel_handle);
+    /** May be NULL: searches are then answered "unavailable". server and category (NULL:
+     *  no filter) restrict the results as search_tools' arguments of those names do. */
+    int (*search)(void *ops_data, const char *query, int top_k, const char *server,
+                  const char *category, ptc_bridge_done_cb done, void *done_data,
+                  void **cancel_handle);
     void (*cancel)(void *ops_data, void *cancel_handle);
     /** Optional: each audit record (borrowed), e.g. to send it as an MCP log message. */
     void (*audit)(void *ops_data, const cJSON *record);

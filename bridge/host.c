@@ -334,7 +334,8 @@ static void start(ptc_bridge_host_t *h, ptc_bridge_req_t *req, const reg_tool_t 
     unsigned tmo = left > UINT32_MAX ? UINT32_MAX : (unsigned)left;
     c->starting = true;
     int rc = is_call ? h->ops->call(h->ops_data, tool, req->arguments, tmo, on_done, c, &handle)
-                     : h->ops->search(h->ops_data, req->query, req->top_k, on_done, c, &handle);
+                     : h->ops->search(h->ops_data, req->query, req->top_k, req->server,
+                                      req->category, on_done, c, &handle);
     c->starting = false;
     if (rc == 0 && is_call) h->n.tool_calls++;
     if (c->done) { /* answered synchronously, or the host closed meanwhile */

@@ -34,6 +34,7 @@ void ptc_bridge_req_clear(ptc_bridge_req_t *req)
     free(req->server);
     free(req->tool);
     free(req->query);
+    free(req->category);
     cJSON_Delete(req->arguments);
     cJSON_Delete(req->record);
     memset(req, 0, sizeof *req);
@@ -87,6 +88,17 @@ static bool int_in_range(const cJSON *it, double lo, double hi, int64_t *out)
     return true;
 }
 
+/* An optional filter string of a search: absent or null leaves *out NULL; anything else must
+ * be a non-empty string of at most PTC_BRIDGE_NAME_MAX bytes. False with *rc set when bad. */
+static bool take_filter(const cJSON *params, const char *key, char **out, int *rc, char *msg,
+                        size_t msg_size)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(params, key);
+    if (it == NULL || cJSON_IsNull(it)) return true;
+    *out = take_string(params, key, PTC_BRIDGE_NAME_MAX, false, rc, msg, msg_size);
+    return *out != NULL;
+}
+
 static int parse_params(cJSON *params, ptc_bridge_req_t *req, char *msg, size_t msg_size)
 {
     int rc = PTC_BRIDGE_OK;
@@ -122,6 +134,9 @@ static int parse_params(cJSON *params, ptc_bridge_req_t *req, char *msg, size_t 
             }
             req->top_k = (int)v;
         }
+        if (!take_filter(params, "server", &req->server, &rc, msg, msg_size) ||
+            !take_filter(params, "category", &req->category, &rc, msg, msg_size))
+            return rc;
         return PTC_BRIDGE_OK;
     }
     case PTC_BRIDGE_EMIT: {

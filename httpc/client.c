@@ -407,9 +407,35 @@ static int build_request(ptc_http_req_t *r, const char *method, const ptc_http_h
     return rc;
 }
 
+static int start_request(ptc_http_client_t *c, const char *method, const char *url,
+                         const ptc_http_header_t *headers, size_t n_headers, const char *body,
+                         size_t body_len, ptc_http_chunk_fn on_chunk, ptc_http_cb cb, void *data,
+                         ptc_http_req_t **out);
+
 int ptc_http_request(ptc_http_client_t *c, const char *method, const char *url,
                      const ptc_http_header_t *headers, size_t n_headers, const char *body,
                      size_t body_len, ptc_http_cb cb, void *data, ptc_http_req_t **out)
+{
+    return start_request(c, method, url, headers, n_headers, body, body_len, NULL, cb, data, out);
+}
+
+int ptc_http_request_stream(ptc_http_client_t *c, const char *method, const char *url,
+                            const ptc_http_header_t *headers, size_t n_headers, const char *body,
+                            size_t body_len, ptc_http_chunk_fn on_chunk, ptc_http_cb cb, void *data,
+                            ptc_http_req_t **out)
+{
+    if (on_chunk == NULL) {
+        if (out != NULL) *out = NULL;
+        return PTC_HTTP_EINVAL;
+    }
+    return start_request(c, method, url, headers, n_headers, body, body_len, on_chunk, cb, data,
+                         out);
+}
+
+static int start_request(ptc_http_client_t *c, const char *method, const char *url,
+                         const ptc_http_header_t *headers, size_t n_headers, const char *body,
+                         size_t body_len, ptc_http_chunk_fn on_chunk, ptc_http_cb cb, void *data,
+                         ptc_http_req_t **out)
 {
     if (out != NULL) *out = NULL;
     if (c == NULL || method == NULL || url == NULL || cb == NULL ||
@@ -446,7 +472,8 @@ int ptc_http_request(ptc_http_client_t *c, const char *method, const char *url,
     r->head = strcmp(method, "HEAD") == 0;
     r->connect_timeout_ms = c->connect_timeout_ms;
     r->total_timeout_ms = c->total_timeout_ms;
-    r->body_sink = ptc__http_req_buffer_body;
+    r->on_chunk = on_chunk;
+    r->body_sink = on_chunk != NULL ? ptc__http_req_stream_body : ptc__http_req_buffer_body;
     ptc_buf_init(&r->request, PTC_HTTP_MAX_REQUEST_BODY + PTC__HTTP_MAX_URL +
                                   (size_t)PTC_HTTP_MAX_USER_HEADERS *
                                       (PTC_HTTP_MAX_HEADER_NAME + PTC_HTTP_MAX_HEADER_VALUE + 4) +
@@ -484,7 +511,7 @@ int ptc_http_request(ptc_http_client_t *c, const char *method, const char *url,
     hints.ai_flags = AI_NUMERICSERV;
     rc = uv_timer_start(&r->connect_timer, ptc__http_req_on_connect_timeout, r->connect_timeout_ms,
                         0);
-    if (rc == 0)
+    if (rc == 0 && on_chunk == NULL) /* a stream lasts as long as its ends want */
         rc =
             uv_timer_start(&r->total_timer, ptc__http_req_on_total_timeout, r->total_timeout_ms, 0);
     /* The lookup runs on libuv's thread pool, never on the loop. */

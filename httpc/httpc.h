@@ -103,6 +103,23 @@ typedef struct ptc_http_header {
 int ptc_http_request(ptc_http_client_t *c, const char *method, const char *url,
                      const ptc_http_header_t *headers, size_t n_headers, const char *body,
                      size_t body_len, ptc_http_cb cb, void *data, ptc_http_req_t **out);
+/**
+ * Receives a streamed response body as it arrives: the response's status and Content-Type (may
+ * be NULL), and the next n bytes at p (all borrowed). Returns 0 to go on, < 0 to end the
+ * request, whose callback then runs with PTC_HTTP_ECANCELED.
+ */
+typedef int (*ptc_http_chunk_fn)(void *data, int status, const char *content_type, const char *p,
+                                 size_t n);
+/**
+ * As ptc_http_request, for a response that stays open until either side ends it (a
+ * Server-Sent Events stream): the body goes to on_chunk as it arrives instead of being
+ * buffered (so no body cap applies, and the response cb gets has an empty body), and no total
+ * timeout bounds the request (the connect timeout still does). data goes to both callbacks.
+ */
+int ptc_http_request_stream(ptc_http_client_t *c, const char *method, const char *url,
+                            const ptc_http_header_t *headers, size_t n_headers, const char *body,
+                            size_t body_len, ptc_http_chunk_fn on_chunk, ptc_http_cb cb, void *data,
+                            ptc_http_req_t **out);
 /** Cancels a request; its callback runs with PTC_HTTP_ECANCELED before this returns. Does nothing
  *  if called from the request's own callback. */
 void ptc_http_cancel(ptc_http_req_t *r);

@@ -89,6 +89,7 @@ struct ptc_http_req {
     bool started, complete;
     int status;
     int (*body_sink)(ptc_http_req_t *r, const char *p, size_t n);
+    ptc_http_chunk_fn on_chunk; /* a streamed body's reader (ptc_http_request_stream), or NULL */
     ptc_buf_t body, content_type, location, session_id;
     char field[32]; /* the header name being read, enough to recognise the ones we keep */
     size_t field_len;
@@ -128,6 +129,8 @@ bool ptc__http_req_flush_out(ptc_http_req_t *r);
 /* response.c */
 /* The body sink that buffers the whole body (up to the response cap). */
 int ptc__http_req_buffer_body(ptc_http_req_t *r, const char *at, size_t n);
+/* The body sink of a streamed response: hands every chunk to r->on_chunk. */
+int ptc__http_req_stream_body(ptc_http_req_t *r, const char *at, size_t n);
 /* Parses response bytes; the request finishes when the response is complete or bad. */
 void ptc__http_req_feed(ptc_http_req_t *r, const char *data, size_t n);
 /* The server closed the connection: ends a body read to EOF, or fails. */

@@ -108,7 +108,8 @@ static int on_headers_complete(http_parser *p)
     }
     size_t cap = r->body.max;
     /* content_length is ULLONG_MAX when the header is absent. */
-    if (p->content_length != ULLONG_MAX && p->content_length > (unsigned long long)cap) {
+    if (r->on_chunk == NULL && p->content_length != ULLONG_MAX &&
+        p->content_length > (unsigned long long)cap) {
         r->perr = PTC_HTTP_ETOOBIG;
         snprintf(r->msg, sizeof r->msg,
                  "%s announced a %llu-byte response body, over the cap of %zu bytes", r->where,
@@ -130,6 +131,15 @@ int ptc__http_req_buffer_body(ptc_http_req_t *r, const char *at, size_t n)
         snprintf(r->msg, sizeof r->msg, "out of memory buffering the response from %s", r->where);
     }
     return rc;
+}
+
+int ptc__http_req_stream_body(ptc_http_req_t *r, const char *at, size_t n)
+{
+    if (r->on_chunk(r->data, r->status, r->content_type.p, at, n) == 0) return 0;
+    if (r->done) return -1; /* the reader cancelled the request itself */
+    r->perr = PTC_HTTP_ECANCELED;
+    snprintf(r->msg, sizeof r->msg, "the stream from %s was ended by its reader", r->where);
+    return -1;
 }
 
 static int on_body(http_parser *p, const char *at, size_t n)

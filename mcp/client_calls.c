@@ -31,6 +31,9 @@ static void free_call(mcp_client_call_t *call)
     }
     free(call->method);
     cJSON_Delete(call->params);
+    cJSON_Delete(call->first_params);
+    cJSON_Delete(call->responses);
+    free(call->request_state);
     free(call);
 }
 
@@ -41,6 +44,8 @@ static void settle(mcp_client_call_t *call, int err, const cJSON *result, const 
     unlink_call(call);
     call->settling = true;
     if (call->timer != NULL) uv_timer_stop(call->timer);
+    /* Input requests of this call still with the owner are withdrawn (the owner hears it). */
+    if (call->awaiting > 0) mcp__client_drop_inputs(call->c, call);
     /* Over HTTP the call's POST may still be open (a timeout or cancel): end it. When the
      * answer itself settles the call, its POST is no longer listed and nothing happens. */
     if (call->sent && call->c->http != NULL) mcp__http_abandon(call->c->http, (double)call->id);
@@ -105,9 +110,13 @@ int mcp__client_send(mcp_client_t *c, cJSON *msg)
 
 static void send_cancelled(mcp_client_t *c, int64_t id, const char *reason)
 {
+    /* Over stateless HTTP a request's POST is its lifetime: abandoning it (settle) is the
+     * cancellation, and there is no session a notification could be related to. */
+    if (c->modern && c->http != NULL) return;
     cJSON *p = cJSON_CreateObject();
     if (p == NULL || cJSON_AddNumberToObject(p, "requestId", (double)id) == NULL ||
-        (reason != NULL && cJSON_AddStringToObject(p, "reason", reason) == NULL)) {
+        (reason != NULL && cJSON_AddStringToObject(p, "reason", reason) == NULL) ||
+        (c->modern && mcp__client_add_envelope(c, p) < 0)) {
         cJSON_Delete(p);
         return;
     }
@@ -116,9 +125,22 @@ static void send_cancelled(mcp_client_t *c, int64_t id, const char *reason)
 
 static int send_call(mcp_client_t *c, mcp_client_call_t *call)
 {
+    cJSON *params = call->params;
+    if (c->modern) {
+        /* Stateless: every request carries the protocol version and our capabilities. A
+         * tools/call keeps what it first asked, for the rounds an InputRequiredResult may
+         * start. */
+        if (params == NULL && (params = cJSON_CreateObject()) == NULL) return MCP_ENOMEM;
+        call->params = params;
+        if (!call->internal && strcmp(call->method, "tools/call") == 0 &&
+            call->first_params == NULL &&
+            (call->first_params = cJSON_Duplicate(params, true)) == NULL)
+            return MCP_ENOMEM;
+        int rc = mcp__client_add_envelope(c, params);
+        if (rc < 0) return rc;
+    }
     cJSON *id = cJSON_CreateNumber((double)call->id);
     if (id == NULL) return MCP_ENOMEM;
-    cJSON *params = call->params;
     call->params = NULL;
     cJSON *msg = mcp_jsonrpc_request(id, call->method, params);
     cJSON_Delete(id);
@@ -322,7 +344,63 @@ static void handle_response(mcp_client_t *c, const cJSON *msg, mcp_msg_kind_t ki
         settle(call, MCP_EPROTO, NULL, NULL, text, false);
         return;
     }
+    const cJSON *rt = cJSON_GetObjectItemCaseSensitive(result, "resultType");
+    if (c->modern && !call->hand_inputs && cJSON_IsString(rt) &&
+        strcmp(rt->valuestring, "input_required") == 0) {
+        char text[MCP__CLIENT_REASON_MAX];
+        if (call->first_params == NULL) {
+            snprintf(text, sizeof text,
+                     "downstream server %s asked for input (InputRequiredResult) on %s, which "
+                     "ptc-mcp answers only for tools/call",
+                     c->name, call->method);
+            settle(call, MCP_EPROTO, NULL, NULL, text, false);
+        } else if (call->rounds >= MCP__CLIENT_MAX_INPUT_ROUNDS) {
+            snprintf(text, sizeof text,
+                     "downstream server %s still asked for input after %u rounds of %s", c->name,
+                     call->rounds, call->method);
+            settle(call, MCP_EPROTO, NULL, NULL, text, false);
+        } else {
+            /* The call stays "sent" (in flight) while its owner answers; its timeout runs on. */
+            mcp__client_start_inputs(c, call, result);
+        }
+        return;
+    }
     settle(call, MCP_OK, result, NULL, NULL, false);
+}
+
+void mcp__client_fail_call(mcp_client_call_t *call, int err, const char *message)
+{
+    settle(call, err, NULL, NULL, message, false);
+}
+
+int mcp__client_next_round(mcp_client_call_t *call)
+{
+    mcp_client_t *c = call->c;
+    cJSON *params = cJSON_Duplicate(call->first_params, true);
+    if (params == NULL) return MCP_ENOMEM;
+    call->id = c->next_id++; /* a retry is a new request */
+    call->rounds++;
+    cJSON *tok = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(params, "_meta"),
+                                                  "progressToken");
+    if (cJSON_IsNumber(tok)) cJSON_SetNumberValue(tok, (double)call->id);
+    bool ok = true;
+    if (call->responses != NULL) {
+        ok = cJSON_AddItemToObject(params, "inputResponses", call->responses);
+        if (ok) call->responses = NULL;
+    }
+    if (ok && call->request_state != NULL)
+        ok = cJSON_AddStringToObject(params, "requestState", call->request_state) != NULL;
+    free(call->request_state);
+    call->request_state = NULL;
+    if (!ok) {
+        cJSON_Delete(params);
+        return MCP_ENOMEM;
+    }
+    cJSON_Delete(call->params);
+    call->params = params;
+    int rc = send_call(c, call);
+    if (rc == MCP_OK) arm_call_timer(call);
+    return rc;
 }
 
 static void handle_notification(mcp_client_t *c, const cJSON *msg)
@@ -455,12 +533,15 @@ int mcp_client_request(mcp_client_t *c, const char *method, cJSON *params, unsig
                                   c->next_id++, out);
 }
 
-int mcp_client_call_tool(mcp_client_t *c, const char *name, const cJSON *args, unsigned timeout_ms,
-                         mcp_client_progress_cb progress, mcp_client_call_cb cb, void *data,
-                         mcp_client_call_t **out)
+/* tools/call; hand_inputs: the caller answers the server's input requests itself. */
+static int call_tool(mcp_client_t *c, const char *name, const cJSON *args,
+                     const cJSON *input_responses, const char *request_state, bool hand_inputs,
+                     unsigned timeout_ms, mcp_client_progress_cb progress, mcp_client_call_cb cb,
+                     void *data, mcp_client_call_t **out)
 {
     if (out != NULL) *out = NULL;
-    if (c == NULL || name == NULL || cb == NULL || (args != NULL && !cJSON_IsObject(args)))
+    if (c == NULL || name == NULL || cb == NULL || (args != NULL && !cJSON_IsObject(args)) ||
+        (input_responses != NULL && !cJSON_IsObject(input_responses)))
         return MCP_EINVAL;
     int rc = check_callable(c);
     if (rc < 0) return rc;
@@ -474,12 +555,38 @@ int mcp_client_call_tool(mcp_client_t *c, const char *name, const cJSON *args, u
         cJSON *meta = cJSON_AddObjectToObject(params, "_meta");
         ok = meta != NULL && cJSON_AddNumberToObject(meta, "progressToken", (double)id) != NULL;
     }
+    if (ok && input_responses != NULL)
+        ok =
+            cJSON_AddItemToObject(params, "inputResponses", cJSON_Duplicate(input_responses, true));
+    if (ok && request_state != NULL)
+        ok = cJSON_AddStringToObject(params, "requestState", request_state) != NULL;
     if (!ok) {
         cJSON_Delete(params);
         return MCP_ENOMEM;
     }
-    return mcp__client_start_call(c, "tools/call", params, timeout_ms, false, progress, cb, data,
-                                  id, out);
+    mcp_client_call_t *call = NULL;
+    rc = mcp__client_start_call(c, "tools/call", params, timeout_ms, false, progress, cb, data, id,
+                                &call);
+    if (rc < 0) return rc;
+    call->hand_inputs = hand_inputs; /* no answer can come before the loop runs again */
+    if (out != NULL) *out = call;
+    return MCP_OK;
+}
+
+int mcp_client_call_tool(mcp_client_t *c, const char *name, const cJSON *args, unsigned timeout_ms,
+                         mcp_client_progress_cb progress, mcp_client_call_cb cb, void *data,
+                         mcp_client_call_t **out)
+{
+    return call_tool(c, name, args, NULL, NULL, false, timeout_ms, progress, cb, data, out);
+}
+
+int mcp_client_call_tool_round(mcp_client_t *c, const char *name, const cJSON *args,
+                               const cJSON *input_responses, const char *request_state,
+                               unsigned timeout_ms, mcp_client_progress_cb progress,
+                               mcp_client_call_cb cb, void *data, mcp_client_call_t **out)
+{
+    return call_tool(c, name, args, input_responses, request_state, true, timeout_ms, progress, cb,
+                     data, out);
 }
 
 void mcp_client_call_cancel(mcp_client_call_t *call, const char *reason)

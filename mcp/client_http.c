@@ -3,18 +3,23 @@
  * ends it. The session id from the initialize answer rides on every later POST, and the
  * session is DELETEd when we let go of it.
  *
- * Not yet: the GET stream for messages the server sends on its own (list_changed outside a
- * call), and requests the server sends inside a still-open POST stream (the body is only read
- * when it ends). */
+ * A stateless server's subscriptions/listen POST is read as a stream (its events dispatched as
+ * they arrive, without the total timeout). Not yet: the GET stream for messages a legacy server
+ * sends on its own (list_changed outside a call), and requests the server sends inside a
+ * still-open call's POST stream (that body is only read when it ends). */
 #include "client_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include <mbedtls/base64.h>
+
 /* Fixed headers plus the entry's own, within the HTTP client's limit of 64. */
-#define HTTP_FIXED_HEADERS 4
+#define HTTP_FIXED_HEADERS 6
 #define HTTP_MAX_HEADERS   64
+/* Longest Mcp-Name value sent (a tool name or resource URI; base64 grows it by a third). */
+#define HTTP_MAX_NAME_HEADER 4096
 
 typedef struct http_post http_post_t;
 
@@ -36,6 +41,11 @@ struct http_post {
     ptc_http_req_t *req;
     bool has_id;
     double id;
+    /* A streamed POST (subscriptions/listen): the SSE bytes after the last complete event. */
+    bool streamed;
+    bool in_chunk, finished; /* its events are being dispatched; its request ended meanwhile */
+    char *pending;
+    size_t pending_len;
     http_post_t *prev, *next;
 };
 
@@ -93,6 +103,68 @@ static void dispatch_sse(mcp_client_t *c, const char *body, size_t len)
     free(data);
 }
 
+/* Where the last complete SSE event of buf[0..n) ends (after its blank line), or 0. */
+static size_t events_end(const char *buf, size_t n)
+{
+    for (size_t i = n; i >= 2; i--) {
+        if (buf[i - 1] != '\n') continue;
+        if (buf[i - 2] == '\n') return i;
+        if (i >= 3 && buf[i - 2] == '\r' && buf[i - 3] == '\n') return i;
+    }
+    return 0;
+}
+
+/* Frees a finished POST, unless its stream's events are being dispatched (then the reader
+ * frees it once the dispatch is over). */
+static void release_post(http_post_t *p)
+{
+    if (p->in_chunk) {
+        p->finished = true;
+        return;
+    }
+    free(p->pending);
+    free(p);
+}
+
+/* A streamed POST's next bytes: every complete event goes out at once, the rest waits. A body
+ * that is not an event stream (an error answer) is kept whole and read when it ends. */
+static int on_stream_chunk(void *data, int status, const char *content_type, const char *at,
+                           size_t n)
+{
+    http_post_t *p = data;
+    mcp_client_t *c = p->h->c;
+    if (c == NULL) return -1;
+    if (p->pending_len + n > c->opts.max_message_bytes) {
+        mcp_log(c->lg, MCP_LOG_WARNING,
+                "downstream server %s: an event of its stream is over %zu bytes; stream ended",
+                c->name, c->opts.max_message_bytes);
+        return -1;
+    }
+    char *grown = realloc(p->pending, p->pending_len + n + 1);
+    if (grown == NULL) return -1;
+    p->pending = grown;
+    memcpy(p->pending + p->pending_len, at, n);
+    p->pending_len += n;
+    p->pending[p->pending_len] = '\0';
+    bool sse = status >= 200 && status < 300 && content_type != NULL &&
+               strncasecmp(content_type, "text/event-stream", 17) == 0;
+    size_t end = sse ? events_end(p->pending, p->pending_len) : 0;
+    if (end == 0) return 0;
+    p->in_chunk = true;
+    mcp__client_enter(c);
+    dispatch_sse(c, p->pending, end);
+    mcp__client_leave(c);
+    p->in_chunk = false;
+    if (p->finished) { /* closed while its events were read: the request is over */
+        release_post(p);
+        return -1;
+    }
+    memmove(p->pending, p->pending + end, p->pending_len - end);
+    p->pending_len -= end;
+    p->pending[p->pending_len] = '\0';
+    return 0;
+}
+
 static void on_post_done(void *data, int err, const ptc_http_response_t *resp, const char *message)
 {
     err = mcp__http_err(err);
@@ -100,8 +172,16 @@ static void on_post_done(void *data, int err, const ptc_http_response_t *resp, c
     mcp__http_conn_t *h = p->h;
     unlink_post(p);
     mcp_client_t *c = h->c;
+    ptc_http_response_t streamed;
+    if (p->streamed && err == 0) {
+        /* What was not dispatched as events: a JSON answer, or an unfinished last event. */
+        streamed = *resp;
+        streamed.body = p->pending != NULL ? p->pending : "";
+        streamed.body_len = p->pending_len;
+        resp = &streamed;
+    }
     if (c == NULL) {
-        free(p);
+        release_post(p);
         conn_unref(h);
         return;
     }
@@ -133,9 +213,33 @@ static void on_post_done(void *data, int err, const ptc_http_response_t *resp, c
             }
         }
     }
-    free(p);
+    release_post(p);
     mcp__client_leave(c);
     conn_unref(h);
+}
+
+/* value as a header value: literal when it is visible ASCII without edge blanks (and does not
+ * look like the sentinel), else "=?base64?...?=" of its UTF-8. False when it does not fit. */
+static bool header_value(const char *value, char *out, size_t size)
+{
+    size_t n = strlen(value);
+    bool literal =
+        n > 0 && value[0] != ' ' && value[n - 1] != ' ' && strncmp(value, "=?base64?", 9) != 0;
+    for (size_t i = 0; literal && i < n; i++)
+        literal = (unsigned char)value[i] >= 0x20 && (unsigned char)value[i] < 0x7f;
+    if (literal) {
+        if (n >= size) return false;
+        memcpy(out, value, n + 1);
+        return true;
+    }
+    size_t olen = 0;
+    if (size < 12) return false;
+    if (mbedtls_base64_encode((unsigned char *)out + 9, size - 11, &olen,
+                              (const unsigned char *)value, n) != 0)
+        return false;
+    memcpy(out, "=?base64?", 9);
+    memcpy(out + 9 + olen, "?=", 3);
+    return true;
 }
 
 int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg)
@@ -149,6 +253,19 @@ int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg)
     if (h->session_id != NULL) hdrs[n++] = (ptc_http_header_t){"Mcp-Session-Id", h->session_id};
     if (h->protocol[0] != '\0')
         hdrs[n++] = (ptc_http_header_t){"MCP-Protocol-Version", h->protocol};
+    /* Stateless requests name their method (and tool, prompt or resource) in headers too, so
+     * that a gateway can route them without reading the body. */
+    const cJSON *method = cJSON_GetObjectItemCaseSensitive(msg, "method");
+    char name[HTTP_MAX_NAME_HEADER];
+    if (c->modern && cJSON_IsString(method)) {
+        hdrs[n++] = (ptc_http_header_t){"Mcp-Method", method->valuestring};
+        const char *nm = mcp__modern_name_of(method->valuestring,
+                                             cJSON_GetObjectItemCaseSensitive(msg, "params"));
+        if (nm != NULL) {
+            if (!header_value(nm, name, sizeof name)) return MCP_ETOOBIG;
+            hdrs[n++] = (ptc_http_header_t){"Mcp-Name", name};
+        }
+    }
     for (size_t i = 0; i < c->n_headers && n < HTTP_MAX_HEADERS; i++)
         hdrs[n++] = (ptc_http_header_t){c->headers[i].name, c->headers[i].value};
     http_post_t *p = calloc(1, sizeof *p);
@@ -164,8 +281,14 @@ int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg)
         p->id = id->valuedouble;
     }
     p->h = h;
-    int rc = ptc_http_request(h->http, "POST", h->url, hdrs, n, text, strlen(text), on_post_done, p,
-                              &p->req);
+    /* The listen stream stays open for the server's life: read as it comes, no total timeout. */
+    p->streamed =
+        cJSON_IsString(method) && strcmp(method->valuestring, "subscriptions/listen") == 0;
+    int rc = p->streamed
+                 ? ptc_http_request_stream(h->http, "POST", h->url, hdrs, n, text, strlen(text),
+                                           on_stream_chunk, on_post_done, p, &p->req)
+                 : ptc_http_request(h->http, "POST", h->url, hdrs, n, text, strlen(text),
+                                    on_post_done, p, &p->req);
     free(text);
     if (rc < 0) {
         free(p);

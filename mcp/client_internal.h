@@ -54,6 +54,8 @@ struct mcp__proc {
 #define MCP__CLIENT_MAX_PEER_REQS 64
 /* Unsent bytes queued to a server's stdin before new requests are refused. */
 #define MCP__CLIENT_MAX_QUEUED_WRITE (64u << 20)
+/* Rounds of InputRequiredResult one tools/call may take (the SDKs' default cap is 10). */
+#define MCP__CLIENT_MAX_INPUT_ROUNDS 10
 /* Garbage lines logged per spawn before the rest are only dropped. */
 #define MCP__CLIENT_MAX_GARBAGE_LOGS 10
 
@@ -66,6 +68,15 @@ struct mcp_client_call {
     uint64_t created_ms;
     uv_timer_t *timer;
     bool linked, sent, internal, settling;
+    bool hand_inputs; /* an InputRequiredResult goes to cb (mcp_client_call_tool_round) */
+    /* 2026-07-28 tools/call: the params as first asked (without _meta), what the server's
+     * InputRequiredResult asked answered so far and its requestState, for the next round. */
+    cJSON *first_params;
+    cJSON *responses;
+    char *request_state;
+    unsigned rounds;   /* rounds sent after the first */
+    unsigned awaiting; /* input requests the owner has not answered yet */
+    unsigned round;    /* serial of the current round's input requests (c->input_rounds) */
     mcp_client_call_cb cb;
     mcp_client_progress_cb progress;
     void *data;
@@ -75,7 +86,14 @@ struct mcp_client_call {
 struct mcp_client_peer_req {
     mcp_client_t *c; /* NULL once detached */
     unsigned gen;
-    cJSON *id;
+    /* An input request of a 2026-07-28 InputRequiredResult: answered into this call's next
+     * round (under key), never on the wire. NULL for a request the server sent us, and once
+     * the call ended. */
+    mcp_client_call_t *call;
+    char *key;
+    unsigned round;
+    bool dispatched;
+    cJSON *id; /* NULL for an input request */
     char *method;
     cJSON *params;
     bool cancelled;
@@ -100,6 +118,9 @@ struct mcp_client {
     char **argv, **envp; /* NULL-terminated, expanded */
 
     mcp_client_state_t state;
+    bool modern; /* this start speaks 2026-07-28 (initialize refused, server/discover answered) */
+    bool listening; /* a subscriptions/listen for tool-list changes is open (stateless stdio) */
+    unsigned input_rounds; /* serials of InputRequiredResult rounds */
     char *reason;
     bool ever_ready; /* this start cycle reached READY: later failures restart */
     bool stopping, free_pending, listing, relist;
@@ -184,6 +205,12 @@ void mcp__client_become_ready(mcp_client_t *c);
 /* The current start attempt failed: kill what runs and decide between restart and failure. */
 void mcp__client_start_failure(mcp_client_t *c, const char *reason);
 
+/* Adds the 2026-07-28 request envelope to params' _meta (protocol version, our capabilities and
+ * identity; keys already there stay). MCP_OK, MCP_ENOMEM, or MCP_EINVAL for a non-object _meta. */
+int mcp__client_add_envelope(const mcp_client_t *c, cJSON *params);
+/* Subscribes to tool-list changes on a stateless stdio server that offers them (READY). */
+void mcp__client_start_listen(mcp_client_t *c);
+
 /* client_calls.c: calls, and the messages the server sends. */
 void mcp__client_on_line(mcp_client_t *c, const char *line, size_t len, bool too_big);
 /** s[0..len) as valid UTF-8 (utf8.c): 0 when it is already (*out NULL), else the number of
@@ -211,6 +238,11 @@ int mcp__client_start_call(mcp_client_t *c, const char *method, cJSON *params, u
                            void *data, int64_t id, mcp_client_call_t **out);
 /* Sends the calls that waited for the server, oldest first. */
 void mcp__client_flush_waiting(mcp_client_t *c);
+/* Ends a call with an error (its callback runs). */
+void mcp__client_fail_call(mcp_client_call_t *call, int err, const char *message);
+/* Sends the next round of a tools/call whose input requests are answered: a new id, the first
+ * params plus inputResponses and requestState. */
+int mcp__client_next_round(mcp_client_call_t *call);
 
 /* client_listing.c: the tools listing. */
 void mcp__client_start_listing(mcp_client_t *c);
@@ -224,5 +256,11 @@ void mcp__client_handle_request(mcp_client_t *c, const cJSON *msg);
 void mcp__client_cancel_peers(mcp_client_t *c);
 /* notifications/cancelled from the server for its request rid. */
 void mcp__client_on_peer_cancelled(mcp_client_t *c, const cJSON *rid);
+/* A tools/call answered with an InputRequiredResult (borrowed): roots are answered here,
+ * sampling and elicitation go to the owner's peer_request hook as if the server had sent
+ * them; when all are answered the next round goes out. Fails the call when one cannot be. */
+void mcp__client_start_inputs(mcp_client_t *c, mcp_client_call_t *call, const cJSON *result);
+/* The call ended: its input requests still with the owner are withdrawn (peer_cancelled). */
+void mcp__client_drop_inputs(mcp_client_t *c, mcp_client_call_t *call);
 
 #endif

@@ -1,5 +1,6 @@
 /* client_listing.c - the downstream client's tools listing: tools/list page by page (bounded
- * pages and tools, cursors that do not end), and re-listing on notifications/tools/list_changed. */
+ * pages and tools, cursors that do not end), and re-listing on notifications/tools/list_changed
+ * (a legacy session's, or one on the subscriptions/listen stream of a stateless server). */
 #include "client_internal.h"
 
 #include <stdlib.h>
@@ -164,4 +165,40 @@ void mcp__client_on_list_changed(mcp_client_t *c)
         c->relist = true; /* re-listed when the current listing or the handshake ends */
     else
         mcp__client_start_listing(c);
+}
+
+static void on_listen_end(void *data, int err, const cJSON *result, const cJSON *error,
+                          const char *message)
+{
+    mcp_client_t *c = data;
+    (void)result;
+    (void)error;
+    c->listening = false;
+    /* The server ends a subscription when it shuts down (or refuses it): list changes are
+     * then missed until the next start, as with a legacy server that sends none. */
+    mcp_log(c->lg, err < 0 ? MCP_LOG_NOTICE : MCP_LOG_DEBUG,
+            "downstream server %s: subscriptions/listen ended%s%s", c->name, err < 0 ? ": " : "",
+            err < 0 ? message : "");
+}
+
+void mcp__client_start_listen(mcp_client_t *c)
+{
+    const cJSON *caps = cJSON_GetObjectItemCaseSensitive(c->init_result, "capabilities");
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(caps, "tools");
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tools, "listChanged"))) return;
+    cJSON *params = cJSON_CreateObject();
+    cJSON *filter = cJSON_AddObjectToObject(params, "notifications");
+    if (filter == NULL || cJSON_AddTrueToObject(filter, "toolsListChanged") == NULL) {
+        cJSON_Delete(params);
+        return;
+    }
+    /* Internal and without a timeout: it stays open for the life of the server. */
+    int rc = mcp__client_start_call(c, "subscriptions/listen", params, 0, true, NULL, on_listen_end,
+                                    c, c->next_id++, NULL);
+    if (rc == MCP_OK)
+        c->listening = true;
+    else
+        mcp_log(c->lg, MCP_LOG_WARNING,
+                "downstream server %s: could not subscribe to tool-list changes: %s", c->name,
+                mcp_strerror(rc));
 }

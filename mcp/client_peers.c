@@ -1,5 +1,8 @@
 /* client_peers.c - the requests a downstream server sends us: ping and roots/list answered here,
- * sampling and elicitation handed to the owner (bounded, dropped when the server goes away). */
+ * sampling and elicitation handed to the owner (bounded, dropped when the server goes away).
+ * A stateless (2026-07-28) server asks inside a result instead (InputRequiredResult): its
+ * input requests reach the owner through the same hook, and their answers go into the call's
+ * next round rather than on the wire. */
 #include "client_internal.h"
 
 #include <stdlib.h>
@@ -34,6 +37,56 @@ void mcp__client_cancel_peers(mcp_client_t *c)
     }
 }
 
+static void free_peer(mcp_client_peer_req_t *r)
+{
+    unlink_peer(r);
+    cJSON_Delete(r->id);
+    cJSON_Delete(r->params);
+    free(r->method);
+    free(r->key);
+    free(r);
+}
+
+/* The owner answered one input request (result taken; NULL: it failed with message). */
+static void answer_input(mcp_client_peer_req_t *r, cJSON *result, const char *message)
+{
+    mcp_client_t *c = r->c;
+    mcp_client_call_t *call = r->cancelled ? NULL : r->call;
+    char *key = r->key;
+    r->key = NULL;
+    char *method = r->method;
+    r->method = NULL;
+    free_peer(r);
+    if (call == NULL) {
+        cJSON_Delete(result);
+        free(key);
+        free(method);
+        return;
+    }
+    mcp__client_enter(c);
+    char m[MCP__CLIENT_REASON_MAX];
+    if (result == NULL) {
+        snprintf(m, sizeof m,
+                 "tools/call on downstream server %s: its %s request could not be "
+                 "answered: %s",
+                 c->name, method, message != NULL ? message : "no answer");
+        mcp__client_fail_call(call, MCP_EREMOTE, m);
+    } else if (!cJSON_AddItemToObject(call->responses, key, result)) {
+        cJSON_Delete(result);
+        mcp__client_fail_call(call, MCP_ENOMEM, "out of memory");
+    } else if (--call->awaiting == 0) {
+        int rc = mcp__client_next_round(call);
+        if (rc < 0) {
+            snprintf(m, sizeof m, "could not send tools/call to downstream server %s: %s", c->name,
+                     mcp_strerror(rc));
+            mcp__client_fail_call(call, rc, m);
+        }
+    }
+    free(key);
+    free(method);
+    mcp__client_leave(c);
+}
+
 static void answer_peer(mcp_client_peer_req_t *r, cJSON *msg)
 {
     mcp_client_t *c = r->c;
@@ -43,11 +96,7 @@ static void answer_peer(mcp_client_peer_req_t *r, cJSON *msg)
         mcp__client_send(c, msg);
     else
         cJSON_Delete(msg);
-    unlink_peer(r);
-    cJSON_Delete(r->id);
-    cJSON_Delete(r->params);
-    free(r->method);
-    free(r);
+    free_peer(r);
 }
 
 const char *mcp_client_peer_method(const mcp_client_peer_req_t *req)
@@ -71,11 +120,19 @@ void mcp_client_peer_reply(mcp_client_peer_req_t *req, cJSON *result)
         mcp_client_peer_fail(req, MCP_JSONRPC_INTERNAL_ERROR, "ptc-mcp could not build the answer");
         return;
     }
+    if (req->key != NULL) {
+        answer_input(req, result, NULL);
+        return;
+    }
     answer_peer(req, mcp_jsonrpc_result(req->id, result));
 }
 
 void mcp_client_peer_fail(mcp_client_peer_req_t *req, int code, const char *message)
 {
+    if (req->key != NULL) {
+        answer_input(req, NULL, message);
+        return;
+    }
     answer_peer(req, mcp_jsonrpc_error(req->id, code, message, NULL));
 }
 
@@ -157,5 +214,159 @@ void mcp__client_on_peer_cancelled(mcp_client_t *c, const cJSON *rid)
             if (c->hooks.peer_cancelled != NULL) c->hooks.peer_cancelled(c, r, c->hooks.data);
             break;
         }
+    }
+}
+
+/* --- input requests of a stateless server (InputRequiredResult) ------------------------ */
+
+static cJSON *roots_result(const mcp_client_t *c)
+{
+    cJSON *res = cJSON_CreateObject();
+    cJSON *roots = c->roots != NULL ? cJSON_Duplicate(c->roots, true) : cJSON_CreateArray();
+    if (res == NULL || roots == NULL || !cJSON_AddItemToObject(res, "roots", roots)) {
+        cJSON_Delete(res);
+        cJSON_Delete(roots);
+        return NULL;
+    }
+    return res;
+}
+
+/* Why input request `ir` cannot go to the owner, or NULL when it can. */
+static const char *input_refusal(const mcp_client_t *c, const char *method)
+{
+    bool sampling = strcmp(method, "sampling/createMessage") == 0;
+    bool elicit = strcmp(method, "elicitation/create") == 0;
+    if (!sampling && !elicit) return "an input request of a kind ptc-mcp does not know";
+    if ((sampling && !c->opts.can_sample) || (elicit && !c->opts.can_elicit) ||
+        c->hooks.peer_request == NULL)
+        return "an input request ptc-mcp did not declare it can answer (no connected client "
+               "offers it)";
+    if (c->n_peers >= MCP__CLIENT_MAX_PEER_REQS)
+        return "more input requests than ptc-mcp keeps waiting";
+    return NULL;
+}
+
+static mcp_client_peer_req_t *new_input(mcp_client_t *c, mcp_client_call_t *call, const char *key,
+                                        const char *method, const cJSON *params)
+{
+    mcp_client_peer_req_t *r = calloc(1, sizeof *r);
+    if (r == NULL || (r->key = mcp__strdup(key)) == NULL ||
+        (r->method = mcp__strdup(method)) == NULL ||
+        (params != NULL && (r->params = cJSON_Duplicate(params, true)) == NULL)) {
+        if (r != NULL) {
+            free(r->key);
+            free(r->method);
+            free(r);
+        }
+        return NULL;
+    }
+    r->c = c;
+    r->gen = c->gen;
+    r->call = call;
+    r->round = call->round;
+    r->next = c->peers;
+    if (c->peers) c->peers->prev = r;
+    c->peers = r;
+    c->n_peers++;
+    return r;
+}
+
+static bool call_alive(const mcp_client_t *c, const mcp_client_call_t *call, unsigned round)
+{
+    for (const mcp_client_call_t *x = c->calls; x != NULL; x = x->next)
+        if (x == call && x->round == round) return true;
+    return false;
+}
+
+void mcp__client_start_inputs(mcp_client_t *c, mcp_client_call_t *call, const cJSON *result)
+{
+    const cJSON *reqs = cJSON_GetObjectItemCaseSensitive(result, "inputRequests");
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(result, "requestState");
+    char m[MCP__CLIENT_REASON_MAX];
+    if ((reqs != NULL && !cJSON_IsObject(reqs)) || (state != NULL && !cJSON_IsString(state))) {
+        snprintf(m, sizeof m,
+                 "downstream server %s answered tools/call with a malformed InputRequiredResult "
+                 "(inputRequests must be an object, requestState a string)",
+                 c->name);
+        mcp__client_fail_call(call, MCP_EPROTO, m);
+        return;
+    }
+    cJSON_Delete(call->responses);
+    free(call->request_state);
+    call->request_state = NULL;
+    call->responses = cJSON_CreateObject();
+    if (call->responses == NULL ||
+        (state != NULL && (call->request_state = mcp__strdup(state->valuestring)) == NULL)) {
+        mcp__client_fail_call(call, MCP_ENOMEM, "out of memory");
+        return;
+    }
+    call->round = ++c->input_rounds;
+    unsigned round = call->round;
+    /* Every request is checked and linked before any goes to the owner, who may answer at
+     * once; the extra count keeps the round from going out before the walk ends. */
+    call->awaiting = 1;
+    const cJSON *ir;
+    cJSON_ArrayForEach(ir, reqs)
+    {
+        const cJSON *method = cJSON_GetObjectItemCaseSensitive(ir, "method");
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(ir, "params");
+        const char *why = NULL;
+        if (!cJSON_IsObject(ir) || !cJSON_IsString(method)) {
+            why = "an input request without a method";
+        } else if (strcmp(method->valuestring, "roots/list") == 0) {
+            cJSON *res = roots_result(c);
+            if (res == NULL || !cJSON_AddItemToObject(call->responses, ir->string, res)) {
+                cJSON_Delete(res);
+                why = "out of memory";
+            }
+            continue;
+        } else if ((why = input_refusal(c, method->valuestring)) == NULL &&
+                   new_input(c, call, ir->string, method->valuestring, params) == NULL) {
+            why = "out of memory";
+        }
+        if (why != NULL) {
+            snprintf(m, sizeof m, "downstream server %s asked for %.80s (%s): %s", c->name,
+                     cJSON_IsString(method) ? method->valuestring : "input", ir->string, why);
+            mcp__client_fail_call(call, MCP_EREMOTE, m); /* withdraws the ones linked */
+            return;
+        }
+        call->awaiting++;
+    }
+    mcp__client_enter(c);
+    /* A fresh walk each time: the hook may answer or cancel (and so unlink) any request. */
+    while (!mcp__client_gone(c)) {
+        mcp_client_peer_req_t *r = c->peers;
+        while (r != NULL && (r->call == NULL || r->round != round || r->dispatched))
+            r = r->next;
+        if (r == NULL) break;
+        r->dispatched = true;
+        c->hooks.peer_request(c, r, c->hooks.data);
+    }
+    if (!mcp__client_gone(c) && call_alive(c, call, round) && --call->awaiting == 0) {
+        int rc = mcp__client_next_round(call);
+        if (rc < 0) {
+            snprintf(m, sizeof m, "could not send tools/call to downstream server %s: %s", c->name,
+                     mcp_strerror(rc));
+            mcp__client_fail_call(call, rc, m);
+        }
+    }
+    mcp__client_leave(c);
+}
+
+void mcp__client_drop_inputs(mcp_client_t *c, mcp_client_call_t *call)
+{
+    call->awaiting = 0;
+    for (;;) {
+        mcp_client_peer_req_t *r = c->peers;
+        while (r != NULL && r->call != call)
+            r = r->next;
+        if (r == NULL) return;
+        r->call = NULL;
+        r->cancelled = true;
+        /* Only a request the owner was handed is withdrawn from it; the others just go. */
+        if (!r->dispatched)
+            free_peer(r);
+        else if (c->hooks.peer_cancelled != NULL)
+            c->hooks.peer_cancelled(c, r, c->hooks.data);
     }
 }

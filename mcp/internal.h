@@ -255,6 +255,10 @@ cJSON *mcp__missing_capability(const cJSON *id, const char *capability, const ch
 /* Adds resultType and, for the cacheable methods, ttlMs and cacheScope to a result message
  * (a response to `method`) that lacks them. */
 void mcp__modern_decorate(cJSON *msg, const char *method);
+/* The body value a 2026-07-28 request over HTTP repeats in its Mcp-Name header (SEP-2243: the
+ * name of tools/call and prompts/get, the uri of resources/read), borrowed from params; NULL
+ * when the method has none. */
+const char *mcp__modern_name_of(const char *method, const cJSON *params);
 
 /* server.c */
 const mcp__entry_t *mcp__server_find_tool(const mcp_server_t *srv, const char *name);

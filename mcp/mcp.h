@@ -924,6 +924,18 @@ typedef void (*mcp_client_progress_cb)(void *data, double progress, double total
 int mcp_client_call_tool(mcp_client_t *c, const char *name, const cJSON *args, unsigned timeout_ms,
                          mcp_client_progress_cb progress, mcp_client_call_cb cb, void *data,
                          mcp_client_call_t **out);
+/**
+ * As mcp_client_call_tool, for a caller that has a stateless (2026-07-28) client of its own to
+ * ask: an InputRequiredResult of the server comes back to cb as the result (resultType
+ * "input_required", its inputRequests and requestState) instead of being answered through the
+ * peer_request hook, and input_responses (borrowed, copied; may be NULL) and request_state
+ * (borrowed; may be NULL) go out as the round's inputResponses and requestState. With a legacy
+ * server both are NULL in practice, and the call is an ordinary one.
+ */
+int mcp_client_call_tool_round(mcp_client_t *c, const char *name, const cJSON *args,
+                               const cJSON *input_responses, const char *request_state,
+                               unsigned timeout_ms, mcp_client_progress_cb progress,
+                               mcp_client_call_cb cb, void *data, mcp_client_call_t **out);
 /** Any other request (resources/read, ping, ...), with the same rules. Takes params. */
 int mcp_client_request(mcp_client_t *c, const char *method, cJSON *params, unsigned timeout_ms,
                        mcp_client_call_cb cb, void *data, mcp_client_call_t **out);

@@ -183,3 +183,14 @@ void mcp__modern_request(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, con
         mcp__session_dispatch(s, b, id, method, params);
     s->cur = outer;
 }
+
+const char *mcp__modern_name_of(const char *method, const cJSON *params)
+{
+    const char *field = NULL;
+    if (strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0)
+        field = "name";
+    else if (strcmp(method, "resources/read") == 0)
+        field = "uri";
+    const cJSON *v = field != NULL ? cJSON_GetObjectItemCaseSensitive(params, field) : NULL;
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}

@@ -662,19 +662,6 @@ static void reject(mcp__hconn_t *c, int status, const cJSON *id, int code, const
     mcp__hconn_error_id(c, status, id, code, msg, NULL);
 }
 
-/* The body value the Mcp-Name header must repeat (SEP-2243), or NULL when the method has
- * none. */
-static const char *name_of(const char *method, const cJSON *params)
-{
-    const char *field = NULL;
-    if (strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0)
-        field = "name";
-    else if (strcmp(method, "resources/read") == 0)
-        field = "uri";
-    const cJSON *v = field != NULL ? cJSON_GetObjectItemCaseSensitive(params, field) : NULL;
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 /* SEP-2243 custom headers: a tool's argument whose schema names "x-mcp-header": NAME travels
  * in the header Mcp-Param-NAME too, literally or as =?base64?...?= (strict base64). True when
  * every such argument the body has is in its header with the same value; why says otherwise. */
@@ -749,7 +736,7 @@ static bool check_modern_headers(mcp__hconn_t *c, const mcp_server_t *srv, const
         reject(c, 400, id, MCP_ERR_HEADER_MISMATCH, m);
         return false;
     }
-    const char *name = name_of(method, params);
+    const char *name = mcp__modern_name_of(method, params);
     if (name != NULL &&
         (header_trimmed(c, "Mcp-Name", hn, sizeof hn) == NULL || strcmp(hn, name) != 0)) {
         snprintf(m, sizeof m, "Header mismatch: Mcp-Name must be the body's \"%.160s\"", name);

@@ -202,10 +202,16 @@ def _signatures():
     return _catalog_cache[0]
 
 
-def search(query, top_k=5):
+def search(query, top_k=5, server=None, category=None):
     """Searches the tool registry; returns a list of tools (id, server, name, description,
-    inputSchema, score, and `python`: the function to call them by, when there is one)."""
-    result = _bridge().request('search', {'query': str(query), 'top_k': int(top_k)})
+    inputSchema, score, category, and `python`: the function to call them by, when there is
+    one). server / category: only tools of that server / category, as search_tools takes."""
+    params = {'query': str(query), 'top_k': int(top_k)}
+    if server is not None:
+        params['server'] = str(server)
+    if category is not None:
+        params['category'] = str(category)
+    result = _bridge().request('search', params)
     tools = result.get('tools') if isinstance(result, dict) else result
     if not isinstance(tools, list):
         return []
@@ -234,11 +240,11 @@ async def acall(server, tool, **args):
     return await loop.run_in_executor(None, lambda: call(server, tool, **args))
 
 
-async def asearch(query, top_k=5):
+async def asearch(query, top_k=5, server=None, category=None):
     import asyncio
 
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(None, search, query, top_k)
+    return await loop.run_in_executor(None, lambda: search(query, top_k, server, category))
 
 
 async def aemit(obj):
@@ -255,7 +261,8 @@ def help(module=None):
         print('Server modules (from tools.<module> import <function>; tools.help("<module>")):')
         for mod, info in sorted(cat.items()):
             print('  tools.%s  server %r, %d tools' % (mod, info.get('server'), len(info.get('functions', []))))
-        print('Also: tools.call(server, tool, **args), tools.search(query, top_k=5), tools.emit(obj)')
+        print('Also: tools.call(server, tool, **args), '
+              'tools.search(query, top_k=5, server=None, category=None), tools.emit(obj)')
         return
     info = cat.get(getattr(module, '__name__', module).rsplit('.', 1)[-1])
     if info is None:

@@ -11,6 +11,9 @@ struct reg_registry {
     reg_catalog_t *cat;
     reg_embedder_t *emb; /* NULL: BM25 only */
     reg_index_t *ix;
+    /* The parts' vectors (reg_tool_part_texts) of every tool in ix, row ids "TOOL\nK"; NULL
+     * when the embedder is no sentence model or o.parts is off. Kept in step with ix. */
+    reg_index_t *px;
     reg_bm25_t *bm;
     reg_registry_opts_t o;
     /* ids waiting for the vector index, oldest first; entries may be stale (tool removed or
@@ -35,11 +38,17 @@ struct reg_batch {
     pthread_rwlock_t *lock;
     const atomic_bool *stop;
     bool fit, embedded, cancelled;
+    bool parts; /* the tools' parts are embedded too */
     size_t n, dim;
     char **ids;
     uint64_t *seq;
     char **texts;
     float *vecs;
+    /* Parts: np texts, those of tool i contiguous and in order (powner[j] == i). */
+    size_t np, pcap;
+    char **ptexts;
+    size_t *powner;
+    float *pvecs;
 };
 
 void reg_registry_opts_default(reg_registry_opts_t *o)
@@ -50,6 +59,7 @@ void reg_registry_opts_default(reg_registry_opts_t *o)
     o->bm25_weight = -1.0f; /* chosen by the embedder at reg_registry_new */
     o->storage = REG_INDEX_Q8;
     o->batches_in_flight = 1;
+    o->parts = false;
 }
 
 int reg_registry_new(reg_embedder_t *emb, const reg_registry_opts_t *opts, reg_registry_t **out)
@@ -99,6 +109,12 @@ int reg_registry_new(reg_embedder_t *emb, const reg_registry_opts_t *opts, reg_r
     if (rc == 0) rc = reg_catalog_new(&r->cat);
     if (rc == 0) rc = reg_bm25_new(1.2f, 0.75f, &r->bm);
     if (rc == 0 && emb != NULL) rc = reg_index_new(emb->dim, r->o.storage, &r->ix);
+    /* A tool scored by the best of its whole text and its parts gains on paraphrases and exact
+     * names alike (cross-validated over the servers of bench/eval/dev and dev2), for about 1.8
+     * times the indexing CPU (docs/registry.md): off unless asked for. Only a sentence model:
+     * the lexical embedder has no pooling to blur, and parts would only split its counts. */
+    if (rc == 0 && emb != NULL && emb->sentence_model && r->o.parts)
+        rc = reg_index_new(emb->dim, r->o.storage, &r->px);
     if (rc < 0) {
         reg_registry_free(r);
         return rc;
@@ -114,6 +130,7 @@ void reg_registry_free(reg_registry_t *r)
         free(r->pend[i]);
     free(r->pend);
     reg_index_free(r->ix);
+    reg_index_free(r->px);
     reg_bm25_free(r->bm);
     reg_catalog_free(r->cat);
     reg_embedder_free(r->emb);
@@ -188,6 +205,7 @@ size_t reg_registry_remove_server(reg_registry_t *r, const char *server)
     size_t n = reg_catalog_remove_server(r->cat, name);
     reg_bm25_remove_server(r->bm, name);
     if (r->ix != NULL) reg_index_remove_server(r->ix, name);
+    if (r->px != NULL) reg_index_remove_server(r->px, name);
     return n;
 }
 
@@ -249,7 +267,7 @@ void reg_registry_stats(const reg_registry_t *r, reg_registry_stats_t *st)
     st->tools = reg_catalog_count(r->cat);
     st->indexed = reg_index_count(r->ix);
     st->pending = reg_registry_pending(r);
-    st->memory_bytes = reg_index_memory(r->ix) + reg_bm25_memory(r->bm);
+    st->memory_bytes = reg_index_memory(r->ix) + reg_index_memory(r->px) + reg_bm25_memory(r->bm);
     st->hybrid = r->emb != NULL && r->o.hybrid;
 }
 
@@ -260,21 +278,55 @@ static void batch_free(reg_batch_t *b)
         free(b->ids[i]);
         free(b->texts[i]);
     }
+    for (size_t j = 0; j < b->np; j++)
+        free(b->ptexts[j]);
     free(b->ids);
     free(b->texts);
     free(b->seq);
     free(b->vecs);
+    free(b->ptexts);
+    free(b->powner);
+    free(b->pvecs);
     free(b);
+}
+
+/* Room for `more` part texts in b. */
+static int parts_reserve(reg_batch_t *b, size_t more)
+{
+    if (b->np + more <= b->pcap) return REG_OK;
+    size_t cap = b->pcap ? b->pcap : 64;
+    while (cap < b->np + more)
+        cap *= 2;
+    char **t = realloc(b->ptexts, cap * sizeof *t);
+    if (t == NULL) return REG_ENOMEM;
+    b->ptexts = t;
+    size_t *o = realloc(b->powner, cap * sizeof *o);
+    if (o == NULL) return REG_ENOMEM;
+    b->powner = o;
+    b->pcap = cap;
+    return REG_OK;
 }
 
 static int batch_put(reg_batch_t *b, const reg_tool_t *t)
 {
+    char *parts[REG_PARTS_MAX];
+    int np = 0;
+    if (b->parts) {
+        np = reg_tool_part_texts(t, parts, REG_PARTS_MAX);
+        if (np < 0) return np;
+    }
     char *id = reg__strdup(t->id);
     char *text = b->emb->sentence_model ? reg_tool_embed_text(t) : reg_tool_index_text(t);
-    if (id == NULL || text == NULL) {
+    if (id == NULL || text == NULL || parts_reserve(b, (size_t)np) < 0) {
         free(id);
         free(text);
+        for (int j = 0; j < np; j++)
+            free(parts[j]);
         return REG_ENOMEM;
+    }
+    for (int j = 0; j < np; j++) {
+        b->ptexts[b->np] = parts[j];
+        b->powner[b->np++] = b->n;
     }
     b->ids[b->n] = id;
     b->texts[b->n] = text;
@@ -327,6 +379,7 @@ int reg_registry_next_batch(reg_registry_t *r, size_t max, reg_batch_t **out)
     b->lock = &r->emb_lock;
     b->stop = &r->stop;
     b->fit = fit;
+    b->parts = r->px != NULL;
     b->dim = r->emb->dim;
     b->ids = calloc(cap, sizeof *b->ids);
     b->texts = calloc(cap, sizeof *b->texts);
@@ -395,6 +448,21 @@ int reg_batch_embed(reg_batch_t *b, char *msg, size_t msg_size)
     return rc;
 }
 
+/* Embeds n of the batch's texts into a new *vecs (freed with the batch). */
+static int batch_embed_texts(reg_batch_t *b, char **texts, size_t n, float **vecs, char *msg,
+                             size_t msg_size)
+{
+    *vecs = malloc(n * b->dim * sizeof **vecs);
+    if (*vecs == NULL) return reg__fail(msg, msg_size, REG_ENOMEM, "out of memory embedding");
+    int rc = reg_embedder_embed_stop(b->emb, (const char *const *)texts, n, REG_EMBED_DOCUMENT,
+                                     b->stop, *vecs, msg, msg_size);
+    if (rc == REG_ECANCELED || (rc < 0 && atomic_load(b->stop))) {
+        b->cancelled = true;
+        return reg__fail(msg, msg_size, REG_ECANCELED, "indexing was cancelled");
+    }
+    return rc < 0 ? rc : REG_OK;
+}
+
 static int batch_embed_locked(reg_batch_t *b, char *msg, size_t msg_size)
 {
     if (b->fit) {
@@ -403,17 +471,37 @@ static int batch_embed_locked(reg_batch_t *b, char *msg, size_t msg_size)
             return reg__fail(msg, msg_size, rc, "%s: learning corpus statistics failed: %s",
                              reg_embedder_name(b->emb), reg_strerror(rc));
     }
-    b->vecs = malloc(b->n * b->dim * sizeof *b->vecs);
-    if (b->vecs == NULL) return reg__fail(msg, msg_size, REG_ENOMEM, "out of memory embedding");
-    int rc = reg_embedder_embed_stop(b->emb, (const char *const *)b->texts, b->n,
-                                     REG_EMBED_DOCUMENT, b->stop, b->vecs, msg, msg_size);
-    if (rc == REG_ECANCELED || (rc < 0 && atomic_load(b->stop))) {
-        b->cancelled = true;
-        return reg__fail(msg, msg_size, REG_ECANCELED, "indexing was cancelled");
-    }
+    int rc = batch_embed_texts(b, b->texts, b->n, &b->vecs, msg, msg_size);
+    if (rc == 0 && b->np > 0) rc = batch_embed_texts(b, b->ptexts, b->np, &b->pvecs, msg, msg_size);
     if (rc < 0) return rc;
     b->embedded = true;
     return REG_OK;
+}
+
+/* Row id of part k of a tool: a newline never occurs in a tool's id. */
+static void part_id(const char *tool_id, size_t k, char out[REG_ID_MAX + 24])
+{
+    snprintf(out, REG_ID_MAX + 24, "%s\n%zu", tool_id, k);
+}
+
+/* Adds the n part vectors of t (already in r->ix) to r->px; on failure takes t out of both,
+ * so that it is embedded again whole. */
+static int add_parts(reg_registry_t *r, const reg_tool_t *t, const float *vecs, size_t n)
+{
+    char pid[REG_ID_MAX + 24];
+    int rc = REG_OK;
+    size_t k = 0;
+    for (; k < n && rc == 0; k++) {
+        part_id(t->id, k, pid);
+        rc = reg_index_add(r->px, pid, t->server, t->category, vecs + k * r->emb->dim);
+    }
+    if (rc == 0) return REG_OK;
+    for (size_t x = 0; x + 1 < k; x++) {
+        part_id(t->id, x, pid);
+        (void)reg_index_remove(r->px, pid);
+    }
+    (void)reg_index_remove(r->ix, t->id);
+    return rc;
 }
 
 int reg_registry_apply_batch(reg_registry_t *r, reg_batch_t *b)
@@ -443,16 +531,32 @@ int reg_registry_apply_batch(reg_registry_t *r, reg_batch_t *b)
             batch_free(b);
             return rc;
         }
+        reg_index_t *px = NULL;
+        if (r->px != NULL && (rc = reg_index_new(b->dim, r->o.storage, &px)) < 0) {
+            reg_index_free(ix);
+            batch_free(b);
+            return rc;
+        }
         reg_index_free(r->ix);
         r->ix = ix;
+        if (px != NULL) {
+            reg_index_free(r->px);
+            r->px = px;
+        }
         r->fitted = true;
         r->fitted_count = b->n;
     }
+    size_t j = 0; /* the first part of tool i */
     for (size_t i = 0; i < b->n && rc == 0; i++) {
+        size_t j0 = j;
+        while (j < b->np && b->powner[j] == i)
+            j++;
         const reg_tool_t *t = reg_catalog_find(r->cat, b->ids[i]);
         /* Removed, or removed and added back with new content, while the batch ran. */
         if (t == NULL || t->seq != b->seq[i] || reg_index_contains(r->ix, t->id)) continue;
         rc = reg_index_add(r->ix, t->id, t->server, t->category, b->vecs + i * b->dim);
+        if (rc == 0 && r->px != NULL && j > j0)
+            rc = add_parts(r, t, b->pvecs + j0 * b->dim, j - j0);
         if (rc < 0) (void)pend_push(r, b->ids[i]);
     }
     batch_free(b);
@@ -498,6 +602,55 @@ int reg_registry_embed_query(reg_registry_t *r, const char *query, float *out, c
     return rc;
 }
 
+static int cmp_hit_score(const void *a, const void *b)
+{
+    const reg_hit_t *x = a, *y = b;
+    if (x->score != y->score) return x->score < y->score ? 1 : -1;
+    return strcmp(x->id, y->id);
+}
+
+/* Scores each tool by the best of its whole text's and its parts' cosines: a (na hits of the
+ * whole texts, room for want) becomes the best want tools of a and the parts' hits p. A tool
+ * found only by a part gets its part's score (its whole text's is lower: it missed a's top). */
+static int merge_parts(const reg_registry_t *r, reg_hit_t *a, int na, size_t want,
+                       const reg_hit_t *p, int np)
+{
+    reg_hit_t *m = malloc(((size_t)na + (size_t)np) * sizeof *m);
+    reg__map_t at = {0}; /* tool id -> position in m */
+    if (m == NULL) return REG_ENOMEM;
+    memcpy(m, a, (size_t)na * sizeof *m);
+    size_t n = 0;
+    int rc = REG_OK;
+    for (; n < (size_t)na && rc == 0; n++)
+        rc = reg__map_put(&at, m[n].id, n);
+    for (int i = 0; i < np && rc == 0; i++) {
+        char id[REG_ID_MAX + 24];
+        snprintf(id, sizeof id, "%s", p[i].id);
+        char *nl = strchr(id, '\n');
+        if (nl != NULL) *nl = 0;
+        size_t pos;
+        if (reg__map_get(&at, id, &pos)) {
+            if (p[i].score > m[pos].score) m[pos].score = p[i].score;
+            continue;
+        }
+        const reg_tool_t *t = reg_catalog_find(r->cat, id);
+        if (t == NULL) continue;
+        m[n] = (reg_hit_t){t->id, p[i].server, p[i].category, p[i].score};
+        rc = reg__map_put(&at, t->id, n);
+        n++;
+    }
+    reg__map_free(&at);
+    if (rc < 0) {
+        free(m);
+        return rc;
+    }
+    qsort(m, n, sizeof *m, cmp_hit_score);
+    if (n > want) n = want;
+    memcpy(a, m, n * sizeof *m);
+    free(m);
+    return (int)n;
+}
+
 /* Runs the signals of one search into a (dense) and b (BM25). */
 static int gather(reg_registry_t *r, const char *query, const float *qvec, bool dense, bool bm25,
                   size_t want, const reg_filter_t *f, reg_hit_t *a, int *na, reg_hit_t *b, int *nb,
@@ -517,6 +670,15 @@ static int gather(reg_registry_t *r, const char *query, const float *qvec, bool 
             qvec = qv;
         }
         *na = reg_index_search(r->ix, qvec, want, f, a);
+        if (*na >= 0 && r->px != NULL && reg_index_count(r->px) > 0) {
+            /* Enough parts' hits that the best want tools are among them even when each has
+             * all its parts on top. */
+            size_t pk = want * REG_PARTS_MAX < REG_TOPK_MAX ? want * REG_PARTS_MAX : REG_TOPK_MAX;
+            reg_hit_t *p = malloc(pk * sizeof *p);
+            int np = p != NULL ? reg_index_search(r->px, qvec, pk, f, p) : REG_ENOMEM;
+            *na = np < 0 ? np : merge_parts(r, a, *na, want, p, np);
+            free(p);
+        }
         free(qv);
         if (*na < 0)
             return reg__fail(msg, msg_size, *na, "vector search failed: %s", reg_strerror(*na));

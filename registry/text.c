@@ -1,6 +1,8 @@
 /* text.c - identifier splitting, light stemming, stop words and tokenising. */
 #include "internal.h"
 
+#include "base.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -186,4 +188,96 @@ void reg__tokens_free(reg__tokens_t *t)
     free(t->buf);
     free(t->tok);
     memset(t, 0, sizeof *t);
+}
+
+/* ---- a tool's parts (reg_tool_part_texts) ------------------------------------------------ */
+
+/* Appends len bytes of s to the NUL-terminated buf of size bytes, cut where buf ends (on a
+ * character boundary). */
+static void part_cat(char *buf, size_t size, const char *s, size_t len)
+{
+    size_t n = strlen(buf);
+    if (n + 1 >= size) return;
+    len = ptc_utf8_cut(s, len, size - 1 - n);
+    memcpy(buf + n, s, len);
+    buf[n + len] = 0;
+}
+
+/* Appends an identifier split into words ("listMergeRequests" -> "list merge requests"),
+ * after a blank when buf is not empty. */
+static void part_cat_split(char *buf, size_t size, const char *ident)
+{
+    char tmp[2 * REG_NAME_MAX + 2];
+    if (ident == NULL) return;
+    int n = reg_text_split(ident, tmp, sizeof tmp);
+    if (n <= 0 && n != REG_ETOOBIG) return;
+    if (buf[0]) part_cat(buf, size, " ", 1);
+    part_cat(buf, size, tmp, strlen(tmp));
+}
+
+static bool sentence_end(const char *e)
+{
+    return (*e == '.' || *e == '!' || *e == '?') &&
+           (e[1] == 0 || e[1] == ' ' || e[1] == '\n' || e[1] == '\t');
+}
+
+/* The next sentence of at least 3 words at or after *s (leading blanks and list markers
+ * skipped; a newline ends a sentence too): its start and length. Advances *s past it. */
+static bool next_sentence(const char **s, const char **start, size_t *len)
+{
+    const char *p = *s;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '-' || *p == '*')
+            p++;
+        const char *e = p;
+        while (*e && *e != '\n' && !sentence_end(e))
+            e++;
+        size_t n = (size_t)(e - p) + (*e && *e != '\n' ? 1 : 0);
+        size_t words = 0;
+        for (size_t i = 0; i < n; i++)
+            if ((i == 0 || p[i - 1] == ' ') && p[i] != ' ') words++;
+        const char *next = *e ? e + 1 : e;
+        if (n > 0 && words >= 3) {
+            *start = p;
+            *len = n;
+            *s = next;
+            return true;
+        }
+        p = next;
+    }
+    *s = p;
+    return false;
+}
+
+int reg_tool_part_texts(const reg_tool_t *tool, char **out, size_t max)
+{
+    if (tool == NULL || (max > 0 && out == NULL)) return REG_EINVAL;
+    const char *s = tool->description ? tool->description : "";
+    char buf[REG_EMBED_TEXT_MAX];
+    size_t n = 0;
+    while (n < max) {
+        const char *st = NULL;
+        size_t len = 0;
+        bool have = next_sentence(&s, &st, &len);
+        if (!have && n > 0) break;
+        buf[0] = 0;
+        if (n == 0) { /* the head: who and what, then the purpose */
+            part_cat_split(buf, sizeof buf, tool->server);
+            part_cat_split(buf, sizeof buf, tool->name);
+            if (have) part_cat(buf, sizeof buf, ". ", 2);
+        } else {
+            part_cat_split(buf, sizeof buf, tool->name);
+            part_cat(buf, sizeof buf, ": ", 2);
+        }
+        if (have) part_cat(buf, sizeof buf, st, len);
+        out[n] = reg__strdup(buf);
+        if (out[n] == NULL) {
+            while (n-- > 0)
+                free(out[n]);
+            return REG_ENOMEM;
+        }
+        n++;
+        if (!have) break;
+    }
+    return (int)n;
 }

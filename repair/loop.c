@@ -323,6 +323,12 @@ static void ask_repair(ptc_repair_loop_t *l, const ptc_repair_run_t *r)
         return;
     }
     l->by = by;
+    /* Said before the request goes: a repairer of a 2026-07-28 client (MRTR) answers the
+     * client's call with the request, and a progress update after it would have no call. */
+    char msg[PTC_REPAIR_FP_MAX + 96];
+    snprintf(msg, sizeof msg, "attempt %u of %ld failed (%.200s); asking %s for a fix", l->attempt,
+             l->max_repairs + 1, l->last_fp, by->asking);
+    progress(l, msg);
     int rc = l->ops->ask(l->data, prompt, on_repaired, l, &l->ask);
     free(prompt);
     if (rc < 0) {
@@ -343,10 +349,6 @@ static void ask_repair(ptc_repair_loop_t *l, const ptc_repair_run_t *r)
     }
     l->timer->data = l;
     uv_timer_start(l->timer, on_deadline, l->deadline - uv_now(l->uv), 0);
-    char msg[PTC_REPAIR_FP_MAX + 96];
-    snprintf(msg, sizeof msg, "attempt %u of %ld failed (%.200s); asking %s for a fix", l->attempt,
-             l->max_repairs + 1, l->last_fp, by->asking);
-    progress(l, msg);
 }
 
 void ptc_repair_loop_ran(ptc_repair_loop_t *l, const ptc_repair_run_t *r)

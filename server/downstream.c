@@ -17,6 +17,7 @@ typedef struct proxy_call {
     mcp_call_t *call;
     mcp_client_call_t *downstream;
     ptc_downstream_owner_t *owner;
+    bool rounds; /* a stateless client's call: the downstream's input requests go to it */
 } proxy_call_t;
 
 struct ptc_downstream_owner {
@@ -80,16 +81,46 @@ static mcp_client_t *find_client(const ptc_downstream_t *d, const char *server)
 
 /* --- --expose-tools ------------------------------------------------------------------------ */
 
+/* A stateless downstream server asks for input inside a proxied call whose own client is
+ * stateless too: the same input requests go to that client in our InputRequiredResult, with
+ * the server's requestState as ours (which protects it), and its answers go back to the server
+ * on the next round (proxy_handle). */
+static void proxy_input_required(mcp_call_t *call, const cJSON *result)
+{
+    const cJSON *reqs = cJSON_GetObjectItemCaseSensitive(result, "inputRequests");
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(result, "requestState");
+    if (state != NULL &&
+        (!cJSON_IsString(state) || strlen(state->valuestring) > MCP_MRTR_MAX_STATE)) {
+        mcp_call_finish_text(call, true,
+                             "the downstream server's requestState is not a string of at most %u "
+                             "bytes, so it cannot be carried through this call",
+                             MCP_MRTR_MAX_STATE);
+        return;
+    }
+    cJSON *copy = cJSON_IsObject(reqs) ? cJSON_Duplicate(reqs, true) : cJSON_CreateObject();
+    if (copy == NULL) {
+        mcp_call_finish_text(call, true, "out of memory");
+        return;
+    }
+    mcp_call_finish_input_required(call, copy, state != NULL ? state->valuestring : NULL);
+}
+
 static void proxy_done(void *data, int err, const cJSON *result, const cJSON *error,
                        const char *message)
 {
     proxy_call_t *p = data;
     mcp_call_t *call = p->call;
+    bool rounds = p->rounds;
     ptc_downstream_disown(p->owner);
     free(p);
     (void)error;
     if (err < 0) {
         mcp_call_finish_text(call, true, "%s", message ? message : mcp_strerror(err));
+        return;
+    }
+    const cJSON *rt = cJSON_GetObjectItemCaseSensitive(result, "resultType");
+    if (rounds && cJSON_IsString(rt) && strcmp(rt->valuestring, "input_required") == 0) {
+        proxy_input_required(call, result);
         return;
     }
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(result, "content");
@@ -126,9 +157,16 @@ static void proxy_handle(mcp_call_t *call, const cJSON *args, void *data)
     }
     p->call = call;
     p->owner = ptc_downstream_own(e->d, c, call);
-    int rc = mcp_client_call_tool(c, e->tool, args, e->d->tool_timeout_ms,
-                                  mcp_call_wants_progress(call) ? proxy_progress : NULL, proxy_done,
-                                  p, &p->downstream);
+    /* A stateless client cannot be sent requests in the middle of its call, but it can be
+     * handed a stateless downstream server's input requests as its own (proxy_done). */
+    p->rounds = mcp_call_is_modern(call);
+    mcp_client_progress_cb progress = mcp_call_wants_progress(call) ? proxy_progress : NULL;
+    int rc = p->rounds
+                 ? mcp_client_call_tool_round(c, e->tool, args, mcp_call_input_responses(call),
+                                              mcp_call_request_state(call), e->d->tool_timeout_ms,
+                                              progress, proxy_done, p, &p->downstream)
+                 : mcp_client_call_tool(c, e->tool, args, e->d->tool_timeout_ms, progress,
+                                        proxy_done, p, &p->downstream);
     if (rc < 0) {
         ptc_downstream_disown(p->owner);
         free(p);

@@ -57,12 +57,10 @@ static bool op_forward(bridge_op_t *op, mcp_client_t *c, const char *name, const
     return true;
 }
 
-static void op_confirmed(void *data, int err, const cJSON *result, const cJSON *error,
-                         const char *message)
+/* The user's answer (an elicitation result; err < 0: none came): the call goes on or is
+ * denied. */
+static void confirm_decided(bridge_op_t *op, int err, const cJSON *result, const char *message)
 {
-    bridge_op_t *op = data;
-    (void)error;
-    op->confirm = NULL;
     const cJSON *action = cJSON_GetObjectItemCaseSensitive(result, "action");
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(result, "content");
     bool yes = err == 0 && cJSON_IsString(action) && strcmp(action->valuestring, "accept") == 0 &&
@@ -79,19 +77,45 @@ static void op_confirmed(void *data, int err, const cJSON *result, const cJSON *
     (void)op_forward(op, c, op->tool, op->args);
 }
 
+static void op_confirmed(void *data, int err, const cJSON *result, const cJSON *error,
+                         const char *message)
+{
+    bridge_op_t *op = data;
+    (void)error;
+    op->confirm = NULL;
+    confirm_decided(op, err, result, message);
+}
+
+void ptc__execute_confirm_answer(bridge_op_t *op, const cJSON *result)
+{
+    op->mrtr_wait = false;
+    if (result == NULL) {
+        confirm_decided(op, MCP_EPROTO, NULL,
+                        "the client's next round carried no answer to the confirmation");
+        return;
+    }
+    confirm_decided(op, 0, result, NULL);
+}
+
 /* --confirm-writes: asks the user (elicitation) before a call to a tool not marked read-only.
  * Returns 1 when waiting for the answer, 0 when it answered (refused) already, < 0 on error. */
 static int op_ask_confirmation(bridge_peer_t *p, bridge_op_t *op, const reg_tool_t *tool,
                                const cJSON *args)
 {
     mcp_call_t *call = peer_call(p);
-    mcp_session_t *s = call ? mcp_call_session(call) : NULL;
-    if (s == NULL || !mcp_session_client_has(s, "elicitation")) {
+    /* A 2026-07-28 client declares elicitation in each request (and is asked through MRTR). */
+    if (call == NULL || !mcp_call_client_has(call, "elicitation")) {
         char m[300];
-        snprintf(m, sizeof m,
-                 "%s is not marked read-only and --confirm-writes is on, but this client cannot "
-                 "ask the user (no elicitation): refused",
-                 tool->id);
+        if (call == NULL && p->job != NULL && p->job->mrtr_linked)
+            snprintf(m, sizeof m,
+                     "%s is not marked read-only and --confirm-writes is on, but another call of "
+                     "this run is waiting for the user's answer (one at a time): refused",
+                     tool->id);
+        else
+            snprintf(m, sizeof m,
+                     "%s is not marked read-only and --confirm-writes is on, but this client "
+                     "cannot ask the user (no elicitation): refused",
+                     tool->id);
         op->done(op->done_data, MCP_EDENIED, NULL, m);
         op_free(op);
         return 0;
@@ -117,6 +141,21 @@ static int op_ask_confirmation(bridge_peer_t *p, bridge_op_t *op, const reg_tool
         cJSON_Delete(params);
         op_free(op);
         return MCP_ENOMEM;
+    }
+    if (mcp_call_is_modern(call)) {
+        /* The call is answered with the question; the run (and this bridge call) wait for the
+         * round that brings the answer, at most as long as the call may take. */
+        job_t *j = p->job;
+        j->mrtr_op = op;
+        op->mrtr_wait = true;
+        int rc = ptc__mrtr_park(j, EXECUTE_MRTR_KEY_CONFIRM, "elicitation/create", params,
+                                op->timeout_ms);
+        if (rc < 0) {
+            j->mrtr_op = NULL;
+            op_free(op);
+            return rc;
+        }
+        return 1;
     }
     /* Made with the call, so that over Streamable HTTP it rides the call's own stream. */
     int rc = mcp_call_request_ex(call, "elicitation/create", params, "elicitation", op->timeout_ms,
@@ -179,8 +218,9 @@ static void op_search_done(void *data, int err, const cJSON *sc, const char *mes
     op_free(op);
 }
 
-static int op_search(void *data, const char *query, int top_k, ptc_bridge_done_cb done,
-                     void *done_data, void **cancel_handle)
+static int op_search(void *data, const char *query, int top_k, const char *server,
+                     const char *category, ptc_bridge_done_cb done, void *done_data,
+                     void **cancel_handle)
 {
     bridge_peer_t *p = data;
     *cancel_handle = NULL;
@@ -190,8 +230,8 @@ static int op_search(void *data, const char *query, int top_k, ptc_bridge_done_c
     op->done = done;
     op->done_data = done_data;
     void *q = NULL;
-    int rc = ptc_search_query(p->ex->search, query, top_k > 0 ? (size_t)top_k : 5, op_search_done,
-                              op, &q);
+    int rc = ptc_search_query(p->ex->search, query, top_k > 0 ? (size_t)top_k : 5, server, category,
+                              op_search_done, op, &q);
     if (rc < 0) {
         free(op);
         return rc;
@@ -210,6 +250,10 @@ static void op_cancel(void *data, void *handle)
     if (op == NULL) return;
     if (op->is_search) {
         ptc_search_query_cancel(op->query); /* its done never runs now */
+        op_free(op);
+    } else if (op->mrtr_wait) { /* the answer would come in the client's next round */
+        bridge_peer_t *p = op->peer;
+        if (p->job != NULL && p->job->mrtr_op == op) p->job->mrtr_op = NULL;
         op_free(op);
     } else if (op->confirm != NULL) {
         mcp_outreq_cancel(op->confirm, "the run ended"); /* runs op_confirmed, which frees */

@@ -74,6 +74,8 @@ struct ptc_execute {
     uint64_t wait_ms;
     struct job *longruns; /* runs handed back as running (execute_longrun.c) */
     size_t n_longruns;
+    struct job *mrtr_parked; /* waiting for a 2026 client's next round (execute_mrtr.c) */
+    size_t n_mrtr_parked;
     /* Clients whose MCP session ended, their state dropped at the next loop turn
        (execute_ends.c). */
     mcp_server_t *srv; /* the session-end hook is registered there */
@@ -141,6 +143,15 @@ typedef struct job {
     char *refused_final;         /* the loop answered "refused" with no request waiting */
     bool finish_pending;         /* the loop finished with no request waiting */
     struct job *lr_prev, *lr_next;
+    /* MRTR (execute_mrtr.c): the call was answered with an InputRequiredResult naming
+       mrtr_handle; the client's next round resumes the job with the answer to mrtr_ask (a
+       repair through sampling) or mrtr_op (a --confirm-writes confirmation). */
+    bool mrtr_linked; /* in ex->mrtr_parked */
+    char mrtr_handle[PTC_SESSION_HANDLE_MAX];
+    uv_timer_t *mrtr_timer; /* frees the job when no round comes in time */
+    ptc_repair_ask_t *mrtr_ask;
+    struct bridge_op *mrtr_op;
+    struct job *mrtr_prev, *mrtr_next;
 } job_t;
 
 /* A downstream call or registry search made for sandboxed code. */
@@ -153,6 +164,7 @@ typedef struct bridge_op {
     void *query;
     /* --confirm-writes: the call waits for the user's answer to an elicitation. */
     mcp_outreq_t *confirm;
+    bool mrtr_wait; /* asked through an InputRequiredResult: waits for the next round */
     bridge_peer_t *peer;
     char *server, *tool;
     cJSON *args;
@@ -252,6 +264,8 @@ void ptc__execute_job_ran(job_t *j, const exec_result_t *r);
 void ptc__execute_job_deliver(job_t *j);
 /** Progress of j's run or cell. */
 void ptc__execute_job_progress(job_t *j, uint64_t elapsed_ms, uint64_t output_bytes);
+/** The mcp_call_on_cancel hook of a call waiting on job data. */
+void ptc__execute_job_cancelled(mcp_call_t *call, void *data);
 
 /* --- execute_sessions.c: live interpreters kept between calls (issue 12) --------------------- */
 
@@ -317,6 +331,33 @@ void ptc__longrun_park(job_t *j);
 void ptc__longrun_close_all(ptc_execute_t *ex);
 /** Ends every run of owner handed back as running (its client's MCP session ended). */
 void ptc__longrun_close_owner(ptc_execute_t *ex, const mcp_identity_t *owner);
+
+/* --- execute_mrtr.c: jobs waiting for a 2026-07-28 client's next round (MRTR) -------------- */
+
+#define EXECUTE_MAX_MRTR_PARKED 64u /* jobs waiting at once; past it, no more are asked */
+/* The keys of the input requests (and of the client's inputResponses). */
+#define EXECUTE_MRTR_KEY_REPAIR  "repair"  /* sampling/createMessage for a repair */
+#define EXECUTE_MRTR_KEY_CONFIRM "confirm" /* elicitation/create for --confirm-writes */
+
+/**
+ * Answers j's call with an InputRequiredResult asking {key: {method, params}} (params taken)
+ * and a requestState naming j, which then waits (its run goes on) for the round that brings the
+ * answer, bound to j's owner, for keep_ms at most: past it a run still going is killed and j
+ * freed. j->call is NULL afterwards. < 0 (MCP_ENOMEM, MCP_EBUSY at the limit) leaves the call
+ * unanswered.
+ */
+int ptc__mrtr_park(job_t *j, const char *key, const char *method, cJSON *params, uint64_t keep_ms);
+/** If call carries a requestState (a next round), resumes the job it names with the answers
+ *  (or answers why not) and returns true; false for a first round. args: the call's (they
+ *  repeat the first round's), wait_ms: its wait. */
+bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, const cJSON *args, uint64_t wait_ms);
+/** j waits no more (in ptc__execute_job_free). */
+void ptc__mrtr_release(job_t *j);
+/** Kills and frees every waiting job (the server stops). */
+void ptc__mrtr_close_all(ptc_execute_t *ex);
+/** The client's answer to a confirmation asked through MRTR (execute_bridge.c): result is its
+ *  elicitation result (borrowed; NULL: none). Goes on with the call or denies it; frees op. */
+void ptc__execute_confirm_answer(bridge_op_t *op, const cJSON *result);
 
 /* --- execute_ends.c: what goes when a client's MCP session ends (issue 12) ------------------ */
 

@@ -1,6 +1,7 @@
 /* options.c - one table of flags drives parsing, the config file's "ptc" object and --help. */
 #include "options.h"
 
+#include "base.h"
 #include "executor.h"
 #include "mcp.h"
 
@@ -33,6 +34,8 @@ typedef struct flag {
 } flag_t;
 
 #define OFF(f) offsetof(ptc_options_t, f)
+
+#define PTC_CONFIG_MAX_BYTES (64u << 20) /* a --config file */
 
 static const flag_t flags[] = {
     {"transport", ARG_STR, OFF(transport), 0, "stdio|http", "how clients connect", "stdio"},
@@ -341,43 +344,18 @@ static int set_flag(ptc_options_t *o, const flag_t *f, const char *val, FILE *er
 /* Reads the config file's "ptc" object; command-line flags win over it. */
 static int load_config(ptc_options_t *o, FILE *err)
 {
-    FILE *fp = fopen(o->config_file, "rb");
-    if (fp == NULL) {
-        fprintf(err, "ptc-mcp: --config %s: %s\n", o->config_file, strerror(errno));
-        return -1;
-    }
     char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            if (cap > (64u << 20)) {
-                fprintf(err, "ptc-mcp: --config %s: larger than 64 MiB\n", o->config_file);
-                free(text);
-                fclose(fp);
-                return -1;
-            }
-            char *nt = realloc(text, cap);
-            if (nt == NULL) {
-                free(text);
-                fclose(fp);
-                fprintf(err, "ptc-mcp: out of memory reading %s\n", o->config_file);
-                return -1;
-            }
-            text = nt;
-        }
-        size_t n = fread(text + len, 1, 4096, fp);
-        len += n;
-        if (n < 4096) break;
-    }
-    bool read_err = ferror(fp);
-    fclose(fp);
-    if (read_err) {
-        free(text);
-        fprintf(err, "ptc-mcp: --config %s: read error\n", o->config_file);
+    size_t len = 0;
+    int rc = ptc_file_read(o->config_file, PTC_CONFIG_MAX_BYTES, &text, &len);
+    if (rc == PTC_ETOOBIG) {
+        fprintf(err, "ptc-mcp: --config %s: larger than %u MiB\n", o->config_file,
+                PTC_CONFIG_MAX_BYTES >> 20);
         return -1;
     }
-    text[len] = '\0';
+    if (rc < 0) {
+        fprintf(err, "ptc-mcp: --config %s: %s\n", o->config_file, ptc_strerror(rc));
+        return -1;
+    }
     char where[300];
     cJSON *root = mcp_json_parse_located(text, len, where, sizeof where);
     free(text);
@@ -435,19 +413,15 @@ static int load_config(ptc_options_t *o, FILE *err)
             }
             continue;
         }
+        /* A number is formatted and read by the flag's own parser, which keeps nothing of the
+         * text; string flags keep their pointer into the config tree, so they take strings. */
         char num[64];
         const char *sval = NULL;
         if (cJSON_IsString(item)) {
             sval = item->valuestring;
-        } else if (cJSON_IsNumber(item)) {
+        } else if (cJSON_IsNumber(item) && f->kind != ARG_STR && f->kind != ARG_LIST) {
             snprintf(num, sizeof num, "%.17g", item->valuedouble);
-            /* Numbers are re-read by the flag's own parser; keep them in the config tree. */
-            cJSON *copy = cJSON_CreateString(num);
-            if (copy == NULL || !cJSON_AddItemToObject(root, "\x01num", copy)) {
-                cJSON_Delete(copy);
-                goto bad;
-            }
-            sval = copy->valuestring;
+            sval = num;
         } else {
             goto bad;
         }

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum repair_kind { REPAIR_SAMPLING, REPAIR_HTTP } repair_kind_t;
+typedef enum repair_kind { REPAIR_SAMPLING, REPAIR_HTTP, REPAIR_MRTR } repair_kind_t;
 
 struct ptc_repair_ask {
     repair_kind_t kind;
@@ -81,6 +81,19 @@ int ptc_repair_ask_http(ptc_repairer_http_t *r, const char *prompt, ptc_repair_c
     return 0;
 }
 
+/* Gives the loop the text of a sampling result (a CreateMessageResult). */
+static void deliver_sampled(ptc_repair_ask_t *a, const cJSON *result)
+{
+    char *text = ptc_repair_content_text(cJSON_GetObjectItemCaseSensitive(result, "content"));
+    if (text == NULL)
+        a->cb(a->data, MCP_EPROTO, NULL, "the client's sampling answer holds no text");
+    else if (strlen(text) > PTC_REPAIR_REPLY_MAX)
+        a->cb(a->data, MCP_ETOOBIG, NULL, "the client's sampling answer is too long");
+    else
+        a->cb(a->data, 0, text, NULL);
+    free(text);
+}
+
 static void on_sampled(void *data, int err, const cJSON *result, const cJSON *error,
                        const char *message)
 {
@@ -91,28 +104,15 @@ static void on_sampled(void *data, int err, const cJSON *result, const cJSON *er
         free(a);
         return;
     }
-    if (err < 0) {
+    if (err < 0)
         a->cb(a->data, err, NULL, message ? message : mcp_strerror(err));
-        free(a);
-        return;
-    }
-    char *text = ptc_repair_content_text(cJSON_GetObjectItemCaseSensitive(result, "content"));
-    if (text == NULL)
-        a->cb(a->data, MCP_EPROTO, NULL, "the client's sampling answer holds no text");
-    else if (strlen(text) > PTC_REPAIR_REPLY_MAX)
-        a->cb(a->data, MCP_ETOOBIG, NULL, "the client's sampling answer is too long");
     else
-        a->cb(a->data, 0, text, NULL);
-    free(text);
+        deliver_sampled(a, result);
     free(a);
 }
 
-int ptc_repair_ask_sampling(mcp_call_t *call, const char *prompt, ptc_repair_cb cb, void *data,
-                            ptc_repair_ask_t **out)
+cJSON *ptc_repair_sampling_params(const char *prompt)
 {
-    *out = NULL;
-    mcp_session_t *s = mcp_call_session(call);
-    if (s == NULL || !mcp_session_client_has(s, "sampling")) return MCP_ENOTSUP;
     cJSON *params = cJSON_CreateObject();
     cJSON *msgs = cJSON_AddArrayToObject(params, "messages");
     cJSON *msg = cJSON_CreateObject();
@@ -132,7 +132,21 @@ int ptc_repair_ask_sampling(mcp_call_t *call, const char *prompt, ptc_repair_cb 
          cJSON_AddNumberToObject(prefs, "intelligencePriority", 0.8) != NULL &&
          cJSON_AddNumberToObject(prefs, "speedPriority", 0.4) != NULL &&
          cJSON_AddNumberToObject(prefs, "costPriority", 0.3) != NULL;
-    ptc_repair_ask_t *a = ok ? calloc(1, sizeof *a) : NULL;
+    if (!ok) {
+        cJSON_Delete(params);
+        return NULL;
+    }
+    return params;
+}
+
+int ptc_repair_ask_sampling(mcp_call_t *call, const char *prompt, ptc_repair_cb cb, void *data,
+                            ptc_repair_ask_t **out)
+{
+    *out = NULL;
+    mcp_session_t *s = mcp_call_session(call);
+    if (s == NULL || !mcp_session_client_has(s, "sampling")) return MCP_ENOTSUP;
+    cJSON *params = ptc_repair_sampling_params(prompt);
+    ptc_repair_ask_t *a = params != NULL ? calloc(1, sizeof *a) : NULL;
     if (a == NULL) {
         cJSON_Delete(params);
         return MCP_ENOMEM;
@@ -151,12 +165,37 @@ int ptc_repair_ask_sampling(mcp_call_t *call, const char *prompt, ptc_repair_cb 
     return 0;
 }
 
+int ptc_repair_ask_mrtr(ptc_repair_cb cb, void *data, ptc_repair_ask_t **out)
+{
+    ptc_repair_ask_t *a = calloc(1, sizeof *a);
+    *out = a;
+    if (a == NULL) return MCP_ENOMEM;
+    a->kind = REPAIR_MRTR;
+    a->cb = cb;
+    a->data = data;
+    return 0;
+}
+
+void ptc_repair_ask_answer(ptc_repair_ask_t *a, const cJSON *result)
+{
+    if (result == NULL)
+        a->cb(a->data, MCP_EPROTO, NULL,
+              "the client's next round carried no answer to the sampling request");
+    else
+        deliver_sampled(a, result);
+    free(a);
+}
+
 void ptc_repair_ask_cancel(ptc_repair_ask_t *a)
 {
     if (a == NULL || a->cancelled) return;
     a->cancelled = true;
     if (a->kind == REPAIR_HTTP) {
         ptc_repair_http_cancel(a->http); /* on_http_answer is not called: a is ours to free */
+        free(a);
+        return;
+    }
+    if (a->kind == REPAIR_MRTR) { /* nothing in flight: the client's next round never comes */
         free(a);
         return;
     }

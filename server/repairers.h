@@ -21,6 +21,21 @@ typedef struct ptc_repair_ask ptc_repair_ask_t; /* one request to a repairer in 
 int ptc_repair_ask_sampling(mcp_call_t *call, const char *prompt, ptc_repair_cb cb, void *data,
                             ptc_repair_ask_t **out);
 
+/** The params of the sampling/createMessage request for prompt (borrowed): the system prompt,
+ *  prompt as the user message, maxTokens, model preferences, no context. NULL on ENOMEM. */
+cJSON *ptc_repair_sampling_params(const char *prompt);
+
+/**
+ * A repair asked of a 2026-07-28 client (MRTR): nothing is sent here, the caller finishes the
+ * call with an InputRequiredResult carrying ptc_repair_sampling_params; the client's next round
+ * brings the answer to ptc_repair_ask_answer. cb runs only from there. *out set on 0 (MCP_ENOMEM
+ * otherwise).
+ */
+int ptc_repair_ask_mrtr(ptc_repair_cb cb, void *data, ptc_repair_ask_t **out);
+/** The client's answer to a ptc_repair_ask_mrtr request: its sampling result (borrowed;
+ *  NULL: the round carried none). Runs cb once and frees a. */
+void ptc_repair_ask_answer(ptc_repair_ask_t *a, const cJSON *result);
+
 /** The fallback repairer (repair.h's ptc_repair_http_t) with the binary's logger. */
 typedef ptc_repair_http_t ptc_repairer_http_t;
 

@@ -106,6 +106,7 @@ static const char description[] =
 void ptc__execute_job_free(job_t *j)
 {
     ptc_env_wait_cancel(j->env_wait);
+    ptc__mrtr_release(j);
     ptc_repair_loop_free(j->loop); /* cancels a repair request in flight */
     ptc__execute_close_bridge(j, NULL);
     ptc__session_release(j);
@@ -115,7 +116,7 @@ void ptc__execute_job_free(job_t *j)
     free(j);
 }
 
-static void job_cancelled(mcp_call_t *call, void *data)
+void ptc__execute_job_cancelled(mcp_call_t *call, void *data)
 {
     job_t *j = data;
     if (j->lr_linked) {
@@ -338,8 +339,8 @@ static const ptc_repairer_desc_t sampling_desc = {
 static const ptc_repairer_desc_t *op_repairer(void *data, char *why, size_t why_size)
 {
     job_t *j = data;
-    mcp_session_t *s = j->call != NULL ? mcp_call_session(j->call) : NULL;
-    j->sampling = s != NULL && mcp_session_client_has(s, "sampling");
+    /* A 2026-07-28 client declares sampling in each request (and is asked through MRTR). */
+    j->sampling = j->call != NULL && mcp_call_client_has(j->call, "sampling");
     if (j->sampling) return &sampling_desc;
     if (j->ex->repairer != NULL) return &j->ex->http_desc;
     snprintf(why, why_size,
@@ -348,19 +349,51 @@ static const ptc_repairer_desc_t *op_repairer(void *data, char *why, size_t why_
     return NULL;
 }
 
+/* Past the loop's deadline a parked repair's job is kept this much longer, so that a round that
+ * comes late still gets the request's result (the deadline's stop reason) before it goes. */
+#define EXECUTE_MRTR_GRACE_MS 30000u
+
+/* A repair of a 2026-07-28 client's run: the call is answered with an InputRequiredResult
+ * asking for the sampling; the job waits for the round that brings the model's answer. */
+static int ask_mrtr(job_t *j, const char *prompt, ptc_repair_cb cb, void *cb_data,
+                    ptc_repair_ask_t **a)
+{
+    cJSON *params = ptc_repair_sampling_params(prompt);
+    int rc = params == NULL ? MCP_ENOMEM : ptc_repair_ask_mrtr(cb, cb_data, a);
+    if (rc < 0) {
+        cJSON_Delete(params);
+        return rc;
+    }
+    double elapsed, total;
+    ptc_repair_loop_clock(j->loop, &elapsed, &total);
+    uint64_t left = total > elapsed ? (uint64_t)(total - elapsed) : 0;
+    j->mrtr_ask = *a;
+    rc = ptc__mrtr_park(j, EXECUTE_MRTR_KEY_REPAIR, "sampling/createMessage", params,
+                        left + EXECUTE_MRTR_GRACE_MS);
+    if (rc < 0) {
+        j->mrtr_ask = NULL;
+        ptc_repair_ask_cancel(*a);
+        *a = NULL;
+    }
+    return rc;
+}
+
 static int op_ask(void *data, const char *prompt, ptc_repair_cb cb, void *cb_data, void **handle)
 {
     job_t *j = data;
     ptc_repair_ask_t *a = NULL;
-    int rc = j->sampling ? ptc_repair_ask_sampling(j->call, prompt, cb, cb_data, &a)
-                         : ptc_repair_ask_http(j->ex->repairer, prompt, cb, cb_data, &a);
+    int rc = !j->sampling ? ptc_repair_ask_http(j->ex->repairer, prompt, cb, cb_data, &a)
+             : mcp_call_is_modern(j->call)
+                 ? ask_mrtr(j, prompt, cb, cb_data, &a)
+                 : ptc_repair_ask_sampling(j->call, prompt, cb, cb_data, &a);
     *handle = a;
     return rc;
 }
 
 static void op_cancel_ask(void *data, void *handle)
 {
-    (void)data;
+    job_t *j = data;
+    if (j->mrtr_ask == handle) j->mrtr_ask = NULL; /* no round will bring its answer now */
     ptc_repair_ask_cancel(handle);
 }
 
@@ -464,7 +497,14 @@ static void on_longrun(job_t *j, mcp_call_t *call, uint64_t wait_ms, bool cancel
                              "answer, then call again with the cursor it returns.");
         return;
     }
-    mcp_call_on_cancel(call, job_cancelled, j);
+    if (j->mrtr_linked) { /* its answer comes with the round that carries the requestState */
+        mcp_call_finish_text(call, true,
+                             "This run is waiting for the answer to a question its last call "
+                             "returned (an InputRequiredResult): send that call again with the "
+                             "answer (inputResponses) and its requestState.");
+        return;
+    }
+    mcp_call_on_cancel(call, ptc__execute_job_cancelled, j);
     ptc__longrun_attach(j, call, wait_ms); /* may answer and free j */
 }
 
@@ -550,6 +590,8 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
     const cJSON *wait = cJSON_GetObjectItemCaseSensitive(args, "wait_seconds");
     const cJSON *cancel = cJSON_GetObjectItemCaseSensitive(args, "cancel");
     uint64_t wait_ms = wait != NULL ? (uint64_t)(wait->valuedouble * 1000.0) : ex->wait_ms;
+    /* A 2026-07-28 client's next round: the answer a parked request asked for. */
+    if (ptc__mrtr_resume(ex, call, args, wait_ms)) return;
     if (cursor != NULL) {
         if (code != NULL || timeout != NULL || repairs != NULL || session != NULL ||
             close != NULL) {
@@ -632,7 +674,7 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
         mcp_log(ex->lg, MCP_LOG_WARNING,
                 "execute_code: out of memory for the wait timer: this "
                 "request waits for the end of its run");
-    mcp_call_on_cancel(call, job_cancelled, j);
+    mcp_call_on_cancel(call, ptc__execute_job_cancelled, j);
     start_job(j);
 }
 
@@ -982,6 +1024,7 @@ void ptc_execute_free(ptc_execute_t *ex)
     ptc_repairer_http_free(ex->repairer);
     free(ex->described);
     ptc__ends_free(ex);
+    ptc__mrtr_close_all(ex);
     ptc__longrun_close_all(ex);
     ptc__sessions_free(ex->sessions); /* before the pool: their sandboxes are its children */
     exec_pool_free(ex->pool);
@@ -992,6 +1035,7 @@ void ptc_execute_free(ptc_execute_t *ex)
 
 void ptc_execute_stop(ptc_execute_t *ex)
 {
+    ptc__mrtr_close_all(ex);
     ptc__longrun_close_all(ex);
     ptc__sessions_close_all(ex->sessions);
 }

@@ -269,11 +269,14 @@ static void query_work(uv_work_t *w)
 
 /* Runs a search for code in the sandbox and hands its structuredContent to done. */
 static void answer_data(ptc_search_t *s, const char *query, const float *vec, size_t top_k,
-                        ptc_search_done_cb done, void *data)
+                        const char *server, const char *category, ptc_search_done_cb done,
+                        void *data)
 {
     reg_result_t res[SEARCH_MAX_TOP_K];
     reg_filter_t f;
     reg_filter_default(&f);
+    f.server = server;
+    f.category = category;
     char msg[256] = "";
     int n = reg_registry_search(s->reg, query, vec, top_k, &f, res, msg, sizeof msg);
     if (n < 0) {
@@ -296,7 +299,8 @@ static void query_done(uv_work_t *w, int status)
     s->queries_in_flight--;
     if (j->done != NULL) {
         bool ok = status == 0 && j->rc == 0;
-        answer_data(s, j->query, ok ? j->vec : NULL, j->top_k, j->done, j->done_data);
+        answer_data(s, j->query, ok ? j->vec : NULL, j->top_k, j->server, j->category, j->done,
+                    j->done_data);
     } else if (j->call != NULL) {
         if (status != 0 || j->rc < 0)
             mcp_log(s->lg, MCP_LOG_WARNING,
@@ -317,6 +321,33 @@ static void query_cancelled(mcp_call_t *call, void *data)
     mcp_call_finish_text(call, true, "cancelled");
 }
 
+/* A query of blanks only ranks nothing meaningful: both entry points refuse it. */
+static bool query_is_blank(const char *query)
+{
+    for (const char *p = query; *p; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') return false;
+    return true;
+}
+
+/* A query job holding copies of its text and filters and room for the query's vector; NULL
+ * when out of memory. */
+static query_job_t *job_new(ptc_search_t *s, const char *query, size_t top_k, const char *server,
+                            const char *category)
+{
+    query_job_t *j = calloc(1, sizeof *j);
+    if (j == NULL || (j->query = strdup(query)) == NULL ||
+        (server && (j->server = strdup(server)) == NULL) ||
+        (category && (j->category = strdup(category)) == NULL) ||
+        (j->vec = malloc(s->dim * sizeof *j->vec)) == NULL) {
+        if (j) job_free(j);
+        return NULL;
+    }
+    j->s = s;
+    j->top_k = top_k;
+    j->work.data = j;
+    return j;
+}
+
 static void handle(mcp_call_t *call, const cJSON *args, void *data)
 {
     ptc_search_t *s = data;
@@ -326,10 +357,7 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
     const cJSON *server = cJSON_GetObjectItemCaseSensitive(args, "server");
     const cJSON *category = cJSON_GetObjectItemCaseSensitive(args, "category");
     size_t top_k = k ? (size_t)k->valuedouble : SEARCH_DEFAULT_TOP_K;
-    bool blank = true;
-    for (const char *p = query; *p; p++)
-        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') blank = false;
-    if (blank) {
+    if (query_is_blank(query)) {
         mcp_call_finish_text(call, true,
                              "Invalid arguments: query is empty; describe what you want to do");
         return;
@@ -340,19 +368,12 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
         answer(s, call, query, NULL, top_k, srv, cat);
         return;
     }
-    query_job_t *j = calloc(1, sizeof *j);
-    if (j == NULL || (j->query = strdup(query)) == NULL ||
-        (srv && (j->server = strdup(srv)) == NULL) ||
-        (cat && (j->category = strdup(cat)) == NULL) ||
-        (j->vec = malloc(s->dim * sizeof *j->vec)) == NULL) {
-        if (j) job_free(j);
+    query_job_t *j = job_new(s, query, top_k, srv, cat);
+    if (j == NULL) {
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
     }
-    j->s = s;
     j->call = call;
-    j->top_k = top_k;
-    j->work.data = j;
     if (uv_queue_work(s->loop, &j->work, query_work, query_done) < 0) {
         job_free(j);
         answer(s, call, query, NULL, top_k, srv, cat);
@@ -362,27 +383,23 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
     mcp_call_on_cancel(call, query_cancelled, j);
 }
 
-int ptc_search_query(ptc_search_t *s, const char *query, size_t top_k, ptc_search_done_cb done,
-                     void *data, void **handle)
+int ptc_search_query(ptc_search_t *s, const char *query, size_t top_k, const char *server,
+                     const char *category, ptc_search_done_cb done, void *data, void **handle)
 {
     *handle = NULL;
-    if (top_k < 1 || top_k > SEARCH_MAX_TOP_K || query == NULL || query[0] == '\0')
-        return MCP_EINVAL;
-    if (!reg_registry_query_blocking(s->reg) || s->queries_in_flight >= SEARCH_MAX_QUERY_JOBS) {
-        answer_data(s, query, NULL, top_k, done, data);
+    if (top_k < 1 || top_k > SEARCH_MAX_TOP_K || query == NULL) return MCP_EINVAL;
+    if (query_is_blank(query)) {
+        done(data, MCP_EINVAL, NULL, "the query is empty; describe what you want to do");
         return MCP_OK;
     }
-    query_job_t *j = calloc(1, sizeof *j);
-    if (j == NULL || (j->query = strdup(query)) == NULL ||
-        (j->vec = malloc(s->dim * sizeof *j->vec)) == NULL) {
-        if (j) job_free(j);
-        return MCP_ENOMEM;
+    if (!reg_registry_query_blocking(s->reg) || s->queries_in_flight >= SEARCH_MAX_QUERY_JOBS) {
+        answer_data(s, query, NULL, top_k, server, category, done, data);
+        return MCP_OK;
     }
-    j->s = s;
+    query_job_t *j = job_new(s, query, top_k, server, category);
+    if (j == NULL) return MCP_ENOMEM;
     j->done = done;
     j->done_data = data;
-    j->top_k = top_k;
-    j->work.data = j;
     if (uv_queue_work(s->loop, &j->work, query_work, query_done) < 0) {
         job_free(j);
         return MCP_EIO;

@@ -131,11 +131,13 @@ void ptc_search_set_status(ptc_search_t *s,
 typedef void (*ptc_search_done_cb)(void *data, int err, const cJSON *sc, const char *message);
 /**
  * A search for code in the sandbox (tools.search): embeds the query on the thread pool when the
- * embedder blocks, then ranks. done may run before this returns. *handle (for
- * ptc_search_query_cancel) is NULL when it did. Returns < 0 without calling done on bad input.
+ * embedder blocks, then ranks. server and category (borrowed, copied; NULL: no filter) filter
+ * as search_tools' arguments do. done may run before this returns. *handle (for
+ * ptc_search_query_cancel) is NULL when it did. A blank query is answered through done with
+ * an error, as search_tools refuses it. Returns < 0 without calling done on bad input.
  */
-int ptc_search_query(ptc_search_t *s, const char *query, size_t top_k, ptc_search_done_cb done,
-                     void *data, void **handle);
+int ptc_search_query(ptc_search_t *s, const char *query, size_t top_k, const char *server,
+                     const char *category, ptc_search_done_cb done, void *data, void **handle);
 /** done is not called after this returns. */
 void ptc_search_query_cancel(void *handle);
 /* search_tools' results (search_results.c). */

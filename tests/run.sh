@@ -111,6 +111,10 @@ count_node integration-asan
 #     server, the fixture-free ones against ptc-mcp (tests/conformance/run.sh).
 stage conformance tests/conformance/run.sh "$root/build/asan"
 count_conformance conformance
+# 3c. ptc-mcp through the official Python SDK 2.x client, both modes, stdio and HTTP
+#     (tests/python/run.sh makes its venv with the pinned versions; no index: the stage fails).
+stage python-sdk tests/python/run.sh "$root/build/asan"
+count_node python-sdk
 # 4. Search quality on the evaluation sets carried in the repo (bench/eval/dev and dev2,
 #    bench/eval/README.md), against a BM25 baseline the bench computes itself: fails below the
 #    targets (a little under what the sentence model measures: overall, paraphrase, lexical

@@ -5,36 +5,18 @@
 // cost per call, not execute_code's start-up. Prints p50/p99, the ratio and the added ms.
 //
 // usage: node bench/bridge/bench_bridge.mjs [--runs N] [--bin PATH]
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createRequire } from 'node:module';
+import { cliArgs, ms, pct, referenceServer, releasePath, requireBuilt, sdkClient, sleep } from '../common.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '..', '..');
-const require = createRequire(path.join(root, 'tests', 'package.json'));
-const { Client } = await import(require.resolve('@modelcontextprotocol/sdk/client/index.js'));
-const { StdioClientTransport, getDefaultEnvironment } = await import(require.resolve('@modelcontextprotocol/sdk/client/stdio.js'));
-
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : dflt;
-};
+const { Client, StdioClientTransport, getDefaultEnvironment } = await sdkClient();
+const { opt } = cliArgs();
 const runs = Number(opt('--runs', '500'));
 const warmup = 20;
-const bin = opt('--bin', path.join(root, 'build', 'release', 'ptc-mcp'));
-if (!existsSync(bin)) throw new Error(`missing ${bin}: build the release tree first (or pass --bin)`);
-const everything = path.join(path.dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist', 'index.js');
-if (!existsSync(everything)) throw new Error(`missing ${everything}: run ./bootstrap.sh deps`);
-
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
-const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
-const sleep = (t) => new Promise((r) => setTimeout(r, t));
+const bin = opt('--bin', releasePath('ptc-mcp'));
+requireBuilt([bin]);
+const everything = referenceServer('server-everything');
 
 // Direct: the official SDK client to a server-everything it starts itself.
 async function direct() {

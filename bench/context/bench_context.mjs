@@ -12,30 +12,18 @@
 // task prompt, and the model's final answer.
 //
 // usage: node bench/context/bench_context.mjs [--bin PATH] [--verbose]
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createRequire } from 'node:module';
+import { cliArgs, referenceServer, releasePath, requireBuilt, sdkClient, sleep } from '../common.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '..', '..');
-const require = createRequire(path.join(root, 'tests', 'package.json'));
-const { Client } = await import(require.resolve('@modelcontextprotocol/sdk/client/index.js'));
-const { StdioClientTransport, getDefaultEnvironment } = await import(require.resolve('@modelcontextprotocol/sdk/client/stdio.js'));
-
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : dflt;
-};
-const verbose = args.includes('--verbose');
-const bin = opt('--bin', path.join(root, 'build', 'release', 'ptc-mcp'));
-if (!existsSync(bin)) throw new Error(`missing ${bin}: build the release tree first (or pass --bin)`);
-const pkg = (name) => path.dirname(require.resolve(`@modelcontextprotocol/${name}/package.json`));
-const everythingJs = path.join(pkg('server-everything'), 'dist', 'index.js');
-const memoryJs = path.join(pkg('server-memory'), 'dist', 'index.js');
-const sleep = (t) => new Promise((r) => setTimeout(r, t));
+const { Client, StdioClientTransport, getDefaultEnvironment } = await sdkClient();
+const { opt, has } = cliArgs();
+const verbose = has('--verbose');
+const bin = opt('--bin', releasePath('ptc-mcp'));
+requireBuilt([bin]);
+const everythingJs = referenceServer('server-everything');
+const memoryJs = referenceServer('server-memory');
 
 // ---- deterministic task data -------------------------------------------------------------
 // A small seeded generator (xorshift32) so that every run uses the same data.

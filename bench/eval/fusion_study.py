@@ -2,12 +2,21 @@
 """fusion_study.py - compares fusions of the dense and BM25 candidate lists, with cross-validation.
 
 usage: fusion_study.py DUMP.jsonl [DUMP.jsonl ...]
+       fusion_study.py --variants VARDUMP.jsonl [VARDUMP.jsonl ...]
 
 Each DUMP is what `bench_retrieval CATALOG QUERIES --dump DUMP` writes for one set: per query
 the first embedder's and BM25's top 50 with scores. For every fusion family and parameter grid
 it prints recall@5 per set (overall / paraphrase / lexical), then picks each family's
 parameters by cross-validation: leave one set out, and leave one server out (folds by the
 server of a query's first relevant tool, across all sets), and reports the held-out recall@5.
+
+With --variants, each VARDUMP is what `bench_retrieval ... --dump-variants VARDUMP` writes: per
+query the cosine to several texts of every tool (the whole text the registry embeds, a "head"
+of server, name and first sentence, a "name" of server, name and title, and the later
+sentences of the description alone). It scores a tool by several combinations of those
+(the whole text alone, the max, blends of the whole text with the best part), fuses each with
+BM25 (relative to its best hit, as the registry does, or by rank) and reports the same
+in-sample and cross-validated recall@5 over the combined grid.
 """
 import itertools
 import json
@@ -164,5 +173,133 @@ def main():
             print(f'{f:<11} ' + '  '.join(f'{r:>22}' for r in row) + f'   most chosen {common} ({chosen.count(common)}/{len(chosen)})')
 
 
+def load_variants(path):
+    qs = []
+    with open(path) as f:
+        head = json.loads(f.readline())
+        tools, owner, kind = head['tools'], head['owner'], head['kind']
+        for line in f:
+            q = json.loads(line)
+            q['set'] = path
+            q['server'] = q['relevant'][0].split('__')[0]
+            full = [0.0] * len(tools)
+            hd = [0.0] * len(tools)
+            nm = [0.0] * len(tools)
+            sent = [-1.0] * len(tools)  # best later sentence
+            for c, o, k in zip(q.pop('cos'), owner, kind):
+                if k == 0:
+                    full[o] = c
+                elif k == 1:
+                    hd[o] = c
+                elif k == 2:
+                    nm[o] = c
+                elif c > sent[o]:
+                    sent[o] = c
+            q['v'] = (full, hd, nm, sent)
+            q['tools'] = tools
+            qs.append(q)
+    return qs
+
+
+def dense_scores(q, var):
+    full, hd, nm, sent = q['v']
+    name, a = var
+    if name == 'full':
+        return full
+    if name == 'max_head':
+        return [max(x, y) for x, y in zip(full, hd)]
+    if name == 'max_parts':  # the whole text, the head or any later sentence
+        return [max(x, y, z) for x, y, z in zip(full, hd, sent)]
+    if name == 'max_all':
+        return [max(x, y, z, w) for x, y, z, w in zip(full, hd, sent, nm)]
+    if name == 'blend_head':
+        return [(1 - a) * x + a * y for x, y in zip(full, hd)]
+    if name == 'blend_parts':  # the whole text blended with its best part
+        return [(1 - a) * x + a * max(y, z) for x, y, z in zip(full, hd, sent)]
+    if name == 'blend_name':
+        return [(1 - a) * x + a * y for x, y in zip(full, nm)]
+    if name == 'blend_head_name':
+        return [(1 - a) * x + a * 0.5 * (y + w) for x, y, w in zip(full, hd, nm)]
+    raise ValueError(name)
+
+
+VARS = [('full', 0), ('max_head', 0), ('max_parts', 0), ('max_all', 0)] + [
+    (n, a) for n in ('blend_head', 'blend_parts', 'blend_name', 'blend_head_name')
+    for a in (0.15, 0.3, 0.45, 0.6)]
+FUSIONS = [('relbm25', w) for w in (0.05, 0.08, 0.1, 0.12, 0.15, 0.2, 0.3)] + [
+    ('rrf', (w, k)) for w in (0.3, 0.5, 0.7, 1.0) for k in (10, 30, 60)]
+
+
+def fuse_variant(q, dense, fus):
+    tools = q['tools']
+    top = sorted(range(len(tools)), key=lambda i: -dense[i])[:50]
+    d = [(tools[i], dense[i]) for i in top]
+    b = q['bm25']
+    sc = {}
+    fam, p = fus
+    if fam == 'relbm25':
+        for i, s in d:
+            sc[i] = sc.get(i, 0) + max(s, 0)
+        if b:
+            btop = b[0][1]
+            for i, s in b:
+                sc[i] = sc.get(i, 0) + p * s / btop
+    else:
+        w, k = p
+        for r, (i, _) in enumerate(d):
+            sc[i] = sc.get(i, 0) + 1 / (k + r + 1)
+        for r, (i, _) in enumerate(b):
+            sc[i] = sc.get(i, 0) + w / (k + r + 1)
+    return [i for i, _ in sorted(sc.items(), key=lambda x: (-x[1], x[0]))]
+
+
+def main_variants(paths):
+    qs = [q for p in paths for q in load_variants(p)]
+    sets = sorted({q['set'] for q in qs})
+    grid = [(v, f) for v in VARS for f in FUSIONS]
+    score = {}
+    for v in VARS:
+        dens = [dense_scores(q, v) for q in qs]
+        for f in FUSIONS:
+            score[(v, f)] = [r_at(q, fuse_variant(q, dn, f)) for q, dn in zip(qs, dens)]
+        for q in qs:
+            pass
+    def part(vals, s, kind=None):
+        return mean([x for x, q in zip(vals, qs) if q['set'] == s and (kind is None or q['kind'] == kind)])
+
+    def row(vals):
+        return '  '.join(f'{part(vals, s):.3f}/{part(vals, s, "paraphrase"):.3f}/{part(vals, s, "lexical"):.3f}' for s in sets)
+
+    def set_mean(vals):
+        return mean([part(vals, s) for s in sets])
+
+    print('in-sample recall@5 per set (all/paraphrase/lexical): ' + '  '.join(s.split('/')[-1] for s in sets))
+    for v in VARS:
+        best = max(FUSIONS, key=lambda f: set_mean(score[(v, f)]))
+        print(f'{str(v):<26} {str(best):<22} {row(score[(v, best)])}')
+    base = (('full', 0), ('relbm25', 0.1))
+    print(f'{"today":<26} {str(base[1]):<22} {row(score[base])}')
+    for name, fo in (('leave-one-server-out', lambda q: q['set'] + q['server']),
+                     ('leave-one-set-out', lambda q: q['set'])):
+        if name == 'leave-one-set-out' and len(sets) < 2:
+            continue
+        folds = sorted({fo(q) for q in qs})
+        for label, cands in (('variants x fusions', grid), ('whole text only', [g for g in grid if g[0] == ('full', 0)])):
+            held = [None] * len(qs)
+            chosen = []
+            for fd in folds:
+                tr = [j for j, q in enumerate(qs) if fo(q) != fd]
+                best = max(cands, key=lambda g: mean([score[g][j] for j in tr]))
+                chosen.append(best)
+                for j, q in enumerate(qs):
+                    if fo(q) == fd:
+                        held[j] = score[best][j]
+            common = max(set(chosen), key=chosen.count)
+            print(f'{name} {label}: {row(held)}  most chosen {common} ({chosen.count(common)}/{len(chosen)})')
+
+
 if __name__ == '__main__':
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == '--variants':
+        main_variants(sys.argv[2:])
+    else:
+        main()

@@ -15,45 +15,26 @@
 // usage: node bench/exec/bench_exec.mjs [--runs N] [--gap MS] [--clients N] [--seconds S]
 //        [--rounds N] [--python PATH] [--bin PATH] [--compare PATH] [--json]
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
+import { cliArgs, ms, pct, releasePath, requireBuilt, sdkClient, sleep, statFields } from '../common.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '..', '..');
-const require = createRequire(path.join(root, 'tests', 'package.json'));
-const { Client } = await import(require.resolve('@modelcontextprotocol/sdk/client/index.js'));
-const { StdioClientTransport } = await import(require.resolve('@modelcontextprotocol/sdk/client/stdio.js'));
-
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : dflt;
-};
+const { Client, StdioClientTransport } = await sdkClient();
+const { opt, all, has } = cliArgs();
 const runs = Number(opt('--runs', '100'));
 const gap = Number(opt('--gap', '100'));
 const clients = Number(opt('--clients', '8'));
 const seconds = Number(opt('--seconds', '5'));
 const rounds = Number(opt('--rounds', '1'));
 const python = opt('--python', '/usr/bin/python3');
-const bins = [opt('--bin', path.join(root, 'build', 'release', 'ptc-mcp'))];
-args.forEach((a, i) => { if (a === '--compare') bins.push(args[i + 1]); }); // repeatable
-for (const b of bins) if (!existsSync(b)) throw new Error(`missing ${b}: build the release tree (or pass --bin)`);
-const sleep = (t) => new Promise((r) => setTimeout(r, t));
+const bins = [opt('--bin', releasePath('ptc-mcp')), ...all('--compare')];
+requireBuilt(bins, 'build the release tree (or pass --bin)');
 const BARE = ['-I', '-S', '-c', 'print(1)'];
 
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
-const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
 const TICK_MS = 1000 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
 
 // user+system of pid itself and of the children it has reaped, in ms
 function cpuMs(pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // f[0] is field 3 (state)
+  const f = statFields(pid);
   return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * TICK_MS;
 }
 function rssKiB(pid) {
@@ -176,7 +157,7 @@ for (let round = 0; round < rounds; round++) {
   for (const bin of bins) rows.push({ round, what: bin, ...(await server(bin)) });
 }
 
-if (args.includes('--json')) {
+if (has('--json')) {
   console.log(JSON.stringify(rows.map((r) => ({ ...r, gaps: r.gaps && pct(r.gaps, 50), b2b: r.b2b && pct(r.b2b, 50) }))));
   process.exit(0);
 }

@@ -8,36 +8,19 @@
 // usage: node bench/http/bench_http.mjs [--clients 1,16,64] [--seconds 5] [--bin PATH]
 //        [--load PATH] [--ptc-arg ARG]... [--json]
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import net from 'node:net';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createRequire } from 'node:module';
+import { cliArgs, referenceServer, releasePath, requireBuilt, sleep, statFields, statusKiB as kib } from '../common.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '..', '..');
-const require = createRequire(path.join(root, 'tests', 'package.json'));
-
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : dflt;
-};
+const { opt, all, has } = cliArgs();
 const clientCounts = opt('--clients', '1,16,64').split(',').map(Number);
 const seconds = Number(opt('--seconds', '5'));
-const bin = opt('--bin', path.join(root, 'build', 'release', 'ptc-mcp'));
-const load = opt('--load', path.join(root, 'build', 'release', 'bench', 'http', 'http_load'));
-const ptcExtra = args.flatMap((a, i) => (a === '--ptc-arg' ? [args[i + 1]] : []));
-const asJson = args.includes('--json');
-for (const f of [bin, load]) if (!existsSync(f)) throw new Error(`missing ${f}: build the release tree first (or pass --bin/--load)`);
-const everything = path.join(path.dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist', 'index.js');
-if (!existsSync(everything)) throw new Error(`missing ${everything}: run ./bootstrap.sh deps`);
-
-const sleep = (t) => new Promise((r) => setTimeout(r, t));
-const kib = (pid, field) => {
-  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) : 0;
-};
+const bin = opt('--bin', releasePath('ptc-mcp'));
+const load = opt('--load', releasePath('bench', 'http', 'http_load'));
+const ptcExtra = all('--ptc-arg');
+const asJson = has('--json');
+requireBuilt([bin, load], 'build the release tree first (or pass --bin/--load)');
+const everything = referenceServer('server-everything');
 
 // The pid and every descendant (ptc-mcp keeps sandbox processes; they count as its memory).
 function tree(pid) {
@@ -45,8 +28,7 @@ function tree(pid) {
   for (const d of readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;
     try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const ppid = Number(statFields(d)[1]);
       if (!kids.has(ppid)) kids.set(ppid, []);
       kids.get(ppid).push(Number(d));
     } catch { /* gone */ }

@@ -11,30 +11,18 @@
 // ptc-mcp runs with `--embedder lexical` unless a --ptc-arg names an embedder: the model
 // embedder's weights alone are about 55 MiB of RSS, which is not the protocol's.
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createRequire } from 'node:module';
+import { cliArgs, median, referenceServer, releasePath, requireBuilt } from '../common.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '..', '..');
-const require = createRequire(path.join(root, 'tests', 'package.json'));
-
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : dflt;
-};
+const { opt, all, has } = cliArgs();
 const n = Number(opt('--n', '100000'));
 const rounds = Number(opt('--rounds', '5'));
-const bin = opt('--bin', path.join(root, 'build', 'release', 'ptc-mcp'));
-const load = opt('--load', path.join(root, 'build', 'release', 'bench', 'protocol', 'stdio_load'));
-let ptcArgs = args.flatMap((a, i) => (a === '--ptc-arg' ? [args[i + 1]] : []));
+const bin = opt('--bin', releasePath('ptc-mcp'));
+const load = opt('--load', releasePath('bench', 'protocol', 'stdio_load'));
+let ptcArgs = all('--ptc-arg');
 if (!ptcArgs.some((a) => a.startsWith('--embedder'))) ptcArgs = ['--embedder', 'lexical', ...ptcArgs];
-const asJson = args.includes('--json');
-for (const f of [bin, load]) if (!existsSync(f)) throw new Error(`missing ${f}: build the release tree first (or pass --bin/--load)`);
-const everything = path.join(path.dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist', 'index.js');
-if (!existsSync(everything)) throw new Error(`missing ${everything}: run ./bootstrap.sh deps`);
+const asJson = has('--json');
+requireBuilt([bin, load], 'build the release tree first (or pass --bin/--load)');
+const everything = referenceServer('server-everything');
 
 const servers = [
   { name: 'ptc-mcp', cmd: [bin, ...ptcArgs] },
@@ -45,11 +33,6 @@ function run(server, mode) {
   const out = execFileSync(load, ['--n', String(n), '--mode', mode, '--', ...server.cmd], { encoding: 'utf8', timeout: 600000 });
   return JSON.parse(out.trim().split('\n').pop());
 }
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 const results = {};
 for (const s of servers) results[s.name] = { pipelined: [], burst: [], burst_rss_kib: [] };

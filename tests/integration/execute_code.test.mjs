@@ -3,6 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, ptcBin, sleep } from './helpers.mjs';
+import { PAGED_CODE, PAGED_STDOUT, followPages } from './pages.mjs';
 
 const run = (c, code, extra = {}, opts) =>
   c.client.callTool({ name: 'execute_code', arguments: { code, ...extra } }, undefined, opts);
@@ -71,27 +72,16 @@ test('an exception comes back as isError with the end of the traceback up front'
 test('long output is paged behind cursors; the text ends with the cursor line', async () => {
   const c = await connect(ptcBin, ['--output-page-chars', '1000']);
   try {
-    const r = await run(c, 'import sys\nfor i in range(500):\n    print(f"{i:05d}")\nprint("tail", file=sys.stderr)');
+    const r = await run(c, PAGED_CODE);
     const sc = r.structuredContent;
     assert.equal(sc.status, 'ok');
     assert.equal(sc.stdout.length, 1000);
     assert.equal(sc.stdout_bytes, 3000);
     assert.equal(typeof sc.next_cursor, 'string');
     assert.ok(r.content[0].text.endsWith(`[more output: call execute_code with cursor "${sc.next_cursor}"]`));
-    let out = sc.stdout;
-    let err = sc.stderr;
-    let cursor = sc.next_cursor;
-    let pages = 1;
-    while (cursor) {
-      const p = await c.client.callTool({ name: 'execute_code', arguments: { cursor } });
-      assert.equal(p.structuredContent.status, 'ok');
-      out += p.structuredContent.stdout;
-      err += p.structuredContent.stderr;
-      cursor = p.structuredContent.next_cursor;
-      pages++;
-    }
+    const { out, err, pages } = await followPages(c.client, sc);
     assert.equal(pages, 4);
-    assert.equal(out, Array.from({ length: 500 }, (_, i) => String(i).padStart(5, '0') + '\n').join(''));
+    assert.equal(out, PAGED_STDOUT);
     assert.equal(err, 'tail\n');
 
     const bad = await c.client.callTool({ name: 'execute_code', arguments: { cursor: 'f'.repeat(32) + '.1000' } });

@@ -247,6 +247,14 @@ test('--config reads flags from its "ptc" object; the command line wins', async 
     assert.match(bad.stderr.toString(), /no-such-flag is not a flag/);
     writeFileSync(cfg, '{ not json');
     assert.equal(spawnSync(ptcBin, ['--config', cfg]).status, 2);
+    // A number where a flag takes a string is the wrong type, not a string made of it.
+    writeFileSync(cfg, JSON.stringify({ ptc: { 'log-level': 7 } }));
+    const num = spawnSync(ptcBin, ['--config', cfg]);
+    assert.equal(num.status, 2);
+    assert.match(num.stderr.toString(), /"ptc"\.log-level has the wrong type/);
+    const absent = spawnSync(ptcBin, ['--config', path.join(dir, 'absent.json')]);
+    assert.equal(absent.status, 2);
+    assert.match(absent.stderr.toString(), /absent\.json: no such file or directory/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

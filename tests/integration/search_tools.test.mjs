@@ -184,6 +184,73 @@ test('the remote embedder calls an OpenAI-compatible endpoint; a restart reuses 
   }
 });
 
+test('tools.search in execute_code filters by category and server as search_tools does', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-codecat-'));
+  const toolsFile = path.join(dir, 'tools.json');
+  writeFileSync(toolsFile, JSON.stringify([
+    { server: 'disk', name: 'read_file', description: 'Read a file from disk', category: 'storage' },
+    { server: 'disk', name: 'delete_file', description: 'Delete a file from disk', category: 'storage' },
+    { server: 'cloud', name: 'read_object', description: 'Read a file from a bucket', category: 'storage' },
+    { server: 'mail', name: 'read_inbox', description: 'Read the messages of a file folder in the inbox', category: 'messaging' },
+    { server: 'mail', name: 'send_mail', description: 'Send a message with a file attached', category: 'messaging' },
+  ]));
+  const code = [
+    'import json, tools',
+    'def ids(rs): return sorted((t["id"], t["category"]) for t in rs)',
+    'out = {',
+    '  "all": ids(tools.search("read a file", top_k=50)),',
+    '  "storage": ids(tools.search("read a file", 50, category="storage")),',
+    '  "messaging": ids(tools.search("read a file", top_k=50, category="messaging")),',
+    '  "both": ids(tools.search("read a file", top_k=50, server="cloud", category="storage")),',
+    '  "clash": ids(tools.search("read a file", top_k=50, server="mail", category="storage")),',
+    '  "none": ids(tools.search("read a file", top_k=50, category="nope")),',
+    '}',
+    'import asyncio',
+    'out["async"] = ids(asyncio.run(tools.asearch("read a file", 50, category="messaging")))',
+    'try:',
+    '    tools.search("   ")',
+    'except tools.ToolError as e:',
+    '    out["blank"] = str(e)',
+    'print(json.dumps(out))',
+  ].join('\n');
+  try {
+    const c = await connect(ptcBin, ['--tools-file', toolsFile, '--embedder', 'lexical']);
+    try {
+      // The tools package is built on the thread pool after start-up; execute_code's
+      // description names its modules once it is there.
+      for (let i = 0; ; i++) {
+        const t = (await c.client.listTools()).tools.find((x) => x.name === 'execute_code');
+        if (/modules: .*cloud/.test(t.description) && /mail/.test(t.description)) break;
+        if (i >= 300) throw new Error(`the tools package never came: ${c.stderr.join('')}`);
+        await sleep(100);
+      }
+      const r = await c.client.callTool({ name: 'execute_code', arguments: { code } });
+      assert.equal(r.structuredContent.status, 'ok', r.content[0].text);
+      const out = JSON.parse(r.structuredContent.stdout);
+      const storage = [['cloud__read_object', 'storage'], ['disk__delete_file', 'storage'], ['disk__read_file', 'storage']];
+      const messaging = [['mail__read_inbox', 'messaging'], ['mail__send_mail', 'messaging']];
+      assert.deepEqual(out.all, [...storage, ...messaging].sort());
+      assert.deepEqual(out.storage, storage);
+      assert.deepEqual(out.messaging, messaging);
+      assert.deepEqual(out.async, messaging);
+      assert.deepEqual(out.both, [['cloud__read_object', 'storage']]);
+      assert.deepEqual(out.clash, []);
+      assert.deepEqual(out.none, []);
+      assert.match(out.blank, /query is empty/);
+      // The same filter through search_tools gives the same tools in the same order.
+      const code2 = 'import tools\nprint([t["id"] for t in tools.search("read a file", top_k=3, category="storage")])';
+      const r2 = await c.client.callTool({ name: 'execute_code', arguments: { code: code2 } });
+      const st = await search(c, { query: 'read a file', top_k: 3, category: 'storage' });
+      assert.equal(r2.structuredContent.stdout.trim(),
+        `[${st.structuredContent.tools.map((t) => `'${t.id}'`).join(', ')}]`);
+    } finally {
+      await c.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('search_tools category: from a --config entry and a --tools-file tool, filtered and shown', async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-cat-'));
   const config = path.join(dir, 'config.json');

@@ -21,8 +21,9 @@
 #define LOOP_TURNS_MAX 100000 /* a test that waits for more turns than this is stuck */
 
 typedef struct fake_call {
-    char server[64], tool[64];
-    char *args; /* printed arguments; search: the query */
+    char server[64], tool[64]; /* search: server is the filter ("(none)" without one) */
+    char category[64];         /* search: the category filter ("(none)" without one) */
+    char *args;                /* printed arguments; search: the query */
     unsigned timeout_ms;
     ptc_bridge_done_cb done;
     void *done_data;
@@ -93,13 +94,16 @@ static int fake_call(void *data, const reg_tool_t *tool, const cJSON *args, unsi
     return 0;
 }
 
-static int fake_search(void *data, const char *query, int top_k, ptc_bridge_done_cb done,
-                       void *done_data, void **handle)
+static int fake_search(void *data, const char *query, int top_k, const char *server,
+                       const char *category, ptc_bridge_done_cb done, void *done_data,
+                       void **handle)
 {
     env_t *e = data;
     assert_true(e->ncalls < FAKE_CALLS_MAX);
     fake_call_t *c = &e->calls[e->ncalls++];
     snprintf(c->tool, sizeof c->tool, "search");
+    snprintf(c->server, sizeof c->server, "%s", server ? server : "(none)");
+    snprintf(c->category, sizeof c->category, "%s", category ? category : "(none)");
     c->args = strdup(query);
     c->done = done;
     c->done_data = done_data;
@@ -345,6 +349,32 @@ static void calls_and_searches_reach_ops_with_exact_arguments(void **state)
     assert_int_equal(n.searches, 1);
     assert_int_equal(n.in_flight, 0);
     assert_true(n.bytes_in > 100 && n.bytes_out > 50);
+    env_free(e);
+}
+
+static void search_filters_reach_ops_and_absent_or_null_ones_are_none(void **state)
+{
+    (void)state;
+    env_t *e = env_new(NULL);
+    peer_send(e,
+              "{\"id\":1,\"method\":\"search\",\"params\":{\"query\":\"q\",\"server\":"
+              "\"files\",\"category\":\"storage\"}}\n"
+              "{\"id\":2,\"method\":\"search\",\"params\":{\"query\":\"q\",\"category\":"
+              "\"storage\"}}\n"
+              "{\"id\":3,\"method\":\"search\",\"params\":{\"query\":\"q\",\"server\":null,"
+              "\"category\":null}}\n"
+              "{\"id\":4,\"method\":\"search\",\"params\":{\"query\":\"q\",\"category\":7}}\n"
+              "{\"id\":5,\"method\":\"search\",\"params\":{\"query\":\"q\",\"category\":\"\"}}\n");
+    wait_answers(e, 5);
+    assert_int_equal(e->ncalls, 3);
+    assert_string_equal(e->calls[0].server, "files");
+    assert_string_equal(e->calls[0].category, "storage");
+    assert_string_equal(e->calls[1].server, "(none)");
+    assert_string_equal(e->calls[1].category, "storage");
+    assert_string_equal(e->calls[2].server, "(none)");
+    assert_string_equal(e->calls[2].category, "(none)");
+    assert_string_equal(error_code(e, 4), PTC_BRIDGE_E_INVALID);
+    assert_string_equal(error_code(e, 5), PTC_BRIDGE_E_INVALID);
     env_free(e);
 }
 
@@ -902,6 +932,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN); /* as the binary does */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(calls_and_searches_reach_ops_with_exact_arguments),
+        cmocka_unit_test(search_filters_reach_ops_and_absent_or_null_ones_are_none),
         cmocka_unit_test(the_journal_replays_successful_calls_of_an_earlier_attempt),
         cmocka_unit_test(allow_and_deny_patterns_refuse_tools_by_id),
         cmocka_unit_test(schema_violation_is_refused_naming_the_field),

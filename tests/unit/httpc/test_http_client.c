@@ -307,6 +307,11 @@ static void answer(conn_t *c, const char *req, size_t head_len)
         memset(reply, 'x', sizeof reply);
         for (int i = 0; i < 4; i++)
             if (!conn_write(c, reply, 1000)) break;
+    } else if (strcmp(path, "/stream") == 0) {
+        /* An event stream that outlives the total timeout (300 ms) between its two events. */
+        conn_str(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: one\n\n");
+        usleep(600 * 1000);
+        conn_str(c, "data: two\n\n");
     } else if (strcmp(path, "/malformed") == 0) {
         conn_str(c, "HTTP/1.1 abc OK\r\nContent-Length: 0\r\n\r\n");
     } else if (strcmp(path, "/truncated") == 0) {
@@ -830,6 +835,74 @@ static void body_over_the_cap_fails_with_etoobig(void **state)
     result_free(&res);
 }
 
+/* A streamed request's two callbacks share data: the result first, then what the chunks told. */
+typedef struct streamed {
+    result_t res;
+    int chunks;
+    char got[256];
+    size_t got_len;
+    int stop_at; /* the chunk whose callback returns -1, 0 for none */
+    char content_type[64];
+} streamed_t;
+
+static int on_chunk(void *data, int status, const char *content_type, const char *p, size_t n)
+{
+    streamed_t *st = data;
+    assert_int_equal(st->res.calls, 0); /* every chunk comes before the end */
+    assert_int_equal(status, 200);
+    snprintf(st->content_type, sizeof st->content_type, "%s", content_type ? content_type : "");
+    st->chunks++;
+    assert_true(st->got_len + n < sizeof st->got);
+    memcpy(st->got + st->got_len, p, n);
+    st->got_len += n;
+    st->got[st->got_len] = '\0';
+    return st->chunks == st->stop_at ? -1 : 0;
+}
+
+static void run_stream(fixture_t *f, const char *url, streamed_t *st)
+{
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    ptc_http_client_opts_t o;
+    client_opts(f, &o);
+    o.total_timeout_ms = TEST_SHORT_TIMEOUT_MS; /* shorter than the stream: it must not apply */
+    o.max_response_bytes = 8;                   /* smaller than the stream: nor must this */
+    ptc_http_client_t *c = NULL;
+    assert_int_equal(ptc_http_client_new(&loop, &o, NULL, NULL, &c), PTC_HTTP_OK);
+    assert_int_equal(
+        ptc_http_request_stream(c, "POST", url, NULL, 0, "{}", 2, on_chunk, on_result, st, NULL),
+        PTC_HTTP_OK);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(st->res.calls, 1);
+    ptc_http_client_free(c);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void a_streamed_body_comes_as_it_arrives_without_the_total_timeout_or_cap(void **state)
+{
+    fixture_t *f = *state;
+    char url[128];
+    url_of(url, sizeof url, "http", "127.0.0.1", &f->plain, "/stream");
+    streamed_t st = {0};
+    run_stream(f, url, &st);
+    assert_int_equal(st.res.err, PTC_HTTP_OK);
+    assert_string_equal(st.got, "data: one\n\ndata: two\n\n");
+    assert_true(st.chunks >= 2); /* the events were 600 ms apart: never one read */
+    assert_string_equal(st.content_type, "text/event-stream");
+    assert_int_equal(st.res.body_len, 0);
+    result_free(&st.res);
+
+    /* The reader may end the stream: the request ends cancelled, after that chunk. */
+    url_of(url, sizeof url, "https", "localhost", &f->tls, "/stream");
+    streamed_t stop = {.stop_at = 1};
+    run_stream(f, url, &stop);
+    assert_int_equal(stop.res.err, PTC_HTTP_ECANCELED);
+    assert_int_equal(stop.chunks, 1);
+    assert_string_equal(stop.got, "data: one\n\n");
+    result_free(&stop.res);
+}
+
 static void silent_server_times_out(void **state)
 {
     fixture_t *f = *state;
@@ -1125,6 +1198,7 @@ int main(void)
         cmocka_unit_test(system_bundle_does_not_trust_the_test_ca),
         cmocka_unit_test(redirect_is_refused_and_names_the_target),
         cmocka_unit_test(body_over_the_cap_fails_with_etoobig),
+        cmocka_unit_test(a_streamed_body_comes_as_it_arrives_without_the_total_timeout_or_cap),
         cmocka_unit_test(silent_server_times_out),
         cmocka_unit_test(stalled_tls_handshake_hits_the_connect_timeout),
         cmocka_unit_test(refused_port_fails_with_econnect),

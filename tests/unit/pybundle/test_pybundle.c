@@ -452,6 +452,15 @@ static void bridge_parses_call_search_and_emit(void **state)
     assert_int_equal(r.method, PTC_BRIDGE_SEARCH);
     assert_string_equal(r.query, "files");
     assert_int_equal(r.top_k, PTC_BRIDGE_TOPK_DEF);
+    assert_null(r.server);
+    assert_null(r.category);
+    ptc_bridge_req_clear(&r);
+    assert_int_equal(parse("{\"id\":9,\"method\":\"search\",\"params\":{\"query\":\"q\","
+                           "\"server\":\"files\",\"category\":\"storage\"}}",
+                           &r, msg),
+                     0);
+    assert_string_equal(r.server, "files");
+    assert_string_equal(r.category, "storage");
     ptc_bridge_req_clear(&r);
     assert_int_equal(
         parse("{\"id\":9,\"method\":\"search\",\"params\":{\"query\":\"q\",\"top_k\":50}}", &r,
@@ -504,6 +513,10 @@ static void bridge_rejects_malformed_lines_and_keeps_the_id(void **state)
          PTC_BRIDGE_EINVAL, 4, "top_k"},
         {"{\"id\":4,\"method\":\"search\",\"params\":{\"query\":7}}", PTC_BRIDGE_EINVAL, 4,
          "params.query"},
+        {"{\"id\":4,\"method\":\"search\",\"params\":{\"query\":\"q\",\"category\":[]}}",
+         PTC_BRIDGE_EINVAL, 4, "params.category"},
+        {"{\"id\":4,\"method\":\"search\",\"params\":{\"query\":\"q\",\"server\":\"\"}}",
+         PTC_BRIDGE_EINVAL, 4, "params.server must not be empty"},
         {"{\"id\":5,\"method\":\"emit\",\"params\":{}}", PTC_BRIDGE_EINVAL, 5, "record"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -514,6 +527,7 @@ static void bridge_rejects_malformed_lines_and_keeps_the_id(void **state)
             fail_msg("case %zu (%s): rc %d id %lld msg '%s'", i, cases[i].line, rc, (long long)r.id,
                      msg);
         assert_null(r.server);
+        assert_null(r.category);
         assert_null(r.arguments);
         ptc_bridge_req_clear(&r);
     }
@@ -604,12 +618,16 @@ static char *host_answer(host_t *h, ptc_bridge_req_t *req)
         for (size_t i = 0; i < reg_catalog_count(h->cat); i++) {
             const reg_tool_t *t = reg_catalog_at(h->cat, i);
             if (!strstr(t->name, req->query) || cJSON_GetArraySize(list) >= req->top_k) continue;
+            if ((req->server && strcmp(t->server, req->server) != 0) ||
+                (req->category && strcmp(t->category, req->category) != 0))
+                continue; /* the filters, as the registry applies them */
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "id", t->id);
             cJSON_AddStringToObject(o, "server", t->server);
             cJSON_AddStringToObject(o, "name", t->name);
             cJSON_AddStringToObject(o, "description", t->description);
             cJSON_AddNumberToObject(o, "score", 1.0);
+            cJSON_AddStringToObject(o, "category", t->category);
             cJSON_AddItemToArray(list, o);
         }
         char *line = ptc_bridge_answer_result(req->id, res, NULL);
@@ -757,7 +775,7 @@ static void python_calls_tools_through_the_bridge(void **state)
      * two with arguments that are not JSON never leave python). */
     assert_int_equal(h.calls, 200 + 10 + 19);
     assert_int_equal(h.errors, 1);
-    assert_int_equal(h.searches, 4);
+    assert_int_equal(h.searches, 8); /* 4 plain, 4 filtered */
     assert_int_equal(h.nrecords, 3);
     assert_string_equal(h.records[0], "{\"n\":1}");
     assert_string_equal(h.records[1], "\"\xc3\xa9\\\"\\n\"");

@@ -359,12 +359,52 @@ static void test_long_texts_are_cut_on_a_character(void **state)
     reg_catalog_free(cat);
 }
 
+static void test_part_texts_are_a_head_and_later_sentences(void **state)
+{
+    (void)state;
+    reg_catalog_t *cat;
+    assert_int_equal(reg_catalog_new(&cat), REG_OK);
+    cJSON *t = cJSON_Parse(
+        "{\"name\": \"listItems\", \"description\": \"Lists the items. - Second point "
+        "here now.\\nThird line has words! ok. Version 1.2 is kept whole. Sixth one is here. "
+        "Seventh is the last. Eighth is never seen.\"}");
+    assert_non_null(t);
+    const reg_tool_t *tool;
+    char msg[256];
+    assert_int_equal(reg_catalog_add(cat, "my-srv", t, msg, sizeof msg, &tool), REG_OK);
+    char *p[REG_PARTS_MAX];
+    int n = reg_tool_part_texts(tool, p, REG_PARTS_MAX);
+    assert_int_equal(n, REG_PARTS_MAX);
+    static const char *const want[] = {
+        "my srv list items. Lists the items.", "list items: Second point here now.",
+        "list items: Third line has words!",   "list items: Version 1.2 is kept whole.",
+        "list items: Sixth one is here.",      "list items: Seventh is the last."};
+    for (int i = 0; i < n; i++) {
+        assert_string_equal(p[i], want[i]);
+        free(p[i]);
+    }
+    assert_int_equal(reg_tool_part_texts(tool, p, 2), 2);
+    free(p[0]);
+    free(p[1]);
+    cJSON_Delete(t);
+    /* Without a sentence of three words: the head alone, the names. */
+    t = cJSON_Parse("{\"name\": \"ping\", \"description\": \"Ping.\"}");
+    assert_int_equal(reg_catalog_add(cat, "net", t, msg, sizeof msg, &tool), REG_OK);
+    assert_int_equal(reg_tool_part_texts(tool, p, REG_PARTS_MAX), 1);
+    assert_string_equal(p[0], "net ping");
+    free(p[0]);
+    assert_int_equal(reg_tool_part_texts(NULL, p, 1), REG_EINVAL);
+    cJSON_Delete(t);
+    reg_catalog_free(cat);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sanitize_replaces_foreign_bytes),
         cmocka_unit_test(test_long_texts_are_cut_on_a_character),
         cmocka_unit_test(test_make_id_fits_128),
+        cmocka_unit_test(test_part_texts_are_a_head_and_later_sentences),
         cmocka_unit_test(test_collisions_get_deterministic_suffixes),
         cmocka_unit_test(test_collision_suffix_fits_128),
         cmocka_unit_test(test_load_good_array),

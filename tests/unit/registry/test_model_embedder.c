@@ -733,6 +733,24 @@ static reg_embedder_t *counted_model(const char *dir, counted_t *c)
     return e;
 }
 
+/* Texts a registry with parts embeds for tools: each one's whole text and its parts. */
+static int texts_of(const reg_registry_t *r, const char *only_id)
+{
+    const reg_catalog_t *cat = reg_registry_catalog(r);
+    int n = 0;
+    for (size_t i = 0; i < reg_catalog_count(cat); i++) {
+        const reg_tool_t *t = reg_catalog_at(cat, i);
+        if (only_id != NULL && strcmp(t->id, only_id) != 0) continue;
+        char *p[REG_PARTS_MAX];
+        int k = reg_tool_part_texts(t, p, REG_PARTS_MAX);
+        assert_true(k >= 1);
+        for (int j = 0; j < k; j++)
+            free(p[j]);
+        n += 1 + k;
+    }
+    return n;
+}
+
 static void test_cache_hit_avoids_re_embedding(void **state)
 {
     const char *dir = model_dir(state);
@@ -746,11 +764,15 @@ static void test_cache_hit_avoids_re_embedding(void **state)
     assert_int_equal(reg_cached_embedder_new(counted_model(dir, &c1), cache, &e), REG_OK);
     assert_string_equal(reg_embedder_name(e), "model:all-MiniLM-L6-v2");
     assert_true(e->blocking && e->concurrent && e->sentence_model);
+    /* With parts: they are cached like the whole texts. */
+    reg_registry_opts_t ro;
+    reg_registry_opts_default(&ro);
+    ro.parts = true;
     reg_registry_t *r1;
-    assert_int_equal(reg_registry_new(e, NULL, &r1), REG_OK);
+    assert_int_equal(reg_registry_new(e, &ro, &r1), REG_OK);
     load_catalog(r1);
     assert_int_equal(reg_registry_index_all(r1, msg, sizeof msg), REG_OK);
-    assert_int_equal(atomic_load(&c1.docs), CATALOG_TOOLS);
+    assert_int_equal(atomic_load(&c1.docs), texts_of(r1, NULL));
     float q1[384], q2[384];
     assert_int_equal(reg_registry_embed_query(r1, PARAPHRASE_QUERY, q1, msg, sizeof msg), REG_OK);
     assert_int_equal(reg_registry_embed_query(r1, PARAPHRASE_QUERY, q2, msg, sizeof msg), REG_OK);
@@ -764,7 +786,7 @@ static void test_cache_hit_avoids_re_embedding(void **state)
     counted_t c2;
     assert_int_equal(reg_cached_embedder_new(counted_model(dir, &c2), cache, &e), REG_OK);
     reg_registry_t *r2;
-    assert_int_equal(reg_registry_new(e, NULL, &r2), REG_OK);
+    assert_int_equal(reg_registry_new(e, &ro, &r2), REG_OK);
     load_catalog(r2);
     assert_int_equal(reg_registry_index_all(r2, msg, sizeof msg), REG_OK);
     assert_int_equal(reg_registry_pending(r2), 0);
@@ -793,7 +815,7 @@ static void test_cache_hit_avoids_re_embedding(void **state)
     assert_int_equal(reg_registry_set_server_tools(r2, "weather", arr, msg, sizeof msg), REG_OK);
     cJSON_Delete(arr);
     assert_int_equal(reg_registry_index_all(r2, msg, sizeof msg), REG_OK);
-    assert_int_equal(atomic_load(&c2.docs), 1);
+    assert_int_equal(atomic_load(&c2.docs), texts_of(r2, "weather__get_forecast"));
 
     reg_registry_free(r1);
     reg_registry_free(r2);

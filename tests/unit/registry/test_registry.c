@@ -293,6 +293,102 @@ static void test_non_concurrent_embedder_is_not_raced(void **state)
     reg_registry_free(r);
 }
 
+/* A sentence model played by word counts: one dimension per topic word, so that a text's
+ * vector is the blend of the topics it names, as mean pooling blends them. */
+static int topics_embed(reg_embedder_t *self, const char *const *texts, size_t n,
+                        reg_embed_kind_t kind, float *out, char *msg, size_t msg_size)
+{
+    static const char *const words[] = {"weather", "invoice", "music"};
+    (void)self;
+    (void)kind;
+    (void)msg;
+    (void)msg_size;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t d = 0; d < 3; d++) {
+            int c = 0;
+            for (const char *p = texts[i]; (p = strstr(p, words[d])) != NULL; p++)
+                c++;
+            out[i * 4 + d] = (float)c;
+        }
+        out[i * 4 + 3] = 0.01f;
+    }
+    return REG_OK;
+}
+
+static reg_registry_t *topics_registry(bool parts)
+{
+    reg_embedder_t *e = calloc(1, sizeof *e);
+    assert_non_null(e);
+    *e = (reg_embedder_t){.name = "model:topics",
+                          .cache_provider = "model",
+                          .cache_model = "topics",
+                          .dim = 4,
+                          .concurrent = true,
+                          .sentence_model = true,
+                          .embed = topics_embed};
+    reg_registry_opts_t o;
+    reg_registry_opts_default(&o);
+    o.hybrid = false; /* the dense signal alone */
+    o.parts = parts;
+    reg_registry_t *r;
+    assert_int_equal(reg_registry_new(e, &o, &r), REG_OK);
+    /* billing's whole text blends two topics; its second sentence is about the weather only.
+     * radio's one sentence leans to the weather (twice) over music. */
+    set_tools(r, "billing",
+              "[{\"name\": \"create_bill\", \"description\": \"Creates an invoice for a "
+              "customer. Gives the weather forecast for a city.\"}]");
+    set_tools(r, "radio",
+              "[{\"name\": \"play\", \"description\": \"Plays music, the weather "
+              "and the weather news.\"}]");
+    char msg[256];
+    assert_int_equal(reg_registry_index_all(r, msg, sizeof msg), REG_OK);
+    return r;
+}
+
+static void test_parts_score_a_tool_by_its_best_sentence(void **state)
+{
+    (void)state;
+    reg_result_t res[5];
+    char msg[256];
+    reg_registry_t *whole = topics_registry(false), *r = topics_registry(true);
+    /* Whole texts only: radio's leans more to the weather than billing's blend. */
+    int n = reg_registry_search(whole, "weather", NULL, 5, NULL, res, msg, sizeof msg);
+    assert_int_equal(n, 2);
+    assert_string_equal(res[0].tool->id, "radio__play");
+    assert_true(res[1].score < 0.75f);
+    /* With parts, billing's second sentence is the weather alone. */
+    n = reg_registry_search(r, "weather", NULL, 5, NULL, res, msg, sizeof msg);
+    assert_int_equal(n, 2);
+    assert_string_equal(res[0].tool->id, "billing__create_bill");
+    assert_true(res[0].score > 0.98f);
+    assert_string_equal(res[1].tool->id, "radio__play");
+    reg_registry_stats_t st, st_whole;
+    reg_registry_stats(r, &st);
+    reg_registry_stats(whole, &st_whole);
+    assert_int_equal(st.indexed, 2); /* tools, not vectors */
+    assert_true(st.memory_bytes > st_whole.memory_bytes);
+    /* A filter applies to the parts too. */
+    reg_filter_t f;
+    reg_filter_default(&f);
+    f.server = "radio";
+    n = reg_registry_search(r, "weather", NULL, 5, &f, res, msg, sizeof msg);
+    assert_int_equal(n, 1);
+    assert_string_equal(res[0].tool->id, "radio__play");
+    /* A server's removal takes its parts along: no hit through a stale part. */
+    reg_registry_remove_server(r, "billing");
+    n = reg_registry_search(r, "weather", NULL, 5, NULL, res, msg, sizeof msg);
+    assert_int_equal(n, 1);
+    assert_string_equal(res[0].tool->id, "radio__play");
+    /* Listed again, it is embedded again, parts included. */
+    set_tools(r, "billing",
+              "[{\"name\": \"create_bill\", \"description\": \"Creates an invoice. Gives "
+              "the weather forecast for a city.\"}]");
+    assert_int_equal(reg_registry_index_all(r, msg, sizeof msg), REG_OK);
+    assert_string_equal(top(r, "weather", NULL), "billing__create_bill");
+    reg_registry_free(whole);
+    reg_registry_free(r);
+}
+
 /* Two batches out at once (one per worker) once the first, refitting batch has landed. */
 static void test_several_batches_in_flight(void **state)
 {
@@ -452,6 +548,7 @@ int main(void)
         cmocka_unit_test(test_unembedded_batch_goes_back_to_pending),
         cmocka_unit_test(test_bm25_only_registry),
         cmocka_unit_test(test_non_concurrent_embedder_is_not_raced),
+        cmocka_unit_test(test_parts_score_a_tool_by_its_best_sentence),
         cmocka_unit_test(test_several_batches_in_flight),
         cmocka_unit_test(test_stop_between_slices_of_a_plain_provider),
         cmocka_unit_test(test_cancel_drops_batches_and_stops_handing_out),

@@ -19,18 +19,28 @@
 enum activation { ACT_GELU_ERF, ACT_GELU_TANH, ACT_RELU };
 
 /*
- * Weights named *_wt are kept transposed, [in, out] row-major (PyTorch stores [out, in]): with
- * them OpenBLAS multiplies without transposing while it packs, which measured 15-30% faster
- * for the [T, 384] x [384, 1152 or 1536] products (and the same for [T, 1536] x [1536, 384],
- * which therefore stays as stored, saving the copy).
+ * One linear layer, y = x W^T + b, in the form the chosen path multiplies. On the FP32 path w
+ * is either the transposed copy [in, out] row-major (transposed) or the tensor as stored
+ * ([out, in], PyTorch's layout): with the copy OpenBLAS multiplies without transposing while it
+ * packs, which measured 15-30% faster for the [T, 384] x [384, 1152 or 1536] products (and the
+ * same for [T, 1536] x [1536, 384], which therefore stays as stored, saving the copy). On the
+ * BF16 path w is NULL and packed holds the weight (model_gemm.c).
  */
+typedef struct linear_w {
+    const float *w;
+    float *copy; /* the transposed copy w points at (owned by the model's list), else NULL */
+    bool transposed;
+    model_bf16w_t packed;
+    const float *b; /* [out] */
+    size_t in, out;
+} linear_w_t;
+
 typedef struct layer {
-    float *qkv_wt; /* [H, 3H]: query, key and value side by side so one product makes all three */
-    float *qkv_b;  /* [3H] */
-    const float *ao_wt, *ao_b;  /* attention output projection [H, H], [H] */
+    linear_w_t qkv;  /* query, key and value side by side so one product makes all three */
+    linear_w_t ao;   /* attention output projection [H, H] */
+    linear_w_t up;   /* feed-forward up [I, H] */
+    linear_w_t down; /* feed-forward down [H, I] */
     const float *ln1_g, *ln1_b; /* LayerNorm after attention */
-    const float *in_wt, *in_b;  /* feed-forward up [H, I], [I] */
-    const float *out_w, *out_b; /* feed-forward down [H, I] as stored ([out, in]), [H] */
     const float *ln2_g, *ln2_b; /* LayerNorm after the feed-forward block */
 } layer_t;
 
@@ -41,6 +51,7 @@ struct reg_model {
     float ln_eps;
     enum activation act;
     bool pool_cls;
+    bool bf16; /* linear layers through model_gemm_bf16 (chosen at load) */
     const float *word, *pos, *type, *emb_ln_g, *emb_ln_b;
     layer_t *layers;
     /* Tensors converted or copied at load (F16/BF16 widening, unaligned data, stacked QKV). */
@@ -173,21 +184,43 @@ static void transpose_into(const float *w, size_t rows, size_t cols, float *dst,
             dst[c * ld + r] = w[r * cols + c];
 }
 
-/* Finds a [rows, cols] weight and keeps a transposed [cols, rows] copy owned by the model. */
-static int tensor_transposed(reg_model_t *m, const char *name, size_t rows, size_t cols,
-                             const float **out, char *errmsg, size_t size)
+/* Makes the layer's product of in inputs and out outputs ready for the chosen path: a packed
+ * BF16 weight, or (FP32, transposed) the [in, out] copy linear_set fills. */
+static int linear_init(reg_model_t *m, linear_w_t *lw, size_t in, size_t out, bool transposed,
+                       const char *what, char *errmsg, size_t size)
 {
-    const float *w;
-    int rc = tensor(m, name, rows, cols, &w, errmsg, size);
-    if (rc != REG_MODEL_OK) return rc;
-    float *t = malloc(rows * cols * sizeof *t);
+    lw->in = in;
+    lw->out = out;
+    lw->transposed = transposed;
+    if (m->bf16) {
+        if (model_bf16w_init(&lw->packed, in, out) != REG_MODEL_OK)
+            return model_fail(errmsg, size, REG_MODEL_ENOMEM, "out of memory packing %s", what);
+        return REG_MODEL_OK;
+    }
+    if (!transposed) return REG_MODEL_OK; /* the mapping's tensor, set by linear_set */
+    float *t = malloc(in * out * sizeof *t);
     if (t == NULL || own(m, t) != REG_MODEL_OK) {
         free(t);
-        return model_fail(errmsg, size, REG_MODEL_ENOMEM, "out of memory loading \"%s\"", name);
+        return model_fail(errmsg, size, REG_MODEL_ENOMEM, "out of memory loading %s", what);
     }
-    transpose_into(w, rows, cols, t, rows);
-    *out = t;
+    lw->w = lw->copy = t;
     return REG_MODEL_OK;
+}
+
+/* Puts rows [out0, out0 + rows) of the weight (as stored, [rows, in]) into lw. */
+static void linear_set(linear_w_t *lw, size_t out0, const float *w, size_t rows)
+{
+    if (lw->packed.data != NULL)
+        model_bf16w_set_rows(&lw->packed, out0, w, rows);
+    else if (lw->transposed)
+        transpose_into(w, rows, lw->in, lw->copy + out0, lw->out);
+    else
+        lw->w = w; /* out0 == 0, rows == out: the whole tensor */
+}
+
+static void linear_free(linear_w_t *lw)
+{
+    model_bf16w_free(&lw->packed);
 }
 
 static int load_layer(reg_model_t *m, size_t i, char *errmsg, size_t size)
@@ -196,53 +229,51 @@ static int load_layer(reg_model_t *m, size_t i, char *errmsg, size_t size)
     size_t H = m->hidden, IN = m->inter;
     char name[192], ln[160];
     static const char *const qkv[3] = {"query", "key", "value"};
+    int rc;
 
-    L->qkv_wt = malloc(3 * H * H * sizeof(float));
-    L->qkv_b = malloc(3 * H * sizeof(float));
-    if (L->qkv_wt == NULL || L->qkv_b == NULL || own(m, L->qkv_wt) != REG_MODEL_OK) {
-        free(L->qkv_wt);
-        free(L->qkv_b);
-        L->qkv_wt = L->qkv_b = NULL;
+    float *qkv_b = malloc(3 * H * sizeof(float));
+    if (qkv_b == NULL || own(m, qkv_b) != REG_MODEL_OK) {
+        free(qkv_b);
         return model_fail(errmsg, size, REG_MODEL_ENOMEM, "out of memory loading layer %zu", i);
     }
-    if (own(m, L->qkv_b) != REG_MODEL_OK) {
-        free(L->qkv_b);
-        L->qkv_b = NULL;
-        return model_fail(errmsg, size, REG_MODEL_ENOMEM, "out of memory loading layer %zu", i);
-    }
+    L->qkv.b = qkv_b;
+    snprintf(name, sizeof name, "layer %zu's query, key and value", i);
+    if ((rc = linear_init(m, &L->qkv, H, 3 * H, true, name, errmsg, size)) != REG_MODEL_OK)
+        return rc;
     for (size_t k = 0; k < 3; k++) {
         const float *w, *b;
-        int rc;
         snprintf(name, sizeof name, "encoder.layer.%zu.attention.self.%s.weight", i, qkv[k]);
         if ((rc = tensor(m, name, H, H, &w, errmsg, size)) != REG_MODEL_OK) return rc;
         snprintf(name, sizeof name, "encoder.layer.%zu.attention.self.%s.bias", i, qkv[k]);
         if ((rc = tensor(m, name, H, 0, &b, errmsg, size)) != REG_MODEL_OK) return rc;
-        transpose_into(w, H, H, L->qkv_wt + k * H, 3 * H);
-        memcpy(L->qkv_b + k * H, b, H * sizeof(float));
+        linear_set(&L->qkv, k * H, w, H);
+        memcpy(qkv_b + k * H, b, H * sizeof(float));
     }
     struct {
-        const char *suffix;
-        size_t rows, cols;
+        const char *prefix;
+        size_t in, out;
         bool transposed;
-        const float **dst;
+        linear_w_t *lw;
     } plain[] = {
-        {"attention.output.dense.weight", H, H, true, &L->ao_wt},
-        {"attention.output.dense.bias", H, 0, false, &L->ao_b},
-        {"intermediate.dense.weight", IN, H, true, &L->in_wt},
-        {"intermediate.dense.bias", IN, 0, false, &L->in_b},
-        {"output.dense.weight", H, IN, false, &L->out_w},
-        {"output.dense.bias", H, 0, false, &L->out_b},
+        {"attention.output.dense", H, H, true, &L->ao},
+        {"intermediate.dense", H, IN, true, &L->up},
+        {"output.dense", IN, H, false, &L->down},
     };
     for (size_t k = 0; k < sizeof plain / sizeof plain[0]; k++) {
-        snprintf(name, sizeof name, "encoder.layer.%zu.%s", i, plain[k].suffix);
-        int rc = plain[k].transposed
-                     ? tensor_transposed(m, name, plain[k].rows, plain[k].cols, plain[k].dst,
-                                         errmsg, size)
-                     : tensor(m, name, plain[k].rows, plain[k].cols, plain[k].dst, errmsg, size);
-        if (rc != REG_MODEL_OK) return rc;
+        const float *w;
+        linear_w_t *lw = plain[k].lw;
+        snprintf(name, sizeof name, "encoder.layer.%zu.%s.weight", i, plain[k].prefix);
+        if ((rc = linear_init(m, lw, plain[k].in, plain[k].out, plain[k].transposed, name, errmsg,
+                              size)) != REG_MODEL_OK ||
+            (rc = tensor(m, name, plain[k].out, plain[k].in, &w, errmsg, size)) != REG_MODEL_OK)
+            return rc;
+        linear_set(lw, 0, w, plain[k].out);
+        snprintf(name, sizeof name, "encoder.layer.%zu.%s.bias", i, plain[k].prefix);
+        if ((rc = tensor(m, name, plain[k].out, 0, &lw->b, errmsg, size)) != REG_MODEL_OK)
+            return rc;
     }
     snprintf(ln, sizeof ln, "encoder.layer.%zu.attention.output.LayerNorm", i);
-    int rc = layer_norm(m, ln, &L->ln1_g, &L->ln1_b, errmsg, size);
+    rc = layer_norm(m, ln, &L->ln1_g, &L->ln1_b, errmsg, size);
     if (rc != REG_MODEL_OK) return rc;
     snprintf(ln, sizeof ln, "encoder.layer.%zu.output.LayerNorm", i);
     return layer_norm(m, ln, &L->ln2_g, &L->ln2_b, errmsg, size);
@@ -484,6 +515,12 @@ void reg_model_free(reg_model_t *m)
     for (size_t i = 0; i < m->n_owned; i++)
         free(m->owned[i]);
     free(m->owned);
+    for (size_t i = 0; m->layers != NULL && i < m->n_layers; i++) {
+        linear_free(&m->layers[i].qkv);
+        linear_free(&m->layers[i].ao);
+        linear_free(&m->layers[i].up);
+        linear_free(&m->layers[i].down);
+    }
     free(m->layers);
     model_st_close(&m->st);
     model_tokenizer_free(&m->tok);
@@ -528,6 +565,11 @@ int reg_model_load(const char *dir, reg_model_t **out, char *errmsg, size_t size
     (void)model_path(path, sizeof path, dir, "model.safetensors");
     if ((rc = model_st_open(&m->st, path, errmsg, size)) != REG_MODEL_OK) goto fail;
 
+    /* BF16 products where the CPU has them, unless PTC_MODEL_FP32 asks for the FP32 path (to
+     * compare the two, or to rule BF16 out when a result looks wrong). */
+    const char *fp32 = getenv("PTC_MODEL_FP32");
+    m->bf16 =
+        model_gemm_bf16_supported() && (fp32 == NULL || fp32[0] == '\0' || strcmp(fp32, "0") == 0);
     if ((rc = load_weights(m, errmsg, size)) != REG_MODEL_OK) goto fail;
     *out = m;
     return REG_MODEL_OK;
@@ -544,6 +586,11 @@ size_t reg_model_dim(const reg_model_t *m)
 const char *reg_model_name(const reg_model_t *m)
 {
     return m ? m->name : "";
+}
+
+const char *reg_model_precision(const reg_model_t *m)
+{
+    return m == NULL ? "" : m->bf16 ? "bf16" : "fp32";
 }
 
 size_t reg_model_max_tokens(const reg_model_t *m)
@@ -577,6 +624,7 @@ typedef struct scratch {
     float *inter;  /* [T, I] */
     float *scores; /* [S, S] one head's attention matrix */
     float *kt;     /* [d, S] one head's keys, transposed */
+    uint16_t *xb;  /* [T, I] a product's input in BF16 (BF16 path only) */
 } scratch_t;
 
 static void scratch_free(scratch_t *s)
@@ -588,6 +636,7 @@ static void scratch_free(scratch_t *s)
     free(s->inter);
     free(s->scores);
     free(s->kt);
+    free(s->xb);
     memset(s, 0, sizeof *s);
 }
 
@@ -605,7 +654,10 @@ static int scratch_reserve(scratch_t *s, const reg_model_t *m, size_t tokens)
     size_t s8 = (m->max_seq + 7) & ~(size_t)7;
     s->scores = malloc(m->max_seq * s8 * sizeof(float));
     s->kt = malloc(m->head_dim * s8 * sizeof(float));
-    if (!s->x || !s->qkv || !s->ctx || !s->tmp || !s->inter || !s->scores || !s->kt) {
+    size_t widest = m->inter > H ? m->inter : H;
+    s->xb = m->bf16 ? malloc(model_gemm_bf16_scratch(tokens, widest) * sizeof(uint16_t)) : NULL;
+    if (!s->x || !s->qkv || !s->ctx || !s->tmp || !s->inter || !s->scores || !s->kt ||
+        (m->bf16 && !s->xb)) {
         scratch_free(s);
         return REG_MODEL_ENOMEM;
     }
@@ -613,16 +665,18 @@ static int scratch_reserve(scratch_t *s, const reg_model_t *m, size_t tokens)
     return REG_MODEL_OK;
 }
 
-/* y[T, out] = x[T, in] * W^T + b, with W given as stored ([out, in], PyTorch's Linear layout,
- * transposed = false) or as the transposed copy [in, out] (transposed = true). */
-static void linear(const float *x, size_t T, size_t in, const float *w, bool transposed,
-                   const float *b, size_t out, float *y)
+/* y[T, out] = x[T, in] * W^T + b through the path the model chose at load. */
+static void linear(const linear_w_t *lw, const float *x, size_t T, uint16_t *xb, float *y)
 {
+    if (lw->packed.data != NULL) {
+        model_gemm_bf16(x, T, &lw->packed, lw->b, xb, y);
+        return;
+    }
     for (size_t r = 0; r < T; r++)
-        memcpy(y + r * out, b, out * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, transposed ? CblasNoTrans : CblasTrans, (int)T,
-                (int)out, (int)in, 1.0f, x, (int)in, w, transposed ? (int)out : (int)in, 1.0f, y,
-                (int)out);
+        memcpy(y + r * lw->out, lw->b, lw->out * sizeof(float));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, lw->transposed ? CblasNoTrans : CblasTrans, (int)T,
+                (int)lw->out, (int)lw->in, 1.0f, x, (int)lw->in, lw->w,
+                lw->transposed ? (int)lw->out : (int)lw->in, 1.0f, y, (int)lw->out);
 }
 
 /* x = LayerNorm(x + r) row by row; the sums run in double to keep 384-wide rows exact enough. */
@@ -871,7 +925,7 @@ static bool forward(const reg_model_t *m, scratch_t *s, const int32_t *ids, size
     for (size_t l = 0; l < m->n_layers; l++) {
         if (stopped(stop)) return false;
         const layer_t *L = &m->layers[l];
-        linear(s->x, T, H, L->qkv_wt, true, L->qkv_b, H3, s->qkv);
+        linear(&L->qkv, s->x, T, s->xb, s->qkv);
         for (size_t q = 0; q < ns; q++) {
             size_t n = seq_len[q];
             const float *base = s->qkv + seq_off[q] * H3;
@@ -881,11 +935,11 @@ static bool forward(const reg_model_t *m, scratch_t *s, const int32_t *ids, size
                             s->ctx + seq_off[q] * H + h * d, H);
             }
         }
-        linear(s->ctx, T, H, L->ao_wt, true, L->ao_b, H, s->tmp);
+        linear(&L->ao, s->ctx, T, s->xb, s->tmp);
         add_layer_norm(s->tmp, s->x, T, H, L->ln1_g, L->ln1_b, m->ln_eps);
-        linear(s->tmp, T, H, L->in_wt, true, L->in_b, m->inter, s->inter);
+        linear(&L->up, s->tmp, T, s->xb, s->inter);
         activate(s->inter, T * m->inter, m->act);
-        linear(s->inter, T, m->inter, L->out_w, false, L->out_b, H, s->x);
+        linear(&L->down, s->inter, T, s->xb, s->x);
         add_layer_norm(s->x, s->tmp, T, H, L->ln2_g, L->ln2_b, m->ln_eps);
     }
 

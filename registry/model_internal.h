@@ -150,4 +150,35 @@ void model_st_close(model_st_t *st);
 /** Looks a tensor up; REG_MODEL_ENOENT when absent, EFORMAT when its entry is malformed. */
 int model_st_find(const model_st_t *st, const char *name, model_tensor_t *t);
 
+/* ---- BF16 linear layers (model_gemm.c) ----------------------------------------------- */
+
+/* A [out, in] weight rounded to BF16 and packed for model_gemm_bf16 (layout in model_gemm.c). */
+typedef struct model_bf16w {
+    uint16_t *data; /* owned, 64-byte aligned */
+    size_t in, out; /* the product's inner and output sizes */
+    size_t kp;      /* pairs of inputs, (in + 1) / 2 */
+    size_t panels;  /* groups of 32 output columns */
+} model_bf16w_t;
+
+/** True when this CPU (and OS) runs AVX-512 BF16, so model_gemm_bf16 may be called. */
+bool model_gemm_bf16_supported(void);
+
+/** Allocates a zeroed packed weight for [out, in]; REG_MODEL_ENOMEM or EINVAL (a size 0). */
+int model_bf16w_init(model_bf16w_t *w, size_t in, size_t out);
+void model_bf16w_free(model_bf16w_t *w);
+
+/** Packs rows (n_rows rows of w->in floats, PyTorch's [out, in] layout, borrowed) as the
+ * weight's output columns out0 .. out0 + n_rows - 1. */
+void model_bf16w_set_rows(model_bf16w_t *w, size_t out0, const float *rows, size_t n_rows);
+
+/** BF16 elements of the scratch model_gemm_bf16 needs for tokens rows of in inputs. */
+size_t model_gemm_bf16_scratch(size_t tokens, size_t in);
+
+/**
+ * y[T, out] = x[T, in] W^T + bias (bias: out floats). xb is scratch of
+ * model_gemm_bf16_scratch(T, in) elements. Only when model_gemm_bf16_supported().
+ */
+void model_gemm_bf16(const float *x, size_t T, const model_bf16w_t *w, const float *bias,
+                     uint16_t *xb, float *y);
+
 #endif /* PTC_REGISTRY_MODEL_INTERNAL_H */

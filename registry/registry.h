@@ -799,6 +799,14 @@ const char *reg_model_name(const reg_model_t *model);
 size_t reg_model_max_tokens(const reg_model_t *model);
 
 /**
+ * How the model's linear layers multiply (static string): "bf16" when the CPU has AVX-512 BF16
+ * (weights and each product's input rounded to BF16, sums in FP32: about twice the FP32 rate,
+ * vectors within cosine 0.9999 of FP32's), else "fp32" (OpenBLAS). Chosen at reg_model_load;
+ * the environment variable PTC_MODEL_FP32=1 at that time forces "fp32".
+ */
+const char *reg_model_precision(const reg_model_t *model);
+
+/**
  * Embeds n NUL-terminated UTF-8 texts (borrowed; invalid UTF-8 bytes are dropped). Writes n
  * rows of reg_model_dim() floats, unit length, into out_vectors (borrowed, n * dim floats).
  * Texts longer than the model's window are truncated like sentence-transformers does. Runs on

@@ -7,6 +7,8 @@
  * - the real model in $PTC_TEST_MODEL_DIR (all-MiniLM-L6-v2) checked against
  *   tests/fixtures/model/reference.json, produced by sentence-transformers. These tests fail
  *   when the variable is unset, unless PTC_TEST_ALLOW_NO_MODEL=1 says to skip them.
+ * ctest runs the program twice: as the CPU chooses (BF16 products where it has AVX-512 BF16)
+ * and with PTC_MODEL_FP32=1 (OpenBLAS), so that both paths meet the same tolerances.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +31,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "model_internal.h" /* the BF16 kernel, tested against a double-precision reference */
 #include "registry.h"
 
 #ifndef PTC_MODEL_REFERENCE
@@ -486,6 +489,125 @@ static void test_f16_and_bf16_weights_embed_like_f32(void **state)
     }
 }
 
+/* ---- the BF16 path ------------------------------------------------------------------------ */
+
+/* Round to nearest even, written apart from model_gemm.c's so that the test checks it. */
+static double bf16_round(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint32_t lsb = (u >> 16) & 1u;
+    u = (u + 0x7FFFu + lsb) & 0xFFFF0000u;
+    float r;
+    memcpy(&r, &u, sizeof r);
+    return (double)r;
+}
+
+/* Products of odd and even widths, widths past and short of a 32-column panel and row counts
+ * that use every tile size, against sums in double of the BF16-rounded operands: the kernel
+ * may differ from them only by FP32 summation error. Each row also equals the row computed
+ * alone, bit for bit, and nothing past y's end is written. */
+static void test_bf16_products_match_a_double_reference(void **state)
+{
+    (void)state;
+    if (!model_gemm_bf16_supported()) {
+        printf("[ model ] this CPU has no AVX-512 BF16: the BF16 kernel is not run\n");
+        skip();
+    }
+    static const size_t shapes[][3] = {{1, 1, 1},     {13, 7, 33},   {29, 384, 48}, {25, 66, 17},
+                                       {110, 40, 64}, {3, 1536, 31}, {200, 33, 100}};
+    uint32_t seed = 12345;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t T = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
+        float *x = malloc(T * in * sizeof *x), *w = malloc(out * in * sizeof *w);
+        float *b = malloc(out * sizeof *b), *y = malloc((T * out + 16) * sizeof *y);
+        float *one = malloc((out + 16) * sizeof *one);
+        uint16_t *xb = malloc(model_gemm_bf16_scratch(T, in) * sizeof *xb);
+        assert_true(x && w && b && y && one && xb);
+        for (size_t i = 0; i < T * in; i++) {
+            seed = seed * 1103515245u + 12345u;
+            x[i] = (float)((seed >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+        }
+        for (size_t i = 0; i < out * in; i++) {
+            seed = seed * 1103515245u + 12345u;
+            w[i] = ((float)((seed >> 8) & 0xFFFF) / 32768.0f - 1.0f) * 0.1f;
+        }
+        for (size_t i = 0; i < out; i++)
+            b[i] = (float)i * 0.01f - 0.2f;
+        for (size_t i = 0; i < 16; i++)
+            y[T * out + i] = one[out + i] = 12345.0f;
+        model_bf16w_t pw;
+        assert_int_equal(model_bf16w_init(&pw, in, out), REG_MODEL_OK);
+        /* Packed in two halves, as the query, key and value weights are. */
+        model_bf16w_set_rows(&pw, 0, w, out / 2);
+        model_bf16w_set_rows(&pw, out / 2, w + (out / 2) * in, out - out / 2);
+        model_gemm_bf16(x, T, &pw, b, xb, y);
+        for (size_t t = 0; t < T; t++) {
+            for (size_t o = 0; o < out; o++) {
+                double want = (double)b[o], mag = fabs((double)b[o]);
+                for (size_t k = 0; k < in; k++) {
+                    double p = bf16_round(x[t * in + k]) * bf16_round(w[o * in + k]);
+                    want += p;
+                    mag += fabs(p);
+                }
+                double got = (double)y[t * out + o];
+                if (fabs(got - want) > 1e-6 * mag + 1e-7)
+                    fail_msg("[%zu x %zu] x [%zu]: y[%zu][%zu] = %.9g, want %.9g", T, in, out, t, o,
+                             got, want);
+            }
+            model_gemm_bf16(x + t * in, 1, &pw, b, xb, one);
+            assert_memory_equal(one, y + t * out, out * sizeof *one);
+            assert_true(one[out] == 12345.0f);
+        }
+        for (size_t i = 0; i < 16; i++)
+            assert_true(y[T * out + i] == 12345.0f);
+        model_bf16w_free(&pw);
+        free(x);
+        free(w);
+        free(b);
+        free(y);
+        free(one);
+        free(xb);
+    }
+}
+
+/* Loads dir with PTC_MODEL_FP32 set to fp32 (NULL: unset) and restores the variable. */
+static reg_model_t *load_with_fp32(const char *dir, const char *fp32)
+{
+    const char *old = getenv("PTC_MODEL_FP32");
+    char *saved = old ? strdup(old) : NULL;
+    if (fp32)
+        assert_int_equal(setenv("PTC_MODEL_FP32", fp32, 1), 0);
+    else
+        assert_int_equal(unsetenv("PTC_MODEL_FP32"), 0);
+    reg_model_t *m = load_ok(dir);
+    if (saved) {
+        assert_int_equal(setenv("PTC_MODEL_FP32", saved, 1), 0);
+        free(saved);
+    } else {
+        assert_int_equal(unsetenv("PTC_MODEL_FP32"), 0);
+    }
+    return m;
+}
+
+static void test_precision_follows_the_cpu_and_ptc_model_fp32(void **state)
+{
+    (void)state;
+    char *dir = make_tiny(DT_F32);
+    const char *want = model_gemm_bf16_supported() ? "bf16" : "fp32";
+    static const struct {
+        const char *env;
+        bool fp32;
+    } cases[] = {{NULL, false}, {"", false}, {"0", false}, {"1", true}, {"yes", true}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        reg_model_t *m = load_with_fp32(dir, cases[i].env);
+        assert_string_equal(reg_model_precision(m), cases[i].fp32 ? "fp32" : want);
+        reg_model_free(m);
+    }
+    assert_string_equal(reg_model_precision(NULL), "");
+    remove_tree(dir);
+}
+
 static void test_legacy_tensor_names_embed_like_current_ones(void **state)
 {
     (void)state;
@@ -893,6 +1015,39 @@ static void test_real_embeddings_match_reference(void **state)
     free(want);
 }
 
+/* The BF16 path's vectors against the FP32 path's, on the reference sentences: the bound is
+ * what bench/README.md measured over dev2's tool texts (min cosine 0.9999). */
+static void test_real_bf16_vectors_stay_close_to_fp32(void **state)
+{
+    real_t *r = real_or_skip(state);
+    const char *dir = getenv("PTC_TEST_MODEL_DIR");
+    reg_model_t *fast = load_with_fp32(dir, NULL), *exact = load_with_fp32(dir, "1");
+    assert_string_equal(reg_model_precision(exact), "fp32");
+    size_t dim = reg_model_dim(fast);
+    const cJSON *sents = cJSON_GetObjectItem(r->ref, "sentences");
+    size_t n = (size_t)cJSON_GetArraySize(sents);
+    const char **texts = calloc(n, sizeof *texts);
+    float *a = calloc(n * dim, sizeof *a), *b = calloc(n * dim, sizeof *b);
+    assert_true(texts && a && b);
+    for (size_t i = 0; i < n; i++)
+        texts[i] = cJSON_GetObjectItem(cJSON_GetArrayItem(sents, (int)i), "text")->valuestring;
+    assert_int_equal(reg_model_embed(fast, texts, n, a), REG_MODEL_OK);
+    assert_int_equal(reg_model_embed(exact, texts, n, b), REG_MODEL_OK);
+    double worst = 1.0;
+    for (size_t i = 0; i < n; i++) {
+        double c = cosine(a + i * dim, b + i * dim, dim);
+        worst = c < worst ? c : worst;
+        if (c < 0.9999) fail_msg("cosine %.6f < 0.9999 for \"%.60s\"", c, texts[i]);
+    }
+    printf("[ model ] %s vs fp32: min cosine %.8f over %zu sentences\n", reg_model_precision(fast),
+           worst, n);
+    reg_model_free(fast);
+    reg_model_free(exact);
+    free(texts);
+    free(a);
+    free(b);
+}
+
 static void test_real_batch_equals_singles(void **state)
 {
     real_t *r = real_or_skip(state);
@@ -1013,6 +1168,8 @@ int main(void)
         cmocka_unit_test(test_tiny_model_embeds_unit_vectors_and_batches_like_singles),
         cmocka_unit_test(test_embed_window_truncates_each_text),
         cmocka_unit_test(test_f16_and_bf16_weights_embed_like_f32),
+        cmocka_unit_test(test_bf16_products_match_a_double_reference),
+        cmocka_unit_test(test_precision_follows_the_cpu_and_ptc_model_fp32),
         cmocka_unit_test(test_legacy_tensor_names_embed_like_current_ones),
         cmocka_unit_test(test_pooling_config_is_honoured),
         cmocka_unit_test(test_missing_files_are_named),
@@ -1026,6 +1183,7 @@ int main(void)
     const struct CMUnitTest real[] = {
         cmocka_unit_test(test_real_tokenizer_ids_equal_reference),
         cmocka_unit_test(test_real_embeddings_match_reference),
+        cmocka_unit_test(test_real_bf16_vectors_stay_close_to_fp32),
         cmocka_unit_test(test_real_batch_equals_singles),
         cmocka_unit_test(test_real_model_is_shared_by_threads),
         cmocka_unit_test(test_real_similar_texts_score_higher),

@@ -60,7 +60,13 @@ static const char zygote_script[] =
     /* no gc.freeze(): frozen, __main__ would not be cleared at the run's finalization (its
        objects' __del__ would never run) */
     "    while True:\n"
-    "        msg, anc, _f, _a = ctl.recvmsg(65536, _socket.CMSG_SPACE(16), _socket.MSG_CMSG_CLOEXEC)\n"
+    "        try:\n"
+    "            msg, anc, _f, _a = ctl.recvmsg(65536, _socket.CMSG_SPACE(16),\n"
+    "                                           _socket.MSG_CMSG_CLOEXEC)\n"
+    "        except OSError:\n"
+    "            msg = b''\n"
+    /* EOF (or a reset): the pool is gone, and so are we (and our launchers, through their
+       PDEATHSIG) */
     "        if not msg:\n"
     "            os._exit(0)\n"
     "        fds = []\n"
@@ -94,7 +100,6 @@ static const char zygote_script[] =
     "        try:\n"
     "            ctl.sendmsg([b'P %d\\n' % pid if a else b'F %d\\n' % err], a)\n"
     "        except OSError:\n"
-    /* the pool is gone: so are we (and our launchers, through their PDEATHSIG) */
     "            os._exit(0)\n"
     "        if a:\n"
     "            os.close(p)\n"

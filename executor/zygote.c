@@ -76,7 +76,8 @@ static const char zygote_script[] =
     "        if msg[:2] == b'L ' and launch is None and not fds:\n"
     "            launch = ctypes.PyDLL(os.fsdecode(msg[2:])).ptc_zygote_launch\n"
     "            launch.restype = ctypes.c_int\n"
-    "            launch.argtypes = (ctypes.c_int, ctypes.POINTER(ctypes.c_char_p))\n"
+    "            launch.argtypes = (ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int)\n"
+    "            zpid = os.getpid()\n"
     "            continue\n"
     "        pid = -1\n"
     "        err = 22\n"
@@ -110,7 +111,7 @@ static const char zygote_script[] =
     "        os.dup2(fds[i], i)\n"
     "    args = msg[2:].split(b'\\0')\n"
     "    argv = (ctypes.c_char_p * (len(args) + 1))(*args, None)\n"
-    "    r = launch(len(args), argv)\n"
+    "    r = launch(len(args), argv, zpid)\n"
     "    if r != 1:\n"
     "        os._exit(r)\n"
     /* the interpreter's process, in its sandbox: SIGCHLD as an exec'd one has it (the C side
@@ -176,6 +177,9 @@ static void fail_waiting(struct exec__zygote *z)
         exec_run_t *run = z->wait_head;
         z->wait_head = run->znext;
         run->znext = NULL;
+        /* a launcher forked just before may still live: its init ends at EOF on stdin */
+        if (!uv_is_closing((uv_handle_t *)&run->in))
+            uv_close((uv_handle_t *)&run->in, exec__on_in_closed);
         exec__run_exited(run, 127, 0);
     }
     z->wait_tail = NULL;
@@ -198,6 +202,8 @@ static void zygote_shut(struct exec__zygote *z)
         close(z->fd);
         z->fd = -1;
     }
+    /* the loop waits for its exit now (a pool being freed must see it go) */
+    if (!z->exited) uv_ref((uv_handle_t *)&z->proc);
     fail_waiting(z);
     if (was && !pool->closing) exec__warm_drop_zygote(pool);
 }

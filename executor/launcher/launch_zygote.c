@@ -18,16 +18,23 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 /* Returns the launcher's exit status in the launcher's process (the zygote's child exits with
-   it), and 1 in the interpreter's process, inside its sandbox: fds 0-3 as the exec'd
-   interpreter would have them and nothing else open, the signal dispositions the zygote had,
-   the sandbox's environment in environ (Python's os.environ still holds the zygote's: the
-   caller copies it over). argv is modified (the launcher parses in place). */
-__attribute__((visibility("default"))) int ptc_zygote_launch(int argc, char **argv);
+   it; 125 at once when the zygote is already gone), and 1 in the interpreter's process, inside its
+   sandbox: fds 0-3 as the exec'd interpreter would have them and nothing else open, the signal
+   dispositions the zygote had, the sandbox's environment in environ (Python's os.environ still
+   holds the zygote's: the caller copies it over). argv is modified (the launcher parses in place).
+ */
+__attribute__((visibility("default"))) int ptc_zygote_launch(int argc, char **argv, pid_t zygote);
 
-int ptc_zygote_launch(int argc, char **argv)
+int ptc_zygote_launch(int argc, char **argv, pid_t zygote)
 {
+    /* the launcher sets its PDEATHSIG too, but a zygote that died since the fork would not send
+       it: check once it is set (zygote: the parent's pid before the fork) */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != zygote) return 125;
     /* the launcher expects default dispositions (an exec'd one has them: the pool's spawn
        resets them), the interpreter the zygote's (SIGPIPE and SIGXFSZ ignored, Python's SIGINT
        handler): saved here, in the frame the interpreter's process comes back to */

@@ -43,6 +43,8 @@ void exec_options_init(exec_options_t *opts)
     opts->stderr_keep = EXEC_DEFAULT_KEEP_BYTES;
     opts->progress_ms = EXEC_DEFAULT_PROGRESS_MS;
     opts->keep_warm = true;
+    const char *z = getenv(EXEC_ZYGOTE_ENV);
+    opts->zygote = z && strcmp(z, "1") == 0;
 }
 
 static int fail(struct exec__cmd *cmd, int code, const char *fmt, ...)

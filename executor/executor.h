@@ -53,6 +53,7 @@ extern "C" {
 #define EXEC_TIMEOUT_FILES_MS 1000u
 #define EXEC_BRIDGE_FD        3 /* the bridge's descriptor number inside a run */
 #define EXEC_BRIDGE_ENV       "PTC_BRIDGE_FD"
+#define EXEC_ZYGOTE_ENV       "PTC_ZYGOTE"   /* the internal switch: 1 turns the zygote on */
 #define EXEC_RO_LIB_PATH      "/opt/ptc/lib" /* where exec_run_opts_t.ro_dir appears */
 #define EXEC_MAX_PATH_DIRS    4u /* exec_run_opts_t.path_dirs: at /opt/ptc/lib1 ... lib4 */
 #define EXEC_DEFAULT_WARM     4u /* sandboxes kept set up ahead with keep_warm */
@@ -140,6 +141,11 @@ typedef struct exec_probe {
        the sandbox usable; the probe's own run went through that same hand-over). */
     bool warm_start;
     char warm_reason[EXEC_REASON_MAX];
+    /* The sandboxes are forked from a pre-started interpreter, the zygote (exec_options_t.zygote
+       on, warm start active, user namespaces available; docs/sandbox.md, "A fork server"). A pool
+       turns it off when the zygote cannot start or ends; the reason says so. */
+    bool zygote;
+    char zygote_reason[EXEC_REASON_MAX];
 } exec_probe_t;
 
 /* ---- options ------------------------------------------------------------------------------ */
@@ -174,6 +180,11 @@ typedef struct exec_options {
     /* TEST ONLY: a layer name to turn off while the others stay on, so that a wall's test can be
        seen to fail. Runs are never refused while it is set. NULL in production. */
     const char *test_disable_layer;
+    /* INTERNAL SWITCH (docs/sandbox.md, "A fork server (zygote)"): one-shot runs' sandboxes are
+       forked from a pre-started interpreter instead of each starting one; sessions are not.
+       exec_options_init sets it when the environment has EXEC_ZYGOTE_ENV=1. Used only where
+       user namespaces work (else the launcher as before). */
+    bool zygote;
 } exec_options_t;
 
 /** Fills *opts with the defaults above (python, queue, limits). Pointers inside stay borrowed. */
@@ -262,6 +273,7 @@ typedef struct exec_result {
     exec_sandbox_level_t sandbox;
     const char *message; /* human text for refused or internal failures; NULL otherwise */
     bool warm_start;     /* the run took a sandbox set up ahead (keep_warm), not a new one */
+    bool zygote;         /* its sandbox was forked from the zygote (exec_options_t.zygote) */
     /* workspace: files out (see exec_file_t) and the state of a session after its cell */
     const struct exec_file *files; /* n_files entries, name order; NULL when none */
     size_t n_files;

@@ -167,6 +167,15 @@ struct exec_run {
     int open_handles;
     bool proc_init; /* uv_spawn was called: the handle must be closed */
     bool spawned, exited;
+    /* forked by the zygote (zygote.c), not spawned: proc is unused, the launcher is watched
+       through its pidfd (pidpoll), which comes with the zygote's answer (znext: waiting for it;
+       a signal asked before it is pending_sig) */
+    bool zygote;
+    int pidfd;
+    uv_poll_t pidpoll;
+    bool pidpoll_init;
+    int pending_sig;
+    exec_run_t *znext;
     bool eof[N_PIPES];
     int64_t exit_status;
     int term_signal;
@@ -192,12 +201,30 @@ void exec__on_in_closed(uv_handle_t *h);
 void exec__warm_ref(exec_run_t *run, bool ref);
 void exec__warm_remove(exec_pool_t *pool, exec_run_t *run);
 void exec__warm_up(exec_pool_t *pool);
+void exec__warm_drop_zygote(exec_pool_t *pool);
 /* starts the demand timer (exec_pool_new) and closes it (exec_pool_free) */
 void exec__warm_sizing_init(exec_pool_t *pool);
 void exec__warm_sizing_close(exec_pool_t *pool);
 exec_run_t *exec__warm_take(exec_pool_t *pool, const char *ro_dir);
 void exec__warm_adopt(exec_run_t *w, exec_run_t *req);
 bool exec__same_dir(const char *a, const char *b);
+
+/* The zygote (zygote.c): sandboxes forked from one pre-started interpreter instead of spawned. */
+#define EXEC_ZYGOTE_LIBRARY "libptc-sandbox-zygote.so" /* next to the launcher */
+struct exec__zygote;
+/* the zygote's library next to launcher into buf; 0 when it is there, else -1 */
+int exec__zygote_library(const char *launcher, char *buf, size_t len);
+/* starts the pool's zygote (pool->zygote); an EXEC_E* code with probe.zygote_reason set */
+int exec__zygote_start(exec_pool_t *pool);
+/* no more forks: the zygote exits, its runs end the ordinary way (exec_pool_free) */
+void exec__zygote_close(exec_pool_t *pool);
+/* Instead of uv_spawn: the pipes are made here and opened on the run's handles, and the zygote
+   forks the launcher with argv. 0, or -1 when the zygote cannot take it (then spawn). */
+int exec__zygote_spawn(exec_run_t *run, char *const *argv);
+/* kill() for a forked launcher (through its pidfd, or once it comes); 0 or -errno */
+int exec__zygote_signal(exec_run_t *run, int sig);
+/* pool.c: the launcher of run ended (from uv_spawn's exit callback or the zygote's pidfd) */
+void exec__run_exited(exec_run_t *run, int64_t status, int sig);
 
 /* The pool (pool.c); sessions (session.c) share its command, probe and lifetime. */
 struct exec_pool {
@@ -233,8 +260,9 @@ struct exec_pool {
     unsigned n_running; /* holding a slot */
     unsigned n_alive;   /* allocated runs */
     bool closing;
-    exec_session_t *sessions;  /* not yet freed (session.c) */
-    exec_files_limits_t files; /* bounds for files out, defaults filled in */
+    exec_session_t *sessions;    /* not yet freed (session.c) */
+    struct exec__zygote *zygote; /* forks the sandboxes when probe.zygote; NULL: none */
+    exec_files_limits_t files;   /* bounds for files out, defaults filled in */
 };
 
 /* the canonical form of a run's ro_dir, malloc'd; NULL when it is not a usable directory */

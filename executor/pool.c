@@ -48,6 +48,7 @@ void exec__run_free(exec_run_t *run)
     exec_pool_t *pool = run->pool;
     if (run->owner) exec__run_free(run->owner); /* the queued handle this sandbox ran for */
     if (run->bridge_fd >= 0) close(run->bridge_fd);
+    if (run->pidfd >= 0) close(run->pidfd); /* its poll handle is closed by now */
     free(run->ro_dir);
     free(run->code);
     free(run->out.data);
@@ -96,6 +97,11 @@ static void pump(exec_pool_t *pool)
 
 static void on_timer(uv_timer_t *t);
 
+static int run_kill(exec_run_t *run, int sig)
+{
+    return run->zygote ? exec__zygote_signal(run, sig) : uv_process_kill(&run->proc, sig);
+}
+
 static void kill_tree(exec_run_t *run)
 {
     if (!run->spawned || run->exited) return;
@@ -106,7 +112,7 @@ static void kill_tree(exec_run_t *run)
     }
     /* the launcher SIGKILLs init (and so the namespace) and removes the cgroup; if it cannot,
        SIGKILL it after the grace time and PDEATHSIG takes init down */
-    uv_process_kill(&run->proc, SIGTERM);
+    run_kill(run, SIGTERM);
     run->phase = T_GRACE;
     uv_timer_start(&run->timer, on_timer, EXEC_KILL_GRACE_MS, 0);
 }
@@ -120,7 +126,7 @@ static void on_timer(uv_timer_t *t)
         /* init still has the code's files: it kills the code and sends them, which the
            launcher's SIGTERM would prevent (init dies with the namespace) */
         if (!run->pool->unsafe && run->spawned && !run->exited && run->in_reading && !run->in_eof &&
-            uv_process_kill(&run->proc, EXEC__STOP_SIGNAL) == 0) {
+            run_kill(run, EXEC__STOP_SIGNAL) == 0) {
             run->phase = T_FILES;
             uv_timer_start(&run->timer, on_timer, EXEC_TIMEOUT_FILES_MS, 0);
             break;
@@ -131,7 +137,7 @@ static void on_timer(uv_timer_t *t)
         kill_tree(run);
         break;
     case T_GRACE:
-        if (!run->exited) uv_process_kill(&run->proc, SIGKILL);
+        if (!run->exited) run_kill(run, SIGKILL);
         run->phase = T_IDLE;
         break;
     case T_EOF: /* something kept a pipe open after the end: stop waiting for it */
@@ -180,6 +186,7 @@ static void build_result(exec_run_t *run, exec_result_t *res)
     res->duration_ms = run->start_ns ? (end - run->start_ns) / 1000000u : 0;
     res->sandbox = run->pool->unsafe ? EXEC_SANDBOX_NONE : exec__level(run->rep.layers);
     res->warm_start = run->took_warm;
+    res->zygote = run->zygote;
 
     if (run->message[0]) { /* refused before or at spawn */
         res->status = EXEC_STATUS_REFUSED;
@@ -263,6 +270,7 @@ static void finish(exec_run_t *run)
         run->in_counted = true;
     }
     if (run->proc_init) close_handle(run, (uv_handle_t *)&run->proc);
+    if (run->pidpoll_init) close_handle(run, (uv_handle_t *)&run->pidpoll);
     close_handle(run, (uv_handle_t *)&run->timer);
     close_handle(run, (uv_handle_t *)&run->tick);
     pump(pool);
@@ -314,12 +322,17 @@ static void maybe_finish(exec_run_t *run)
 
 static void on_proc_exit(uv_process_t *p, int64_t status, int sig)
 {
-    exec_run_t *run = p->data;
+    exec__run_exited(p->data, status, sig);
+}
+
+void exec__run_exited(exec_run_t *run, int64_t status, int sig)
+{
+    if (run->exited) return;
     run->exited = true;
     run->end_ns = uv_hrtime();
     run->exit_status = status;
     run->term_signal = sig;
-    if (run->pool->unsafe) kill(-p->pid, SIGKILL); /* grandchildren of an unsandboxed run */
+    if (run->pool->unsafe) kill(-run->proc.pid, SIGKILL); /* grandchildren of an unsandboxed run */
     uv_timer_stop(&run->timer);
     bool all_eof =
         run->eof[P_OUT] && run->eof[P_ERR] && run->eof[P_REP] && (!run->in_reading || run->in_eof);
@@ -522,6 +535,12 @@ int exec__run_spawn(exec_run_t *run)
         o.stdio_count = EXEC_BRIDGE_FD + 1;
     }
     o.stdio = stdio;
+    if (!pool->unsafe && pool->zygote && exec__zygote_spawn(run, argv) == 0) {
+        run->spawned = true;
+        for (int i = 0; i < N_PIPES; i++)
+            if (!run->eof[i]) uv_read_start((uv_stream_t *)&run->pipes[i], on_alloc, on_read);
+        return 0;
+    }
     int r = uv_spawn(pool->loop, &run->proc, &o);
     run->proc_init = true; /* initialised even when spawning failed */
     /* the child has its copy (or never will): ours would keep the host from seeing EOF */
@@ -620,6 +639,7 @@ exec_run_t *exec__run_alloc(exec_pool_t *pool)
     if (!run) return NULL;
     run->pool = pool;
     run->bridge_fd = -1;
+    run->pidfd = -1;
     run->out.keep = pool->keep_out;
     run->err.keep = pool->keep_err;
     pool->n_alive++;
@@ -682,6 +702,8 @@ int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out
         exec__copy(pool->refusal, sizeof pool->refusal,
                    pool->probe.message[0] ? pool->probe.message : exec_error_hint(EXEC_EPROBE));
     }
+    if (pool->probe.zygote && !pool->refusing && exec__zygote_start(pool) < 0)
+        pool->probe.zygote = false; /* its reason says why; the launcher starts them */
     exec__warm_up(pool);
     *out = pool;
     return 0;
@@ -699,6 +721,7 @@ void exec_pool_free(exec_pool_t *pool)
     }
     pool->closing = true;
     exec__warm_sizing_close(pool);
+    exec__zygote_close(pool);
     for (unsigned i = 0; i < pool->n_warm; i++) /* wait for their end */
         if (pool->warm[i]->spawned) exec__warm_ref(pool->warm[i], true);
     for (exec_run_t *run = pool->active; run; run = run->next) {

@@ -153,6 +153,8 @@ int exec_probe(const exec_options_t *opts, exec_probe_t *out)
     r = posix_spawn(&pid, cmd.launcher, &fa, NULL, argv, cmd.env);
     posix_spawn_file_actions_destroy(&fa);
     close(p[1]);
+    char lib[PATH_MAX];
+    bool zygote_lib = exec__zygote_library(cmd.launcher, lib, sizeof lib) == 0;
     exec__cmd_free(&cmd);
     if (r != 0) {
         close(p[0]);
@@ -210,6 +212,15 @@ int exec_probe(const exec_options_t *opts, exec_probe_t *out)
                  opts->unsafe_no_sandbox ? "no sandbox (--unsafe-no-sandbox)"
                  : !opts->keep_warm      ? "turned off (keep_warm)"
                                          : "runs are refused (see above)");
+    out->zygote = opts->zygote && out->warm_start &&
+                  out->state[EXEC_LAYER_USER_NS] == EXEC_LAYER_ACTIVE && zygote_lib;
+    snprintf(out->zygote_reason, EXEC_REASON_MAX, "%s",
+             out->zygote        ? "sandboxes forked from a pre-started interpreter"
+             : !opts->zygote    ? "off (the internal switch " EXEC_ZYGOTE_ENV "=1 turns it on)"
+             : !out->warm_start ? "needs warm start"
+             : out->state[EXEC_LAYER_USER_NS] != EXEC_LAYER_ACTIVE
+                 ? "needs user namespaces: the launcher starts each sandbox"
+                 : EXEC_ZYGOTE_LIBRARY " not found next to the launcher");
     return 0;
 }
 
@@ -240,6 +251,7 @@ size_t exec_probe_report(const exec_probe_t *p, char *buf, size_t len)
     EMIT("interpreter inside the sandbox: %s\n", p->python_ok ? "runs" : "FAILED");
     EMIT("sandbox level: %s\n", exec_sandbox_level_name(p->level));
     EMIT("warm start: %s: %s\n", p->warm_start ? "active" : "inactive", p->warm_reason);
+    EMIT("zygote: %s: %s\n", p->zygote ? "active" : "inactive", p->zygote_reason);
     if (p->message[0]) EMIT("%s\n", p->message);
 #undef EMIT
     return need;

@@ -8,11 +8,12 @@
 /* an idle warm sandbox must not keep uv_run alive; a run or pool free takes it back */
 void exec__warm_ref(exec_run_t *run, bool ref)
 {
-    uv_handle_t *hs[] = {(uv_handle_t *)&run->proc, (uv_handle_t *)&run->pipes[0],
-                         (uv_handle_t *)&run->pipes[1], (uv_handle_t *)&run->pipes[2],
-                         (uv_handle_t *)&run->in};
+    uv_handle_t *hs[] = {(uv_handle_t *)&run->proc,     (uv_handle_t *)&run->pidpoll,
+                         (uv_handle_t *)&run->pipes[0], (uv_handle_t *)&run->pipes[1],
+                         (uv_handle_t *)&run->pipes[2], (uv_handle_t *)&run->in};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) {
         if (hs[i] == (uv_handle_t *)&run->proc && !run->proc_init) continue;
+        if (hs[i] == (uv_handle_t *)&run->pidpoll && !run->pidpoll_init) continue;
         if (ref)
             uv_ref(hs[i]);
         else
@@ -47,6 +48,26 @@ static void warm_trim(exec_pool_t *pool, unsigned keep)
         if (!uv_is_closing((uv_handle_t *)&run->in))
             uv_close((uv_handle_t *)&run->in, exec__on_in_closed);
     }
+}
+
+/* The zygote ended: the sandboxes it forked die with it (their launchers' PDEATHSIG), so none
+   may be taken; the launcher makes the next ones. */
+void exec__warm_drop_zygote(exec_pool_t *pool)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < pool->n_warm; i++) {
+        exec_run_t *run = pool->warm[i];
+        if (!run->zygote) {
+            pool->warm[k++] = run;
+            continue;
+        }
+        run->discarded = true;
+        if (run->spawned) exec__warm_ref(run, true);
+        if (!uv_is_closing((uv_handle_t *)&run->in))
+            uv_close((uv_handle_t *)&run->in, exec__on_in_closed);
+    }
+    pool->n_warm = k;
+    exec__warm_up(pool);
 }
 
 static void warm_discard(exec_pool_t *pool)

@@ -10,7 +10,8 @@
 // /proc/PID/stat, over the sustained phase; bare: this process's reaped children) and the RSS
 // of the server alone and with its process tree (the warm sandboxes) once the pool is full.
 // --compare PATH (repeatable) measures more ptc-mcp binaries in the same run (after --bin, in
-// that order, --rounds times), e.g. the build from before a change.
+// that order, --rounds times), e.g. the build from before a change. A PATH of the form
+// "env:NAME=VALUE:BIN" runs BIN with that variable set (PTC_ZYGOTE=1: the zygote's switch).
 //
 // usage: node bench/exec/bench_exec.mjs [--runs N] [--gap MS] [--clients N] [--seconds S]
 //        [--rounds N] [--python PATH] [--bin PATH] [--compare PATH] [--json]
@@ -27,7 +28,7 @@ const seconds = Number(opt('--seconds', '5'));
 const rounds = Number(opt('--rounds', '1'));
 const python = opt('--python', '/usr/bin/python3');
 const bins = [opt('--bin', releasePath('ptc-mcp')), ...all('--compare')];
-requireBuilt(bins, 'build the release tree (or pass --bin)');
+requireBuilt(bins.map((b) => b.replace(/^env:[^:]*:/, '')), 'build the release tree (or pass --bin)');
 const BARE = ['-I', '-S', '-c', 'print(1)'];
 
 const TICK_MS = 1000 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
@@ -36,6 +37,18 @@ const TICK_MS = 1000 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: '
 function cpuMs(pid) {
   const f = statFields(pid);
   return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * TICK_MS;
+}
+// the same for pid and its live descendants: a forked sandbox's launcher is reaped by the zygote
+// (the server's child), whose reaped children's time reaches the server only when it is reaped
+function treeCpuMs(pid) {
+  let sum = 0;
+  try { sum = cpuMs(pid); } catch { return 0; }
+  let kids = [];
+  try {
+    kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean).map(Number);
+  } catch { /* gone */ }
+  for (const k of kids) sum += treeCpuMs(k);
+  return sum;
 }
 function rssKiB(pid) {
   try {
@@ -96,8 +109,12 @@ async function bareSustained() {
   return { ...r, cpu: (cpuMs(process.pid) - c0) / r.done };
 }
 
-async function server(bin) {
-  const transport = new StdioClientTransport({ command: bin, args: ['--python', python, '--log-level', 'warning'], stderr: 'inherit' });
+async function server(spec) {
+  // "env:NAME=VALUE:BIN": BIN with one more variable (the SDK passes only a default environment)
+  const m = /^env:([A-Za-z_][A-Za-z0-9_]*)=([^:]*):(.*)$/.exec(spec);
+  const bin = m ? m[3] : spec;
+  const env = m ? { [m[1]]: m[2] } : undefined; // merged into the default one
+  const transport = new StdioClientTransport({ command: bin, args: ['--python', python, '--log-level', 'warning'], stderr: 'inherit', env });
   const client = new Client({ name: 'bench-exec', version: '1' });
   await client.connect(transport);
   const pid = transport.pid;
@@ -123,11 +140,11 @@ async function server(bin) {
   res.treeRss = treeRssKiB(pid);
   res.b2b = await timeCalls(0);
   await sleep(1000);
-  const c0 = cpuMs(pid);
+  const c0 = treeCpuMs(pid);
   const s = await sustained(call);
   await sleep(1000); // tear-downs of the last runs are reaped
   res.sustained = s.rate;
-  res.cpu = (cpuMs(pid) - c0) / s.done;
+  res.cpu = (treeCpuMs(pid) - c0) / s.done;
   await client.close();
   return res;
 }

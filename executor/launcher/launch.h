@@ -4,6 +4,7 @@
 
 #include "../executor.h"
 
+#include <setjmp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -76,6 +77,71 @@ _Static_assert(EXEC_BRIDGE_FD == 3, "LAUNCH_BRIDGE_FD_STR must follow EXEC_BRIDG
     "            return None\n"                                                                    \
     "    sys.meta_path.insert(0, _PtcPlotHook)\n"
 
+/* The interpreter's first code in a one-shot run (launch_child.c says what it does), also what a
+   zygote's child runs once it is in its sandbox (executor/zygote.c). Indented code that needs
+   LAUNCH_PLOT_HOOK above. */
+#define LAUNCH_BOOTSTRAP                                                                           \
+    "def _ptc_boot():\n"                                                                           \
+    "    import os, sys, _socket\n"                                                                \
+    "    del globals()['_ptc_boot']\n"                                                             \
+    "    i = os.fstat(0)\n"                                                                        \
+    "    i = (i.st_dev, i.st_ino)\n" LAUNCH_PLOT_HOOK "    s = _socket.socket(fileno=3)\n"         \
+    "    h, anc, _f, _a = s.recvmsg(1, _socket.CMSG_SPACE(4), _socket.MSG_CMSG_CLOEXEC)\n"         \
+    "    parts = []\n"                                                                             \
+    "    while True:\n"                                                                            \
+    "        b = s.recv(65536)\n"                                                                  \
+    "        if not b:\n"                                                                          \
+    "            break\n"                                                                          \
+    "        parts.append(b)\n"                                                                    \
+    "    s.close()\n"                                                                              \
+    "    fds = [int.from_bytes(d[:4], sys.byteorder) for l, t, d in anc\n"                         \
+    "           if l == _socket.SOL_SOCKET and t == _socket.SCM_RIGHTS]\n"                         \
+    "    if h not in (b'B', b'-') or len(fds) != (h == b'B'):\n"                                   \
+    "        os._exit(125)\n"                                                                      \
+    "    if fds:\n"                                                                                \
+    "        os.dup2(fds[0], 3)\n"                                                                 \
+    "        os.close(fds[0])\n"                                                                   \
+    "        os.environ['" EXEC_BRIDGE_ENV "'] = '3'\n"                                            \
+    "    src = b''.join(parts).decode('utf-8', 'surrogateescape')\n"                               \
+    "    del s, h, anc, parts, b, fds\n"                                                           \
+    "    d = sys.modules['__main__'].__dict__\n"                                                   \
+    "    x = None\n"                                                                               \
+    "    try:\n"                                                                                   \
+    "        c = compile(src, '<string>', 'exec', dont_inherit=True)\n"                            \
+    "        del src\n"                                                                            \
+    "        exec(c, d)\n"                                                                         \
+    "    except SystemExit as e:\n"                                                                \
+    "        x = e\n"                                                                              \
+    "    except BaseException as e:\n"                                                             \
+    "        t = e.__traceback__.tb_next if e.__traceback__ else None\n"                           \
+    "        e.__traceback__ = t\n"                                                                \
+    "        sys.last_type, sys.last_value, sys.last_traceback = type(e), e, t\n"                  \
+    "        sys.excepthook(type(e), e, t)\n"                                                      \
+    "        x = SystemExit(1)\n"                                                                  \
+    "    finally:\n"                                                                               \
+    "        _ptc_plots_end()\n"                                                                   \
+    "    n = 0 if x is None or x.code is None else x.code\n"                                       \
+    "    if isinstance(n, int) and -2**31 <= n < 2**31:\n"                                         \
+    "        th = sys.modules.get('threading')\n"                                                  \
+    "        if th is not None:\n"                                                                 \
+    "            th._shutdown()\n"                                                                 \
+    "        import atexit\n"                                                                      \
+    "        atexit._run_exitfuncs()\n"                                                            \
+    "        for f in (sys.stdout, sys.stderr):\n"                                                 \
+    "            try:\n"                                                                           \
+    "                f.flush()\n"                                                                  \
+    "            except BaseException:\n"                                                          \
+    "                pass\n"                                                                       \
+    "        try:\n"                                                                               \
+    "            e = os.fstat(0)\n"                                                                \
+    "            if (e.st_dev, e.st_ino) == i:\n"                                                  \
+    "                os.write(0, b'E %d\\n' % (n & 255))\n"                                        \
+    "        except OSError:\n"                                                                    \
+    "            pass\n"                                                                           \
+    "    if x is not None:\n"                                                                      \
+    "        raise x\n"                                                                            \
+    "_ptc_boot()\n"
+
 struct launch_mount {
     const char *src;
     const char *dst;
@@ -115,7 +181,15 @@ struct launch_cfg {
     char *ro_libs[EXEC_MAX_PATH_DIRS + 1];
     size_t n_ro_libs;
     char *code;
+    /* set in a zygote's child (launch_zygote.c): the interpreter's process returns here, into the
+       zygote's pre-started interpreter, where the launcher would exec one */
+    jmp_buf *resume;
 };
+
+/* The launcher's program (launch_main.c): the executable's main, and a zygote child's entry with
+   resume set (launch_zygote.c). Returns the launcher's exit status; with resume, the
+   interpreter's process comes back through longjmp(*resume, 1) instead. */
+int launch_main(int argc, char **argv, jmp_buf *resume);
 
 /* What the parent decided before the child runs its part. */
 struct launch_plan {

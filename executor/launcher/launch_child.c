@@ -846,67 +846,7 @@ static void set_module_path(const struct launch_cfg *cfg, const struct launch_pl
    init can answer while the rest of the finalization and the tear-down go on. Only while fd 0
    is still that socket; a SystemExit whose code is neither None nor a C int (Python prints it)
    takes the ordinary way: no line. */
-static const char bootstrap[] =
-    "def _ptc_boot():\n"
-    "    import os, sys, _socket\n"
-    "    del globals()['_ptc_boot']\n"
-    "    i = os.fstat(0)\n"
-    "    i = (i.st_dev, i.st_ino)\n" LAUNCH_PLOT_HOOK "    s = _socket.socket(fileno=3)\n"
-    "    h, anc, _f, _a = s.recvmsg(1, _socket.CMSG_SPACE(4), _socket.MSG_CMSG_CLOEXEC)\n"
-    "    parts = []\n"
-    "    while True:\n"
-    "        b = s.recv(65536)\n"
-    "        if not b:\n"
-    "            break\n"
-    "        parts.append(b)\n"
-    "    s.close()\n"
-    "    fds = [int.from_bytes(d[:4], sys.byteorder) for l, t, d in anc\n"
-    "           if l == _socket.SOL_SOCKET and t == _socket.SCM_RIGHTS]\n"
-    "    if h not in (b'B', b'-') or len(fds) != (h == b'B'):\n"
-    "        os._exit(125)\n"
-    "    if fds:\n"
-    "        os.dup2(fds[0], 3)\n"
-    "        os.close(fds[0])\n"
-    "        os.environ['" EXEC_BRIDGE_ENV "'] = '3'\n"
-    "    src = b''.join(parts).decode('utf-8', 'surrogateescape')\n"
-    "    del s, h, anc, parts, b, fds\n"
-    "    d = sys.modules['__main__'].__dict__\n"
-    "    x = None\n"
-    "    try:\n"
-    "        c = compile(src, '<string>', 'exec', dont_inherit=True)\n"
-    "        del src\n"
-    "        exec(c, d)\n"
-    "    except SystemExit as e:\n"
-    "        x = e\n"
-    "    except BaseException as e:\n"
-    "        t = e.__traceback__.tb_next if e.__traceback__ else None\n"
-    "        e.__traceback__ = t\n"
-    "        sys.last_type, sys.last_value, sys.last_traceback = type(e), e, t\n"
-    "        sys.excepthook(type(e), e, t)\n"
-    "        x = SystemExit(1)\n"
-    "    finally:\n"
-    "        _ptc_plots_end()\n"
-    "    n = 0 if x is None or x.code is None else x.code\n"
-    "    if isinstance(n, int) and -2**31 <= n < 2**31:\n"
-    "        th = sys.modules.get('threading')\n"
-    "        if th is not None:\n"
-    "            th._shutdown()\n"
-    "        import atexit\n"
-    "        atexit._run_exitfuncs()\n"
-    "        for f in (sys.stdout, sys.stderr):\n"
-    "            try:\n"
-    "                f.flush()\n"
-    "            except BaseException:\n"
-    "                pass\n"
-    "        try:\n"
-    "            e = os.fstat(0)\n"
-    "            if (e.st_dev, e.st_ino) == i:\n"
-    "                os.write(0, b'E %d\\n' % (n & 255))\n"
-    "        except OSError:\n"
-    "            pass\n"
-    "    if x is not None:\n"
-    "        raise x\n"
-    "_ptc_boot()\n";
+static const char bootstrap[] = LAUNCH_BOOTSTRAP;
 
 /* The interpreter's child of init: limits, directory, environment, then descriptors 0
    the channel (a session: /dev/null), 1 and 2 the pipes, 3 the code channel (the bootstrap replaces
@@ -963,6 +903,19 @@ _Noreturn static void exec_interpreter(const struct launch_cfg *cfg, const struc
        read-only anyway; -u: output reaches the pipes before a timeout kill. With --ro-lib,
        -s and the variables set above instead, since -I ignores PYTHONPATH (docs/sandbox.md,
        "The interpreter's flags") */
+    if (cfg->resume) {
+        /* a zygote's child: this process is already the interpreter (launch_zygote.c). What
+           the exec would have done: close the close-on-exec descriptors (here every one past
+           the channel), and make the process dumpable again (exec does for a program that is
+           not setuid; init made itself undumpable for its uid maps' sake), so the run's /proc/self
+           is its own as after an exec */
+        free(boot);
+        if (syscall(SYS_close_range, LAUNCH_CODE_FD + 1, ~0u, 0u) < 0)
+            for (int fd = LAUNCH_CODE_FD + 1; fd < 1024; fd++)
+                close(fd);
+        prctl(PR_SET_DUMPABLE, 1);
+        longjmp(*cfg->resume, 1);
+    }
     char o_i[] = "-I", o_s[] = "-s", o_b[] = "-B", o_u[] = "-u", o_c[] = "-c";
     char *args[] = {cfg->python, cfg->ro_lib ? o_s : o_i, o_b, o_u, o_c, boot, NULL};
     execve(cfg->python, args, environ);

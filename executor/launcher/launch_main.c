@@ -314,7 +314,7 @@ static const struct {
 };
 #define N_NS_LAYERS (sizeof ns_layers / sizeof ns_layers[0])
 
-int main(int argc, char **argv)
+int launch_main(int argc, char **argv, jmp_buf *resume)
 {
     /* run by hand without fd 3: report on stderr, and keep fd 3 from being reused */
     if (fcntl(LAUNCH_REPORT_FD, F_GETFD) < 0 && dup2(STDERR_FILENO, LAUNCH_REPORT_FD) < 0) return 2;
@@ -324,6 +324,7 @@ int main(int argc, char **argv)
         launch_report("error arguments: the launcher was started with invalid arguments");
         return 2;
     }
+    cfg.resume = resume;
     /* anything the server leaked past fd 3 must not reach the sandbox (the bridge comes later,
        with the code, over stdin) */
     unsigned first = LAUNCH_REPORT_FD + 1;

@@ -153,8 +153,11 @@ static const int refused[] = {
 };
 /* clang-format on */
 
-/* prctl options allowed (the rest, PR_SET_DUMPABLE, PR_SET_SECCOMP, PR_SET_MM, PR_SET_CHILD_
-   SUBREAPER, ..., get EPERM): the ones libc, CPython and its threads use, and reads */
+/* prctl options allowed (the rest, PR_SET_SECCOMP, PR_SET_MM, PR_SET_CHILD_SUBREAPER, ..., get
+   EPERM): the ones libc, CPython and its threads use, and reads. PR_SET_DUMPABLE: a zygote's
+   interpreter is forked from init (undumpable), not exec'd, and makes itself dumpable as the
+   exec would (launch_child.c); the flag is the caller's own, so the code gains nothing by it
+   (its process is dumpable after an exec anyway, and init runs no code). */
 #ifndef PR_SET_VMA
 #define PR_SET_VMA 0x53564d41
 #endif
@@ -164,6 +167,7 @@ static const uint32_t prctl_allowed[] = {
     PR_GET_SECUREBITS,   PR_SET_TIMERSLACK,   PR_GET_TIMERSLACK,       PR_GET_CHILD_SUBREAPER,
     PR_SET_NO_NEW_PRIVS, PR_GET_NO_NEW_PRIVS, PR_GET_TID_ADDRESS,      PR_SET_THP_DISABLE,
     PR_GET_THP_DISABLE,  PR_CAP_AMBIENT,      PR_GET_SPECULATION_CTRL, PR_SET_VMA,
+    PR_SET_DUMPABLE,
 };
 /* personality: PER_LINUX and the query; no ADDR_NO_RANDOMIZE or READ_IMPLIES_EXEC */
 static const uint32_t personality_allowed[] = {0, 0xffffffffu};

@@ -43,7 +43,9 @@
 #define KEEP_BYTES     (1u << 20)
 #define RUN_TIMEOUT_MS 30000u
 
-enum { WANT_CONTAINED, WANT_TIMEOUT, WANT_MEMORY, WANT_FLOOD, WANT_ESCAPE };
+/* WANT_PAIR: two runs of the script at once, both contained */
+enum { WANT_CONTAINED, WANT_TIMEOUT, WANT_MEMORY, WANT_FLOOD, WANT_ESCAPE, WANT_PAIR };
+#define PAIR_WAIT_S 2 /* how long each of a pair waits for the other before it looks */
 
 typedef struct {
     const char *script;
@@ -74,6 +76,10 @@ static const esc_case_t cases[] = {
     {"foreign_abi.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
     {"proc_info.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
     {"cgroup_paths.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
+    /* what a fork server could leak (docs/sandbox.md, "A fork server (zygote)"); they hold
+       without one too */
+    {"sibling_marker.py", WANT_PAIR, RUN_TIMEOUT_MS, NULL},
+    {"zygote_reach.py", WANT_CONTAINED, RUN_TIMEOUT_MS, NULL},
 };
 
 /* an ordinary user without user namespaces (the test switch turns user-ns off): the
@@ -117,6 +123,7 @@ typedef struct {
     uint64_t out_total;
     size_t out_len;
     bool out_trunc;
+    bool zygote; /* its sandbox was forked by the zygote */
     char message[800];
 } result_t;
 
@@ -131,6 +138,7 @@ static void fill_result(result_t *res, const exec_result_t *r)
     res->out_total = r->out.total;
     res->out_len = r->out.len;
     res->out_trunc = r->out.truncated;
+    res->zygote = r->zygote;
     snprintf(res->message, sizeof res->message, "%s", r->message ? r->message : "");
 }
 
@@ -470,6 +478,43 @@ static int run_in_sessions(uv_loop_t *loop, exec_pool_t *pool, const char *code,
     return 0;
 }
 
+/* the pool's zygote: our child whose command line holds its script (executor/zygote.c); 0 */
+static pid_t find_zygote(void)
+{
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    pid_t found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        char buf[1024];
+        ssize_t len = read_proc_entry(e, "stat", buf, sizeof buf - 1);
+        if (len <= 0) continue;
+        buf[len] = '\0';
+        char *rp = strrchr(buf, ')');
+        if (!rp || rp[1] != ' ' || rp[2] == '\0' || rp[3] != ' ') continue;
+        if (strtol(rp + 4, NULL, 10) != getpid()) continue;
+        len = read_proc_entry(e, "cmdline", buf, sizeof buf - 1);
+        if (len <= 0) continue;
+        for (ssize_t i = 0; i < len; i++)
+            if (buf[i] == '\0') buf[i] = ' ';
+        buf[len] = '\0';
+        if (strstr(buf, "_ptc_zygote")) found = (pid_t)strtol(e->d_name, NULL, 10);
+    }
+    closedir(d);
+    return found;
+}
+
+/* code with the constants that need the pool: the zygote's pid, the pair's wait (malloc'd) */
+static char *with_pool_constants(const char *code, pid_t zygote)
+{
+    size_t cap = strlen(code) + 128;
+    char *full = malloc(cap);
+    if (full)
+        snprintf(full, cap, "ZYGOTE_PID = %d\nPAIR_WAIT_S = %d\n%s", (int)zygote, PAIR_WAIT_S,
+                 code);
+    return full;
+}
+
 static bool run_case(const char *dir, const esc_case_t *c, const host_t *h, const char *common,
                      mode_t_ mode)
 {
@@ -527,6 +572,9 @@ static bool run_case(const char *dir, const esc_case_t *c, const host_t *h, cons
     }
     exec_pool_t *pool = NULL;
     result_t res = {0}, res2 = {0};
+    /* PTC_ZYGOTE=1 (exec_options_init): every one-shot run must come from the zygote, or the
+       suite would pass on the launcher's sandboxes alone */
+    bool want_zygote = o.zygote && mode != MODE_SESSION && mode != MODE_LANDLOCK;
     bool ok = true;
     char why[512] = "";
     int r = exec_pool_new(&loop, &o, &pool);
@@ -537,7 +585,23 @@ static bool run_case(const char *dir, const esc_case_t *c, const host_t *h, cons
         return false;
     }
     bool memcg = exec_pool_probe(pool)->state[EXEC_LAYER_CGROUP_MEMORY] == EXEC_LAYER_ACTIVE;
-    if (mode == MODE_SESSION) {
+    if (want_zygote && !exec_pool_probe(pool)->zygote)
+        snprintf(why, sizeof why, "the zygote was asked for (%s=1) but is inactive: %s",
+                 EXEC_ZYGOTE_ENV, exec_pool_probe(pool)->zygote_reason);
+    char *full = with_pool_constants(code, exec_pool_probe(pool)->zygote ? find_zygote() : 0);
+    if (!full) {
+        printf("FAIL %s: out of memory\n", c->script);
+        exec_pool_free(pool);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        free(code);
+        free(residue_code);
+        return false;
+    }
+    free(code);
+    code = full;
+    if (why[0]) {
+        r = 0;
+    } else if (mode == MODE_SESSION) {
         r = run_in_sessions(&loop, pool, code, residue_code, c->timeout_ms, &res, &res2, why,
                             sizeof why);
     } else {
@@ -549,7 +613,10 @@ static bool run_case(const char *dir, const esc_case_t *c, const host_t *h, cons
             ro.n_path_dirs = 1;
         }
         exec_callbacks_t cb = {.on_done = on_done, .user = &res};
+        exec_callbacks_t cb2 = {.on_done = on_done, .user = &res2};
         r = exec_run_start_ex(pool, code, c->timeout_ms, &ro, &cb, NULL);
+        if (r == 0 && c->want == WANT_PAIR)
+            r = exec_run_start(pool, code, c->timeout_ms, &cb2, NULL);
         if (r == 0) uv_run(&loop, UV_RUN_DEFAULT);
     }
     exec_pool_free(pool);
@@ -557,7 +624,7 @@ static bool run_case(const char *dir, const esc_case_t *c, const host_t *h, cons
     uv_loop_close(&loop);
     free(code);
     free(residue_code);
-    if (r < 0 || !res.done) {
+    if (!why[0] && (r < 0 || !res.done)) {
         printf("FAIL %s: run did not complete (%s; %s)\n", c->script, exec_strerror(r), why);
         result_clear(&res);
         result_clear(&res2);
@@ -569,10 +636,20 @@ static bool run_case(const char *dir, const esc_case_t *c, const host_t *h, cons
          strstr(res2.out, "ESCAPED")))
         snprintf(why, sizeof why, "a new session saw what the attack's session left: %.300s",
                  res2.out ? res2.out : res2.message);
+    if (!why[0] && want_zygote && (!res.zygote || (c->want == WANT_PAIR && !res2.zygote)))
+        snprintf(why, sizeof why, "the run's sandbox did not come from the zygote");
     if (why[0]) {
         /* already failed */
     } else
         switch (c->want) {
+        case WANT_PAIR:
+            if (res.status != EXEC_STATUS_OK || !contained_line || res2.status != EXEC_STATUS_OK ||
+                !res2.out || !strstr(res2.out, "CONTAINED\n") || strstr(res2.out, "ESCAPED"))
+                snprintf(why, sizeof why,
+                         "status %s / %s, expected ok + CONTAINED twice; the other: %.300s",
+                         exec_status_name(res.status), exec_status_name(res2.status),
+                         res2.out ? res2.out : "");
+            break;
         case WANT_CONTAINED:
             if (res.status != EXEC_STATUS_OK || !contained_line)
                 snprintf(why, sizeof why, "status %s exit %d, expected ok + CONTAINED",

@@ -22,4 +22,4 @@ if ! setpriv --reuid="$uid" --regid="$gid" --clear-groups test -x "$1"; then
     exit 77
 fi
 exec setpriv --reuid="$uid" --regid="$gid" --clear-groups env -i PATH=/usr/bin:/bin HOME=/tmp \
-    PTC_TEST_AS_USER=1 "$@"
+    PTC_TEST_AS_USER=1 ${PTC_ZYGOTE:+PTC_ZYGOTE=$PTC_ZYGOTE} "$@"

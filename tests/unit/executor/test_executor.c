@@ -39,6 +39,7 @@ typedef struct {
     int progress_calls;
     uint64_t last_elapsed, last_bytes;
     bool warm;
+    bool zygote;             /* the run's sandbox was forked by the zygote */
     bool cancel_on_progress; /* cancel the run through the handle on_progress gets */
     uint64_t done_ns;        /* uv_hrtime() at on_done */
     size_t n_files;
@@ -79,6 +80,7 @@ static void on_done(exec_run_t *run, const exec_result_t *r, void *user)
     c->duration_ms = r->duration_ms;
     c->sandbox = r->sandbox;
     c->warm = r->warm_start;
+    c->zygote = r->zygote;
     c->done_ns = uv_hrtime();
     snprintf(c->message, sizeof c->message, "%s", r->message ? r->message : "");
     c->n_files = r->n_files;
@@ -1271,7 +1273,7 @@ static void noop_timer(uv_timer_t *t)
 }
 
 /* The live children of this process that are not zombies (the pool's launchers). */
-static size_t live_children(pid_t *out, size_t max)
+static size_t children_of(pid_t parent, pid_t *out, size_t max)
 {
     size_t n = 0;
     DIR *d = opendir("/proc");
@@ -1290,10 +1292,15 @@ static size_t live_children(pid_t *out, size_t max)
         if (rp == NULL || rp[1] != ' ' || rp[2] == '\0' || rp[3] != ' ') continue;
         char st = rp[2]; /* "...) S PPID ..." */
         long ppid = strtol(rp + 4, NULL, 10);
-        if (ppid == getpid() && st != 'Z') out[n++] = (pid_t)strtol(e->d_name, NULL, 10);
+        if (ppid == parent && st != 'Z') out[n++] = (pid_t)strtol(e->d_name, NULL, 10);
     }
     closedir(d);
     return n;
+}
+
+static size_t live_children(pid_t *out, size_t max)
+{
+    return children_of(getpid(), out, max);
 }
 
 /* A warm sandbox that dies unused (a stray kill) is replaced: warm start stays on. */
@@ -1311,10 +1318,17 @@ static void test_a_warm_sandbox_killed_while_idle_is_replaced(void **state)
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     capture_free(&c);
-    /* The run's end made one warm sandbox: kill its launcher and let the pool see it go. */
+    /* The run's end made one warm sandbox: kill its launcher and let the pool see it go. With
+       the zygote (our only child) the launcher is its child. */
     pid_t kids[8];
     size_t n = live_children(kids, 8);
     assert_int_equal(n, 1);
+    if (exec_pool_probe(pool)->zygote) {
+        pid_t zygote = kids[0];
+        for (int i = 0; i < 500 && (n = children_of(zygote, kids, 8)) == 0; i++)
+            idle(&loop, 10);
+        assert_int_equal(n, 1);
+    }
     assert_int_equal(kill(kids[0], SIGKILL), 0);
     /* Reaped (kill(pid, 0) fails) only once libuv's child watcher ran, which marks it exited;
      * a ref'd timer makes each turn really wait for events. */
@@ -1345,19 +1359,30 @@ static void test_a_warm_sandbox_killed_while_idle_is_replaced(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
-/* the test process's children: the launchers of runs and warm sandboxes */
-static unsigned children(void)
+/* the zygote's command line holds its script, which names itself (executor/zygote.c) */
+static bool is_zygote(pid_t pid)
 {
-    char path[64], buf[4096];
-    snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
     FILE *f = fopen(path, "re");
-    assert_non_null(f);
+    if (!f) return false;
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] == '\0') buf[i] = ' ';
+    return strstr(buf, "_ptc_zygote") != NULL;
+}
+
+/* the launchers of runs and warm sandboxes: the test process's children, or with the zygote
+   (then our child) the zygote's */
+static unsigned children(void)
+{
+    pid_t kids[64], sub[64];
+    size_t n = children_of(getpid(), kids, 64);
     unsigned k = 0;
-    for (char *save = NULL, *t = strtok_r(buf, " \n", &save); t; t = strtok_r(NULL, " \n", &save))
-        k++;
+    for (size_t i = 0; i < n; i++)
+        k += is_zygote(kids[i]) ? (unsigned)children_of(kids[i], sub, 64) : 1u;
     return k;
 }
 
@@ -1515,11 +1540,112 @@ static void test_warm_and_queued_runs_cancel(void **state)
     pool_end(&loop, pool);
 }
 
+/* a pool with the zygote's switch on (used where the probe finds user namespaces) */
+static exec_pool_t *zygote_pool(uv_loop_t *loop)
+{
+    uv_loop_init(loop);
+    exec_options_t o;
+    base_opts(&o);
+    o.zygote = true;
+    return new_pool(loop, &o);
+}
+
+/* The zygote (docs/sandbox.md, "A fork server (zygote)"): with the switch on and user namespaces
+   here, every one-shot run's sandbox is forked from it, and each is an exec'd one's equal: PID
+   2, fds 0-3, the sandbox user, the sandbox's environment and __main__, its own random state.
+   hash('x') and id(object()) are the same in every run: the documented leaks of a fork server
+   (the string hash secret and the address layout are the zygote's). Where the probe turns it
+   off, the runs must say so (never zygote), and the test says why it checked no more. */
+static void test_the_zygote_forks_every_sandbox(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    exec_pool_t *pool = zygote_pool(&loop);
+    const exec_probe_t *p = exec_pool_probe(pool);
+    const char *code = "import os, sys, random, uuid\n"
+                       "print(os.getpid(), os.getuid(),\n"
+                       "      sorted(os.listdir('/proc/self/fd')), os.getcwd(), sys.argv,\n"
+                       "      os.environ['HOME'], __name__, '_ptc_zygote' in globals(),\n"
+                       "      '_ptc_boot' in globals())\n"
+                       "print(random.getrandbits(64), uuid.uuid4(), os.urandom(8).hex())\n"
+                       "print(hash('x'), id(object()))\n";
+    char seen[3][3][128];
+    for (int i = 0; i < 3; i++) {
+        capture_t c = {0};
+        start(pool, code, T_TIMEOUT_MS, &c, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_int_equal(c.status, EXEC_STATUS_OK);
+        assert_int_equal(c.zygote, p->zygote);
+        char *save = NULL, *line = strtok_r((char *)c.out, "\n", &save);
+        assert_non_null(line);
+        /* without the zygote (the Landlock-only mode) the run is neither PID 2 nor uid 1000 */
+        if (p->zygote)
+            assert_string_equal(line, "2 1000 ['0', '1', '2', '3'] /tmp ['-c'] /tmp __main__ "
+                                      "False False");
+        for (int k = 0; k < 2; k++) {
+            line = strtok_r(NULL, "\n", &save);
+            assert_non_null(line);
+            snprintf(seen[i][k], sizeof seen[i][k], "%s", line);
+        }
+        capture_free(&c);
+    }
+    /* random, uuid4 and urandom: never the same twice */
+    assert_string_not_equal(seen[0][0], seen[1][0]);
+    assert_string_not_equal(seen[1][0], seen[2][0]);
+    if (p->zygote) {
+        /* the known leaks, reported (docs/sandbox.md: items 1 and 3 of the threat model) */
+        bool same = strcmp(seen[0][1], seen[1][1]) == 0 && strcmp(seen[1][1], seen[2][1]) == 0;
+        printf("zygote: hash('x') and id(object()) %s between runs (documented leak)\n",
+               same ? "equal" : "differ");
+    } else {
+        printf("zygote inactive here (%s): the runs were started by the launcher\n",
+               p->zygote_reason);
+    }
+    pool_end(&loop, pool);
+}
+
+/* A zygote that dies (a stray kill) takes its sandboxes with it; the next runs are started by
+   the launcher as without it, and the probe says why the zygote is off. */
+static void test_a_dead_zygote_leaves_the_launcher(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    exec_pool_t *pool = zygote_pool(&loop);
+    if (!exec_pool_probe(pool)->zygote) {
+        printf("zygote inactive here (%s): nothing to kill\n",
+               exec_pool_probe(pool)->zygote_reason);
+        pool_end(&loop, pool);
+        return;
+    }
+    idle(&loop, 500);
+    pid_t kids[8];
+    size_t n = children_of(getpid(), kids, 8);
+    assert_int_equal(n, 1);
+    assert_true(is_zygote(kids[0]));
+    assert_int_equal(kill(kids[0], SIGKILL), 0);
+    for (int i = 0; i < 500 && exec_pool_probe(pool)->zygote; i++)
+        idle(&loop, 10);
+    assert_false(exec_pool_probe(pool)->zygote);
+    assert_non_null(strstr(exec_pool_probe(pool)->zygote_reason, "the zygote ended"));
+    for (int i = 0; i < 3; i++) {
+        capture_t c = {0};
+        start(pool, "print(7)", T_TIMEOUT_MS, &c, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        assert_int_equal(c.status, EXEC_STATUS_OK);
+        assert_string_equal((char *)c.out, "7\n");
+        assert_false(c.zygote);
+        capture_free(&c);
+    }
+    pool_end(&loop, pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_round_trip),
         cmocka_unit_test(test_a_warm_sandbox_killed_while_idle_is_replaced),
+        cmocka_unit_test(test_the_zygote_forks_every_sandbox),
+        cmocka_unit_test(test_a_dead_zygote_leaves_the_launcher),
         cmocka_unit_test(test_hello_world_runs_in_the_sandbox),
         cmocka_unit_test(test_identity_inside_is_unprivileged),
         cmocka_unit_test(test_exception_is_error_with_traceback),

@@ -510,7 +510,7 @@ static const arg_case_t arg_cases[] = {
     {"prctl(PR_CAPBSET_READ)", SYS_prctl, {PR_CAPBSET_READ, 0}, 0},
     {"prctl(PR_SET_VMA)", SYS_prctl, {PR_SET_VMA}, 0},
     {"prctl(0)", SYS_prctl, {0}, EPERM},
-    {"prctl(PR_SET_DUMPABLE)", SYS_prctl, {PR_SET_DUMPABLE, 1}, EPERM},
+    {"prctl(PR_SET_DUMPABLE)", SYS_prctl, {PR_SET_DUMPABLE, 1}, 0},
     {"prctl(PR_SET_SECCOMP)", SYS_prctl, {PR_SET_SECCOMP, 2}, EPERM},
     {"prctl(PR_SET_MM)", SYS_prctl, {PR_SET_MM, 1}, EPERM},
     {"prctl(PR_SET_CHILD_SUBREAPER)", SYS_prctl, {PR_SET_CHILD_SUBREAPER, 1}, EPERM},

@@ -153,8 +153,11 @@ else
     skipped_stages=$((skipped_stages + 1))
 fi
 
-# 7. Static checks: no banned function, cppcheck clean (tests/lint/run.sh).
+# 7. Static checks: no banned function, cppcheck clean (tests/lint/run.sh), and no clang-tidy
+#    finding (.clang-tidy's checks) beyond the known ones (tests/lint/clang-tidy.sh), over the
+#    sanitizer build's compile_commands.json.
 stage lint tests/lint/run.sh
+stage clang-tidy tests/lint/clang-tidy.sh build/asan
 
 failures() { # names the failed tests of each log, so the summary's tail says what to look at
     local log=$logs/$1.log

@@ -28,7 +28,7 @@ RUN_PKGS=(gcc make cmake ninja-build pkg-config libcjson-dev libuv1-dev libsecco
           libmbedtls-dev libhttp-parser-dev libopenblas-dev ca-certificates python3 python3-venv)
 # What the test suite needs on top: unit tests, the fuzzer, the Node clients, certificates
 # made by the HTTPS tests (openssl).
-TEST_PKGS=(libcmocka-dev clang clang-format cppcheck git python3 openssl)
+TEST_PKGS=(libcmocka-dev clang clang-format clang-tidy cppcheck git python3 openssl)
 
 missing_pkgs() {
     local p

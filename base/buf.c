@@ -53,7 +53,7 @@ static int reserve(ptc_buf_t *b, size_t need)
 {
     if (b->err != 0) return b->err;
     if (need > b->max - b->len) return b->err = PTC_ETOOBIG;
-    if (b->len + need + 1 <= b->cap) return 0;
+    if (b->p != NULL && b->len + need + 1 <= b->cap) return 0; /* no buffer: cap is 0 */
     size_t cap = b->cap ? b->cap : BUF_FIRST_CAP;
     while (cap < b->len + need + 1)
         cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;

@@ -54,7 +54,9 @@ configure_fuzz() {
         -DPTC_TESTS=OFF && cmake --build build/fuzz -j "$jobs" --target fuzz_session fuzz_downstream fuzz_bridge fuzz_http
 }
 
-count_ctest() { # counts from ctest's "N% tests passed, F tests failed out of T"
+count_ctest() { # counts from ctest's "N% tests passed, F tests failed out of T", where every
+    # case of a cmocka program is a test of its own (tests/unit/cases.cmake), and adds them to
+    # the stage's summary line
     local line
     line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$logs/$1.log" | tail -n1)
     [ -z "$line" ] && return
@@ -63,6 +65,8 @@ count_ctest() { # counts from ctest's "N% tests passed, F tests failed out of T"
     t=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\2/' <<<"$line")
     tests_passed=$((tests_passed + t - f))
     tests_failed=$((tests_failed + f))
+    local last=$((${#summary[@]} - 1))
+    summary[last]="${summary[last]}; $t test cases: $((t - f)) passed, $f failed"
 }
 
 count_node() { # counts from node --test's "# pass N" / "# fail N"
@@ -153,8 +157,11 @@ else
     skipped_stages=$((skipped_stages + 1))
 fi
 
-# 7. Static checks: no banned function, cppcheck clean (tests/lint/run.sh).
+# 7. Static checks: no banned function, cppcheck clean (tests/lint/run.sh), and no clang-tidy
+#    finding (.clang-tidy's checks) beyond the known ones (tests/lint/clang-tidy.sh), over the
+#    sanitizer build's compile_commands.json.
 stage lint tests/lint/run.sh
+stage clang-tidy tests/lint/clang-tidy.sh build/asan
 
 failures() { # names the failed tests of each log, so the summary's tail says what to look at
     local log=$logs/$1.log

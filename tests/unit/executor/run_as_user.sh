@@ -21,5 +21,8 @@ if ! setpriv --reuid="$uid" --regid="$gid" --clear-groups test -x "$1"; then
     echo "SKIP: $user cannot reach $1 (a parent directory is not world-searchable)" >&2
     exit 77
 fi
+# The one case ctest asked for (tests/unit/cases.c) is passed on; nothing else of our environment.
 exec setpriv --reuid="$uid" --regid="$gid" --clear-groups env -i PATH=/usr/bin:/bin HOME=/tmp \
-    PTC_TEST_AS_USER=1 ${PTC_ZYGOTE:+PTC_ZYGOTE=$PTC_ZYGOTE} "$@"
+    PTC_TEST_AS_USER=1 ${PTC_ZYGOTE:+PTC_ZYGOTE=$PTC_ZYGOTE} \
+    ${PTC_TEST_GROUP+"PTC_TEST_GROUP=$PTC_TEST_GROUP"} \
+    ${PTC_TEST_CASE+"PTC_TEST_CASE=$PTC_TEST_CASE"} "$@"

@@ -1,8 +1,10 @@
 /*
  * Every allocation is checked: the registry's own malloc/calloc/realloc calls are routed
  * through wrappers (linker --wrap, this test only) that fail the Nth call, for every N a clean
- * run makes. Each run must end without a crash, return errors rather than half-done work, and
- * (under ASan) leak nothing.
+ * run makes, and so are cJSON's (a shared library the wrap does not reach: cJSON_InitHooks
+ * gives it the failing malloc), so that a parse, a copy or a print of JSON that runs out of
+ * memory is a failure path tested like any other. Each run must end without a crash, return
+ * errors rather than half-done work, and (under ASan) leak nothing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +17,7 @@
 #include <cmocka.h>
 
 #include "registry.h"
+#include "../test_util.h"
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t size);
@@ -55,9 +58,18 @@ static const char tools_a[] =
     "  \"description\": \"Owner and repository\"}}, \"required\": [\"repo\"]}},"
     " {\"name\": \"create_issue\", \"description\": \"Open a new issue.\"}]";
 static const char tools_b[] = "[{\"name\": \"send\", \"description\": \"Send a chat message.\"}]";
+/* A tools file: the catalog parses it, and copies each tool's schemas and annotations. */
+static const char tools_file[] =
+    "{\"tools\": [{\"server\": \"files\", \"name\": \"read_file\", \"title\": \"Read\","
+    "  \"description\": \"Read a text file.\", \"annotations\": {\"readOnlyHint\": true},"
+    "  \"inputSchema\": {\"type\": \"object\", \"properties\": {\"path\": {\"type\": \"string\"}}},"
+    "  \"outputSchema\": {\"type\": \"object\", \"properties\": {\"text\": {\"type\": "
+    "\"string\"}}}},"
+    " {\"server\": \"files\", \"name\": \"list\", \"description\": \"List a folder.\"}]}";
 
-/* One scenario through every part; returns how many steps failed (for the clean-run check). */
-static int scenario(cJSON *a, cJSON *b)
+/* One scenario through every part; returns how many steps failed (for the clean-run check).
+ * path is a tools file holding tools_file. */
+static int scenario(cJSON *a, cJSON *b, const char *path)
 {
     int failures = 0;
     char msg[256];
@@ -70,6 +82,7 @@ static int scenario(cJSON *a, cJSON *b)
     if (reg_registry_new(e, NULL, &r) < 0) return 1; /* takes e even on failure */
     failures += reg_registry_set_server_tools(r, "github", a, msg, sizeof msg) < 0;
     failures += reg_registry_set_server_tools(r, "chat", b, msg, sizeof msg) < 0;
+    failures += reg_registry_load_file(r, path, msg, sizeof msg) < 0;
     failures += reg_registry_index_all(r, msg, sizeof msg) < 0;
     reg_result_t res[4];
     int n = reg_registry_search(r, "issues", NULL, 4, NULL, res, msg, sizeof msg);
@@ -109,12 +122,21 @@ static int scenario(cJSON *a, cJSON *b)
 static void test_every_allocation_failure_is_survived(void **state)
 {
     (void)state;
+    cJSON_Hooks hooks = {__wrap_malloc, free};
+    cJSON_InitHooks(&hooks);
+    char *dir = tu_temp_dir("ptc-alloc");
+    char path[TU_PATH_MAX];
+    snprintf(path, sizeof path, "%s/tools.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_true(fputs(tools_file, f) >= 0);
+    assert_int_equal(fclose(f), 0);
     cJSON *a = cJSON_Parse(tools_a), *b = cJSON_Parse(tools_b);
     assert_non_null(a);
     assert_non_null(b);
     fail_at = -1;
     calls = 0;
-    assert_int_equal(scenario(a, b), 0);
+    assert_int_equal(scenario(a, b, path), 0);
     long total = calls;
     print_message("allocations in a clean run: %ld\n", total);
     assert_true(total > 100);
@@ -122,7 +144,7 @@ static void test_every_allocation_failure_is_survived(void **state)
     for (long k = 0; k < total; k++) {
         fail_at = k;
         calls = 0;
-        failed_runs += scenario(a, b) > 0;
+        failed_runs += scenario(a, b, path) > 0;
     }
     fail_at = -1;
     /* Most injected failures must surface as errors (some hit optional work, such as a
@@ -130,6 +152,9 @@ static void test_every_allocation_failure_is_survived(void **state)
     assert_true(failed_runs > total / 2);
     cJSON_Delete(a);
     cJSON_Delete(b);
+    cJSON_InitHooks(NULL);
+    assert_int_equal(tu_remove_tree(dir), 0);
+    free(dir);
 }
 
 int main(void)

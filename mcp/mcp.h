@@ -1025,8 +1025,8 @@ void mcp_call_finish_missing_capability(mcp_call_t *call, const char *capability
 /* was changed, belongs to another tool, comes from another process or expired is refused  */
 /* with -32602 before the handler runs, so a handler only ever sees state it wrote itself. */
 
-#define MCP_MRTR_STATE_TTL_MS (10u * 60u * 1000u) /* how long a requestState is honoured */
-#define MCP_MRTR_MAX_STATE    (64u * 1024u)       /* bytes of state one round may carry */
+#define MCP_MRTR_STATE_TTL_MS ((uint64_t)10 * 60 * 1000) /* how long a requestState is honoured */
+#define MCP_MRTR_MAX_STATE    ((size_t)64 * 1024)        /* bytes of state one round may carry */
 
 /** The client's answers to the previous round's inputRequests: an object mapping each key to
  *  the client's result (borrowed; every value already checked to be an object), or NULL on a
@@ -1077,9 +1077,9 @@ struct mcp_prompt_round {
 /* ended is kept MCP_TASK_TTL_MS after its last change, then forgotten.                     */
 
 #define MCP_EXT_TASKS      "io.modelcontextprotocol/tasks"
-#define MCP_TASK_TTL_MS    (30u * 60u * 1000u) /* kept after its last change (ttlMs) */
-#define MCP_TASK_POLL_MS   1000u               /* pollIntervalMs suggested to the client */
-#define MCP_TASK_MAX_TASKS 1024u               /* tasks kept at once by one server */
+#define MCP_TASK_TTL_MS    ((uint64_t)30 * 60 * 1000) /* kept after its last change (ttlMs) */
+#define MCP_TASK_POLL_MS   1000u                      /* pollIntervalMs suggested to the client */
+#define MCP_TASK_MAX_TASKS 1024u                      /* tasks kept at once by one server */
 
 /** True if the call's client declared client extension `id` (the request's own
  *  clientCapabilities.extensions for a stateless call; false for a legacy one). */

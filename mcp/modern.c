@@ -201,5 +201,5 @@ const char *mcp__modern_name_of(const char *method, const cJSON *params)
              strcmp(method, "tasks/cancel") == 0)
         field = "taskId"; /* SEP-2663's routing header */
     const cJSON *v = field != NULL ? cJSON_GetObjectItemCaseSensitive(params, field) : NULL;
-    return cJSON_IsString(v) ? v->valuestring : NULL;
+    return v != NULL && cJSON_IsString(v) ? v->valuestring : NULL;
 }

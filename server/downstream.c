@@ -92,7 +92,7 @@ static void proxy_input_required(mcp_call_t *call, const cJSON *result)
     if (state != NULL &&
         (!cJSON_IsString(state) || strlen(state->valuestring) > MCP_MRTR_MAX_STATE)) {
         mcp_call_finish_text(call, true,
-                             "the downstream server's requestState is not a string of at most %u "
+                             "the downstream server's requestState is not a string of at most %zu "
                              "bytes, so it cannot be carried through this call",
                              MCP_MRTR_MAX_STATE);
         return;

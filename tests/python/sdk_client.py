@@ -13,7 +13,8 @@ user accepts or declines through elicitation (MRTR or the classic request, by mo
 Not covered: a task for a long run. The SDK 2.3 client does not speak the 2026 tasks extension
 (io.modelcontextprotocol/tasks): it ships only the 2025-11-25 task types and a generic
 extension hook, no tasks/get, tasks/update or tasks/cancel of that extension (the TypeScript
-tests, mcp_tasks, cover tasks).
+tests, mcp_tasks, cover tasks). A long run of this client comes back `running` with a cursor
+that waits again, which is checked.
 
     python sdk_client.py BUILD_DIR
 
@@ -239,6 +240,25 @@ async def check_confirm_rounds(client, mode, peer):
     assert_confirmed(res, peer)
 
 
+async def check_long_run(client, mode, peer):
+    # This client declares no tasks extension: a run that outlives its wait comes back running
+    # with its output so far; its cursor waits again and then gives the whole result, once.
+    code = 'import time\nprint("started", flush=True)\ntime.sleep(3)\nprint("done")\n'
+    first = await client.call_tool("execute_code", {"code": code, "wait_seconds": 1, "max_repairs": 0})
+    sc = first.structured_content
+    assert sc is not None and sc["status"] == "running", text_of(first)
+    assert sc["stdout"] == "started\n", f"stdout so far {sc['stdout']!r}"
+    cursor = sc["next_cursor"]
+    assert isinstance(cursor, str), f"no next_cursor: {sc}"
+    done = await client.call_tool("execute_code", {"cursor": cursor, "wait_seconds": 30})
+    dsc = done.structured_content
+    assert dsc is not None and dsc["status"] == "ok", text_of(done)
+    assert dsc["stdout"] == "started\ndone\n", f"stdout {dsc['stdout']!r}"
+    assert dsc["duration_ms"] >= 2500, f"duration_ms {dsc['duration_ms']}"
+    again = await client.call_tool("execute_code", {"cursor": cursor, "wait_seconds": 1})
+    assert again.is_error, f"the cursor should be spent once the result was read: {text_of(again)}"
+
+
 CHECKS = [
     ("negotiated protocol", check_protocol),
     ("tools/list", check_tools_list),
@@ -247,6 +267,7 @@ CHECKS = [
     ("code calls the modern-only downstream server", check_downstream_call),
     ("a failed run repaired through sampling", check_repair),
     ("the sampling travels as MRTR (auto) or a request (legacy)", check_repair_rounds),
+    ("a long run comes back running, its cursor waits again", check_long_run),
 ]
 WRITE_CHECKS = [
     ("negotiated protocol", check_protocol),

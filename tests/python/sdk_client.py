@@ -3,8 +3,9 @@
 Every check runs in the client's two modes, `auto` (its default: it probes server/discover
 first and so speaks 2026-07-28 to ptc-mcp) and `legacy` (the initialize handshake), over stdio
 and Streamable HTTP: tools/list, execute_code whose output is paged behind cursors, search_tools
-finding a tool of a downstream server and code calling that server's tools (a modern-only server
-built with the TypeScript SDK, tests/fixtures/modern_only_server.mjs), a failed run repaired
+finding a tool of a downstream server, code calling that server's tools and its ask_model
+proxied (--expose-tools) with its sampling request passed on to this client (a modern-only
+server built with the TypeScript SDK, tests/fixtures/modern_only_server.mjs), a failed run repaired
 through the client's sampling (auto mode: an InputRequiredResult the SDK fulfils with its
 sampling callback; legacy mode: a sampling/createMessage request), and, against a second
 ptc-mcp with --confirm-writes and the memory server of tests/node_modules downstream, writes the
@@ -83,10 +84,9 @@ class Peer:
         prompt = "".join(getattr(c, "text", "") or "" for c in (content if isinstance(content, list) else [content]))
         self.sampled.append(prompt)
         m = re.search(r"```python\n(.*?)```", prompt, re.S)
-        fixed = m.group(1).replace("totl", "total") if m else "no program in the prompt"
-        return CreateMessageResult(
-            model="test-model", role="assistant", content=TextContent(type="text", text=f"The fix:\n\n```python\n{fixed}```\n")
-        )
+        # A repair prompt gets the fixed program; a downstream server's question, an echo.
+        answer = f"The fix:\n\n```python\n{m.group(1).replace('totl', 'total')}```\n" if m else f"sampled: {prompt}"
+        return CreateMessageResult(model="test-model", role="assistant", content=TextContent(type="text", text=answer))
 
     async def elicitation(self, context, params):
         self.elicited.append(params.message)
@@ -95,12 +95,12 @@ class Peer:
         return ElicitResult(action="decline")
 
 
-async def call_by_rounds(client, peer, args):
-    """execute_code driven one round at a time (the session's allow_input_required): the result
+async def call_by_rounds(client, peer, args, tool="execute_code"):
+    """A tool call (execute_code unless told) driven one round at a time (the session's allow_input_required): the result
     and the methods of the input requests that came inside InputRequiredResults, in order. A
     legacy client gets none (it is asked by server-to-client requests, through the callbacks)."""
     asked = []
-    res = await client.session.call_tool("execute_code", args, allow_input_required=True)
+    res = await client.session.call_tool(tool, args, allow_input_required=True)
     while isinstance(res, InputRequiredResult):
         assert len(asked) < 10, f"still asked for input after {asked}"
         responses = {}
@@ -113,7 +113,7 @@ async def call_by_rounds(client, peer, args):
             else:
                 raise AssertionError(f"unexpected input request {req.method}")
         res = await client.session.call_tool(
-            "execute_code", args, input_responses=responses or None, request_state=res.request_state, allow_input_required=True
+            tool, args, input_responses=responses or None, request_state=res.request_state, allow_input_required=True
         )
     return res, asked
 
@@ -259,6 +259,29 @@ async def check_long_run(client, mode, peer):
     assert again.is_error, f"the cursor should be spent once the result was read: {text_of(again)}"
 
 
+async def check_downstream_sampling(client, mode, peer):
+    # --expose-tools: the modern-only server's ask_model, proxied; its sampling request reaches
+    # this client (inside our InputRequiredResult in auto mode, as a request in legacy mode).
+    names = []
+    for _ in range(300):
+        names = [t.name for t in (await client.list_tools()).tools]
+        if "modern__ask_model" in names:
+            break
+        await anyio.sleep(0.1)
+    assert "modern__ask_model" in names, f"no proxied tool: {names}"
+    peer.sampled.clear()
+    res = await client.call_tool("modern__ask_model", {"question": "are you there?"})
+    assert not res.is_error, text_of(res)
+    assert text_of(res) == "model said: sampled: are you there?", text_of(res)
+    assert peer.sampled == ["are you there?"], peer.sampled
+    peer.sampled.clear()
+    res, asked = await call_by_rounds(client, peer, {"question": "again?"}, tool="modern__ask_model")
+    want = ["sampling/createMessage"] if mode == "auto" else []
+    assert asked == want, f"input requests inside results: {asked}, not {want}"
+    assert text_of(res) == "model said: sampled: again?", text_of(res)
+    assert peer.sampled == ["again?"], peer.sampled
+
+
 CHECKS = [
     ("negotiated protocol", check_protocol),
     ("tools/list", check_tools_list),
@@ -268,6 +291,7 @@ CHECKS = [
     ("a failed run repaired through sampling", check_repair),
     ("the sampling travels as MRTR (auto) or a request (legacy)", check_repair_rounds),
     ("a long run comes back running, its cursor waits again", check_long_run),
+    ("the downstream server's sampling reaches the client", check_downstream_sampling),
 ]
 WRITE_CHECKS = [
     ("negotiated protocol", check_protocol),
@@ -394,7 +418,7 @@ def main():
         )
         env = {k: v for k, v in os.environ.items() if k in ("HOME", "PATH", "LANG", "TERM", "USER")}
         env["XDG_CACHE_HOME"] = str(Path(tmp) / "cache")
-        suites = [("modern", config, [], CHECKS), ("writes", memory_config, ["--confirm-writes"], WRITE_CHECKS)]
+        suites = [("modern", config, ["--expose-tools"], CHECKS), ("writes", memory_config, ["--confirm-writes"], WRITE_CHECKS)]
         anyio.run(run_matrix, rep, ptc, suites, env, memory)
     print(f"# pass {rep.passed}\n# fail {rep.failed}", flush=True)
     return 0 if rep.failed == 0 else 1

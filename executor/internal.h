@@ -225,6 +225,9 @@ int exec__zygote_spawn(exec_run_t *run, char *const *argv);
 int exec__zygote_signal(exec_run_t *run, int sig);
 /* pool.c: the launcher of run ended (from uv_spawn's exit callback or the zygote's pidfd) */
 void exec__run_exited(exec_run_t *run, int64_t status, int sig);
+/* run_result.c: the result of a run that has ended (or answered before its end); res's strings
+   point into run, valid while it lives */
+void exec__build_result(exec_run_t *run, exec_result_t *res);
 
 /* The pool (pool.c); sessions (session.c) share its command, probe and lifetime. */
 struct exec_pool {

@@ -205,11 +205,15 @@ void mcp__client_become_ready(mcp_client_t *c);
 /* The current start attempt failed: kill what runs and decide between restart and failure. */
 void mcp__client_start_failure(mcp_client_t *c, const char *reason);
 
+/* Subscribes to tool-list changes on a stateless stdio server that offers them (READY). */
+void mcp__client_start_listen(mcp_client_t *c);
+
+/* client_handshake.c: initialize, or server/discover for a 2026-07-28-only server. */
+/* Starts the handshake on a freshly spawned or connected server (arms the start timeout). */
+void mcp__client_send_initialize(mcp_client_t *c);
 /* Adds the 2026-07-28 request envelope to params' _meta (protocol version, our capabilities and
  * identity; keys already there stay). MCP_OK, MCP_ENOMEM, or MCP_EINVAL for a non-object _meta. */
 int mcp__client_add_envelope(const mcp_client_t *c, cJSON *params);
-/* Subscribes to tool-list changes on a stateless stdio server that offers them (READY). */
-void mcp__client_start_listen(mcp_client_t *c);
 
 /* client_calls.c: calls, and the messages the server sends. */
 void mcp__client_on_line(mcp_client_t *c, const char *line, size_t len, bool too_big);

@@ -1,8 +1,8 @@
 /*
  * http_server_internal.h - the HTTP server's pieces shared between its files (http_server.c,
  * http_conn.c, http_request.c and http_tls.c: the listener, connections and HTTP/1.1;
- * transport_http.c: the MCP endpoints; http_util.c: pure helpers) and their unit tests. Not
- * part of the public interface (mcp.h).
+ * transport_http*.c: the MCP endpoints, whose own shared pieces are in transport_http_internal.h;
+ * http_util.c: pure helpers) and their unit tests. Not part of the public interface (mcp.h).
  */
 #ifndef PTC_MCP_HTTP_SERVER_INTERNAL_H
 #define PTC_MCP_HTTP_SERVER_INTERNAL_H
@@ -51,7 +51,7 @@ void mcp__hex(const unsigned char *bytes, size_t n, char *out);
 /** Parses an SSE event id of ours, "STREAM_SEQ" (decimal); MCP_EINVAL otherwise. */
 int mcp__sse_parse_event_id(const char *id, uint64_t *stream, uint64_t *seq);
 
-/* --- the server object, shared by the server's files and transport_http.c ------------------ */
+/* --- the server object, shared by the server's files and transport_http*.c ----------------- */
 
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
@@ -60,7 +60,7 @@ int mcp__sse_parse_event_id(const char *id, uint64_t *stream, uint64_t *seq);
 #include <mbedtls/x509_crt.h>
 
 typedef struct mcp__hconn mcp__hconn_t;     /* one TCP (or TLS) connection */
-typedef struct mcp__hsess mcp__hsess_t;     /* one HTTP MCP session (transport_http.c) */
+typedef struct mcp__hsess mcp__hsess_t;     /* one HTTP MCP session (transport_http_internal.h) */
 typedef struct mcp__hstream mcp__hstream_t; /* one response stream of a session */
 
 struct mcp_http_server {
@@ -133,10 +133,10 @@ void mcp__hconn_stream_end(mcp__hconn_t *c);
 void mcp__hconn_wait(mcp__hconn_t *c, void *owner);
 /** Closes a connection at once (its owner is not told). */
 void mcp__hconn_abort(mcp__hconn_t *c);
-/** Called by transport_http.c when a session was freed, so a stop can complete. */
+/** Called by transport_http*.c when a session was freed, so a stop can complete. */
 void mcp__http_maybe_done(mcp_http_server_t *hs);
 
-/* transport_http.c: the endpoints. */
+/* The endpoints: mcp__http_route in transport_http.c, the rest in transport_http_sessions.c. */
 /** Handles /mcp, /sse and /messages; false when the path is none of them. */
 bool mcp__http_route(mcp_http_server_t *hs, mcp__hconn_t *c, const mcp__hreq_t *req);
 /** A connection that carried owner's response closed before the response ended. */

@@ -219,6 +219,14 @@ bool launch_disabled(const struct launch_cfg *cfg, exec_layer_id_t id);
    the sandbox writes there is stored as that user's (idmap.c). Sets every mount's tree_fd. */
 void launch_idmap_mounts(struct launch_cfg *cfg, bool root);
 
+/* The child's filesystem view (rootfs.c): a read-only root of binds, pivoted into; the layers it
+ * reports (rootfs, private tmp, memfd_noexec, proc masks). *memfd_ok: vm.memfd_noexec is set. */
+bool launch_setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan *plan,
+                         bool *memfd_ok);
+/* launch_fatal with errno's text (and, for a refused mount, the AppArmor hint). */
+_Noreturn void launch_die_errno(const char *stage, const char *what);
+/* a + b into buf; a path too long is fatal (stage rootfs). */
+void launch_fmt_path(char *buf, size_t len, const char *a, const char *b);
 /* The child: sandbox setup, then the interpreter. Never returns. */
 _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_plan *plan,
                             int sync_fd, int life_fd);

@@ -1,10 +1,10 @@
 /*
- * The sandbox's init: runs as PID 1 of the new PID namespace, builds the filesystem view, drops
- * credentials, applies rlimits, no_new_privs, Landlock and seccomp, forks the interpreter and
- * reports its end. Order matters (SANDBOX-NOTES.md): binds need the capabilities of the new user
- * namespace, so mounts come first; the bounding set is dropped before setuid; PDEATHSIG is set
- * after the uid change (which clears it); Landlock needs no_new_privs; seccomp comes last because
- * it forbids mount and friends.
+ * The sandbox's init: runs as PID 1 of the new PID namespace, builds the filesystem view
+ * (rootfs.c), drops credentials, applies rlimits, no_new_privs, Landlock and seccomp, forks the
+ * interpreter and reports its end. Order matters (SANDBOX-NOTES.md): binds need the capabilities of
+ * the new user namespace, so mounts come first; the bounding set is dropped before setuid;
+ * PDEATHSIG is set after the uid change (which clears it); Landlock needs no_new_privs; seccomp
+ * comes last because it forbids mount and friends.
  */
 #include "launch.h"
 
@@ -22,394 +22,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#define NEWROOT "/newroot"
-#define OLDROOT "/oldroot"
-
-/* /etc entries the interpreter and libc read; copied as binds when the host has them */
-static const char *const etc_binds[] = {
-    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "localtime",
-    "ssl",         "mime.types", "protocols",    "services",      "alternatives",
-};
-static const char *const top_dirs[] = {"bin", "sbin", "lib", "lib64", "lib32", "libx32"};
-static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom"};
-
-_Noreturn static void die_errno(const char *stage, const char *what)
-{
-    int e = errno;
-    /* Ubuntu 24.04 lets an ordinary user create the namespaces, then AppArmor denies mounts */
-    bool hint = (e == EACCES || e == EPERM) && geteuid() != 0 && strcmp(stage, "rootfs") == 0;
-    launch_fatal(stage, "%s: %s%s", what, strerror(e),
-                 hint ? " (user namespaces restricted, e.g. by AppArmor's "
-                        "restrict_unprivileged_userns: see docs/sandbox.md)"
-                      : "");
-}
-
-static void fmt_path(char *buf, size_t len, const char *a, const char *b)
-{
-    int n = snprintf(buf, len, "%s%s", a, b);
-    if (n < 0 || (size_t)n >= len) launch_fatal("rootfs", "path too long: %s%s", a, b);
-}
-
-/* mkdir -p inside the new root (the tmpfs is ours, modes stay 0755) */
-static void mkdirs(const char *path)
-{
-    char buf[LAUNCH_PATH_MAX];
-    size_t len = strlen(path);
-    if (len >= sizeof buf) launch_fatal("rootfs", "path too long: %s", path);
-    memcpy(buf, path, len + 1);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) < 0 && errno != EEXIST) die_errno("rootfs", buf);
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) < 0 && errno != EEXIST) die_errno("rootfs", buf);
-}
-
-static void touch(const char *path)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) die_errno("rootfs", path);
-    close(fd);
-}
-
-static void write_text(const char *path, const char *text)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) die_errno("rootfs", path);
-    size_t len = strlen(text);
-    if (write(fd, text, len) != (ssize_t)len) die_errno("rootfs", path);
-    close(fd);
-}
-
-/* Flags a read-only remount of a bind must keep: in a user namespace the kernel refuses to
-   clear flags that were locked on the source mount. */
-static unsigned long locked_flags(const char *path)
-{
-    struct statvfs sv;
-    unsigned long f = 0;
-    if (statvfs(path, &sv) < 0) return 0;
-    if (sv.f_flag & ST_NOSUID) f |= MS_NOSUID;
-    if (sv.f_flag & ST_NODEV) f |= MS_NODEV;
-    if (sv.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
-    if (sv.f_flag & ST_NOATIME) f |= MS_NOATIME;
-    if (sv.f_flag & ST_NODIRATIME) f |= MS_NODIRATIME;
-    if (sv.f_flag & ST_RELATIME) f |= MS_RELATIME;
-    return f;
-}
-
-/* Binds host path src (seen under OLDROOT) at dst in the new root; read-only unless rw. Not
-   recursive: submounts of the source stay invisible. Returns -errno when src is missing. */
-static int bind_path_dev(const char *src, const char *dst, bool rw, bool required, bool dev)
-{
-    char from[LAUNCH_PATH_MAX], to[LAUNCH_PATH_MAX];
-    fmt_path(from, sizeof from, OLDROOT, src);
-    fmt_path(to, sizeof to, NEWROOT, dst);
-    struct stat st;
-    if (stat(from, &st) < 0) {
-        if (!required) return -errno;
-        launch_fatal("rootfs", "cannot bind %s: %s", src, strerror(errno));
-    }
-    if (S_ISDIR(st.st_mode)) {
-        mkdirs(to);
-    } else {
-        char parent[LAUNCH_PATH_MAX];
-        snprintf(parent, sizeof parent, "%s", to);
-        char *slash = strrchr(parent, '/');
-        if (slash && slash != parent) {
-            *slash = '\0';
-            mkdirs(parent);
-        }
-        touch(to);
-    }
-    if (mount(from, to, NULL, MS_BIND, NULL) < 0) {
-        if (!required) return -errno;
-        launch_fatal("rootfs", "cannot bind %s: %s", src, strerror(errno));
-    }
-    unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | locked_flags(to);
-    if (!dev) flags |= MS_NODEV;
-    if (!rw) flags |= MS_RDONLY;
-    if (mount(NULL, to, NULL, flags, NULL) < 0)
-        launch_fatal("rootfs", "cannot remount %s: %s", dst, strerror(errno));
-    return 0;
-}
-
-static int bind_path(const char *src, const char *dst, bool rw, bool required)
-{
-    return bind_path_dev(src, dst, rw, required, false);
-}
-
-/* Attaches the idmapped tree the launcher made for m (idmap.c) at its place in the new root. */
-static void attach_tree(const struct launch_mount *m)
-{
-    char to[LAUNCH_PATH_MAX];
-    fmt_path(to, sizeof to, NEWROOT, m->dst);
-    mkdirs(to);
-    if (syscall(SYS_move_mount, m->tree_fd, "", AT_FDCWD, to, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-        launch_fatal("rootfs", "cannot attach the idmapped %s: %s", m->src, strerror(errno));
-    close(m->tree_fd);
-}
-
-/* /bin, /lib64 ...: merged-/usr hosts have symlinks, older ones directories */
-static void mirror_top(const char *name)
-{
-    char host[LAUNCH_PATH_MAX], mine[LAUNCH_PATH_MAX], target[LAUNCH_PATH_MAX];
-    snprintf(host, sizeof host, OLDROOT "/%s", name);
-    snprintf(mine, sizeof mine, NEWROOT "/%s", name);
-    ssize_t n = readlink(host, target, sizeof target - 1);
-    if (n >= 0) {
-        target[n] = '\0';
-        if (symlink(target, mine) < 0) die_errno("rootfs", mine);
-        return;
-    }
-    struct stat st;
-    if (stat(host, &st) == 0 && S_ISDIR(st.st_mode)) {
-        char abs[LAUNCH_PATH_MAX];
-        snprintf(abs, sizeof abs, "/%s", name);
-        bind_path(abs, abs, false, true);
-    }
-}
-
-static void setup_etc(void)
-{
-    mkdirs(NEWROOT "/etc");
-    for (size_t i = 0; i < sizeof etc_binds / sizeof etc_binds[0]; i++) {
-        char host[LAUNCH_PATH_MAX], mine[LAUNCH_PATH_MAX], target[LAUNCH_PATH_MAX];
-        snprintf(host, sizeof host, OLDROOT "/etc/%s", etc_binds[i]);
-        snprintf(mine, sizeof mine, NEWROOT "/etc/%s", etc_binds[i]);
-        ssize_t n = readlink(host, target, sizeof target - 1);
-        if (n >= 0) { /* /etc/localtime -> /usr/share/zoneinfo/...: keep the link */
-            target[n] = '\0';
-            if (symlink(target, mine) < 0) die_errno("rootfs", mine);
-            continue;
-        }
-        char abs[LAUNCH_PATH_MAX];
-        snprintf(abs, sizeof abs, "/etc/%s", etc_binds[i]);
-        bind_path(abs, abs, false, false);
-    }
-    /* our own account files: no host users leak in, and getpass/pwd still work */
-    char passwd[256], group[256];
-    snprintf(passwd, sizeof passwd,
-             "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
-             "sandbox:x:%d:%d:sandbox:/tmp:/usr/sbin/nologin\n"
-             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-             LAUNCH_INNER_UID, LAUNCH_INNER_UID);
-    snprintf(group, sizeof group, "root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", LAUNCH_INNER_UID);
-    write_text(NEWROOT "/etc/passwd", passwd);
-    write_text(NEWROOT "/etc/group", group);
-    write_text(NEWROOT "/etc/hostname", "sandbox\n");
-    write_text(NEWROOT "/etc/hosts", "127.0.0.1 localhost sandbox\n::1 localhost\n");
-}
-
-static void setup_dev(void)
-{
-    mkdirs(NEWROOT "/dev");
-    if (mount("tmpfs", NEWROOT "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, LAUNCH_DEV_TMPFS) < 0)
-        die_errno("rootfs", "tmpfs /dev");
-    for (size_t i = 0; i < sizeof dev_nodes / sizeof dev_nodes[0]; i++) {
-        char abs[64];
-        snprintf(abs, sizeof abs, "/dev/%s", dev_nodes[i]);
-        /* mknod is EPERM in a user namespace: bind the host's nodes (rw, they are devices) */
-        bind_path_dev(abs, abs, true, true, true);
-    }
-    static const char *const links[][2] = {{"/proc/self/fd", "fd"},
-                                           {"/proc/self/fd/0", "stdin"},
-                                           {"/proc/self/fd/1", "stdout"},
-                                           {"/proc/self/fd/2", "stderr"},
-                                           {"/tmp", "shm"}};
-    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
-        char p[64];
-        snprintf(p, sizeof p, NEWROOT "/dev/%s", links[i][1]);
-        if (symlink(links[i][0], p) < 0) die_errno("rootfs", p);
-    }
-    if (mount(NULL, NEWROOT "/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
-              LAUNCH_DEV_TMPFS) < 0)
-        die_errno("rootfs", "remount /dev read-only");
-}
-
-static bool memfd_noexec(const struct launch_cfg *cfg)
-{
-    if (launch_disabled(cfg, EXEC_LAYER_MEMFD_NOEXEC)) {
-        launch_layer(EXEC_LAYER_MEMFD_NOEXEC, EXEC_LAYER_DISABLED, "test switch");
-        return false;
-    }
-    /* per PID namespace since Linux 6.3: 2 = memfds can never be executable, which closes the
-       memfd_create + execveat way round a noexec /tmp */
-    int fd = open(NEWROOT "/proc/sys/vm/memfd_noexec", O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || write(fd, "2", 1) != 1) {
-        launch_layer(EXEC_LAYER_MEMFD_NOEXEC, EXEC_LAYER_UNAVAILABLE,
-                     "vm.memfd_noexec: %s; seccomp denies memfd_create instead", strerror(errno));
-        if (fd >= 0) close(fd);
-        return false;
-    }
-    close(fd);
-    launch_layer(EXEC_LAYER_MEMFD_NOEXEC, EXEC_LAYER_ACTIVE, "vm.memfd_noexec=2");
-    return true;
-}
-
-/* Docker's default profile for /proc: what it masks (host-wide facts no run needs: keyrings of
-   the server's user, interrupt counts by CPU and device, timers with kernel addresses, kernel
-   memory) gets /dev/null over a file or an empty tmpfs over a folder; what it keeps readable
-   but not writable (sysctls, the sysrq trigger, IRQ affinity) a read-only bind of itself. Its
-   /sys/firmware needs nothing: the root here has no /sys. */
-static const struct {
-    const char *path;
-    bool mask;
-} proc_walls[] = {
-    {"/proc/acpi", true},        {"/proc/asound", true}, {"/proc/interrupts", true},
-    {"/proc/kcore", true},       {"/proc/keys", true},   {"/proc/latency_stats", true},
-    {"/proc/sched_debug", true}, {"/proc/scsi", true},   {"/proc/timer_list", true},
-    {"/proc/timer_stats", true}, {"/proc/bus", false},   {"/proc/fs", false},
-    {"/proc/irq", false},        {"/proc/sys", false},   {"/proc/sysrq-trigger", false},
-};
-
-/* After memfd_noexec, which writes a sysctl. A path this kernel does not have is skipped and
-   counted in the layer's reason (timer_stats went in 4.11, sched_debug moved to debugfs). A
-   bind is remounted read-only keeping the flags locked in a user namespace. */
-static void mask_proc(const struct launch_cfg *cfg)
-{
-    if (launch_disabled(cfg, EXEC_LAYER_PROC_MASK)) {
-        launch_layer(EXEC_LAYER_PROC_MASK, EXEC_LAYER_DISABLED, "test switch");
-        return;
-    }
-    unsigned masked = 0, ro = 0, absent = 0;
-    for (size_t i = 0; i < sizeof proc_walls / sizeof proc_walls[0]; i++) {
-        char to[LAUNCH_PATH_MAX];
-        struct stat st;
-        fmt_path(to, sizeof to, NEWROOT, proc_walls[i].path);
-        if (lstat(to, &st) < 0) {
-            if (errno != ENOENT) die_errno("proc-mask", to);
-            absent++;
-            continue;
-        }
-        if (proc_walls[i].mask && S_ISDIR(st.st_mode)) {
-            if (mount("tmpfs", to, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                      "mode=0555,size=4k") < 0)
-                die_errno("proc-mask", to);
-            masked++;
-            continue;
-        }
-        if (mount(proc_walls[i].mask ? OLDROOT "/dev/null" : to, to, NULL, MS_BIND, NULL) < 0 ||
-            mount(NULL, to, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | locked_flags(to), NULL) < 0)
-            die_errno("proc-mask", to);
-        if (proc_walls[i].mask)
-            masked++;
-        else
-            ro++;
-    }
-    launch_layer(EXEC_LAYER_PROC_MASK, EXEC_LAYER_ACTIVE,
-                 "%u /proc paths masked, %u read-only, %u absent on this kernel", masked, ro,
-                 absent);
-}
-
-static bool setup_rootfs(const struct launch_cfg *cfg, const struct launch_plan *plan,
-                         bool *memfd_ok)
-{
-    *memfd_ok = false;
-    if (!(plan->ns_flags & CLONE_NEWNS)) {
-        launch_layer(EXEC_LAYER_ROOTFS, EXEC_LAYER_UNAVAILABLE, "no mount namespace%s",
-                     plan->landlock_only ? ": Landlock confines the files" : "");
-        if (plan->landlock_only)
-            launch_layer(EXEC_LAYER_PRIVATE_TMP, EXEC_LAYER_UNAVAILABLE,
-                         "a per-run directory %s instead, without a size cap", plan->run_dir);
-        else
-            launch_layer(EXEC_LAYER_PRIVATE_TMP, EXEC_LAYER_UNAVAILABLE, "no mount namespace");
-        launch_layer(EXEC_LAYER_MEMFD_NOEXEC, EXEC_LAYER_UNAVAILABLE,
-                     "no PID namespace of our own; seccomp denies memfd_create instead");
-        launch_layer(EXEC_LAYER_PROC_MASK, EXEC_LAYER_UNAVAILABLE, "no mount namespace");
-        return false;
-    }
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-        die_errno("rootfs", "make / private");
-    /* a scratch tmpfs over /tmp (only in our mount namespace) to pivot into; after that the
-       host's / is at OLDROOT with its own /tmp uncovered again, so binds from the host's /tmp
-       work */
-    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
-        die_errno("rootfs", "scratch tmpfs");
-    if (chdir("/tmp") < 0) die_errno("rootfs", "chdir scratch");
-    if (mkdir("newroot", 0755) < 0 || mkdir("oldroot", 0755) < 0)
-        die_errno("rootfs", "scratch dirs");
-    if (syscall(SYS_pivot_root, ".", "oldroot") < 0) die_errno("rootfs", "pivot_root scratch");
-    if (chdir("/") < 0) die_errno("rootfs", "chdir /");
-    if (mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, LAUNCH_ROOT_TMPFS) < 0)
-        die_errno("rootfs", "root tmpfs");
-
-    bind_path("/usr", "/usr", false, true);
-    for (size_t i = 0; i < sizeof top_dirs / sizeof top_dirs[0]; i++)
-        mirror_top(top_dirs[i]);
-    setup_etc();
-
-    mkdirs(NEWROOT "/proc");
-    if (!(plan->ns_flags & CLONE_NEWPID)) {
-        /* test switch only: without a PID namespace a new proc cannot be mounted from a user
-           namespace; show the host's (which is what the negative-control test wants to see),
-           and leave its sysctls alone */
-        if (mount(OLDROOT "/proc", NEWROOT "/proc", NULL, MS_BIND | MS_REC, NULL) < 0)
-            die_errno("rootfs", "bind /proc");
-        launch_layer(EXEC_LAYER_MEMFD_NOEXEC, EXEC_LAYER_UNAVAILABLE, "no PID namespace");
-    } else {
-        if (mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-            die_errno("rootfs", "mount /proc");
-        *memfd_ok = memfd_noexec(cfg);
-    }
-    mask_proc(cfg);
-    setup_dev();
-
-    mkdirs(NEWROOT "/tmp");
-    if (launch_disabled(cfg, EXEC_LAYER_PRIVATE_TMP)) {
-        launch_layer(EXEC_LAYER_PRIVATE_TMP, EXEC_LAYER_DISABLED, "test switch");
-    } else {
-        char opts[64];
-        snprintf(opts, sizeof opts, "mode=1777,size=%llu", (unsigned long long)cfg->tmp_bytes);
-        if (mount("tmpfs", NEWROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
-            die_errno("rootfs", "tmpfs /tmp");
-        launch_layer(EXEC_LAYER_PRIVATE_TMP, EXEC_LAYER_ACTIVE,
-                     "tmpfs %llu MiB nosuid,nodev,noexec",
-                     (unsigned long long)(cfg->tmp_bytes >> 20));
-    }
-    /* after /tmp's tmpfs, so that a prefix or mount below /tmp is not hidden by it */
-    for (size_t i = 0; i < cfg->n_prefixes; i++)
-        bind_path(cfg->prefixes[i], cfg->prefixes[i], false, true);
-    char owners[160] = "";
-    for (size_t i = 0; i < cfg->n_mounts; i++) {
-        const struct launch_mount *m = &cfg->mounts[i];
-        if (m->tree_fd >= 0)
-            attach_tree(m);
-        else
-            bind_path(m->src, m->dst, m->rw, true);
-        size_t ol = strlen(owners);
-        if (m->rw && ol < sizeof owners - 1)
-            snprintf(owners + ol, sizeof owners - ol, "; %s written as uid %u%s%s%s", m->dst,
-                     (unsigned)m->owner, m->why[0] ? " (" : "", m->why, m->why[0] ? ")" : "");
-    }
-    for (size_t i = 0; i < cfg->n_ro_libs; i++) {
-        char dst[64];
-        launch_ro_lib_path(i, dst, sizeof dst);
-        bind_path(cfg->ro_libs[i], dst, false, true);
-    }
-
-    if (chdir(NEWROOT) < 0) die_errno("rootfs", "chdir new root");
-    if (syscall(SYS_pivot_root, ".", ".") < 0) die_errno("rootfs", "pivot_root");
-    if (umount2(".", MNT_DETACH) < 0) die_errno("rootfs", "detach old root");
-    if (chdir("/") < 0) die_errno("rootfs", "chdir /");
-    if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
-        die_errno("rootfs", "remount / read-only");
-    launch_layer(EXEC_LAYER_ROOTFS, EXEC_LAYER_ACTIVE,
-                 "read-only tmpfs root, /usr%s and %zu mount(s), pivot_root%s",
-                 cfg->n_prefixes ? " + python prefix" : "", cfg->n_mounts, owners);
-    return true;
-}
 
 static int last_cap(void)
 {
@@ -434,7 +54,7 @@ static void drop_credentials(const struct launch_cfg *cfg, const struct launch_p
         struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
         struct __user_cap_data_struct data[2];
         memset(data, 0, sizeof data);
-        if (syscall(SYS_capset, &hdr, data) < 0) die_errno("caps", "capset");
+        if (syscall(SYS_capset, &hdr, data) < 0) launch_die_errno("caps", "capset");
         if (getuid() == 0 || geteuid() == 0) launch_fatal("uid", "uid 0 without a namespace");
         launch_layer(EXEC_LAYER_UID_DROP, EXEC_LAYER_ACTIVE, "the server's own uid %d (not 0)",
                      (int)getuid());
@@ -449,16 +69,16 @@ static void drop_credentials(const struct launch_cfg *cfg, const struct launch_p
         /* the bounding set needs CAP_SETPCAP, which the uid change below takes away */
         for (int c = 0; c <= top; c++)
             if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
-                die_errno("caps", "PR_CAPBSET_DROP");
+                launch_die_errno("caps", "PR_CAPBSET_DROP");
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-            die_errno("caps", "clear ambient capabilities");
+            launch_die_errno("caps", "clear ambient capabilities");
     }
     if (drop_uid) {
         if (!plan->userns || plan->root_mapped) {
-            if (setgroups(0, NULL) < 0) die_errno("uid", "setgroups");
+            if (setgroups(0, NULL) < 0) launch_die_errno("uid", "setgroups");
         }
-        if (setresgid(uid, uid, uid) < 0) die_errno("uid", "setresgid");
-        if (setresuid(uid, uid, uid) < 0) die_errno("uid", "setresuid");
+        if (setresgid(uid, uid, uid) < 0) launch_die_errno("uid", "setresgid");
+        if (setresuid(uid, uid, uid) < 0) launch_die_errno("uid", "setresuid");
         if (getuid() == 0 || geteuid() == 0) launch_fatal("uid", "still uid 0 after setresuid");
         launch_layer(EXEC_LAYER_UID_DROP, EXEC_LAYER_ACTIVE, "uid/gid %d%s", (int)uid,
                      plan->root_mapped ? " (outer nobody)" : "");
@@ -470,7 +90,7 @@ static void drop_credentials(const struct launch_cfg *cfg, const struct launch_p
         struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
         struct __user_cap_data_struct data[2];
         memset(data, 0, sizeof data);
-        if (syscall(SYS_capset, &hdr, data) < 0) die_errno("caps", "capset");
+        if (syscall(SYS_capset, &hdr, data) < 0) launch_die_errno("caps", "capset");
         launch_layer(EXEC_LAYER_CAPS_DROP, EXEC_LAYER_ACTIVE,
                      "effective, permitted, inheritable, ambient and bounding sets empty");
     } else {
@@ -651,8 +271,8 @@ static void send_code(int chan, const struct launch_cfg *run)
 static bool outputs_empty(const struct launch_plan *plan)
 {
     char dir[LAUNCH_PATH_MAX];
-    fmt_path(dir, sizeof dir, plan->landlock_only ? plan->run_dir : "/tmp",
-             "/" LAUNCH_OUTPUT_DIR_NAME);
+    launch_fmt_path(dir, sizeof dir, plan->landlock_only ? plan->run_dir : "/tmp",
+                    "/" LAUNCH_OUTPUT_DIR_NAME);
     DIR *d = opendir(dir);
     if (!d) return errno == ENOENT;
     bool empty = true;
@@ -807,11 +427,11 @@ static void set_module_path(const struct launch_cfg *cfg, const struct launch_pl
                 continue;
             char name[128];
             size_t n = strcspn(*e, "=");
-            if (n >= sizeof name) die_errno("exec", "variable name too long");
+            if (n >= sizeof name) launch_die_errno("exec", "variable name too long");
             memcpy(name, *e, n);
-            // cppcheck-suppress arrayIndexOutOfBoundsCond ; die_errno does not return
+            // cppcheck-suppress arrayIndexOutOfBoundsCond ; launch_die_errno does not return
             name[n] = '\0';
-            if (unsetenv(name) < 0) die_errno("exec", "unsetenv");
+            if (unsetenv(name) < 0) launch_die_errno("exec", "unsetenv");
             again = true;
             break;
         }
@@ -830,7 +450,7 @@ static void set_module_path(const struct launch_cfg *cfg, const struct launch_pl
     }
     if (setenv("PYTHONPATH", path, 1) < 0 || setenv("PYTHONSAFEPATH", "1", 1) < 0 ||
         setenv("PYTHONNOUSERSITE", "1", 1) < 0)
-        die_errno("exec", "setenv");
+        launch_die_errno("exec", "setenv");
 }
 
 /* The interpreter's own first code, run before the user's code is known. It waits on fd 3
@@ -857,26 +477,26 @@ _Noreturn static void exec_interpreter(const struct launch_cfg *cfg, const struc
 {
     /* execve's argv is not const; copied before the rlimits (RLIMIT_AS may refuse it later) */
     char *boot = strdup(cfg->session ? launch_session_driver : bootstrap);
-    if (!boot) die_errno("exec", "strdup");
+    if (!boot) launch_die_errno("exec", "strdup");
     /* a run's stdin is the channel as well (the bootstrap's end-of-program line goes back on
        it); a session's driver keeps the channel on a descriptor of its own */
     if (!cfg->session) {
-        if (dup2(chan, 0) < 0) die_errno("exec", "stdin");
+        if (dup2(chan, 0) < 0) launch_die_errno("exec", "stdin");
     } else {
         int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (devnull < 0 || dup2(devnull, 0) < 0) die_errno("exec", "stdin /dev/null");
+        if (devnull < 0 || dup2(devnull, 0) < 0) launch_die_errno("exec", "stdin /dev/null");
         close(devnull);
     }
     const char *tmp = plan->landlock_only ? plan->run_dir : "/tmp";
-    if (chdir(tmp) < 0) die_errno("exec", "chdir to the run's directory");
+    if (chdir(tmp) < 0) launch_die_errno("exec", "chdir to the run's directory");
     if (plan->landlock_only) {
         /* init is not PID 1 here: make sure the interpreter does not outlive it */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         char outputs[LAUNCH_PATH_MAX];
-        fmt_path(outputs, sizeof outputs, tmp, "/" LAUNCH_OUTPUT_DIR_NAME);
+        launch_fmt_path(outputs, sizeof outputs, tmp, "/" LAUNCH_OUTPUT_DIR_NAME);
         if (setenv("HOME", tmp, 1) < 0 || setenv("TMPDIR", tmp, 1) < 0 ||
             setenv("PTC_OUTPUT_DIR", outputs, 1) < 0)
-            die_errno("exec", "setenv");
+            launch_die_errno("exec", "setenv");
     }
     if (cfg->ro_lib) set_module_path(cfg, plan);
     /* the limits after the last allocation: RLIMIT_AS counts an ASan build's reservations, so
@@ -893,8 +513,8 @@ _Noreturn static void exec_interpreter(const struct launch_cfg *cfg, const struc
 
     /* from here on fd 3 is the channel: a failure before exec must restore the report first */
     int rep = fcntl(LAUNCH_REPORT_FD, F_DUPFD_CLOEXEC, LAUNCH_CODE_FD + 2);
-    if (rep < 0) die_errno("exec", "move the status pipe");
-    if (dup2(chan, LAUNCH_CODE_FD) < 0) die_errno("exec", "code channel to fd 3");
+    if (rep < 0) launch_die_errno("exec", "move the status pipe");
+    if (dup2(chan, LAUNCH_CODE_FD) < 0) launch_die_errno("exec", "code channel to fd 3");
     if (dup3(rep, LAUNCH_CODE_FD + 1, O_CLOEXEC) < 0) _exit(127);
     if (syscall(SYS_close_range, LAUNCH_CODE_FD + 2, ~0u, 0u) < 0)
         for (int fd = LAUNCH_CODE_FD + 2; fd < 1024; fd++)
@@ -952,11 +572,11 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
         n = read(sync_fd, &go, 1);
     } while (n < 0 && errno == EINTR);
     if (n != 1) _exit(125); /* the launcher died or refused: nothing to report to */
-    if (setsid() < 0) die_errno("setsid", "setsid");
+    if (setsid() < 0) launch_die_errno("setsid", "setsid");
     if (plan->ns_flags & CLONE_NEWUTS) sethostname("sandbox", 7);
 
     bool memfd_ok = false;
-    setup_rootfs(cfg, plan, &memfd_ok);
+    launch_setup_rootfs(cfg, plan, &memfd_ok);
 
     /* the launcher has put us in the cgroup (or given up and killed us): it moved us while the
        root was built. Waited for here, not later, because the cgroup namespace needs the
@@ -978,15 +598,15 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
     /* the folder whose new files come back with the result; EROFS when the test switch took
        the private /tmp away, and then there is none */
     char outputs[LAUNCH_PATH_MAX];
-    fmt_path(outputs, sizeof outputs, plan->landlock_only ? plan->run_dir : "/tmp",
-             "/" LAUNCH_OUTPUT_DIR_NAME);
+    launch_fmt_path(outputs, sizeof outputs, plan->landlock_only ? plan->run_dir : "/tmp",
+                    "/" LAUNCH_OUTPUT_DIR_NAME);
     if (mkdir(outputs, 0755) < 0 && errno != EEXIST && errno != EROFS && errno != EACCES)
-        die_errno("outputs", outputs);
+        launch_die_errno("outputs", outputs);
 
     if (launch_disabled(cfg, EXEC_LAYER_NO_NEW_PRIVS)) {
         launch_layer(EXEC_LAYER_NO_NEW_PRIVS, EXEC_LAYER_DISABLED, "test switch");
     } else {
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) die_errno("no-new-privs", "prctl");
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) launch_die_errno("no-new-privs", "prctl");
         launch_layer(EXEC_LAYER_NO_NEW_PRIVS, EXEC_LAYER_ACTIVE, "PR_SET_NO_NEW_PRIVS");
     }
 
@@ -1022,10 +642,10 @@ _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_pl
        the pool sends it. Cold and warm runs take this same path. */
     int chan[2], limits[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0)
-        die_errno("fork", "socketpair for the code");
-    if (pipe2(limits, O_CLOEXEC) < 0) die_errno("fork", "pipe");
+        launch_die_errno("fork", "socketpair for the code");
+    if (pipe2(limits, O_CLOEXEC) < 0) launch_die_errno("fork", "pipe");
     pid_t py = fork();
-    if (py < 0) die_errno("fork", "fork interpreter");
+    if (py < 0) launch_die_errno("fork", "fork interpreter");
     if (py == 0) {
         close(limits[0]);
         exec_interpreter(cfg, plan, chan[1]);

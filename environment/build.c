@@ -109,6 +109,8 @@ void env__finish(env_t *env, env_state_t state)
     else
         env__logf(env, ENV_LOG_ERROR, "%s", env->message);
     if (env->cb.on_done && !env->closing) env->cb.on_done(state, env->cb.done_user);
+    /* after on_done: the wiring has seen the new state when the waiting runs go on */
+    if (!env->closing) env__release_waiters(env, true);
 }
 
 static void remove_work(uv_work_t *w)
@@ -221,14 +223,6 @@ void env__stage_maybe_done(env_t *env)
 }
 
 /* ---- public -------------------------------------------------------------------------------- */
-static char *dup_or_null(const char *s, bool *ok)
-{
-    if (s == NULL) return NULL;
-    char *d = strdup(s);
-    if (d == NULL) *ok = false;
-    return d;
-}
-
 int env_start(uv_loop_t *loop, const env_options_t *opts, env_t **out, char *msg, size_t len)
 {
     if (loop == NULL || opts == NULL || out == NULL || opts->python == NULL ||
@@ -257,11 +251,11 @@ int env_start(uv_loop_t *loop, const env_options_t *opts, env_t **out, char *msg
     if (env == NULL) return ENV_ENOMEM;
     bool ok = true;
     env->loop = loop;
-    env->python = dup_or_null(opts->python, &ok);
-    env->cache_dir = dup_or_null(opts->cache_dir, &ok);
-    env->req_file = dup_or_null(opts->requirements_file, &ok);
-    env->index_url = dup_or_null(opts->pip_index_url, &ok);
-    env->find_links = dup_or_null(opts->pip_find_links, &ok);
+    env->python = env__dup_or_null(opts->python, &ok);
+    env->cache_dir = env__dup_or_null(opts->cache_dir, &ok);
+    env->req_file = env__dup_or_null(opts->requirements_file, &ok);
+    env->index_url = env__dup_or_null(opts->pip_index_url, &ok);
+    env->find_links = env__dup_or_null(opts->pip_find_links, &ok);
     env->no_index = opts->pip_no_index;
     env->timeout_s =
         opts->install_timeout_s ? opts->install_timeout_s : ENV_DEFAULT_INSTALL_TIMEOUT_S;
@@ -273,7 +267,7 @@ int env_start(uv_loop_t *loop, const env_options_t *opts, env_t **out, char *msg
     env->specs = calloc(opts->n_specs ? opts->n_specs : 1, sizeof *env->specs);
     if (env->version == NULL || env->specs == NULL) ok = false;
     for (size_t i = 0; ok && i < opts->n_specs; i++) {
-        env->specs[i] = dup_or_null(opts->specs[i], &ok);
+        env->specs[i] = env__dup_or_null(opts->specs[i], &ok);
         if (ok) env->n_specs++;
     }
     if (!ok) {
@@ -306,6 +300,7 @@ int env_start(uv_loop_t *loop, const env_options_t *opts, env_t **out, char *msg
     env->timer_open = true;
     env->handles = 1;
     env->state = ENV_STATE_BUILDING;
+    env->begun_ms = uv_now(loop);
     char dash_i[] = "-I", dash_s[] = "-S", dash_c[] = "-c", code[] = ENV__VERSION_CODE;
     char *argv[] = {env->python, dash_i, dash_s, dash_c, code, NULL};
     rc = env__spawn_stage(env, STAGE_VERSION, argv, NULL, VERSION_TIMEOUT_MS);
@@ -340,6 +335,7 @@ void env_status(const env_t *env, env_status_t *st)
     st->failed_package = env->state == ENV_STATE_FAILED && pkg[0] ? pkg : NULL;
     st->tail = env->state == ENV_STATE_FAILED ? env->tail_text : "";
     st->installed = env->state == ENV_STATE_READY && env->installed ? env->installed : "";
+    st->elapsed_ms = uv_now(env->loop) - env->begun_ms;
 }
 
 void env_free(env_t *env)
@@ -347,6 +343,8 @@ void env_free(env_t *env)
     if (env == NULL || env->closing) return;
     env->closing = true;
     env__kill_group(env);
+    env__drop_waiters(env);
+    close_handle(env, (uv_handle_t *)&env->tick, &env->tick_open);
     close_handle(env, (uv_handle_t *)&env->timer, &env->timer_open);
     if (env->proc_open || env->out_open) {
         /* the close callbacks (SIGKILL was sent) remove the temporary folder and free */

@@ -71,6 +71,12 @@ struct env_t {
     char *installed;
     bool closing;
     int handles; /* open libuv handles; freed when 0 and no work pending */
+
+    uint64_t begun_ms; /* uv_now at env_start */
+    /* runs waiting for the build (build_wait.c): one timer checks their deadlines */
+    struct env_waiter *waiters;
+    uv_timer_t tick;
+    bool tick_open, tick_on;
 };
 
 /* build.c */
@@ -93,6 +99,12 @@ void env__stage_maybe_done(env_t *env);
 void env__kill_group(env_t *env);
 /* Spawns argv with stdout and stderr on one pipe, the timer armed for timeout_ms. */
 int env__spawn_stage(env_t *env, stage_t stage, char **argv, char **envp, uint64_t timeout_ms);
+
+/* build_wait.c */
+/* Calls the waiters: all of them, or those whose deadline passed. */
+void env__release_waiters(env_t *env, bool all);
+/* env_free's part: lets the waiters go without calling them, closes the timer. */
+void env__drop_waiters(env_t *env);
 
 /* build_pip.c */
 /* Starts pip into the temporary folder; 0 or a libuv error. */

@@ -26,10 +26,11 @@
  * Errors: functions return 0 or a negative ENV_E* code; env_strerror() names it, and the
  * functions that can fail for a reason the user must read fill a message buffer.
  *
- * Threads: env_t functions must be called on the loop's thread. env_key_compute,
- * env_custom_publish and the spec helpers touch no loop and BLOCK on the file system (and, for
- * env_key_compute, one interpreter start): call them before the loop runs, from `--check`, or
- * on the thread pool.
+ * Threads: env_t functions (env_wait included) must be called on the loop's thread, and so
+ * must env_prune_start. env_key_compute, env_custom_publish, env_report, env_prune_dir and the
+ * spec helpers touch no loop and BLOCK on the file system (and, for env_key_compute and
+ * env_report, one interpreter start): call them before the loop runs, from `--check`, or on
+ * the thread pool. env_record_outcome and env_last_failure do one small write or read.
  */
 #ifndef PTC_ENVIRONMENT_H
 #define PTC_ENVIRONMENT_H
@@ -46,7 +47,7 @@
 extern "C" {
 #endif
 
-/* ---- limits and defaults ----------------------------------------------------------------- */
+/* ---- limits and defaults --------------------------------------------------------------------- */
 #define ENV_DEFAULT_INSTALL_TIMEOUT_S 600u
 #define ENV_MAX_SPECS                 256u
 #define ENV_MAX_SPEC_LEN              512u
@@ -64,9 +65,9 @@ extern "C" {
 #define ENV_PRUNE_AGE_S               (30L * 24 * 60 * 60) /* env-*, custom-* unused this long */
 #define ENV_PRUNE_TMP_AGE_S           (24L * 60 * 60)      /* a dead builder's temporary folder */
 #define ENV_TEXT_MAX                  (1u << 20)  /* env_describe's and env_result_note's text */
-#define ENV_SCAN_OUTPUT_MAX           (16u << 20) /* the helpers' scan output env_scan_parse reads */
+#define ENV_SCAN_OUTPUT_MAX           (16u << 20) /* the scan output env_scan_parse reads */
 
-/* ---- errors ------------------------------------------------------------------------------ */
+/* ---- errors ---------------------------------------------------------------------------------- */
 enum {
     ENV_OK = 0,
     ENV_EINVAL = -1,   /* a bad argument: empty spec, bad module name, too many paths */
@@ -81,7 +82,7 @@ enum {
 /** Short name of an ENV_E* code ("bad argument"); never NULL, static storage. */
 const char *env_strerror(int err);
 
-/* ---- requirement specifiers --------------------------------------------------------------- */
+/* ---- requirement specifiers ------------------------------------------------------------------ */
 /**
  * Normalises one pip requirement specifier into out (size len): surrounding white space
  * trimmed, the project name lower-cased with runs of "-", "_" and "." made one "-" (PEP 503);
@@ -91,7 +92,7 @@ const char *env_strerror(int err);
  */
 int env_spec_normalise(const char *spec, char *out, size_t len);
 
-/* ---- the key ------------------------------------------------------------------------------ */
+/* ---- the key --------------------------------------------------------------------------------- */
 typedef struct env_key {
     char hex[ENV_KEY_HEX_LEN + 1];
     char *python_version; /* what the interpreter reported (several lines); owned */
@@ -129,7 +130,7 @@ int env_key_from_parts(const char *python_version, const char *const *specs, siz
 int env_lookup(const char *cache_dir, const env_key_t *key, char *site, size_t site_len,
                char **installed);
 
-/* ---- declared packages: the build -------------------------------------------------------- */
+/* ---- declared packages: the build ------------------------------------------------------------ */
 typedef enum {
     ENV_STATE_ABSENT,   /* nothing declared, or not started */
     ENV_STATE_BUILDING, /* asking the interpreter, or pip is running */
@@ -208,7 +209,7 @@ void env_status(const env_t *env, env_status_t *st);
  */
 void env_free(env_t *env);
 
-/* ---- declared packages: waiting for the build -------------------------------------------- */
+/* ---- declared packages: waiting for the build ------------------------------------------------ */
 typedef struct env_waiter env_waiter_t;
 
 /**
@@ -216,7 +217,8 @@ typedef struct env_waiter env_waiter_t;
  * on_done returns) or max_ms have passed, whichever comes first; deadlines are checked every
  * ENV_WAIT_TICK_MS, and a waiter added while env is not BUILDING is released at the next check.
  * cb may add or cancel other waiters. Returns the waiter (owned by env until its callback runs
- * or env_wait_cancel), NULL on ENOMEM or when env is closing. */
+ * or env_wait_cancel), NULL on ENOMEM or when env is closing.
+ */
 env_waiter_t *env_wait(env_t *env, uint64_t max_ms, void (*cb)(void *data), void *data);
 
 /**
@@ -225,7 +227,7 @@ env_waiter_t *env_wait(env_t *env, uint64_t max_ms, void (*cb)(void *data), void
  */
 void env_wait_cancel(env_waiter_t *w);
 
-/* ---- declared packages: the last failure, for a later `--check` -------------------------- */
+/* ---- declared packages: the last failure, for a later `--check` ------------------------------ */
 /**
  * Records a FAILED build of env as <cache>/env-<hex>.failed (one line: the package and the
  * message), or removes that record in any other state, so that env_last_failure can say why
@@ -240,7 +242,7 @@ int env_record_outcome(const env_t *env);
  */
 int env_last_failure(const char *cache_dir, const char *key_hex, char *line, size_t len);
 
-/* ---- the user's own helpers -------------------------------------------------------------- */
+/* ---- the user's own helpers ------------------------------------------------------------------ */
 typedef struct env_custom {
     char dir[4096]; /* <cache>/custom-<hex>: one entry per helper, mount it read-only */
     char hex[ENV_KEY_HEX_LEN + 1];
@@ -275,7 +277,7 @@ void env_custom_free(env_custom_t *c);
  */
 const char *env_custom_scan_script(size_t *len);
 
-/* ---- the helpers' scan: its output as tool entries ----------------------------------------- */
+/* ---- the helpers' scan: its output as tool entries ------------------------------------------- */
 typedef struct env_helper_fn {
     char *name;         /* "<module>.<function>" */
     char *signature;    /* "f(a: int) -> str" as the scan gives it, or NULL */
@@ -309,7 +311,7 @@ int env_scan_parse(const env_custom_t *c, const char *sandbox_dir, const char *o
 /** Frees what *scan owns and zeroes it; scan may be NULL. */
 void env_scan_free(env_scan_t *scan);
 
-/* ---- the text for tools and results -------------------------------------------------------- */
+/* ---- the text for tools and results ---------------------------------------------------------- */
 /**
  * What a run's code can import, for a tool's description: the standard library, the requested
  * packages with their installed versions (every installed one for a requirements file), those
@@ -327,7 +329,7 @@ char *env_describe(const env_t *env, const env_custom_t *custom);
  */
 char *env_result_note(const env_t *env, bool optional);
 
-/* ---- `--check` --------------------------------------------------------------------------- */
+/* ---- `--check` ------------------------------------------------------------------------------- */
 /**
  * Prints to out what a start with opts would find, without building: the normalised set, the
  * interpreter and its version, the key's first 12 hex digits, the folder, and ready (with what
@@ -347,7 +349,7 @@ void env_custom_report(FILE *out, const env_custom_t *c);
  */
 void env_scan_report(FILE *out, const env_scan_t *scan, const char *id_prefix);
 
-/* ---- what a run mounts ------------------------------------------------------------------- */
+/* ---- what a run mounts ----------------------------------------------------------------------- */
 /**
  * The folders a run puts on sys.path, in this order: the packages' site folder once env is
  * READY, then the helpers' folder of custom (env and custom may be NULL). Returns how many went
@@ -355,7 +357,7 @@ void env_scan_report(FILE *out, const env_scan_t *scan, const char *id_prefix);
  */
 size_t env_path_dirs(const env_t *env, const env_custom_t *custom, const char **dirs, size_t max);
 
-/* ---- pruning the cache ---------------------------------------------------------------------- */
+/* ---- pruning the cache ----------------------------------------------------------------------- */
 /**
  * Removes from cache_dir what no server uses any more: env-<hex>/ and custom-<hex>/ folders and
  * env-<hex>.failed records untouched for ENV_PRUNE_AGE_S, and builders' temporary folders

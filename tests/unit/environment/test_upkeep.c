@@ -114,7 +114,7 @@ static void stop(fixture_t *fx, env_t *env)
     uv_run(&fx->loop, UV_RUN_DEFAULT);
 }
 
-/* ---- waiting for the build ------------------------------------------------------------------ */
+/* ---- waiting for the build ------------------------------------------------------------------- */
 typedef struct waiter_seen {
     seen_t *s;
     int calls;
@@ -189,8 +189,7 @@ static void env_free_lets_waiters_go_without_calling_them(void **state)
     free(py);
 }
 
-/* ---- the failure record -----------------------------------------------------------------------
- */
+/* ---- the failure record ---------------------------------------------------------------------- */
 /* A published folder for the fake interpreter's key of specs, as a successful pip would leave. */
 static void publish(fixture_t *fx, const char *py, const char *const *specs, size_t n,
                     const char *installed, char *hex)
@@ -295,8 +294,7 @@ static void a_failure_is_recorded_for_check_and_forgotten_once_ready(void **stat
     free(py);
 }
 
-/* ---- the texts ---------------------------------------------------------------------------------
- */
+/* ---- the texts ------------------------------------------------------------------------------- */
 static void texts_say_what_can_be_imported_in_every_state(void **state)
 {
     fixture_t *fx = *state;
@@ -373,8 +371,7 @@ static void texts_say_what_can_be_imported_in_every_state(void **state)
     free(fails);
 }
 
-/* ---- the scan's output -------------------------------------------------------------------------
- */
+/* ---- the scan's output ----------------------------------------------------------------------- */
 static void scan_output_becomes_tool_entries_with_host_paths(void **state)
 {
     (void)state;
@@ -449,8 +446,7 @@ static void scan_output_becomes_tool_entries_with_host_paths(void **state)
                      ENV_ETOOBIG);
 }
 
-/* ---- pruning ------------------------------------------------------------------------------------
- */
+/* ---- pruning --------------------------------------------------------------------------------- */
 static void make_entry(const char *cache, const char *name, bool dir, time_t mtime)
 {
     char *p = path_join(cache, name);

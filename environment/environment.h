@@ -14,15 +14,23 @@
  *
  *  - The user's own helpers (env_custom_publish): .py files and package folders copied into a
  *    content-addressed folder, whose entries are then importable by module name; and a Python
- *    script (env_custom_scan_script) that lists their public functions by parsing them with `ast`.
+ *    script (env_custom_scan_script) that lists their public functions by parsing them with `ast`,
+ *    whose output env_scan_parse turns into tool entries (name, description, input schema) for
+ *    whatever catalog the caller keeps.
+ *
+ * Around them: runs waiting for a build (env_wait), the last failure recorded for `--check`
+ * (env_record_outcome, env_last_failure, env_report), the text a tool description and a run's
+ * result say about what can be imported (env_describe, env_result_note), and the pruning of
+ * folders no server used for a month (env_prune_dir, env_prune_start on the thread pool).
  *
  * Errors: functions return 0 or a negative ENV_E* code; env_strerror() names it, and the
  * functions that can fail for a reason the user must read fill a message buffer.
  *
- * Threads: env_t functions must be called on the loop's thread. env_key_compute,
- * env_custom_publish and the spec helpers touch no loop and BLOCK on the file system (and, for
- * env_key_compute, one interpreter start): call them before the loop runs, from `--check`, or
- * on the thread pool.
+ * Threads: env_t functions (env_wait included) must be called on the loop's thread, and so
+ * must env_prune_start. env_key_compute, env_custom_publish, env_report, env_prune_dir and the
+ * spec helpers touch no loop and BLOCK on the file system (and, for env_key_compute and
+ * env_report, one interpreter start): call them before the loop runs, from `--check`, or on
+ * the thread pool. env_record_outcome and env_last_failure do one small write or read.
  */
 #ifndef PTC_ENVIRONMENT_H
 #define PTC_ENVIRONMENT_H
@@ -30,6 +38,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <time.h>
 
 #include <uv.h>
 
@@ -37,7 +47,7 @@
 extern "C" {
 #endif
 
-/* ---- limits and defaults ----------------------------------------------------------------- */
+/* ---- limits and defaults --------------------------------------------------------------------- */
 #define ENV_DEFAULT_INSTALL_TIMEOUT_S 600u
 #define ENV_MAX_SPECS                 256u
 #define ENV_MAX_SPEC_LEN              512u
@@ -51,8 +61,13 @@ extern "C" {
 #define ENV_MAX_CUSTOM_BYTES          (64ull << 20)  /* bytes in all the helpers together */
 #define ENV_SITE_DIR                  "site"         /* the folder to mount and put on sys.path */
 #define ENV_MARKER_FILE               "ptc-env.json" /* beside site/: what was installed */
+#define ENV_WAIT_TICK_MS              200u /* how often env_wait's deadlines are checked */
+#define ENV_PRUNE_AGE_S               (30L * 24 * 60 * 60) /* env-*, custom-* unused this long */
+#define ENV_PRUNE_TMP_AGE_S           (24L * 60 * 60)      /* a dead builder's temporary folder */
+#define ENV_TEXT_MAX                  (1u << 20)  /* env_describe's and env_result_note's text */
+#define ENV_SCAN_OUTPUT_MAX           (16u << 20) /* the scan output env_scan_parse reads */
 
-/* ---- errors ------------------------------------------------------------------------------ */
+/* ---- errors ---------------------------------------------------------------------------------- */
 enum {
     ENV_OK = 0,
     ENV_EINVAL = -1,   /* a bad argument: empty spec, bad module name, too many paths */
@@ -67,7 +82,7 @@ enum {
 /** Short name of an ENV_E* code ("bad argument"); never NULL, static storage. */
 const char *env_strerror(int err);
 
-/* ---- requirement specifiers --------------------------------------------------------------- */
+/* ---- requirement specifiers ------------------------------------------------------------------ */
 /**
  * Normalises one pip requirement specifier into out (size len): surrounding white space
  * trimmed, the project name lower-cased with runs of "-", "_" and "." made one "-" (PEP 503);
@@ -77,7 +92,7 @@ const char *env_strerror(int err);
  */
 int env_spec_normalise(const char *spec, char *out, size_t len);
 
-/* ---- the key ------------------------------------------------------------------------------ */
+/* ---- the key --------------------------------------------------------------------------------- */
 typedef struct env_key {
     char hex[ENV_KEY_HEX_LEN + 1];
     char *python_version; /* what the interpreter reported (several lines); owned */
@@ -115,7 +130,7 @@ int env_key_from_parts(const char *python_version, const char *const *specs, siz
 int env_lookup(const char *cache_dir, const env_key_t *key, char *site, size_t site_len,
                char **installed);
 
-/* ---- declared packages: the build -------------------------------------------------------- */
+/* ---- declared packages: the build ------------------------------------------------------------ */
 typedef enum {
     ENV_STATE_ABSENT,   /* nothing declared, or not started */
     ENV_STATE_BUILDING, /* asking the interpreter, or pip is running */
@@ -168,6 +183,7 @@ typedef struct env_status {
     const char *failed_package; /* FAILED: the requirement pip named, or NULL */
     const char *tail;           /* FAILED: pip's last lines, or "" */
     const char *installed;      /* READY: "name version, name version, ..." of the folder */
+    uint64_t elapsed_ms;        /* loop time since env_start (how long a build has run) */
 } env_status_t;
 
 /**
@@ -193,7 +209,40 @@ void env_status(const env_t *env, env_status_t *st);
  */
 void env_free(env_t *env);
 
-/* ---- the user's own helpers -------------------------------------------------------------- */
+/* ---- declared packages: waiting for the build ------------------------------------------------ */
+typedef struct env_waiter env_waiter_t;
+
+/**
+ * Calls cb(data) once, on the loop's thread, when the build of env ends (READY or FAILED: after
+ * on_done returns) or max_ms have passed, whichever comes first; deadlines are checked every
+ * ENV_WAIT_TICK_MS, and a waiter added while env is not BUILDING is released at the next check.
+ * cb may add or cancel other waiters. Returns the waiter (owned by env until its callback runs
+ * or env_wait_cancel), NULL on ENOMEM or when env is closing.
+ */
+env_waiter_t *env_wait(env_t *env, uint64_t max_ms, void (*cb)(void *data), void *data);
+
+/**
+ * No callback afterwards; frees w. Safe after env_free, which lets its waiters go without calling
+ * them: an owner that still holds one cancels it then. w may be NULL; never after its callback.
+ */
+void env_wait_cancel(env_waiter_t *w);
+
+/* ---- declared packages: the last failure, for a later `--check` ------------------------------ */
+/**
+ * Records a FAILED build of env as <cache>/env-<hex>.failed (one line: the package and the
+ * message), or removes that record in any other state, so that env_last_failure can say why
+ * the last start failed. Nothing before the key is known. One small write: BLOCKS briefly.
+ * Returns 0, or ENV_EIO when the record could not be written.
+ */
+int env_record_outcome(const env_t *env);
+
+/**
+ * The recorded last failure of the set key_hex under cache_dir into line (NUL-terminated, no
+ * newline): 1 when there is one, 0 when none, ENV_EINVAL for bad arguments. BLOCKS (one read).
+ */
+int env_last_failure(const char *cache_dir, const char *key_hex, char *line, size_t len);
+
+/* ---- the user's own helpers ------------------------------------------------------------------ */
 typedef struct env_custom {
     char dir[4096]; /* <cache>/custom-<hex>: one entry per helper, mount it read-only */
     char hex[ENV_KEY_HEX_LEN + 1];
@@ -227,6 +276,114 @@ void env_custom_free(env_custom_t *c);
  * be NULL) gets its length.
  */
 const char *env_custom_scan_script(size_t *len);
+
+/* ---- the helpers' scan: its output as tool entries ------------------------------------------- */
+typedef struct env_helper_fn {
+    char *name;         /* "<module>.<function>" */
+    char *signature;    /* "f(a: int) -> str" as the scan gives it, or NULL */
+    char *description;  /* the signature, the docstring, and that it runs inside the sandbox */
+    char *input_schema; /* a JSON object, as text */
+} env_helper_fn_t;
+
+typedef struct env_helper_error {
+    char *file; /* the host path of the file the scan could not read */
+    int line;   /* 0 when the scan gave none */
+    char *error;
+} env_helper_error_t;
+
+typedef struct env_scan {
+    env_helper_fn_t *fns; /* owned, n_fns of them */
+    size_t n_fns;
+    env_helper_error_t *errors; /* owned, n_errors of them */
+    size_t n_errors;
+} env_scan_t;
+
+/**
+ * Turns the output of env_custom_scan_script (len bytes, at most ENV_SCAN_OUTPUT_MAX) into tool
+ * entries and errors. sandbox_dir is where the run mounted c->dir (file paths under it are
+ * mapped back to the helper paths c was published from). Entries without a module, a function
+ * or an object schema are left out. On success *scan owns its lists: free them with
+ * env_scan_free. Returns 0, ENV_EINVAL when out is not the scan's JSON, ENV_ETOOBIG, ENV_ENOMEM.
+ */
+int env_scan_parse(const env_custom_t *c, const char *sandbox_dir, const char *out, size_t len,
+                   env_scan_t *scan);
+
+/** Frees what *scan owns and zeroes it; scan may be NULL. */
+void env_scan_free(env_scan_t *scan);
+
+/* ---- the text for tools and results ---------------------------------------------------------- */
+/**
+ * What a run's code can import, for a tool's description: the standard library, the requested
+ * packages with their installed versions (every installed one for a requirements file), those
+ * being installed, or "standard library only (installing X failed)"; then `import <module>` for
+ * each helper of custom. env NULL: nothing declared; custom NULL: no helpers. Returns malloc'd
+ * text of at most ENV_TEXT_MAX bytes (caller frees), NULL on ENOMEM.
+ */
+char *env_describe(const env_t *env, const env_custom_t *custom);
+
+/**
+ * The note a run's result carries while env is BUILDING (how long so far, what pip installs)
+ * or after it FAILED (the package, the message, pip's last lines, and whether runs go on without
+ * them: optional). NULL in any other state, for env NULL, or on ENOMEM; else malloc'd text of at
+ * most ENV_TEXT_MAX bytes (caller frees).
+ */
+char *env_result_note(const env_t *env, bool optional);
+
+/* ---- `--check` ------------------------------------------------------------------------------- */
+/**
+ * Prints to out what a start with opts would find, without building: the normalised set, the
+ * interpreter and its version, the key's first 12 hex digits, the folder, and ready (with what
+ * is installed) or not built yet (with the last recorded failure); or that none is declared.
+ * BLOCKS for one interpreter start. Returns 0, or 1 after printing an error.
+ */
+int env_report(FILE *out, const env_options_t *opts);
+
+/**
+ * `--check`'s lines for the helpers: their folder, then each module with the path it came from.
+ */
+void env_custom_report(FILE *out, const env_custom_t *c);
+
+/**
+ * `--check`'s lines for a scan: each error with its file and line, then each function as
+ * id_prefix, its name and its signature ("  custom__textutils.shout: shout(s: str) -> str").
+ */
+void env_scan_report(FILE *out, const env_scan_t *scan, const char *id_prefix);
+
+/* ---- what a run mounts ----------------------------------------------------------------------- */
+/**
+ * The folders a run puts on sys.path, in this order: the packages' site folder once env is
+ * READY, then the helpers' folder of custom (env and custom may be NULL). Returns how many went
+ * into dirs (at most max); borrowed, valid until env changes state or is freed.
+ */
+size_t env_path_dirs(const env_t *env, const env_custom_t *custom, const char **dirs, size_t max);
+
+/* ---- pruning the cache ----------------------------------------------------------------------- */
+/**
+ * Removes from cache_dir what no server uses any more: env-<hex>/ and custom-<hex>/ folders and
+ * env-<hex>.failed records untouched for ENV_PRUNE_AGE_S, and builders' temporary folders
+ * (.env-*.tmp-*, .custom-*.tmp-*) older than ENV_PRUNE_TMP_AGE_S, as seen at time now; never
+ * env-<keep_env> nor custom-<keep_custom> (each a key's hex, or NULL), never following a
+ * symbolic link, and nothing else (pybundle-* folders are not this module's). Returns how many
+ * entries went. BLOCKS on the file system: call it on the thread pool (env_prune_start does).
+ */
+long env_prune_dir(const char *cache_dir, const char *keep_env, const char *keep_custom,
+                   time_t now);
+
+typedef struct env_prune env_prune_t;
+
+/**
+ * Runs env_prune_dir(cache_dir, keep_env, keep_custom, time(NULL)) on loop's thread pool (the
+ * arguments are copied), then calls cb(removed, user) once on the loop's thread unless
+ * env_prune_cancel came first; the job frees itself then (*out is not valid after cb). Returns 0
+ * with *out set, ENV_EINVAL, ENV_ENOMEM, or ENV_EIO when the work could not be queued. Keep
+ * running the loop until uv_run returns: the job holds it until the removal ends.
+ */
+int env_prune_start(uv_loop_t *loop, const char *cache_dir, const char *keep_env,
+                    const char *keep_custom, void (*cb)(long removed, void *user), void *user,
+                    env_prune_t **out);
+
+/** No callback afterwards (a removal begun still ends); p may be NULL, never after its cb. */
+void env_prune_cancel(env_prune_t *p);
 
 #ifdef __cplusplus
 }

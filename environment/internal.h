@@ -17,11 +17,18 @@
     "print(sysconfig.get_platform())\n"
 #define ENV__VERSION_MAX 2048u
 
+/* <cache>/env-<hex>.failed: the last failed build of that set, for --check (one line). */
+#define ENV__FAILED_SUFFIX ".failed"
+
 /* printf into msg when msg is not NULL; always NUL-terminated. */
 void env__msg(char *msg, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Reads a whole regular file of at most max bytes into a malloc'd NUL-terminated buffer. */
 int env__read_file(const char *path, size_t max, char **out, size_t *out_len);
+
+/* strdup of s, or NULL for NULL; on ENOMEM NULL with *ok set false (a run of copies checked
+   once). */
+char *env__dup_or_null(const char *s, bool *ok);
 
 /* Removes path and everything below it, never following symbolic links. 0 or -1. */
 int env__remove_tree(const char *path);

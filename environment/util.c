@@ -91,6 +91,14 @@ int env__read_file(const char *path, size_t max, char **out, size_t *out_len)
     return 0;
 }
 
+char *env__dup_or_null(const char *s, bool *ok)
+{
+    if (s == NULL) return NULL;
+    char *d = strdup(s);
+    if (d == NULL) *ok = false;
+    return d;
+}
+
 int env__remove_tree(const char *path)
 {
     struct stat st;

@@ -25,28 +25,12 @@
 #include "environment.h"
 #include "executor.h"
 #include "../test_util.h"
+#include "env_test.h"
 
 #define PKG_NAME   "ptc-envtest-pkg"
 #define PKG_MODULE "ptc_envtest_pkg"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    assert_int_equal(fputs(text, f) >= 0, 1);
-    assert_int_equal(fclose(f), 0);
-}
-
-static char *path_join(const char *a, const char *b)
-{
-    char *p = malloc(TU_PATH_MAX);
-    assert_non_null(p);
-    int n = snprintf(p, TU_PATH_MAX, "%s/%s", a, b);
-    assert_true(n > 0 && n < TU_PATH_MAX);
-    return p;
-}
-
 /* Runs a shell command, its output (at most len-1 bytes) into out (may be NULL). Exit code. */
 static int run_capture(char *out, size_t len, const char *fmt, ...)
 {

@@ -1,7 +1,9 @@
 /*
  * base.h - the small pieces every library of ptc-mcp needs once: a growable byte buffer with a
- * hard cap, a file reader with a size cap, and UTF-8 checks (validate, sanitise, cut at a
- * character boundary). No I/O but the file reader; no global state; thread-safe per object.
+ * hard cap, a file reader with a size cap, UTF-8 checks (validate, sanitise, cut at a
+ * character boundary), strict decimal numbers and a flag table (command line, config object and
+ * --help from one table). No I/O but the file reader and the flags' messages; no global
+ * state; thread-safe per object.
  *
  * Functions return 0 or a negative errno value (PTC_ENOMEM is -ENOMEM ...); ptc_strerror()
  * names it. Every cap a library gives a buffer is a named constant below, so the limits of
@@ -14,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define PTC_ENOMEM  (-ENOMEM) /* allocation failed */
 #define PTC_EINVAL  (-EINVAL) /* bad argument */
@@ -112,5 +115,74 @@ int ptc_parse_int(const char *s, const char **end, int *out);
 /** n numbers, each after exactly one space: " 12 0 7" (the fields of a protocol line after its
  *  tag). 0, PTC_EINVAL or PTC_ERANGE; out[] may be partly written on failure. */
 int ptc_parse_u64s(const char *s, uint64_t *out, size_t n, const char **end);
+
+/* ---- the flag table ---------------------------------------------------------------------- */
+/*
+ * One table of flags drives the command line (--name VALUE, --name=VALUE), a config file's
+ * object of the same flags by long name, and the --help lines. Each entry points into the
+ * caller's options struct by offset; the kinds say what a value must be, and a value that is
+ * not is refused with "PROG: --NAME: invalid value "V" (expected ARG)" on err. Text values
+ * are borrowed (from argv or the object): they must outlive the options struct.
+ */
+
+struct cJSON;
+
+typedef enum ptc_flag_kind {
+    PTC_FLAG_BOOL, /* takes no value on the command line, a JSON boolean in an object: bool */
+    PTC_FLAG_STR,  /* text: const char * */
+    PTC_FLAG_SIZE, /* a size above 0, K/M/G (KiB/KB ...) suffixes allowed: size_t */
+    PTC_FLAG_NUM,  /* a finite number above 0: double */
+    PTC_FLAG_NUM0, /* a finite number, 0 or above (a wait that can be off): double */
+    PTC_FLAG_LONG, /* a decimal integer, 0 or above: long */
+    PTC_FLAG_LIST, /* repeatable text: const char *[list_max], its size_t count at count_offset */
+} ptc_flag_kind_t;
+
+typedef struct ptc_flag {
+    const char *name; /* without the leading dashes */
+    ptc_flag_kind_t kind;
+    size_t offset;       /* of the value in the options struct */
+    size_t count_offset; /* PTC_FLAG_LIST: of its size_t count */
+    const char *arg;     /* the value's placeholder in --help and in refusals; NULL for BOOL */
+    const char *help;
+    const char *dflt; /* the default as --help says it, or NULL */
+} ptc_flag_t;
+
+/** One table applied to one options struct. Borrows everything it points to. */
+typedef struct ptc_flags {
+    const char *prog;        /* the first word of every message ("ptc-mcp") */
+    const ptc_flag_t *table; /* n entries */
+    size_t n;
+    void *opts;                  /* the struct the offsets point into */
+    unsigned char *given;        /* n bytes, zeroed by the caller: which flags were set */
+    size_t list_max;             /* entries of every PTC_FLAG_LIST array */
+    const char *const *cli_only; /* NULL-terminated names an object may not set (or NULL) */
+} ptc_flags_t;
+
+/** The entry named by the len bytes at name, or NULL. */
+const ptc_flag_t *ptc_flags_find(const ptc_flags_t *fl, const char *name, size_t len);
+/** Whether f (an entry of fl's table) was set by any ptc_flags_* call so far. */
+bool ptc_flags_given(const ptc_flags_t *fl, const ptc_flag_t *f);
+/**
+ * Sets f from val (borrowed; NULL for a BOOL) and marks it given. origin follows the flag's
+ * name in a refusal ("" or " (in the config file)"). 0, PTC_EINVAL for a value of the wrong
+ * kind or PTC_ETOOBIG for a list given more than list_max times, each with a line on err.
+ */
+int ptc_flags_set(const ptc_flags_t *fl, const ptc_flag_t *f, const char *val, const char *origin,
+                  FILE *err);
+/** Sets the flags of argv[1..argc) (borrowed). The first fault (not a flag, unknown, a value
+ *  missing or given to a BOOL, a bad value) is said on err and returned (PTC_EINVAL ...). */
+int ptc_flags_parse_argv(const ptc_flags_t *fl, int argc, char **argv, FILE *err);
+/**
+ * Sets the flags an object names ({"name": value}: a boolean for BOOL, a string or a number
+ * for the number kinds, a string for STR, a string or an array of strings for LIST), except
+ * those already given (the command line wins). where names the object in messages
+ * ("--config FILE: \"ptc\"" gives "PROG: --config FILE: "ptc".NAME is not a flag"). Values are
+ * borrowed from obj. The first fault is said on err and returned (PTC_EINVAL ...): a member
+ * that is no flag, a flag in cli_only, a value of the wrong type or kind.
+ */
+int ptc_flags_parse_object(const ptc_flags_t *fl, const struct cJSON *obj, const char *where,
+                           FILE *err);
+/** Writes one --help line per entry: "  --NAME ARG   HELP [default: DFLT]". */
+void ptc_flags_usage(const ptc_flag_t *table, size_t n, FILE *out);
 
 #endif /* PTC_BASE_H */

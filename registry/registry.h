@@ -1,7 +1,8 @@
 /*
  * registry.h - the ptc-mcp tool registry: a catalog of downstream tools, embedders that turn
  * text into vectors, a dense vector index with top-k search, a BM25 scorer, score fusion for a
- * hybrid mode and an on-disk embedding cache.
+ * hybrid mode, an on-disk embedding cache, and the search service that keeps a registry indexed
+ * behind a libuv loop (embeddings on its thread pool).
  *
  * The library knows nothing of transports or JSON-RPC: the wiring feeds it tools (from
  * downstream clients and --tools-file) and turns its hits into search_tools results.
@@ -24,6 +25,8 @@
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
+
+struct uv_loop_s; /* libuv's uv_loop_t: the search service runs on one */
 
 /* ---------------------------------------------------------------------------------------- */
 /* Errors                                                                                   */
@@ -724,6 +727,113 @@ typedef struct reg_search_info {
 int reg_registry_search_info(reg_registry_t *reg, const char *query, const float *qvec, size_t k,
                              const reg_filter_t *filter, reg_result_t *out, reg_search_info_t *info,
                              char *msg, size_t msg_size);
+
+/* ---------------------------------------------------------------------------------------- */
+/* The search service (service.c): a registry kept indexed on a libuv loop                  */
+
+/*
+ * What a server runs: the registry behind one event loop. Indexing is kicked as tools change
+ * and runs on the loop's thread pool (up to index_jobs batches at once); a query is embedded
+ * on the pool when the embedder blocks, then ranked on the loop (the registry's owner thread:
+ * ranking takes well under a millisecond); a failed or refused embedding (the pool busy with
+ * query_jobs queries, a remote provider down) ranks by words alone. The loop never waits for
+ * an embedding. Every function belongs to the loop's thread.
+ */
+
+#define REG_SERVICE_TOPK_MAX 50 /* largest top_k of a reg_service_query */
+#define REG_SERVICE_QUERY_JOBS                                                                     \
+    8 /* queries on the thread pool at once; past it BM25 answers                                  \
+         (the pool also serves indexing, file I/O, DNS) */
+#define REG_SERVICE_INDEX_JOBS                                                                     \
+    2                                /* indexing batches at once at most: one per core up to       \
+                                        this (libuv's pool has 4 workers; queries need some) */
+#define REG_SERVICE_PROGRESS_MS 3000 /* a large catalog's progress is logged this often */
+
+/* The severities of RFC 5424 (syslog), which MCP's logging levels use too. */
+typedef enum reg_log_level {
+    REG_LOG_ERROR = 3,
+    REG_LOG_WARNING = 4,
+    REG_LOG_INFO = 6,
+} reg_log_level_t;
+
+/** Where the service's lines go: one sentence (borrowed for the call), on the loop's thread. */
+typedef void (*reg_log_fn)(void *data, reg_log_level_t level, const char *line);
+
+typedef struct reg_service_opts {
+    size_t index_jobs;      /* batches embedded at once; 0: one per core, at most
+                               REG_SERVICE_INDEX_JOBS (more than one sets OpenBLAS to one thread) */
+    size_t query_jobs;      /* queries embedded at once; 0: REG_SERVICE_QUERY_JOBS */
+    bool cache;             /* keep vectors in the embedding cache (opened and pruned of entries
+                               unused for REG_CACHE_PRUNE_AGE_S at reg_service_new); default true */
+    const char *cache_dir;  /* NULL: <reg_cache_base()>/embeddings (borrowed for the call) */
+    const char *tools_file; /* a catalog loaded at the start (--tools-file), or NULL */
+    reg_registry_opts_t registry; /* batches_in_flight is index_jobs' */
+    reg_log_fn log;               /* may be NULL */
+    void *log_data;
+} reg_service_opts_t;
+
+void reg_service_opts_default(reg_service_opts_t *o);
+
+typedef struct reg_service reg_service_t;
+typedef struct reg_query reg_query_t;
+
+/**
+ * Creates the service on loop (borrowed; must outlive it): opens the embedder spec asks for
+ * (reg_embedder_open; NULL: BM25 only), logging its note when "auto" fell back; "remote"
+ * configured but failing to answer (REG_EEMBED) falls back to the lexical embedder with a
+ * warning, so search still works. Then the embedding cache when opts->cache (one that cannot be
+ * opened is logged and left out: everything works without it), the registry, and
+ * opts->tools_file; indexing starts. Blocks for the model's load, the cache's walk and the
+ * file: call before the loop serves anyone. opts NULL: the defaults. On failure msg says what
+ * failed and why, naming the flag ("--embedder model: ...", "--tools-file F: ...").
+ */
+int reg_service_new(struct uv_loop_s *loop, const reg_embedder_spec_t *spec,
+                    const reg_service_opts_t *opts, reg_service_t **out, char *msg,
+                    size_t msg_size);
+/** Frees; call once the loop has run every batch and query to its end (after reg_service_stop
+ *  and the loop's last run). NULL is allowed. */
+void reg_service_free(reg_service_t *svc);
+/** The registry (borrowed): feed it tools, then call reg_service_changed. */
+reg_registry_t *reg_service_registry(reg_service_t *svc);
+/**
+ * The registry's tools changed (a server's listing, a file): indexes what is new on the pool,
+ * retries after a failed batch, then runs the change callback. Idempotent.
+ */
+void reg_service_changed(reg_service_t *svc);
+/** cb(data) runs after every reg_service_changed (cb NULL: none). */
+void reg_service_on_change(reg_service_t *svc, void (*cb)(void *data), void *data);
+/** cb(data) runs after every indexing batch is applied (progress, or the index complete). */
+void reg_service_on_indexed(reg_service_t *svc, void (*cb)(void *data), void *data);
+/**
+ * Stops indexing for good (shutdown): batches being embedded return within one encoder layer
+ * (reg_registry_cancel) and none is handed out after; queries still answer. Idempotent.
+ */
+void reg_service_stop(reg_service_t *svc);
+
+/**
+ * A query's answer: err 0 and n hits, best first, or err < 0 and msg saying why (the
+ * registry's message or reg_strerror). filter is the query's server and category. All borrowed
+ * for the call (the hits point into the catalog, valid until it changes).
+ */
+typedef void (*reg_query_done_fn)(void *data, int err, const reg_result_t *res, size_t n,
+                                  const reg_search_info_t *info, const reg_filter_t *filter,
+                                  const char *msg);
+
+/**
+ * Ranks the top_k (1..REG_SERVICE_TOPK_MAX) tools for query (borrowed, copied), filtered by
+ * server and category (borrowed, copied; NULL: any). With a blocking embedder the query is
+ * embedded on the pool and done runs from a later loop turn; *handle (for
+ * reg_service_query_cancel) is then set. Otherwise (or with query_jobs queries in flight, or
+ * the pool refusing the work) done runs before this returns, ranked now (by words alone when
+ * the embedder may not run on the loop), and *handle is NULL. REG_EINVAL (top_k, query NULL)
+ * or REG_ENOMEM without done being called.
+ */
+int reg_service_query(reg_service_t *svc, const char *query, size_t top_k, const char *server,
+                      const char *category, reg_query_done_fn done, void *data,
+                      reg_query_t **handle);
+/** done is not called for q after this returns; its embedding finishes (or never starts) on
+ *  the pool and is dropped. q is not to be used again. */
+void reg_service_query_cancel(reg_query_t *q);
 
 /* ---- sentence-embedding model (model_*.c) ---- */
 /*

@@ -6,38 +6,25 @@
 #include "mcp.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include <math.h>
-#include <stdint.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ARG_NUM is a positive number; ARG_NUM0 one that may also be 0 (a wait that can be off). */
-typedef enum arg_kind {
-    ARG_NONE,
-    ARG_STR,
-    ARG_SIZE,
-    ARG_NUM,
-    ARG_NUM0,
-    ARG_LONG,
-    ARG_LIST
-} arg_kind_t;
-
-typedef struct flag {
-    const char *name; /* without the leading dashes */
-    arg_kind_t kind;
-    size_t offset;       /* into ptc_options_t */
-    size_t count_offset; /* ARG_LIST: the size_t count */
-    const char *arg;     /* placeholder in --help */
-    const char *help;
-    const char *dflt;
-} flag_t;
+/* Short names for base's kinds keep each entry of the table on a line or two. ARG_NUM is a
+ * positive number; ARG_NUM0 one that may also be 0 (a wait that can be off). */
+#define ARG_NONE PTC_FLAG_BOOL
+#define ARG_STR  PTC_FLAG_STR
+#define ARG_SIZE PTC_FLAG_SIZE
+#define ARG_NUM  PTC_FLAG_NUM
+#define ARG_NUM0 PTC_FLAG_NUM0
+#define ARG_LONG PTC_FLAG_LONG
+#define ARG_LIST PTC_FLAG_LIST
 
 #define OFF(f) offsetof(ptc_options_t, f)
 
 #define PTC_CONFIG_MAX_BYTES (64u << 20) /* a --config file */
 
-static const flag_t flags[] = {
+static const ptc_flag_t flags[] = {
     {"transport", ARG_STR, OFF(transport), 0, "stdio|http", "how clients connect", "stdio"},
     {"listen", ARG_STR, OFF(listen), 0, "HOST:PORT", "HTTP address", "127.0.0.1:8765"},
     {"config", ARG_STR, OFF(config_file), 0, "FILE",
@@ -202,14 +189,7 @@ void ptc_options_usage(FILE *out)
     fprintf(out, "Usage: ptc-mcp [FLAGS]\n\n"
                  "An MCP server that runs model-written Python in a sandbox and finds tools.\n"
                  "With no flags it serves one MCP session on stdin/stdout.\n\nFlags:\n");
-    for (size_t i = 0; i < N_FLAGS; i++) {
-        const flag_t *f = &flags[i];
-        char left[64];
-        snprintf(left, sizeof left, "--%s%s%s", f->name, f->arg ? " " : "", f->arg ? f->arg : "");
-        fprintf(out, "  %-32s %s", left, f->help);
-        if (f->dflt) fprintf(out, " [default: %s]", f->dflt);
-        fputc('\n', out);
-    }
+    ptc_flags_usage(flags, N_FLAGS, out);
 }
 
 void ptc_options_packages_free(char **specs, size_t n)
@@ -262,83 +242,18 @@ nomem:
     return -1;
 }
 
-static const flag_t *find_flag(const char *name, size_t len)
+/* The engine's view of o; the config file may not name these (they say where it is, or end
+ * the program before it is read). */
+static ptc_flags_t flags_of(ptc_options_t *o)
 {
-    for (size_t i = 0; i < N_FLAGS; i++)
-        if (strlen(flags[i].name) == len && strncmp(flags[i].name, name, len) == 0)
-            return &flags[i];
-    return NULL;
-}
-
-/* Accepts 123, 64K/KiB, 16M/MiB, 1G/GiB. */
-static int parse_size(const char *s, size_t *out)
-{
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno != 0 || s[0] == '-') return -1;
-    unsigned long long mul = 1;
-    if (*end == 'K' || *end == 'k') mul = 1ull << 10;
-    if (*end == 'M' || *end == 'm') mul = 1ull << 20;
-    if (*end == 'G' || *end == 'g') mul = 1ull << 30;
-    if (mul != 1) {
-        end++;
-        if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0) end += strlen(end);
-    }
-    if (*end != '\0' || v == 0 || v > SIZE_MAX / mul) return -1;
-    *out = (size_t)(v * mul);
-    return 0;
-}
-
-static int set_flag(ptc_options_t *o, const flag_t *f, const char *val, FILE *err,
-                    const char *origin)
-{
-    char *base = (char *)o;
-    o->given[f - flags] = 1;
-    switch (f->kind) {
-    case ARG_NONE:
-        *(bool *)(base + f->offset) = true;
-        return 0;
-    case ARG_STR:
-        *(const char **)(base + f->offset) = val;
-        return 0;
-    case ARG_SIZE:
-        if (parse_size(val, (size_t *)(base + f->offset)) == 0) return 0;
-        break;
-    case ARG_NUM:
-    case ARG_NUM0: {
-        char *end;
-        double d = strtod(val, &end);
-        if (end != val && *end == '\0' && isfinite(d) &&
-            (d > 0 || (f->kind == ARG_NUM0 && d == 0))) {
-            memcpy(base + f->offset, &d, sizeof d);
-            return 0;
-        }
-        break;
-    }
-    case ARG_LONG: {
-        char *end;
-        errno = 0;
-        long v = strtol(val, &end, 10);
-        if (end != val && *end == '\0' && errno == 0 && v >= 0) {
-            *(long *)(base + f->offset) = v;
-            return 0;
-        }
-        break;
-    }
-    case ARG_LIST: {
-        size_t *n = (size_t *)(base + f->count_offset);
-        if (*n >= PTC_MAX_REPEAT) {
-            fprintf(err, "ptc-mcp: --%s given more than %d times\n", f->name, PTC_MAX_REPEAT);
-            return -1;
-        }
-        ((const char **)(base + f->offset))[(*n)++] = val;
-        return 0;
-    }
-    }
-    fprintf(err, "ptc-mcp: --%s%s: invalid value \"%s\" (expected %s)\n", f->name, origin, val,
-            f->arg);
-    return -1;
+    static const char *const cli_only[] = {"config", "help", "version", "check", NULL};
+    return (ptc_flags_t){.prog = "ptc-mcp",
+                         .table = flags,
+                         .n = N_FLAGS,
+                         .opts = o,
+                         .given = o->given,
+                         .list_max = PTC_MAX_REPEAT,
+                         .cli_only = cli_only};
 }
 
 /* Reads the config file's "ptc" object; command-line flags win over it. */
@@ -381,92 +296,16 @@ static int load_config(ptc_options_t *o, FILE *err)
         fprintf(err, "ptc-mcp: --config %s: \"ptc\" must be an object of flags\n", o->config_file);
         return -1;
     }
-    const cJSON *item;
-    cJSON_ArrayForEach(item, ptc)
-    {
-        const flag_t *f = find_flag(item->string, strlen(item->string));
-        if (f == NULL) {
-            fprintf(err, "ptc-mcp: --config %s: \"ptc\".%s is not a flag (see --help)\n",
-                    o->config_file, item->string);
-            return -1;
-        }
-        if (f->kind == ARG_NONE && !cJSON_IsBool(item)) goto bad;
-        if (strcmp(f->name, "config") == 0 || strcmp(f->name, "help") == 0 ||
-            strcmp(f->name, "version") == 0 || strcmp(f->name, "check") == 0) {
-            fprintf(err, "ptc-mcp: --config %s: \"ptc\".%s is only a command-line flag\n",
-                    o->config_file, item->string);
-            return -1;
-        }
-        if (o->given[f - flags]) continue; /* the command line wins */
-        if (f->kind == ARG_NONE) {
-            if (cJSON_IsTrue(item) && set_flag(o, f, NULL, err, " (in the config file)") < 0)
-                return -1;
-            continue;
-        }
-        if (cJSON_IsArray(item)) {
-            if (f->kind != ARG_LIST) goto bad;
-            const cJSON *v;
-            cJSON_ArrayForEach(v, item)
-            {
-                if (!cJSON_IsString(v)) goto bad;
-                if (set_flag(o, f, v->valuestring, err, " (in the config file)") < 0) return -1;
-            }
-            continue;
-        }
-        /* A number is formatted and read by the flag's own parser, which keeps nothing of the
-         * text; string flags keep their pointer into the config tree, so they take strings. */
-        char num[64];
-        const char *sval = NULL;
-        if (cJSON_IsString(item)) {
-            sval = item->valuestring;
-        } else if (cJSON_IsNumber(item) && f->kind != ARG_STR && f->kind != ARG_LIST) {
-            snprintf(num, sizeof num, "%.17g", item->valuedouble);
-            sval = num;
-        } else {
-            goto bad;
-        }
-        if (set_flag(o, f, sval, err, " (in the config file)") < 0) return -1;
-        continue;
-    bad:
-        fprintf(err, "ptc-mcp: --config %s: \"ptc\".%s has the wrong type\n", o->config_file,
-                item->string);
-        return -1;
-    }
-    return 0;
+    char object[PATH_MAX + 32];
+    snprintf(object, sizeof object, "--config %s: \"ptc\"", o->config_file);
+    ptc_flags_t fl = flags_of(o);
+    return ptc_flags_parse_object(&fl, ptc, object, err) < 0 ? -1 : 0;
 }
 
 int ptc_options_parse(ptc_options_t *o, int argc, char **argv, FILE *err)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-            fprintf(err, "ptc-mcp: unexpected argument \"%s\" (see --help)\n", a);
-            return -1;
-        }
-        const char *name = a + 2;
-        const char *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const flag_t *f = find_flag(name, len);
-        if (f == NULL) {
-            fprintf(err, "ptc-mcp: unknown flag \"%s\" (see --help)\n", a);
-            return -1;
-        }
-        const char *val = NULL;
-        if (f->kind == ARG_NONE) {
-            if (eq) {
-                fprintf(err, "ptc-mcp: --%s takes no value\n", f->name);
-                return -1;
-            }
-        } else if (eq) {
-            val = eq + 1;
-        } else if (i + 1 < argc) {
-            val = argv[++i];
-        } else {
-            fprintf(err, "ptc-mcp: --%s needs a value (%s)\n", f->name, f->arg);
-            return -1;
-        }
-        if (set_flag(o, f, val, err, "") < 0) return -1;
-    }
+    ptc_flags_t fl = flags_of(o);
+    if (ptc_flags_parse_argv(&fl, argc, argv, err) < 0) return -1;
     if (o->help || o->version) return 0;
     if (o->config_file && load_config(o, err) < 0) return -1;
     if (strcmp(o->transport, "stdio") != 0 && strcmp(o->transport, "http") != 0) {

@@ -99,16 +99,18 @@ size_t ptc_startup_still_starting(const ptc_startup_t *st, char *buf, size_t siz
 void ptc_startup_free(ptc_startup_t *st);
 
 /* search_tools: the registry ranks the tools of downstream servers and --tools-file
- * (tool_search.c). */
+ * (tool_search.c, on registry/'s search service). */
 
 /** Opens the embedder the flags ask for (--embedder, --embed-*); note gets the line to log
- *  when "auto" fell back. Used by ptc_search_new and --check. */
+ *  when "auto" fell back. Used by --check (ptc_search_new opens its own through the
+ *  service, from the same flags). */
 int ptc_search_open_embedder(const ptc_options_t *o, reg_embedder_t **out, char *note,
                              size_t note_size, char *msg, size_t msg_size);
 /**
- * Creates the registry with the chosen embedder (loading a model: call before the loop runs),
- * the on-disk embedding cache, and loads --tools-file; indexing starts on the thread pool.
- * MCP_EINVAL with a logged reason when the embedder or the tools file cannot be used.
+ * Creates the search service (reg_service_new) with the chosen embedder (loading a model: call
+ * before the loop runs), the on-disk embedding cache, and --tools-file; indexing starts on the
+ * thread pool. MCP_EINVAL with a logged reason when the embedder or the tools file cannot be
+ * used.
  */
 int ptc_search_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
                    ptc_search_t **out);
@@ -140,7 +142,10 @@ int ptc_search_query(ptc_search_t *s, const char *query, size_t top_k, const cha
                      const char *category, ptc_search_done_cb done, void *data, void **handle);
 /** done is not called after this returns. */
 void ptc_search_query_cancel(void *handle);
-/* search_tools' results (search_results.c). */
+/* search_tools' definition and results (search_results.c). */
+extern const char ptc_search_input_schema[];
+extern const char ptc_search_output_schema[];
+extern const char ptc_search_description[];
 /**
  * Builds search_tools' structuredContent: {"embedder": NAME, "tools": [{"id", "server",
  * "name", "description", "inputSchema", "score"}]}, scores rounded to 4 decimals. Borrows
@@ -154,6 +159,20 @@ cJSON *ptc_search_results_json(const reg_registry_t *reg, const reg_result_t *re
  * (required ones marked *). Returns a malloc'd string the caller frees, or NULL on ENOMEM.
  */
 char *ptc_search_results_text(const reg_result_t *res, size_t n, size_t desc_max);
+
+/**
+ * Finishes a search_tools call with the service's answer (reg_query_done_fn's arguments, err
+ * 0): the text for the model (the hits, what the index covered, then the servers' state lines
+ * and the sentence naming those still starting, each "" when none) and structuredContent (the
+ * hits, "index", and "servers": servers_json, taken, may be NULL). Everything else borrowed.
+ */
+void ptc_search_results_finish(mcp_call_t *call, const reg_registry_t *reg, const reg_result_t *res,
+                               size_t n, const reg_search_info_t *info, const reg_filter_t *f,
+                               const char *servers, const char *starting, cJSON *servers_json);
+/** Hands a tools.search its answer: done(data, 0, structuredContent, NULL), or MCP_EINVAL
+ *  with msg for a failed search (err < 0), or MCP_ENOMEM. */
+void ptc_search_results_done(ptc_search_done_cb done, void *data, const reg_registry_t *reg,
+                             int err, const reg_result_t *res, size_t n, const char *msg);
 
 /** Stops starting new indexing batches, so the loop can end. */
 void ptc_search_stop(ptc_search_t *s);

@@ -549,7 +549,8 @@ bool mcp__tasks_handle(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const
     if (t == NULL) {
         mcp__answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS,
                           "Invalid params: unknown taskId %.80s (it never existed, expired "
-                          "%u s after its last change, or belongs to another client)",
+                          "%u s after its last change, belongs to another client, or lives on "
+                          "another server instance: tasks stay in the process that made them)",
                           tid->valuestring, (unsigned)(MCP_TASK_TTL_MS / 1000));
         return true;
     }

@@ -19,18 +19,8 @@
 #include <mbedtls/entropy.h>
 #include <mbedtls/md.h>
 #include <mbedtls/platform_util.h>
-#include <uv.h>
 
 #define MAC_BYTES 32
-
-/* The wall clock in ms since the epoch (0 when it cannot be read: every state then reads as
- * expired, which fails closed). */
-static uint64_t wall_ms(void)
-{
-    uv_timeval64_t tv;
-    if (uv_gettimeofday(&tv) != 0 || tv.tv_sec < 0) return 0;
-    return (uint64_t)tv.tv_sec * 1000u + (uint64_t)tv.tv_usec / 1000u;
-}
 
 int mcp__mrtr_key_init(unsigned char key[32])
 {
@@ -92,7 +82,7 @@ static char *state_seal(const mcp_server_t *srv, const char *tool, const char *s
     size_t cap = 48 + b64_len + 64;
     char *out = malloc(cap);
     if (out == NULL) return NULL;
-    int len = snprintf(out, cap, "v1.%" PRIu64 ".", wall_ms() + MCP_MRTR_STATE_TTL_MS);
+    int len = snprintf(out, cap, "v1.%" PRIu64 ".", mcp__wall_ms() + MCP_MRTR_STATE_TTL_MS);
     size_t olen = 0;
     if (len < 0 || mbedtls_base64_encode((unsigned char *)out + len, cap - (size_t)len, &olen,
                                          (const unsigned char *)state, n) != 0) {
@@ -130,7 +120,7 @@ static char *state_open(const mcp_server_t *srv, const char *tool, const char *r
     unsigned char diff = 0;
     for (size_t i = 0; i < n; i++)
         diff |= (unsigned char)(mac[i] ^ last[1 + i]);
-    if (diff != 0 || wall_ms() > expires) return NULL;
+    if (diff != 0 || mcp__wall_ms() > expires) return NULL;
     const unsigned char *b64 = (const unsigned char *)endp + 1;
     size_t b64_len = (size_t)(last - (const char *)b64), olen = 0;
     mbedtls_base64_decode(NULL, 0, &olen, b64, b64_len);

@@ -8,18 +8,19 @@
  * sends on its own (list_changed outside a call), and requests the server sends inside a
  * still-open call's POST stream (that body is only read when it ends). */
 #include "client_internal.h"
+#include "header_value.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-#include <mbedtls/base64.h>
 
 /* Fixed headers plus the entry's own, within the HTTP client's limit of 64. */
 #define HTTP_FIXED_HEADERS 6
 #define HTTP_MAX_HEADERS   64
 /* Longest Mcp-Name value sent (a tool name or resource URI; base64 grows it by a third). */
 #define HTTP_MAX_NAME_HEADER 4096
+/* Longest NAME of an Mcp-Param-NAME header sent (the server's checker reads 100). */
+#define HTTP_MAX_PARAM_NAME 100
 
 typedef struct http_post http_post_t;
 
@@ -218,28 +219,65 @@ static void on_post_done(void *data, int err, const ptc_http_response_t *resp, c
     conn_unref(h);
 }
 
-/* value as a header value: literal when it is visible ASCII without edge blanks (and does not
- * look like the sentinel), else "=?base64?...?=" of its UTF-8. False when it does not fit. */
-static bool header_value(const char *value, char *out, size_t size)
+/* SEP-2243: the Mcp-Param-NAME headers of a 2026-07-28 tools/call, one for each argument
+ * whose property in the tool's listed inputSchema names "x-mcp-header": NAME, carrying the
+ * value (a string as it is, anything else as its JSON, as mcp/transport_http.c compares it),
+ * encoded by the same rules the server checks. Servers refuse the call without them (-32020).
+ * The strings go to bufs (malloc'd, *n_bufs of them; free them after the request is made) and
+ * the headers after hdrs[*n], at most max in all. MCP_ETOOBIG when one does not fit. */
+static int param_headers(const mcp_client_t *c, const cJSON *params, ptc_http_header_t *hdrs,
+                         size_t *n, size_t max, char **bufs, size_t *n_bufs)
 {
-    size_t n = strlen(value);
-    bool literal =
-        n > 0 && value[0] != ' ' && value[n - 1] != ' ' && strncmp(value, "=?base64?", 9) != 0;
-    for (size_t i = 0; literal && i < n; i++)
-        literal = (unsigned char)value[i] >= 0x20 && (unsigned char)value[i] < 0x7f;
-    if (literal) {
-        if (n >= size) return false;
-        memcpy(out, value, n + 1);
-        return true;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(params, "arguments");
+    const cJSON *tool = NULL, *t;
+    const cJSON *tools = cJSON_IsString(name) ? c->tools : NULL;
+    cJSON_ArrayForEach(t, tools)
+    {
+        const cJSON *tn = cJSON_GetObjectItemCaseSensitive(t, "name");
+        if (cJSON_IsString(tn) && strcmp(tn->valuestring, name->valuestring) == 0) {
+            tool = t;
+            break;
+        }
     }
-    size_t olen = 0;
-    if (size < 12) return false;
-    if (mbedtls_base64_encode((unsigned char *)out + 9, size - 11, &olen,
-                              (const unsigned char *)value, n) != 0)
-        return false;
-    memcpy(out, "=?base64?", 9);
-    memcpy(out + 9 + olen, "?=", 3);
-    return true;
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(tool, "inputSchema"), "properties");
+    const cJSON *p;
+    if (!cJSON_IsObject(args)) props = NULL;
+    cJSON_ArrayForEach(p, props)
+    {
+        const cJSON *hname = cJSON_GetObjectItemCaseSensitive(p, "x-mcp-header");
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, p->string);
+        /* A declaration that names no valid header is the server's mistake: nothing to send. */
+        if (!cJSON_IsString(hname) || !mcp__header_name_is_token(hname->valuestring) ||
+            strlen(hname->valuestring) > HTTP_MAX_PARAM_NAME || v == NULL || cJSON_IsNull(v))
+            continue;
+        if (*n >= max) return MCP_ETOOBIG;
+        char *json = cJSON_IsString(v) ? NULL : cJSON_PrintUnformatted(v);
+        const char *text = cJSON_IsString(v) ? v->valuestring : json;
+        if (text == NULL) return MCP_ENOMEM;
+        size_t len = strlen(text), room = 16 + len + (len + 2) / 3 * 4;
+        if (room > HTTP_MAX_NAME_HEADER) {
+            cJSON_free(json);
+            return MCP_ETOOBIG;
+        }
+        size_t hsize = sizeof "Mcp-Param-" + HTTP_MAX_PARAM_NAME;
+        char *hdr = malloc(hsize), *val = malloc(room);
+        if (hdr == NULL || val == NULL) {
+            free(hdr);
+            free(val);
+            cJSON_free(json);
+            return MCP_ENOMEM;
+        }
+        bufs[(*n_bufs)++] = hdr;
+        bufs[(*n_bufs)++] = val;
+        snprintf(hdr, hsize, "Mcp-Param-%s", hname->valuestring);
+        bool ok = mcp__header_value_encode(text, val, room);
+        cJSON_free(json);
+        if (!ok) return MCP_ETOOBIG;
+        hdrs[(*n)++] = (ptc_http_header_t){hdr, val};
+    }
+    return MCP_OK;
 }
 
 int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg)
@@ -262,18 +300,26 @@ int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg)
         const char *nm = mcp__modern_name_of(method->valuestring,
                                              cJSON_GetObjectItemCaseSensitive(msg, "params"));
         if (nm != NULL) {
-            if (!header_value(nm, name, sizeof name)) return MCP_ETOOBIG;
+            if (!mcp__header_value_encode(nm, name, sizeof name)) return MCP_ETOOBIG;
             hdrs[n++] = (ptc_http_header_t){"Mcp-Name", name};
         }
     }
     for (size_t i = 0; i < c->n_headers && n < HTTP_MAX_HEADERS; i++)
         hdrs[n++] = (ptc_http_header_t){c->headers[i].name, c->headers[i].value};
-    http_post_t *p = calloc(1, sizeof *p);
-    char *text = cJSON_PrintUnformatted(msg);
+    char *bufs[2 * HTTP_MAX_HEADERS];
+    size_t n_bufs = 0;
+    int rc = MCP_OK;
+    if (c->modern && cJSON_IsString(method) && strcmp(method->valuestring, "tools/call") == 0)
+        rc = param_headers(c, cJSON_GetObjectItemCaseSensitive(msg, "params"), hdrs, &n,
+                           HTTP_MAX_HEADERS, bufs, &n_bufs);
+    http_post_t *p = rc == MCP_OK ? calloc(1, sizeof *p) : NULL;
+    char *text = rc == MCP_OK ? cJSON_PrintUnformatted(msg) : NULL;
     if (p == NULL || text == NULL) {
         free(p);
         free(text);
-        return MCP_ENOMEM;
+        for (size_t i = 0; i < n_bufs; i++)
+            free(bufs[i]);
+        return rc < 0 ? rc : MCP_ENOMEM;
     }
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
     if (cJSON_IsNumber(id) && cJSON_GetObjectItemCaseSensitive(msg, "method") != NULL) {
@@ -284,12 +330,13 @@ int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg)
     /* The listen stream stays open for the server's life: read as it comes, no total timeout. */
     p->streamed =
         cJSON_IsString(method) && strcmp(method->valuestring, "subscriptions/listen") == 0;
-    int rc = p->streamed
-                 ? ptc_http_request_stream(h->http, "POST", h->url, hdrs, n, text, strlen(text),
-                                           on_stream_chunk, on_post_done, p, &p->req)
-                 : ptc_http_request(h->http, "POST", h->url, hdrs, n, text, strlen(text),
-                                    on_post_done, p, &p->req);
+    rc = p->streamed ? ptc_http_request_stream(h->http, "POST", h->url, hdrs, n, text, strlen(text),
+                                               on_stream_chunk, on_post_done, p, &p->req)
+                     : ptc_http_request(h->http, "POST", h->url, hdrs, n, text, strlen(text),
+                                        on_post_done, p, &p->req);
     free(text);
+    for (size_t i = 0; i < n_bufs; i++)
+        free(bufs[i]);
     if (rc < 0) {
         free(p);
         return mcp__http_err(rc);

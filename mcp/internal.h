@@ -123,6 +123,10 @@ typedef struct mcp__sub {
     char sub_id[32];
     bool tools, prompts, resources;
     cJSON *uris; /* resourceSubscriptions, or NULL */
+    /* The tasks extension's taskIds it was granted (the caller's own tasks), or NULL, and
+     * the identity of the request that opened it. */
+    cJSON *task_ids;
+    mcp_identity_t who;
     struct mcp__sub *prev, *next;
 } mcp__sub_t;
 
@@ -229,6 +233,13 @@ typedef enum mcp__changed {
 } mcp__changed_t;
 void mcp__listen_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const cJSON *params);
 void mcp__listen_notify(mcp_server_t *srv, mcp__changed_t kind, const char *uri);
+/* Whether an open subscription of owner's asked for the task task_id's changes. */
+bool mcp__listen_wants_task(const mcp_server_t *srv, const char *task_id,
+                            const mcp_identity_t *owner);
+/* Sends notifications/tasks with the task's DetailedTask fields (borrowed) to every such
+ * subscription. */
+void mcp__listen_task_changed(mcp_server_t *srv, const char *task_id, const mcp_identity_t *owner,
+                              const cJSON *task);
 /* Ends the session's subscriptions: with their final result (a graceful end) or silently. */
 void mcp__listen_end_all(mcp_session_t *s, bool answer);
 /* The client cancelled request id: true if it was a subscription (now ended). */
@@ -263,6 +274,8 @@ cJSON *mcp__missing_extension(const cJSON *id, const char *ext, const char *what
 /* True if capabilities caps (borrowed, may be NULL) list client extension ext. */
 bool mcp__caps_have_extension(const cJSON *caps, const char *ext);
 void mcp__tasks_free(mcp_server_t *srv);
+/* True if task_id names a live task of who's (what subscriptions/listen may grant). */
+bool mcp__task_owned(mcp_server_t *srv, const char *task_id, const mcp_identity_t *who);
 /* call.c: a call for a further round of a task's tool, with params (taken) as its request's
  * (NULL on ENOMEM); mcp__call_round_run runs its handler, or finishes it with why it cannot. */
 mcp_call_t *mcp__call_round_new(mcp_server_t *srv, const char *tool, cJSON *params,
@@ -354,6 +367,9 @@ void mcp__answer_error(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, int c
 
 /* util.c */
 uint64_t mcp__now_ms(void);
+/* The wall clock in ms since the epoch (0 when it cannot be read): what another process or a
+ * client reads (timestamps, a requestState's expiry). */
+uint64_t mcp__wall_ms(void);
 void mcp__close_free(uv_handle_t *h); /* uv_close that frees the handle's memory */
 char *mcp__strdup(const char *s);     /* NULL in, NULL out */
 

@@ -3,7 +3,12 @@
  * in to. The request is answered only when the server ends the subscription (shutdown); until
  * then every notification it carries names it in _meta (io.modelcontextprotocol/
  * subscriptionId), the acknowledgement first. Legacy sessions keep their list_changed
- * notifications. */
+ * notifications.
+ *
+ * The tasks extension (SEP-2663) adds notifications.taskIds: a request that declared the
+ * extension is granted the ids of its own live tasks (bound to its identity, as tasks/get is;
+ * another's or an unknown id is left out of the acknowledgement, never told apart) and gets
+ * notifications/tasks, the task's DetailedTask, each time one of them changes status. */
 #include "internal.h"
 
 #include <inttypes.h>
@@ -11,6 +16,7 @@
 #include <string.h>
 
 #define META_SUBSCRIPTION_ID "io.modelcontextprotocol/subscriptionId"
+#define MAX_TASK_IDS         256 /* taskIds one subscription may name */
 
 static void sub_free(mcp_session_t *s, mcp__sub_t *sub)
 {
@@ -21,6 +27,7 @@ static void sub_free(mcp_session_t *s, mcp__sub_t *sub)
     if (sub->next) sub->next->prev = sub->prev;
     cJSON_Delete(sub->id);
     cJSON_Delete(sub->uris);
+    cJSON_Delete(sub->task_ids);
     free(sub);
 }
 
@@ -48,6 +55,36 @@ static bool flag(const cJSON *filter, const char *name)
     return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(filter, name));
 }
 
+/* Grants sub the ids in asked that name live tasks of its identity, and lists them in the
+ * acknowledgement's notifications (honored). False on ENOMEM. */
+static bool grant_tasks(mcp_server_t *srv, mcp__sub_t *sub, const cJSON *asked, cJSON *honored)
+{
+    cJSON *granted = cJSON_CreateArray(), *shown = cJSON_AddArrayToObject(honored, "taskIds");
+    if (granted == NULL || shown == NULL) {
+        cJSON_Delete(granted);
+        return false;
+    }
+    const cJSON *t;
+    cJSON_ArrayForEach(t, asked)
+    {
+        if (!mcp__task_owned(srv, t->valuestring, &sub->who)) continue;
+        cJSON *a = cJSON_CreateString(t->valuestring), *b = cJSON_CreateString(t->valuestring);
+        if (a == NULL || b == NULL || !cJSON_AddItemToArray(granted, a)) {
+            cJSON_Delete(a);
+            cJSON_Delete(b);
+            cJSON_Delete(granted);
+            return false;
+        }
+        if (!cJSON_AddItemToArray(shown, b)) {
+            cJSON_Delete(b);
+            cJSON_Delete(granted);
+            return false;
+        }
+    }
+    sub->task_ids = granted;
+    return true;
+}
+
 void mcp__listen_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const cJSON *params)
 {
     const cJSON *filter = cJSON_GetObjectItemCaseSensitive(params, "notifications");
@@ -59,12 +96,21 @@ void mcp__listen_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const
         bad = "subscriptions/listen needs params.notifications (an object)";
     else if (uris != NULL && !cJSON_IsArray(uris))
         bad = "subscriptions/listen: notifications.resourceSubscriptions must be an array";
+    const cJSON *task_ids = cJSON_GetObjectItemCaseSensitive(filter, "taskIds");
+    if (bad == NULL && task_ids != NULL &&
+        (!cJSON_IsArray(task_ids) || cJSON_GetArraySize(task_ids) > MAX_TASK_IDS))
+        bad = "subscriptions/listen: notifications.taskIds must be an array of at most 256 ids";
     const cJSON *u;
     const cJSON *check = bad == NULL ? uris : NULL;
     cJSON_ArrayForEach(u, check)
     {
         if (!cJSON_IsString(u))
             bad = "subscriptions/listen: resourceSubscriptions holds URI strings";
+    }
+    check = bad == NULL ? task_ids : NULL;
+    cJSON_ArrayForEach(u, check)
+    {
+        if (!cJSON_IsString(u)) bad = "subscriptions/listen: taskIds holds task id strings";
     }
     if (bad != NULL) {
         mcp__answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS, "%s", bad);
@@ -94,6 +140,10 @@ void mcp__listen_start(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const
         ok = copy != NULL && cJSON_AddItemToObject(honored, "resourceSubscriptions", copy);
     else
         cJSON_Delete(copy);
+    mcp__request_identity(s, &sub->who);
+    if (ok && task_ids != NULL && s->cur != NULL &&
+        mcp__caps_have_extension(s->cur->caps, MCP_EXT_TASKS))
+        ok = grant_tasks(s->srv, sub, task_ids, honored);
     snprintf(sub->sub_id, sizeof sub->sub_id, "sub-%" PRIu64, ++s->srv->next_sub);
     sub->next = s->subs;
     if (s->subs) s->subs->prev = sub;
@@ -137,6 +187,35 @@ void mcp__listen_notify(mcp_server_t *srv, mcp__changed_t kind, const char *uri)
                 continue;
             }
             send_on(s, sub, methods[kind], p);
+        }
+    }
+}
+
+static bool wants_task(const mcp__sub_t *sub, const char *task_id, const mcp_identity_t *owner)
+{
+    if (sub->task_ids == NULL || !mcp_identity_equal(&sub->who, owner)) return false;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, sub->task_ids) if (strcmp(t->valuestring, task_id) == 0) return true;
+    return false;
+}
+
+bool mcp__listen_wants_task(const mcp_server_t *srv, const char *task_id,
+                            const mcp_identity_t *owner)
+{
+    for (const mcp_session_t *s = srv->sessions; s != NULL; s = s->next)
+        for (const mcp__sub_t *sub = s->subs; sub != NULL && !s->shutting_down; sub = sub->next)
+            if (wants_task(sub, task_id, owner)) return true;
+    return false;
+}
+
+void mcp__listen_task_changed(mcp_server_t *srv, const char *task_id, const mcp_identity_t *owner,
+                              const cJSON *task)
+{
+    for (mcp_session_t *s = srv->sessions; s != NULL; s = s->next) {
+        if (s->shutting_down) continue;
+        for (mcp__sub_t *sub = s->subs; sub != NULL; sub = sub->next) {
+            cJSON *p = wants_task(sub, task_id, owner) ? cJSON_Duplicate(task, true) : NULL;
+            if (p != NULL) send_on(s, sub, "notifications/tasks", p);
         }
     }
 }

@@ -1021,12 +1021,23 @@ void mcp_call_finish_missing_capability(mcp_call_t *call, const char *capability
 /* needs them finishes its call with an InputRequiredResult naming what it needs; the client */
 /* calls again with the answers (inputResponses) and the opaque requestState of the result. */
 /* The library protects that state (HMAC-SHA256 with a key made per process from mbedTLS's  */
-/* random generator, bound to the tool's name, valid MCP_MRTR_STATE_TTL_MS): a state that   */
-/* was changed, belongs to another tool, comes from another process or expired is refused  */
-/* with -32602 before the handler runs, so a handler only ever sees state it wrote itself. */
+/* random generator, or the one mcp_server_set_state_key shares between instances, bound to */
+/* the tool's name, valid MCP_MRTR_STATE_TTL_MS by the wall clock): a state that was        */
+/* changed, belongs to another tool, comes from a process with another key or expired is    */
+/* refused with -32602 before the handler runs, so a handler only ever sees state that it   */
+/* (or an instance sharing the key) wrote.                                                  */
 
 #define MCP_MRTR_STATE_TTL_MS ((uint64_t)10 * 60 * 1000) /* how long a requestState is honoured */
 #define MCP_MRTR_MAX_STATE    ((size_t)64 * 1024)        /* bytes of state one round may carry */
+
+/** The smallest key mcp_server_set_state_key takes (256 bits). */
+#define MCP_STATE_KEY_MIN_BYTES 32
+/** Signs MRTR requestStates under `key` (len >= MCP_STATE_KEY_MIN_BYTES bytes, copied; a
+ *  short one is MCP_EINVAL) instead of the random per-process key: servers given the same key
+ *  honour each other's states, so a client's next round may land on any instance behind a load
+ *  balancer. States written before the call no longer verify. What a state names beyond its own
+ *  bytes (a job parked in one process) is the tool's to find, or to refuse. */
+int mcp_server_set_state_key(mcp_server_t *srv, const unsigned char *key, size_t len);
 
 /** The client's answers to the previous round's inputRequests: an object mapping each key to
  *  the client's result (borrowed; every value already checked to be an object), or NULL on a

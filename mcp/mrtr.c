@@ -2,10 +2,12 @@
  * integrity-protected requestState that carries a tool's progress from one round to the next
  * through the client.
  *
- * A requestState is "v1.EXPIRES.STATE.MAC": EXPIRES the process's monotonic clock in ms past
- * which it is refused, STATE the tool's bytes in base64, MAC the base64 HMAC-SHA256 of
+ * A requestState is "v1.EXPIRES.STATE.MAC": EXPIRES the wall clock in ms since the epoch past
+ * which it is refused (a wall clock, not the monotonic one, because instances that share a key
+ * read each other's states), STATE the tool's bytes in base64, MAC the base64 HMAC-SHA256 of
  * "v1.EXPIRES.STATE" and the tool's name under the server's key. The key is random per
- * process, so a state is honoured only by the process that wrote it. */
+ * process unless mcp_server_set_state_key gave one, so by default a state is honoured only by
+ * the process that wrote it. */
 #include "internal.h"
 
 #include <inttypes.h>
@@ -16,6 +18,7 @@
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/md.h>
+#include <mbedtls/platform_util.h>
 
 #define MAC_BYTES 32
 
@@ -31,6 +34,23 @@ int mcp__mrtr_key_init(unsigned char key[32])
     mbedtls_ctr_drbg_free(&drbg);
     mbedtls_entropy_free(&entropy);
     return ret == 0 ? MCP_OK : MCP_EIO;
+}
+
+int mcp_server_set_state_key(mcp_server_t *srv, const unsigned char *key, size_t len)
+{
+    if (srv == NULL || key == NULL || len < MCP_STATE_KEY_MIN_BYTES) return MCP_EINVAL;
+    /* The key used is derived from the one given (HMAC-SHA256 under it of a fixed label), so
+     * the same secret used for something else never signs a state with its own bytes, and a
+     * key of any length fits the 32 bytes kept. */
+    static const char label[] = "ptc-mcp requestState key v1";
+    unsigned char derived[MAC_BYTES];
+    const mbedtls_md_info_t *md = mbedtls_md_info_from_type(MBEDTLS_MD_SHA256);
+    if (md == NULL ||
+        mbedtls_md_hmac(md, key, len, (const unsigned char *)label, sizeof label - 1, derived) != 0)
+        return MCP_EIO;
+    memcpy(srv->state_key, derived, sizeof srv->state_key);
+    mbedtls_platform_zeroize(derived, sizeof derived);
+    return MCP_OK;
 }
 
 /* HMAC-SHA256 of `signed_part` "\n" tool under key, base64 into out (at least 45 bytes). */
@@ -62,7 +82,7 @@ static char *state_seal(const mcp_server_t *srv, const char *tool, const char *s
     size_t cap = 48 + b64_len + 64;
     char *out = malloc(cap);
     if (out == NULL) return NULL;
-    int len = snprintf(out, cap, "v1.%" PRIu64 ".", mcp__now_ms() + MCP_MRTR_STATE_TTL_MS);
+    int len = snprintf(out, cap, "v1.%" PRIu64 ".", mcp__wall_ms() + MCP_MRTR_STATE_TTL_MS);
     size_t olen = 0;
     if (len < 0 || mbedtls_base64_encode((unsigned char *)out + len, cap - (size_t)len, &olen,
                                          (const unsigned char *)state, n) != 0) {
@@ -100,7 +120,7 @@ static char *state_open(const mcp_server_t *srv, const char *tool, const char *r
     unsigned char diff = 0;
     for (size_t i = 0; i < n; i++)
         diff |= (unsigned char)(mac[i] ^ last[1 + i]);
-    if (diff != 0 || mcp__now_ms() > expires) return NULL;
+    if (diff != 0 || mcp__wall_ms() > expires) return NULL;
     const unsigned char *b64 = (const unsigned char *)endp + 1;
     size_t b64_len = (size_t)(last - (const char *)b64), olen = 0;
     mbedtls_base64_decode(NULL, 0, &olen, b64, b64_len);
@@ -150,7 +170,8 @@ bool mcp__mrtr_parse(const mcp_server_t *srv, const cJSON *params, const char *b
     if (!cJSON_IsString(rs) || bad) {
         snprintf(why, why_size,
                  "Invalid params: requestState failed its integrity check (it was changed, "
-                 "belongs to another request or server process, or expired); send the "
+                 "belongs to another request or to a server process with another key, or "
+                 "expired); send the "
                  "request again without it");
         return false;
     }

@@ -63,13 +63,6 @@ typedef struct mcp__tasks {
 
 /* --- helpers ------------------------------------------------------------------------------ */
 
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* ISO 8601 in UTC with milliseconds: 2026-07-28T12:34:56.789Z. */
 static void iso_time(uint64_t ms, char out[32])
 {
@@ -168,11 +161,26 @@ static void task_free(mcp__task_t *t)
     free(t);
 }
 
-static void touch(mcp__task_t *t, task_status_t st)
+static cJSON *detailed(const mcp__task_t *t);
+
+/* t changed (to status st): stamped, and a change of status told to the subscriptions/listen
+ * streams of its owner that asked for it (notifications/tasks: its DetailedTask, as tasks/get
+ * would answer now). Callers set what the status shows (result, error, inputRequests) first. */
+static void touch(mcp_server_t *srv, mcp__task_t *t, task_status_t st)
 {
+    bool changed = t->status != st;
     t->status = st;
-    t->updated_wall_ms = wall_ms();
+    t->updated_wall_ms = mcp__wall_ms();
     t->updated_ms = mcp__now_ms();
+    if (!changed || srv == NULL || !mcp__listen_wants_task(srv, t->id, &t->owner)) return;
+    cJSON *task = detailed(t);
+    if (task == NULL) {
+        mcp_log(srv->lg, MCP_LOG_WARNING, "task %.12s...: out of memory for its notification",
+                t->id);
+        return;
+    }
+    mcp__listen_task_changed(srv, t->id, &t->owner, task);
+    cJSON_Delete(task);
 }
 
 /* Drops t from the table. One that waited for input can never go on: its tool is told, as for
@@ -210,6 +218,11 @@ static mcp__task_t *find(mcp__tasks_t *tt, const char *id, const mcp_identity_t 
         // NOLINTNEXTLINE(clang-analyzer-unix.Malloc)
         if (strcmp(t->id, id) == 0 && mcp_identity_equal(&t->owner, who)) return t;
     return NULL;
+}
+
+bool mcp__task_owned(mcp_server_t *srv, const char *task_id, const mcp_identity_t *who)
+{
+    return find(srv->tasks, task_id, who) != NULL;
 }
 
 /* The Task fields every answer about t carries, added to obj. */
@@ -309,8 +322,8 @@ int mcp_call_become_task(mcp_call_t *call)
     t->params = cJSON_Duplicate(call->params, true);
     t->caps = cJSON_Duplicate(call->caps, true);
     snprintf(t->protocol, sizeof t->protocol, "%s", call->protocol);
-    t->created_wall_ms = wall_ms();
-    touch(t, TASK_WORKING);
+    t->created_wall_ms = mcp__wall_ms();
+    touch(NULL, t, TASK_WORKING); /* new: nobody can have asked for it yet */
     cJSON *res = cJSON_CreateObject();
     if (t->tool == NULL || t->params == NULL || t->caps == NULL || res == NULL ||
         cJSON_AddStringToObject(res, "resultType", "task") == NULL || !add_task_fields(res, t)) {
@@ -366,10 +379,10 @@ void mcp__task_settle(mcp_call_t *c, cJSON *msg)
         if (t->pending == NULL || t->answers == NULL || (cJSON_IsString(rs) && !t->req_state)) {
             clear_input(t);
             t->error = error_object(MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
-            touch(t, TASK_FAILED);
+            touch(c->srv, t, TASK_FAILED);
             return;
         }
-        touch(t, TASK_INPUT_REQUIRED);
+        touch(c->srv, t, TASK_INPUT_REQUIRED);
         return;
     }
     clear_input(t);
@@ -378,12 +391,12 @@ void mcp__task_settle(mcp_call_t *c, cJSON *msg)
         cJSON_DeleteItemFromObjectCaseSensitive(res, "resultType");
         t->result = res;
         cJSON_Delete(err);
-        touch(t, TASK_COMPLETED);
+        touch(c->srv, t, TASK_COMPLETED);
         return;
     }
     /* A protocol error of the tool (not a tool error, which is a result with isError). */
     t->error = err;
-    touch(t, TASK_FAILED);
+    touch(c->srv, t, TASK_FAILED);
 }
 
 /* Every answer of tasks/update is in: the handler's next round. */
@@ -395,13 +408,13 @@ static void resume(mcp_server_t *srv, mcp__task_t *t)
     if (ok && t->req_state != NULL)
         ok = cJSON_AddStringToObject(params, "requestState", t->req_state) != NULL;
     clear_input(t);
-    touch(t, TASK_WORKING);
+    touch(srv, t, TASK_WORKING);
     mcp_call_t *c =
         ok ? mcp__call_round_new(srv, t->tool, params, t->caps, t->protocol, &t->owner) : NULL;
     if (!ok) cJSON_Delete(params);
     if (c == NULL) {
         t->error = error_object(MCP_JSONRPC_INTERNAL_ERROR, "out of memory resuming the task");
-        touch(t, TASK_FAILED);
+        touch(srv, t, TASK_FAILED);
         return;
     }
     /* The round's call is the task's until it finishes (mcp__task_settle clears it). */
@@ -482,7 +495,7 @@ static void handle_update(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, mc
         if (t->pending->child == NULL)
             resume(s->srv, t);
         else
-            touch(t, TASK_INPUT_REQUIRED);
+            touch(s->srv, t, TASK_INPUT_REQUIRED);
     }
     answer(s, b, id, cJSON_CreateObject());
 }
@@ -493,7 +506,7 @@ static void cancel_task(mcp_server_t *srv, mcp__task_t *t, const char *why)
     clear_input(t);
     free(t->status_message);
     t->status_message = mcp__strdup(why);
-    touch(t, TASK_CANCELLED);
+    touch(srv, t, TASK_CANCELLED);
     mcp_call_t *c = t->call;
     /* The handler's cancel callback stops the work; its finish is dropped (settle). Between
      * rounds the tool is told instead: it may hold work for the next round. */
@@ -549,7 +562,8 @@ bool mcp__tasks_handle(mcp_session_t *s, mcp__batch_t *b, const cJSON *id, const
     if (t == NULL) {
         mcp__answer_error(s, b, id, MCP_JSONRPC_INVALID_PARAMS,
                           "Invalid params: unknown taskId %.80s (it never existed, expired "
-                          "%u s after its last change, or belongs to another client)",
+                          "%u s after its last change, belongs to another client, or lives on "
+                          "another server instance: tasks stay in the process that made them)",
                           tid->valuestring, (unsigned)(MCP_TASK_TTL_MS / 1000));
         return true;
     }

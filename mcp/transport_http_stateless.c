@@ -2,9 +2,9 @@
  * no session and speaks 2026-07-28 gets a session of its own that ends with its answer; its
  * standard headers (MCP-Protocol-Version, Mcp-Method, Mcp-Name) and SEP-2243 custom headers
  * (Mcp-Param-*) must agree with its body. */
+#include "header_value.h"
 #include "transport_http_internal.h"
 
-#include <mbedtls/base64.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,18 +65,10 @@ static bool custom_headers_match(const mcp__hconn_t *c, const mcp_server_t *srv,
         char *body = cJSON_IsString(v) ? NULL : cJSON_PrintUnformatted(v);
         const char *want = cJSON_IsString(v) ? v->valuestring : body;
         const char *got = header_trimmed(c, header, raw, sizeof raw);
-        size_t n = got != NULL ? strlen(got) : 0;
-        if (got != NULL && n >= 11 && strncmp(got, "=?base64?", 9) == 0 &&
-            strcmp(got + n - 2, "?=") == 0) {
-            size_t olen = 0;
-            if (mbedtls_base64_decode((unsigned char *)decoded, sizeof decoded - 1, &olen,
-                                      (const unsigned char *)got + 9, n - 11) != 0) {
-                snprintf(why, why_size, "Header mismatch: %s is not valid base64", header);
-                cJSON_free(body);
-                return false;
-            }
-            decoded[olen] = '\0';
-            got = decoded;
+        if (got != NULL && (got = mcp__header_value_decode(got, decoded, sizeof decoded)) == NULL) {
+            snprintf(why, why_size, "Header mismatch: %s is not valid base64", header);
+            cJSON_free(body);
+            return false;
         }
         bool same = got != NULL && want != NULL && strcmp(got, want) == 0;
         cJSON_free(body);

@@ -100,6 +100,13 @@ uint64_t mcp__now_ms(void)
     return uv_hrtime() / 1000000u;
 }
 
+uint64_t mcp__wall_ms(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 static void free_handle(uv_handle_t *h)
 {
     free(h);

@@ -189,8 +189,11 @@ bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, const cJSON *args, ui
     if (j == NULL) {
         mcp_call_finish_text(call, true,
                              "This call continues an execute_code request that is no longer "
-                             "waiting (its answer came already, or it waited too long and was "
-                             "stopped): call execute_code again without requestState.");
+                             "waiting here: its answer came already, it waited too long and "
+                             "was stopped, or it lives on another ptc-mcp instance (a waiting "
+                             "run stays in the process that started it, so its rounds must "
+                             "reach that instance). Call execute_code again without "
+                             "requestState.");
         return true;
     }
     const cJSON *answer = cJSON_GetObjectItemCaseSensitive(mcp_call_input_responses(call), key);

@@ -2,12 +2,15 @@
 #include "options.h"
 #include "tools.h"
 
+#include "base.h"
 #include "executor.h"
 #include "mcp.h"
 
+#include <mbedtls/platform_util.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct app {
@@ -132,6 +135,48 @@ static int start_http(app_t *app, const ptc_options_t *o)
     always.level = MCP_LOG_DEBUG;
     mcp_log(&always, MCP_LOG_NOTICE, "ptc-mcp %s listening on %s", PTC_VERSION,
             mcp_http_server_url(app->http));
+    return MCP_OK;
+}
+
+#define PTC_STATE_KEY_MAX_BYTES 4096u /* a --state-key-file: a secret, not a document */
+
+/* Gives the server the requestState key of --state-key-file: instances sharing the file honour
+ * each other's MRTR states. Refused when others may read it (a key they know lets them forge
+ * states) or when it holds fewer than MCP_STATE_KEY_MIN_BYTES bytes. */
+static int set_state_key(app_t *app, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        mcp_log(&app->log, MCP_LOG_ERROR, "--state-key-file %s: %s", path, strerror(errno));
+        return MCP_EINVAL;
+    }
+    if ((st.st_mode & (S_IRGRP | S_IROTH | S_IWGRP | S_IWOTH)) != 0) {
+        mcp_log(&app->log, MCP_LOG_ERROR,
+                "--state-key-file %s: readable or writable by group or others (mode %03o); it "
+                "holds a secret: chmod 600 it",
+                path, (unsigned)(st.st_mode & 0777));
+        return MCP_EINVAL;
+    }
+    char *key = NULL;
+    size_t len = 0;
+    int rc = ptc_file_read(path, PTC_STATE_KEY_MAX_BYTES, &key, &len);
+    if (rc < 0) {
+        mcp_log(&app->log, MCP_LOG_ERROR, "--state-key-file %s: %s", path,
+                rc == PTC_ETOOBIG ? "larger than 4096 bytes" : ptc_strerror(rc));
+        return MCP_EINVAL;
+    }
+    rc = len < MCP_STATE_KEY_MIN_BYTES
+             ? MCP_EINVAL
+             : mcp_server_set_state_key(app->srv, (const unsigned char *)key, len);
+    mbedtls_platform_zeroize(key, len);
+    free(key);
+    if (rc < 0) {
+        mcp_log(&app->log, MCP_LOG_ERROR,
+                "--state-key-file %s: %zu bytes; it needs at least %d (head -c 32 /dev/urandom "
+                "makes one)",
+                path, len, MCP_STATE_KEY_MIN_BYTES);
+        return rc;
+    }
     return MCP_OK;
 }
 
@@ -310,6 +355,10 @@ static int run(const ptc_options_t *o)
     int status = 1;
     if ((rc = mcp_server_new(&app.loop, &so, &app.log, &app.srv)) < 0) {
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot create the server: %s", mcp_strerror(rc));
+        goto out;
+    }
+    if (o->state_key_file != NULL && (rc = set_state_key(&app, o->state_key_file)) < 0) {
+        status = 2;
         goto out;
     }
     /* The packages' build starts now (in child processes) and the helpers are published. */

@@ -130,6 +130,10 @@ static const ptc_flag_t flags[] = {
      "environment variable holding the fallback repairer's API key", "none"},
     {"auth-token-env", ARG_STR, OFF(auth_token_env), 0, "NAME",
      "HTTP bearer token; required for a non-loopback --listen", "none"},
+    {"state-key-file", ARG_STR, OFF(state_key_file), 0, "FILE",
+     "a secret of at least 32 bytes (readable by its owner only) that signs MRTR requestStates, "
+     "so instances behind a load balancer that share it honour each other's states",
+     "a random key per process"},
     {"tls-cert", ARG_STR, OFF(tls_cert), 0, "FILE", "HTTPS certificate", "none"},
     {"tls-key", ARG_STR, OFF(tls_key), 0, "FILE", "HTTPS private key", "none"},
     {"ca-file", ARG_STR, OFF(ca_file), 0, "FILE", "CA bundle for every outbound HTTPS call",

@@ -44,6 +44,7 @@ typedef struct ptc_options {
     double session_idle_timeout, wait_seconds;
     const char *repair_url, *repair_model, *repair_key_env;
     const char *auth_token_env, *tls_cert, *tls_key, *ca_file;
+    const char *state_key_file; /* --state-key-file: MRTR requestState key shared by instances */
     /* The sandbox's environment (environment/): --packages may be repeated and each value is
        split on commas (ptc_options_packages); --pip-find-links alone implies an offline build. */
     const char *packages[PTC_MAX_REPEAT];

@@ -5,7 +5,6 @@
 // proxied, and called from sandboxed code).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,28 +12,11 @@ import { fileURLToPath } from 'node:url';
 import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { node22, connect, ptcBin, sleep } from './helpers.mjs';
 import { Driver } from './downstream_driver.mjs';
+import { startModernHttp } from './modern_wire.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const fixture = path.resolve(here, '..', 'fixtures', 'modern_only_server.mjs');
 const text = (answer) => answer.result.content.map((c) => c.text ?? '').join('');
-
-// The fixture over HTTP on a free port; stop() ends it.
-async function startModernHttp() {
-  const proc = spawn(node22, [fixture, 'http'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  proc.stderr.on('data', (d) => { err += d.toString(); });
-  const port = await new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`the modern-only server did not start: ${err}`)), 20000);
-    proc.stdout.on('data', (d) => {
-      out += d.toString();
-      const m = /listening (\d+)/.exec(out);
-      if (m) { clearTimeout(t); resolve(Number(m[1])); }
-    });
-    proc.on('exit', () => { clearTimeout(t); reject(new Error(`the modern-only server exited: ${err}`)); });
-  });
-  return { url: `http://127.0.0.1:${port}/mcp`, stop: () => { proc.kill('SIGTERM'); } };
-}
 
 const transports = [
   ['stdio', async () => ({ entry: { command: node22, args: [fixture, 'stdio'] }, stop: () => {} })],

@@ -400,6 +400,86 @@ static void mrtr_state_round_trips_and_tampering_is_refused(void **state)
     assert_int_equal(error_code(last(&e->sink)), MCP_JSONRPC_INTERNAL_ERROR);
 }
 
+/* A second server with its own session and the confirm tool, for states crossing servers. */
+typedef struct peer {
+    mcp_server_t *srv;
+    mcp_session_t *sess;
+    sink_t sink;
+} peer_t;
+
+static void peer_open(env_t *e, peer_t *p, const unsigned char *key, size_t len)
+{
+    memset(p, 0, sizeof *p);
+    mcp_server_opts_t o;
+    mcp_server_opts_default(&o);
+    assert_int_equal(mcp_server_new(&e->loop, &o, &e->log, &p->srv), 0);
+    if (key != NULL) assert_int_equal(mcp_server_set_state_key(p->srv, key, len), 0);
+    mcp_tool_def_t d = {.name = "confirm", .handler = tool_confirm, .data = e};
+    assert_int_equal(mcp_server_add_tool(p->srv, &d), 0);
+    assert_int_equal(mcp_session_new(p->srv, &sink_ops, &p->sink, &p->sess), 0);
+}
+
+static void peer_close(env_t *e, peer_t *p)
+{
+    mcp_session_free(p->sess);
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    mcp_server_free(p->srv);
+    sink_clear(&p->sink);
+}
+
+static void peer_feed(peer_t *p, const char *json)
+{
+    mcp_session_receive(p->sess, json, strlen(json));
+}
+
+static void servers_sharing_a_state_key_honour_each_others_states(void **state)
+{
+    env_t *e = *state;
+    unsigned char key[40], other[32];
+    for (size_t i = 0; i < sizeof key; i++)
+        key[i] = (unsigned char)(i * 7 + 1);
+    memcpy(other, key, sizeof other);
+    other[0] ^= 1;
+    /* Shorter than 256 bits: refused, and the server keeps its own random key. */
+    assert_int_equal(mcp_server_set_state_key(e->srv, key, MCP_STATE_KEY_MIN_BYTES - 1),
+                     MCP_EINVAL);
+    peer_t a, b, c, d;
+    peer_open(e, &a, key, sizeof key);
+    peer_open(e, &b, key, sizeof key);
+    peer_open(e, &c, other, sizeof other);
+    peer_open(e, &d, NULL, 0); /* its own random key */
+    peer_feed(&a, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+                  "\"confirm\"," META26("{\"elicitation\":{}}") "}}}");
+    const cJSON *r = result_of(last(&a.sink));
+    assert_string_equal(cJSON_GetObjectItem(r, "resultType")->valuestring, "input_required");
+    char rs[512], msg[1400];
+    snprintf(rs, sizeof rs, "%s", cJSON_GetObjectItem(r, "requestState")->valuestring);
+    snprintf(msg, sizeof msg, RETRY_FMT, 2, "confirm", rs);
+    /* Another server with the same key verifies it: the handler sees the state a wrote. */
+    peer_feed(&b, msg);
+    r = result_of(last(&b.sink));
+    assert_string_equal(cJSON_GetObjectItem(r, "resultType")->valuestring, "complete");
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(r, "content"), 0), "text")
+            ->valuestring,
+        "confirmed: accept");
+    /* A key one bit apart, or the default random one: refused before the handler. */
+    peer_feed(&c, msg);
+    assert_int_equal(error_code(last(&c.sink)), MCP_JSONRPC_INVALID_PARAMS);
+    peer_feed(&d, msg);
+    assert_int_equal(error_code(last(&d.sink)), MCP_JSONRPC_INVALID_PARAMS);
+    /* Setting the key again replaces it: a's own earlier state no longer verifies. */
+    assert_int_equal(mcp_server_set_state_key(a.srv, other, sizeof other), 0);
+    peer_feed(&a, msg);
+    assert_int_equal(error_code(last(&a.sink)), MCP_JSONRPC_INVALID_PARAMS);
+    peer_feed(&c, msg);
+    assert_int_equal(error_code(last(&c.sink)), MCP_JSONRPC_INVALID_PARAMS);
+    peer_close(e, &a);
+    peer_close(e, &b);
+    peer_close(e, &c);
+    peer_close(e, &d);
+}
+
 static const char *method_of(const cJSON *msg)
 {
     const cJSON *m = cJSON_GetObjectItem(msg, "method");
@@ -467,6 +547,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(mrtr_state_round_trips_and_tampering_is_refused, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(servers_sharing_a_state_key_honour_each_others_states,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(listen_streams_get_what_they_asked_for, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

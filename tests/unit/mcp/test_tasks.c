@@ -19,6 +19,11 @@
     "\"_meta\":{\"" MCP_META_PROTOCOL_VERSION "\":\"2026-07-28\",\"" MCP_META_CLIENT_CAPABILITIES  \
     "\":" caps "}"
 
+/* A tools/call of "ask" from a client that can elicit and declared the extension. */
+#define ASK_CALL                                                                                   \
+    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"ask\"," META(  \
+        "{\"elicitation\":{},\"extensions\":{\"" MCP_EXT_TASKS "\":{}}}") "}}"
+
 typedef struct env {
     uv_loop_t loop;
     mcp_logger_t log;
@@ -215,11 +220,7 @@ static void a_legacy_call_never_becomes_a_task(void **state)
 static void input_inside_a_task_is_answered_in_parts(void **state)
 {
     env_t *e = *state;
-    const cJSON *m =
-        ask_of(e->a, &e->sa,
-               "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
-               "\"name\":\"ask\"," META("{\"elicitation\":{},\"extensions\":{\"" MCP_EXT_TASKS
-                                        "\":{}}}") "}}");
+    const cJSON *m = ask_of(e->a, &e->sa, ASK_CALL);
     char id[64];
     snprintf(id, sizeof id, "%s", field(m, "taskId"));
     assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "result"), "requestState"));
@@ -272,11 +273,7 @@ static void a_task_waiting_for_input_tells_its_tool_when_cancelled(void **state)
 {
     env_t *e = *state;
     mcp_server_on_task_cancel(e->srv, on_task_cancel, e);
-    const cJSON *m =
-        ask_of(e->a, &e->sa,
-               "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
-               "\"name\":\"ask\"," META("{\"elicitation\":{},\"extensions\":{\"" MCP_EXT_TASKS
-                                        "\":{}}}") "}}");
+    const cJSON *m = ask_of(e->a, &e->sa, ASK_CALL);
     char id[64], want[100];
     snprintf(id, sizeof id, "%s", field(m, "taskId"));
     assert_string_equal(field(task_req(e->a, &e->sa, "tasks/get", id, true, ""), "status"),
@@ -289,6 +286,114 @@ static void a_task_waiting_for_input_tells_its_tool_when_cancelled(void **state)
     assert_int_equal(e->rounds, 1);
     assert_string_equal(field(task_req(e->a, &e->sa, "tasks/get", id, true, ""), "status"),
                         "cancelled");
+}
+
+/* The notifications/tasks in k after index from, as "status" strings joined by spaces, each
+ * checked to name the subscription sub and to carry what its status shows. */
+static void task_notes(const sink_t *k, size_t from, const char *sub, const char *task_id,
+                       char *out, size_t size)
+{
+    out[0] = '\0';
+    for (size_t i = from; i < k->n; i++) {
+        const cJSON *m = k->msgs[i];
+        const cJSON *method = cJSON_GetObjectItem(m, "method");
+        if (!cJSON_IsString(method) || strcmp(method->valuestring, "notifications/tasks") != 0)
+            continue;
+        const cJSON *p = cJSON_GetObjectItem(m, "params");
+        assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "_meta"),
+                                                "io.modelcontextprotocol/subscriptionId")
+                                ->valuestring,
+                            sub);
+        assert_string_equal(cJSON_GetObjectItem(p, "taskId")->valuestring, task_id);
+        const char *st = cJSON_GetObjectItem(p, "status")->valuestring;
+        assert_non_null(cJSON_GetObjectItem(p, "lastUpdatedAt"));
+        if (strcmp(st, "completed") == 0) assert_non_null(cJSON_GetObjectItem(p, "result"));
+        if (strcmp(st, "input_required") == 0)
+            assert_non_null(cJSON_GetObjectItem(p, "inputRequests"));
+        size_t n = strlen(out);
+        snprintf(out + n, size - n, "%s%s", n ? " " : "", st);
+    }
+}
+
+/* The acknowledgement of a listen request from s asking for taskIds (JSON array text). */
+static const cJSON *listen_tasks(mcp_session_t *s, sink_t *k, const char *id, const char *ids,
+                                 bool ext)
+{
+    char json[700];
+    snprintf(json, sizeof json,
+             "{\"jsonrpc\":\"2.0\",\"id\":\"%s\",\"method\":\"subscriptions/listen\",\"params\":{"
+             "\"notifications\":{\"taskIds\":%s},\"_meta\":{\"" MCP_META_PROTOCOL_VERSION
+             "\":\"2026-07-28\",\"" MCP_META_CLIENT_CAPABILITIES "\":%s}}}",
+             id, ids, ext ? EXT : "{}");
+    const cJSON *ack = ask_of(s, k, json);
+    assert_string_equal(cJSON_GetObjectItem(ack, "method")->valuestring,
+                        "notifications/subscriptions/acknowledged");
+    return cJSON_GetObjectItem(cJSON_GetObjectItem(ack, "params"), "notifications");
+}
+
+static void listen_streams_tell_their_owner_of_its_tasks_status_changes(void **state)
+{
+    env_t *e = *state;
+    const cJSON *m = ask_of(e->a, &e->sa, ASK_CALL);
+    char ask[64], hold[64], ids[200], sub[32], seen[200];
+    snprintf(ask, sizeof ask, "%s", field(m, "taskId"));
+    m = ask_of(e->a, &e->sa,
+               "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"hold\"," META(EXT) "}}");
+    snprintf(hold, sizeof hold, "%s", field(m, "taskId"));
+    snprintf(ids, sizeof ids, "[\"%s\",\"%s\",\"0123456789abcdef0123456789abcdef\"]", ask, hold);
+
+    /* Another identity naming them is granted nothing; so is the owner without the extension
+     * (not even the key); the owner gets its two, not the unknown id. */
+    const cJSON *granted =
+        cJSON_GetObjectItem(listen_tasks(e->b, &e->sb, "b", ids, true), "taskIds");
+    assert_int_equal(cJSON_GetArraySize(granted), 0);
+    assert_null(cJSON_GetObjectItem(listen_tasks(e->a, &e->sa, "plain", ids, false), "taskIds"));
+    granted = cJSON_GetObjectItem(listen_tasks(e->a, &e->sa, "L", ids, true), "taskIds");
+    assert_int_equal(cJSON_GetArraySize(granted), 2);
+    assert_string_equal(cJSON_GetArrayItem(granted, 0)->valuestring, ask);
+    assert_string_equal(cJSON_GetArrayItem(granted, 1)->valuestring, hold);
+    snprintf(sub, sizeof sub, "%s",
+             cJSON_GetObjectItem(
+                 cJSON_GetObjectItem(cJSON_GetObjectItem(e->sa.msgs[0], "params"), "_meta"),
+                 "io.modelcontextprotocol/subscriptionId")
+                 ->valuestring);
+
+    /* A partial answer changes no status: nothing is sent. The last one runs the next round,
+     * which completes: working, then completed with its result. */
+    task_req(e->a, &e->sa, "tasks/update", ask, true, ",\"inputResponses\":{\"one\":{}}");
+    task_notes(&e->sa, 0, sub, ask, seen, sizeof seen);
+    assert_string_equal(seen, "");
+    task_req(e->a, &e->sa, "tasks/update", ask, true, ",\"inputResponses\":{\"two\":{}}");
+    task_notes(&e->sa, 0, sub, ask, seen, sizeof seen);
+    assert_string_equal(seen, "working completed");
+
+    /* The held one finishes, or is cancelled: told once, to the owner's stream only. */
+    sink_clear(&e->sa);
+    sink_clear(&e->sb);
+    assert_string_equal(field(task_req(e->a, &e->sa, "tasks/cancel", hold, true, ""), "resultType"),
+                        "complete");
+    assert_int_equal(e->cancels, 1);
+    task_notes(&e->sa, 0, sub, hold, seen, sizeof seen);
+    assert_string_equal(seen, "cancelled");
+    assert_int_equal(e->sb.n, 0);
+    /* Cancelled by its client, the stream hears nothing more. */
+    const char *stop = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+                       "\"requestId\":\"L\"}}";
+    mcp_session_receive(e->a, stop, strlen(stop));
+    sink_clear(&e->sa);
+    m = ask_of(e->a, &e->sa,
+               "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{"
+               "\"name\":\"hold\"," META(EXT) "}}");
+    snprintf(hold, sizeof hold, "%s", field(m, "taskId"));
+    mcp_call_finish_text(e->held, false, "ok");
+    task_notes(&e->sa, 0, sub, hold, seen, sizeof seen);
+    assert_string_equal(seen, "");
+    /* taskIds that are not strings: refused. */
+    m = ask_of(e->a, &e->sa,
+               "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"subscriptions/listen\",\"params\":{"
+               "\"notifications\":{\"taskIds\":[1]}," META(EXT) "}}");
+    assert_int_equal(code_of(m), -32602);
 }
 
 /* At MCP_TASK_MAX_TASKS the oldest task that waits for input makes room, and its tool is told
@@ -319,6 +424,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_legacy_call_never_becomes_a_task, setup, teardown),
         cmocka_unit_test_setup_teardown(input_inside_a_task_is_answered_in_parts, setup, teardown),
         cmocka_unit_test_setup_teardown(a_task_waiting_for_input_tells_its_tool_when_cancelled,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(listen_streams_tell_their_owner_of_its_tasks_status_changes,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(a_full_table_forgets_the_oldest_waiting_task, setup,
                                         teardown),

@@ -1,5 +1,5 @@
 // A downstream server's own sampling or elicitation, asked while a 2026-07-28 (stateless) client's
-// call waits on it (issue 17, docs/mcp-2026.md "What the product wiring does", item 4): a legacy
+// call waits on it (issue 17, docs/mcp-2026.md, the product wiring's item 4): a legacy
 // server's server-to-client request, or a modern server's InputRequiredResult, becomes an input
 // request of the owner call (execute_code's, or the --expose-tools proxied tool's). The server's
 // request stays pending and the run alive until the client's next round brings the answer, which

@@ -43,6 +43,7 @@ typedef struct proxy_call {
 struct ptc_downstream_owner {
     struct ptc_downstream *d;
     const mcp_client_t *client;
+    const mcp_client_call_t *call; /* the downstream call it waits on */
     ptc_downstream_asker_t asker;
     struct ptc_downstream_owner *prev, *next;
 };
@@ -70,6 +71,7 @@ struct ptc_downstream {
 };
 
 ptc_downstream_owner_t *ptc_downstream_own(ptc_downstream_t *d, const mcp_client_t *c,
+                                           const mcp_client_call_t *dc,
                                            const ptc_downstream_asker_t *asker)
 {
     if (d == NULL || c == NULL || asker == NULL || asker->call == NULL) return NULL;
@@ -77,6 +79,7 @@ ptc_downstream_owner_t *ptc_downstream_own(ptc_downstream_t *d, const mcp_client
     if (o == NULL) return NULL;
     o->d = d;
     o->client = c;
+    o->call = dc;
     o->asker = *asker;
     o->next = d->owners;
     if (d->owners) d->owners->prev = o;
@@ -413,7 +416,7 @@ static void proxy_handle(mcp_call_t *call, const cJSON *args, void *data)
     }
     /* No request of the server can come before the loop runs again. */
     ptc_downstream_asker_t asker = {.call = proxy_asker_call, .hold = proxy_hold, .data = p};
-    p->owner = ptc_downstream_own(e->d, c, &asker);
+    p->owner = ptc_downstream_own(e->d, c, p->downstream, &asker);
     mcp_call_on_cancel(call, proxy_cancel, p);
 }
 
@@ -588,8 +591,10 @@ static void on_peer_request(mcp_client_t *c, mcp_client_peer_req_t *req, void *d
     ptc_downstream_owner_t *asker = NULL;
     const char *busy = NULL;
     bool ambiguous = false;
+    /* A stateless server's input request names its call: only that call's owner is asked. */
+    const mcp_client_call_t *asked_by = mcp_client_peer_call(req);
     for (ptc_downstream_owner_t *o = d->owners; o != NULL; o = o->next) {
-        if (o->client != c) continue;
+        if (o->client != c || (asked_by != NULL && o->call != asked_by)) continue;
         const char *b = NULL;
         mcp_call_t *call = o->asker.call(o->asker.data, &b);
         if (call == NULL && b == NULL) continue; /* no request of its waits now */

@@ -76,7 +76,7 @@ static bool op_forward(bridge_op_t *op, mcp_client_t *c, const char *name, const
     }
     /* No request of the server can come before the loop runs again. */
     ptc_downstream_asker_t asker = {.call = op_asker_call, .hold = op_hold, .data = op};
-    op->owner = ptc_downstream_own(op->peer->ex->downstream, c, &asker);
+    op->owner = ptc_downstream_own(op->peer->ex->downstream, c, op->call, &asker);
     return true;
 }
 

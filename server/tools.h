@@ -49,13 +49,14 @@ typedef struct ptc_downstream_asker {
     void *data;
 } ptc_downstream_asker_t;
 /**
- * Notes that a call of ours (asker, copied; its data must outlive the note) is waiting on a
- * call to server c, so that a sampling or elicitation request c sends meanwhile goes to that
- * call's client, on its stream (or into its InputRequiredResult), and never to another client's
- * session. NULL when d, c or asker is NULL or memory ran out (then c's requests reach a client
- * only when one session is connected).
+ * Notes that a call of ours (asker, copied; its data must outlive the note) is waiting on
+ * downstream call dc to server c, so that a sampling or elicitation request c sends meanwhile goes
+ * to that call's client, on its stream (or into its InputRequiredResult), and never to another
+ * client's session. NULL when d, c or asker is NULL or memory ran out (then c's requests reach a
+ * client only when one session is connected).
  */
 ptc_downstream_owner_t *ptc_downstream_own(ptc_downstream_t *d, const mcp_client_t *c,
+                                           const mcp_client_call_t *dc,
                                            const ptc_downstream_asker_t *asker);
 /** The held request's method ("sampling/createMessage" or "elicitation/create") and params
  *  (borrowed; may be NULL), valid until it is answered or withdrawn. */

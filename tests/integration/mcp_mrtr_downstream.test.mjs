@@ -150,7 +150,7 @@ async function rawReady(peer) {
 const SAMPLE = 'from tools.everything import trigger_sampling_request\n' +
   'print(trigger_sampling_request(prompt="raw", maxTokens=5))\nprint("went on")\n';
 
-test('raw stdio, 2026: the input request, a client without the capability, one request at a time, a round that never comes, a changed state', async () => {
+test('raw stdio, 2026: the input request, a client without the capability, one request at a time, two callers at once, a round that never comes, a changed state', async () => {
   const s = servers();
   const peer = new RawPeer(ptcBin, ['--config', s.config, '--expose-tools', '--embedder', 'lexical', '--tool-timeout', '4'],
     { env: { ...process.env, ...s.env } });
@@ -217,6 +217,21 @@ test('raw stdio, 2026: the input request, a client without the capability, one r
     const other = first === '1' ? '2' : '1';
     assert.match(lines.find((l) => l.startsWith(`${first} `)), /one answer/);
     assert.match(lines.find((l) => l.startsWith(`${other} `)), /error: .*waiting for the client's answer \(one at a time\)/);
+
+    // Two stateless calls wait on the modern server at once: each of its input requests names
+    // the downstream call that asked, so each goes to its own caller (none is ambiguous).
+    const askModern = (q) => ({ code: `from tools.modern import ask_model\nprint(ask_model(question="${q}"))\n`, max_repairs: 0 });
+    const [m1, m2] = (await Promise.all([call(askModern('first')), call(askModern('second'))])).map(result);
+    assert.equal(m1.resultType, 'input_required', JSON.stringify(m1));
+    assert.equal(m2.resultType, 'input_required', JSON.stringify(m2));
+    assert.match(said(m1.inputRequests.downstream.params), /^first$/);
+    assert.match(said(m2.inputRequests.downstream.params), /^second$/);
+    const [n1, n2] = (await Promise.all([
+      call(askModern('first'), { inputResponses: { downstream: reply('for first') }, requestState: m1.requestState }),
+      call(askModern('second'), { inputResponses: { downstream: reply('for second') }, requestState: m2.requestState }),
+    ])).map(result);
+    assert.equal(n1.structuredContent.stdout, 'model said: for first\n', JSON.stringify(n1));
+    assert.equal(n2.structuredContent.stdout, 'model said: for second\n', JSON.stringify(n2));
 
     // No round comes: the run is stopped at the bound (--tool-timeout), its state finds nothing.
     const w1 = result(await call(args));

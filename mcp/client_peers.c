@@ -114,6 +114,11 @@ bool mcp_client_peer_cancelled(const mcp_client_peer_req_t *req)
     return req->cancelled;
 }
 
+const mcp_client_call_t *mcp_client_peer_call(const mcp_client_peer_req_t *req)
+{
+    return req->call;
+}
+
 void mcp_client_peer_reply(mcp_client_peer_req_t *req, cJSON *result)
 {
     if (result == NULL) {

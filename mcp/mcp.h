@@ -956,6 +956,9 @@ const char *mcp_client_peer_method(const mcp_client_peer_req_t *req);
 const cJSON *mcp_client_peer_params(const mcp_client_peer_req_t *req);
 /** True once the server cancelled it, died, or the client was freed. */
 bool mcp_client_peer_cancelled(const mcp_client_peer_req_t *req);
+/** The call whose InputRequiredResult asked it (a 2026-07-28 server's input request), or NULL
+ *  (a request the server sent on its own, or the call ended): who it belongs to, exactly. */
+const mcp_client_call_t *mcp_client_peer_call(const mcp_client_peer_req_t *req);
 /** Answers with a result (taken; NULL sends an internal error) and frees req. */
 void mcp_client_peer_reply(mcp_client_peer_req_t *req, cJSON *result);
 /** Answers with a JSON-RPC error and frees req. */

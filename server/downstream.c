@@ -3,6 +3,7 @@
 #include "tools.h"
 
 #include <stdio.h>
+#include <sys/random.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,18 +13,38 @@ typedef struct exposed {
     char *id, *server, *tool;
 } exposed_t;
 
-/* One --expose-tools call in flight. */
+#define PROXY_HANDLE_MAX 40 /* "proxy-", 32 hex digits (128 random bits), NUL */
+
+/* One --expose-tools call in flight. A stateless client's call to a legacy server that asks
+ * for sampling or elicitation is parked: its call is answered with an InputRequiredResult that
+ * names the handle, and the downstream call (and the server's request) wait for the round that
+ * brings the answer. */
 typedef struct proxy_call {
-    mcp_call_t *call;
+    struct ptc_downstream *d;
+    mcp_call_t *call; /* NULL while parked */
     mcp_client_call_t *downstream;
     ptc_downstream_owner_t *owner;
     bool rounds; /* a stateless client's call: the downstream's input requests go to it */
+    /* Parked (a stateless client's round pending): */
+    cJSON *args;        /* the call's, which its next round repeats */
+    mcp_identity_t who; /* only its client may continue it */
+    char handle[PROXY_HANDLE_MAX];
+    ptc_downstream_held_t *held; /* the server's request the round answers, or NULL */
+    uv_timer_t *timer;           /* drops it when no round comes in time */
+    bool linked, dropping;
+    /* The downstream call ended while parked: what the round is answered with. */
+    bool ended;
+    int err;
+    cJSON *result;
+    char *message;
+    struct proxy_call *prev, *next;
 } proxy_call_t;
 
 struct ptc_downstream_owner {
     struct ptc_downstream *d;
     const mcp_client_t *client;
-    mcp_call_t *call;
+    const mcp_client_call_t *call; /* the downstream call it waits on */
+    ptc_downstream_asker_t asker;
     struct ptc_downstream_owner *prev, *next;
 };
 
@@ -42,19 +63,24 @@ struct ptc_downstream {
     bool expose;
     exposed_t **exposed;
     size_t n_exposed, cap_exposed;
-    struct forwarded *forwarded;    /* requests of downstream servers waiting on our client */
+    struct ptc_downstream_held
+        *forwarded;                 /* requests of downstream servers waiting on our client */
     ptc_downstream_owner_t *owners; /* our calls waiting on a downstream call, newest first */
+    proxy_call_t *parked;           /* proxied calls waiting for a client's next round */
+    size_t n_parked;
 };
 
 ptc_downstream_owner_t *ptc_downstream_own(ptc_downstream_t *d, const mcp_client_t *c,
-                                           mcp_call_t *call)
+                                           const mcp_client_call_t *dc,
+                                           const ptc_downstream_asker_t *asker)
 {
-    if (d == NULL || c == NULL || call == NULL) return NULL;
+    if (d == NULL || c == NULL || asker == NULL || asker->call == NULL) return NULL;
     ptc_downstream_owner_t *o = calloc(1, sizeof *o);
     if (o == NULL) return NULL;
     o->d = d;
     o->client = c;
-    o->call = call;
+    o->call = dc;
+    o->asker = *asker;
     o->next = d->owners;
     if (d->owners) d->owners->prev = o;
     d->owners = o;
@@ -81,39 +107,48 @@ static mcp_client_t *find_client(const ptc_downstream_t *d, const char *server)
 
 /* --- --expose-tools ------------------------------------------------------------------------ */
 
+/* A proxied call's own requestState says what the round continues: "s:" and the stateless
+ * downstream server's state (its rounds pass through), or "h:" and the handle of a call parked
+ * here (a legacy server's request held). The library signs it and binds it to the tool. */
+#define PROXY_STATE_SERVER "s:"
+#define PROXY_STATE_HANDLE "h:"
+#define PROXY_INPUT_KEY    "downstream" /* the input request of a held server request */
+#define MAX_PARKED_PROXIES 64u          /* proxied calls waiting for a round at once */
+
 /* A stateless downstream server asks for input inside a proxied call whose own client is
  * stateless too: the same input requests go to that client in our InputRequiredResult, with
- * the server's requestState as ours (which protects it), and its answers go back to the server
- * on the next round (proxy_handle). */
+ * the server's requestState inside ours (which protects it), and its answers go back to the
+ * server on the next round (proxy_handle). */
 static void proxy_input_required(mcp_call_t *call, const cJSON *result)
 {
     const cJSON *reqs = cJSON_GetObjectItemCaseSensitive(result, "inputRequests");
     const cJSON *state = cJSON_GetObjectItemCaseSensitive(result, "requestState");
-    if (state != NULL &&
-        (!cJSON_IsString(state) || strlen(state->valuestring) > MCP_MRTR_MAX_STATE)) {
+    size_t room = MCP_MRTR_MAX_STATE - sizeof PROXY_STATE_SERVER;
+    if (state != NULL && (!cJSON_IsString(state) || strlen(state->valuestring) > room)) {
         mcp_call_finish_text(call, true,
                              "the downstream server's requestState is not a string of at most %zu "
                              "bytes, so it cannot be carried through this call",
-                             MCP_MRTR_MAX_STATE);
+                             room);
         return;
     }
     cJSON *copy = cJSON_IsObject(reqs) ? cJSON_Duplicate(reqs, true) : cJSON_CreateObject();
-    if (copy == NULL) {
+    char *ours = NULL;
+    if (state != NULL && (ours = malloc(strlen(state->valuestring) + 3)) != NULL)
+        snprintf(ours, strlen(state->valuestring) + 3, PROXY_STATE_SERVER "%s", state->valuestring);
+    if (copy == NULL || (state != NULL && ours == NULL)) {
+        cJSON_Delete(copy);
+        free(ours);
         mcp_call_finish_text(call, true, "out of memory");
         return;
     }
-    mcp_call_finish_input_required(call, copy, state != NULL ? state->valuestring : NULL);
+    mcp_call_finish_input_required(call, copy, ours);
+    free(ours);
 }
 
-static void proxy_done(void *data, int err, const cJSON *result, const cJSON *error,
-                       const char *message)
+/* Answers call with what the downstream call ended with. */
+static void proxy_answer(mcp_call_t *call, bool rounds, int err, const cJSON *result,
+                         const char *message)
 {
-    proxy_call_t *p = data;
-    mcp_call_t *call = p->call;
-    bool rounds = p->rounds;
-    ptc_downstream_disown(p->owner);
-    free(p);
-    (void)error;
     if (err < 0) {
         mcp_call_finish_text(call, true, "%s", message ? message : mcp_strerror(err));
         return;
@@ -131,10 +166,74 @@ static void proxy_done(void *data, int err, const cJSON *result, const cJSON *er
     mcp_call_finish(call, c, s, is_error);
 }
 
+static void timer_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void proxy_unpark(proxy_call_t *p)
+{
+    if (!p->linked) return;
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        p->d->parked = p->next;
+    if (p->next) p->next->prev = p->prev;
+    p->prev = p->next = NULL;
+    p->linked = false;
+    p->d->n_parked--;
+    if (p->timer != NULL) uv_timer_stop(p->timer);
+}
+
+static void proxy_free(proxy_call_t *p)
+{
+    proxy_unpark(p);
+    ptc_downstream_disown(p->owner);
+    if (p->held != NULL) ptc_downstream_held_answer(p->held, NULL, "the call it came in ended");
+    if (p->timer != NULL) uv_close((uv_handle_t *)p->timer, timer_closed);
+    cJSON_Delete(p->args);
+    cJSON_Delete(p->result);
+    free(p->message);
+    free(p);
+}
+
+/* Ends a parked call for good: its downstream call is cancelled, the server's request failed. */
+static void proxy_drop(proxy_call_t *p, const char *why)
+{
+    p->dropping = true;
+    proxy_unpark(p);
+    if (p->downstream != NULL) mcp_client_call_cancel(p->downstream, why); /* proxy_done */
+    proxy_free(p);
+}
+
+static void proxy_done(void *data, int err, const cJSON *result, const cJSON *error,
+                       const char *message)
+{
+    proxy_call_t *p = data;
+    (void)error;
+    p->downstream = NULL;
+    ptc_downstream_disown(p->owner); /* the server asks nothing more for this call */
+    p->owner = NULL;
+    if (p->dropping) return;
+    if (p->call == NULL) { /* parked: its next round gets this */
+        if (p->held != NULL) ptc_downstream_held_answer(p->held, NULL, "the call ended");
+        p->held = NULL;
+        p->ended = true;
+        p->err = err;
+        p->result = result != NULL ? cJSON_Duplicate(result, true) : NULL;
+        p->message = message != NULL ? strdup(message) : NULL;
+        if ((result != NULL && p->result == NULL) || (message != NULL && p->message == NULL))
+            p->err = MCP_ENOMEM;
+        return;
+    }
+    proxy_answer(p->call, p->rounds, err, result, message);
+    proxy_free(p);
+}
+
 static void proxy_progress(void *data, double progress, double total, const char *message)
 {
     proxy_call_t *p = data;
-    mcp_call_progress(p->call, progress, total, message);
+    if (p->call != NULL) mcp_call_progress(p->call, progress, total, message);
 }
 
 static void proxy_cancel(mcp_call_t *call, void *data)
@@ -145,36 +244,179 @@ static void proxy_cancel(mcp_call_t *call, void *data)
     mcp_client_call_cancel(p->downstream, "the client cancelled the call");
 }
 
+static mcp_call_t *proxy_asker_call(void *data, const char **busy)
+{
+    proxy_call_t *p = data;
+    *busy = p->call == NULL ? "another request of this call is waiting for the client's answer "
+                              "(one at a time)"
+                            : NULL;
+    return p->call;
+}
+
+static void proxy_withdrawn(void *data)
+{
+    proxy_call_t *p = data;
+    p->held = NULL; /* the round's answer has nowhere to go: the call's own answer still comes */
+}
+
+static void proxy_expired(uv_timer_t *t)
+{
+    proxy_call_t *p = t->data;
+    mcp_log(p->d->lg, MCP_LOG_INFO,
+            "proxied call: no next round came for %.14s... in time: its downstream call was "
+            "cancelled",
+            p->handle);
+    proxy_drop(p, "the client never came back with the answer it was asked for");
+}
+
+/* A 128-bit random handle, "proxy-" and 32 hex digits; false without random bytes. */
+static bool proxy_random_handle(char out[PROXY_HANDLE_MAX])
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char r[16];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) return false;
+    char *w = out + snprintf(out, PROXY_HANDLE_MAX, "proxy-");
+    for (size_t i = 0; i < sizeof r; i++) {
+        *w++ = hex[r[i] >> 4];
+        *w++ = hex[r[i] & 15];
+    }
+    *w = '\0';
+    return true;
+}
+
+/* A legacy server asks a stateless client's proxied call for sampling or elicitation: the call
+ * is answered with the request as its input request, and parks until the round. */
+static int proxy_hold(void *data, ptc_downstream_held_t *h, char *msg, size_t n)
+{
+    proxy_call_t *p = data;
+    ptc_downstream_t *d = p->d;
+    if (d->n_parked >= MAX_PARKED_PROXIES || p->args == NULL) {
+        snprintf(msg, n, "too many proxied calls are waiting for their clients' answers");
+        return MCP_EBUSY;
+    }
+    if (p->timer == NULL) {
+        uv_timer_t *t = calloc(1, sizeof *t);
+        if (t == NULL || uv_timer_init(d->loop, t) != 0) {
+            free(t);
+            snprintf(msg, n, "out of memory");
+            return MCP_ENOMEM;
+        }
+        t->data = p;
+        p->timer = t;
+    }
+    const cJSON *params = ptc_downstream_held_params(h);
+    cJSON *requests = cJSON_CreateObject();
+    cJSON *req = cJSON_AddObjectToObject(requests, PROXY_INPUT_KEY);
+    char state[PROXY_HANDLE_MAX + 2];
+    bool ok =
+        req != NULL && proxy_random_handle(p->handle) &&
+        cJSON_AddStringToObject(req, "method", ptc_downstream_held_method(h)) != NULL &&
+        cJSON_AddItemToObject(
+            req, "params", params != NULL ? cJSON_Duplicate(params, true) : cJSON_CreateObject());
+    if (!ok) {
+        cJSON_Delete(requests);
+        snprintf(msg, n, "out of memory");
+        return MCP_ENOMEM;
+    }
+    snprintf(state, sizeof state, PROXY_STATE_HANDLE "%s", p->handle);
+    mcp_call_t *call = p->call;
+    mcp_call_identity(call, &p->who);
+    p->call = NULL; /* the call is answered now: nothing may touch it again */
+    p->held = h;
+    ptc_downstream_held_watch(h, proxy_withdrawn, p);
+    p->next = d->parked;
+    if (d->parked) d->parked->prev = p;
+    d->parked = p;
+    p->linked = true;
+    d->n_parked++;
+    /* The downstream call's own timeout bounds it too; this frees what is left after it. */
+    uv_timer_start(p->timer, proxy_expired, d->tool_timeout_ms, 0);
+    mcp_call_finish_input_required(call, requests, state);
+    return MCP_OK;
+}
+
+/* The next round of a parked call (state: its handle): the client's answer goes to the server,
+ * and the call waits for the downstream call's answer again. */
+static void proxy_resume(ptc_downstream_t *d, mcp_call_t *call, const cJSON *args,
+                         const char *handle)
+{
+    mcp_identity_t who;
+    mcp_call_identity(call, &who);
+    proxy_call_t *p = d->parked;
+    while (p != NULL && (strcmp(p->handle, handle) != 0 || !mcp_identity_equal(&p->who, &who)))
+        p = p->next;
+    if (p == NULL) {
+        mcp_call_finish_text(call, true,
+                             "This call continues a proxied call that is no longer waiting (its "
+                             "answer came already, or it waited too long and was cancelled): call "
+                             "the tool again without requestState.");
+        return;
+    }
+    if (!cJSON_Compare(p->args, args != NULL ? args : p->args, true)) {
+        mcp_call_finish_text(call, true,
+                             "Invalid arguments: a call with requestState repeats the arguments "
+                             "of the call it continues (these differ).");
+        return;
+    }
+    proxy_unpark(p);
+    if (p->held != NULL) {
+        const cJSON *answer =
+            cJSON_GetObjectItemCaseSensitive(mcp_call_input_responses(call), PROXY_INPUT_KEY);
+        ptc_downstream_held_answer(p->held, answer,
+                                   "the client's next round carried no answer to it");
+        p->held = NULL;
+    }
+    if (p->ended) {
+        proxy_answer(call, p->rounds, p->err, p->result, p->message);
+        proxy_free(p);
+        return;
+    }
+    p->call = call;
+    mcp_call_on_cancel(call, proxy_cancel, p);
+}
+
 static void proxy_handle(mcp_call_t *call, const cJSON *args, void *data)
 {
     exposed_t *e = data;
     mcp_client_t *c = find_client(e->d, e->server);
+    const char *state = mcp_call_request_state(call);
+    size_t hl = strlen(PROXY_STATE_HANDLE), sl = strlen(PROXY_STATE_SERVER);
+    if (state != NULL && strncmp(state, PROXY_STATE_HANDLE, hl) == 0) {
+        proxy_resume(e->d, call, args, state + hl);
+        return;
+    }
     proxy_call_t *p = calloc(1, sizeof *p);
     if (c == NULL || p == NULL) {
         free(p);
         mcp_call_finish_text(call, true, "server %s is not configured", e->server);
         return;
     }
+    p->d = e->d;
     p->call = call;
-    p->owner = ptc_downstream_own(e->d, c, call);
     /* A stateless client cannot be sent requests in the middle of its call, but it can be
-     * handed a stateless downstream server's input requests as its own (proxy_done). */
+     * handed a stateless downstream server's input requests as its own (proxy_done), and a
+     * legacy server's requests as input requests too (proxy_hold, which needs the args). */
     p->rounds = mcp_call_is_modern(call);
+    if (p->rounds) p->args = args != NULL ? cJSON_Duplicate(args, true) : cJSON_CreateObject();
+    const char *server_state =
+        state != NULL && strncmp(state, PROXY_STATE_SERVER, sl) == 0 ? state + sl : NULL;
     mcp_client_progress_cb progress = mcp_call_wants_progress(call) ? proxy_progress : NULL;
     int rc = p->rounds
                  ? mcp_client_call_tool_round(c, e->tool, args, mcp_call_input_responses(call),
-                                              mcp_call_request_state(call), e->d->tool_timeout_ms,
-                                              progress, proxy_done, p, &p->downstream)
+                                              server_state, e->d->tool_timeout_ms, progress,
+                                              proxy_done, p, &p->downstream)
                  : mcp_client_call_tool(c, e->tool, args, e->d->tool_timeout_ms, progress,
                                         proxy_done, p, &p->downstream);
     if (rc < 0) {
-        ptc_downstream_disown(p->owner);
-        free(p);
+        proxy_free(p);
         char m[400];
         ptc_downstream_refusal(c, rc, m, sizeof m);
         mcp_call_finish_text(call, true, "%s", m);
         return;
     }
+    /* No request of the server can come before the loop runs again. */
+    ptc_downstream_asker_t asker = {.call = proxy_asker_call, .hold = proxy_hold, .data = p};
+    p->owner = ptc_downstream_own(e->d, c, p->downstream, &asker);
     mcp_call_on_cancel(call, proxy_cancel, p);
 }
 
@@ -245,13 +487,17 @@ static void expose_server(ptc_downstream_t *d, const char *server)
 
 /* --- requests downstream servers send us ---------------------------------------------------- */
 
-/* A sampling or elicitation request of a downstream server, forwarded to our own client. */
-typedef struct forwarded {
+/* A sampling or elicitation request of a downstream server, forwarded to our own client (out
+ * set), or held for a stateless client's next round (out NULL). */
+struct ptc_downstream_held {
     struct ptc_downstream *d;
     mcp_client_peer_req_t *req;
     mcp_outreq_t *out;
-    struct forwarded *prev, *next;
-} forwarded_t;
+    ptc_downstream_withdrawn_cb withdrawn; /* held: its holder, told if the server withdraws it */
+    void *withdrawn_data;
+    struct ptc_downstream_held *prev, *next;
+};
+typedef struct ptc_downstream_held forwarded_t;
 
 #define FORWARD_TIMEOUT_MS (10u * 60 * 1000) /* a person may be answering */
 
@@ -264,56 +510,146 @@ static void forward_unlink(forwarded_t *f)
     if (f->next) f->next->prev = f->prev;
 }
 
+static forwarded_t *forward_link(ptc_downstream_t *d, mcp_client_peer_req_t *req)
+{
+    forwarded_t *f = calloc(1, sizeof *f);
+    if (f == NULL) return NULL;
+    f->d = d;
+    f->req = req;
+    f->next = d->forwarded;
+    if (d->forwarded) d->forwarded->prev = f;
+    d->forwarded = f;
+    return f;
+}
+
+/* Unlinks and frees f, then answers its request: result (taken; NULL: fails it with code and
+ * message). */
+static void forward_settle(forwarded_t *f, cJSON *result, int code, const char *message)
+{
+    mcp_client_peer_req_t *req = f->req;
+    forward_unlink(f);
+    free(f);
+    if (result != NULL)
+        mcp_client_peer_reply(req, result);
+    else
+        mcp_client_peer_fail(req, code, message);
+}
+
 static void forward_done(void *data, int err, const cJSON *result, const cJSON *error,
                          const char *message)
 {
     forwarded_t *f = data;
-    mcp_client_peer_req_t *req = f->req;
-    forward_unlink(f);
-    free(f);
     if (err == 0) {
         cJSON *copy = cJSON_Duplicate(result, true);
         if (copy != NULL) {
-            mcp_client_peer_reply(req, copy);
+            forward_settle(f, copy, 0, NULL);
             return;
         }
         err = MCP_ENOMEM;
     }
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(error, "code");
-    mcp_client_peer_fail(req, cJSON_IsNumber(code) ? code->valueint : MCP_JSONRPC_INTERNAL_ERROR,
-                         message ? message : mcp_strerror(err));
+    forward_settle(f, NULL, cJSON_IsNumber(code) ? code->valueint : MCP_JSONRPC_INTERNAL_ERROR,
+                   message ? message : mcp_strerror(err));
 }
 
+const char *ptc_downstream_held_method(const ptc_downstream_held_t *h)
+{
+    return mcp_client_peer_method(h->req);
+}
+
+const cJSON *ptc_downstream_held_params(const ptc_downstream_held_t *h)
+{
+    return mcp_client_peer_params(h->req);
+}
+
+void ptc_downstream_held_watch(ptc_downstream_held_t *h, ptc_downstream_withdrawn_cb cb, void *data)
+{
+    h->withdrawn = cb;
+    h->withdrawn_data = data;
+}
+
+void ptc_downstream_held_answer(ptc_downstream_held_t *h, const cJSON *result, const char *why)
+{
+    cJSON *copy = result != NULL ? cJSON_Duplicate(result, true) : NULL;
+    char m[300];
+    snprintf(m, sizeof m, "%s was not answered: %s", ptc_downstream_held_method(h),
+             result != NULL ? "out of memory" : why);
+    forward_settle(h, copy, MCP_JSONRPC_INTERNAL_ERROR, m);
+}
+
+/* The request goes to the call it belongs to: its client's session (a legacy client), or its
+ * next round (a stateless client: hold). */
 static void on_peer_request(mcp_client_t *c, mcp_client_peer_req_t *req, void *data)
 {
     ptc_downstream_t *d = data;
     const char *method = mcp_client_peer_method(req);
     const char *cap = strcmp(method, "sampling/createMessage") == 0 ? "sampling" : "elicitation";
     /* The request belongs to the client whose call is waiting on this server: never ask
-     * another client's user (over HTTP many sessions share the downstream servers). */
+     * another client's user (over HTTP many sessions share the downstream servers, and each
+     * stateless request is a client of its own). */
     mcp_call_t *owner = NULL;
+    ptc_downstream_owner_t *asker = NULL;
+    const char *busy = NULL;
     bool ambiguous = false;
+    /* A stateless server's input request names its call: only that call's owner is asked. */
+    const mcp_client_call_t *asked_by = mcp_client_peer_call(req);
     for (ptc_downstream_owner_t *o = d->owners; o != NULL; o = o->next) {
-        if (o->client != c) continue;
-        if (owner == NULL)
-            owner = o->call;
-        else if (mcp_call_session(o->call) != mcp_call_session(owner))
+        if (o->client != c || (asked_by != NULL && o->call != asked_by)) continue;
+        const char *b = NULL;
+        mcp_call_t *call = o->asker.call(o->asker.data, &b);
+        if (call == NULL && b == NULL) continue; /* no request of its waits now */
+        if (call == NULL) {
+            ambiguous = ambiguous || owner != NULL;
+            busy = b;
+        } else if (owner == NULL) {
+            ambiguous = busy != NULL;
+            owner = call;
+            asker = o;
+        } else if (call != owner && (mcp_call_is_modern(call) || mcp_call_is_modern(owner) ||
+                                     mcp_call_session(call) != mcp_call_session(owner))) {
             ambiguous = true;
+        }
     }
-    mcp_session_t *s = owner != NULL ? mcp_call_session(owner)
-                       : d->srv      ? mcp_server_pick_session(d->srv, cap)
-                                     : NULL;
+    char m[400];
+    bool modern = !ambiguous && owner != NULL && mcp_call_is_modern(owner);
+    if (modern && mcp_call_client_has(owner, cap) && asker->asker.hold != NULL) {
+        forwarded_t *f = forward_link(d, req);
+        if (f == NULL) {
+            mcp_client_peer_fail(req, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+            return;
+        }
+        char why[200];
+        int rc = asker->asker.hold(asker->asker.data, f, why, sizeof why);
+        if (rc < 0) {
+            snprintf(m, sizeof m, "%s from server %s could not be passed to the client: %s", method,
+                     mcp_client_name(c), why);
+            forward_settle(f, NULL, MCP_JSONRPC_INTERNAL_ERROR, m);
+        }
+        return;
+    }
+    mcp_session_t *s = modern || busy != NULL ? NULL
+                       : owner != NULL        ? mcp_call_session(owner)
+                       : d->srv               ? mcp_server_pick_session(d->srv, cap)
+                                              : NULL;
     bool capable = s != NULL && mcp_session_client_has(s, cap);
-    forwarded_t *f = capable && !ambiguous ? calloc(1, sizeof *f) : NULL;
+    forwarded_t *f = capable && !ambiguous ? forward_link(d, req) : NULL;
     cJSON *params = f ? cJSON_Duplicate(mcp_client_peer_params(req), true) : NULL;
     if (params == NULL) {
+        if (f != NULL) forward_unlink(f);
         free(f);
-        char m[300];
         if (ambiguous)
             snprintf(m, sizeof m,
                      "%s from server %s: calls of several clients are waiting on this server, so "
                      "which client to ask cannot be told; refused",
                      method, mcp_client_name(c));
+        else if (busy != NULL)
+            snprintf(m, sizeof m, "%s from server %s: %s; refused", method, mcp_client_name(c),
+                     busy);
+        else if (modern)
+            snprintf(m, sizeof m,
+                     "%s from server %s: the client that made the call does not support %s (its "
+                     "request's _meta clientCapabilities do not name it)",
+                     method, mcp_client_name(c), cap);
         else if (owner != NULL)
             snprintf(m, sizeof m,
                      "%s from server %s: the client that made the call does not "
@@ -325,31 +661,36 @@ static void on_peer_request(mcp_client_t *c, mcp_client_peer_req_t *req, void *d
         mcp_client_peer_fail(req, MCP_JSONRPC_METHOD_NOT_FOUND, m);
         return;
     }
-    f->d = d;
-    f->req = req;
-    f->next = d->forwarded;
-    if (d->forwarded) d->forwarded->prev = f;
-    d->forwarded = f;
     int rc = owner != NULL ? mcp_call_request_ex(owner, method, params, cap, FORWARD_TIMEOUT_MS,
                                                  forward_done, f, &f->out)
                            : mcp_session_request(s, method, params, cap, FORWARD_TIMEOUT_MS,
                                                  forward_done, f, &f->out);
-    if (rc < 0) {
-        forward_unlink(f);
-        free(f);
-        mcp_client_peer_fail(req, MCP_JSONRPC_INTERNAL_ERROR, mcp_strerror(rc));
+    if (rc < 0) forward_settle(f, NULL, MCP_JSONRPC_INTERNAL_ERROR, mcp_strerror(rc));
+}
+
+/* Ends f: a forwarded request is cancelled on our client's side (forward_done answers it), a
+ * held one is failed and its holder told. */
+static void forward_withdraw(forwarded_t *f, const char *why)
+{
+    if (f->out != NULL) {
+        mcp_outreq_cancel(f->out, why); /* forward_done answered f's request, which freed it */
+        return;
     }
+    ptc_downstream_withdrawn_cb cb = f->withdrawn;
+    void *cb_data = f->withdrawn_data;
+    forward_settle(f, NULL, MCP_JSONRPC_INTERNAL_ERROR, why);
+    if (cb != NULL) cb(cb_data);
 }
 
 static void on_peer_cancelled(mcp_client_t *c, mcp_client_peer_req_t *req, void *data)
 {
     ptc_downstream_t *d = data;
     (void)c;
-    for (forwarded_t *f = d->forwarded; f != NULL; f = f->next)
-        if (f->req == req) {
-            mcp_outreq_cancel(f->out, "the downstream server cancelled its request");
-            return; /* forward_done answered req, which freed it */
-        }
+    for (forwarded_t *f = d->forwarded; f != NULL; f = f->next) {
+        if (f->req != req) continue;
+        forward_withdraw(f, "the downstream server cancelled its request");
+        return;
+    }
 }
 
 /* --- clients ------------------------------------------------------------------------------- */
@@ -578,8 +919,19 @@ bool ptc_downstream_settled(const ptc_downstream_t *d)
     return true;
 }
 
+/* Proxied calls parked for a round end with the server (no round could reach them). */
+static void drop_parked(ptc_downstream_t *d)
+{
+    /* proxy_drop unlinks the head it frees, so each pass reads a live one: the analyzer loses
+     * the unlink. */
+    while (d->parked != NULL)
+        // NOLINTNEXTLINE(clang-analyzer-unix.Malloc)
+        proxy_drop(d->parked, "ptc-mcp is stopping");
+}
+
 void ptc_downstream_stop(ptc_downstream_t *d)
 {
+    if (d != NULL) drop_parked(d);
     for (size_t i = 0; d != NULL && i < d->n_clients; i++)
         mcp_client_stop(d->clients[i], NULL, NULL);
 }
@@ -587,8 +939,12 @@ void ptc_downstream_stop(ptc_downstream_t *d)
 void ptc_downstream_free(ptc_downstream_t *d)
 {
     if (d == NULL) return;
+    drop_parked(d);
+    /* forward_withdraw unlinks the head it frees (through forward_done for a forwarded one):
+     * the analyzer loses the unlink. */
     while (d->forwarded != NULL)
-        mcp_outreq_cancel(d->forwarded->out, "ptc-mcp is stopping");
+        // NOLINTNEXTLINE(clang-analyzer-unix.Malloc)
+        forward_withdraw(d->forwarded, "ptc-mcp is stopping");
     /* Every call has finished by now, and with it its notes; this frees what a leak left. */
     while (d->owners != NULL)
         ptc_downstream_disown(d->owners);

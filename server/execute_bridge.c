@@ -42,10 +42,30 @@ static void op_call_done(void *data, int err, const cJSON *result, const cJSON *
     op_free(op);
 }
 
+/* The request a downstream server's sampling or elicitation belongs to: the job's call now
+ * (it changes between rounds and long-run waits), none while the job waits for another answer
+ * (one at a time), or none at all. */
+static mcp_call_t *op_asker_call(void *data, const char **busy)
+{
+    bridge_op_t *op = data;
+    const job_t *j = op->peer->job;
+    *busy = j != NULL && j->call == NULL && j->mrtr_linked
+                ? "another request of this run is waiting for the client's answer (one at a time)"
+                : NULL;
+    return peer_call(op->peer);
+}
+
+/* A downstream server asks a stateless client's run for sampling or elicitation: the job
+ * holds the request (execute_mrtr.c). */
+static int op_hold(void *data, ptc_downstream_held_t *h, char *msg, size_t n)
+{
+    bridge_op_t *op = data;
+    return ptc__mrtr_hold(op->peer->job, h, op->timeout_ms, msg, n);
+}
+
 /* Sends the call downstream; on failure answers through done, frees op and returns false. */
 static bool op_forward(bridge_op_t *op, mcp_client_t *c, const char *name, const cJSON *args)
 {
-    op->owner = ptc_downstream_own(op->peer->ex->downstream, c, peer_call(op->peer));
     int rc = mcp_client_call_tool(c, name, args, op->timeout_ms, NULL, op_call_done, op, &op->call);
     if (rc < 0) {
         char m[400];
@@ -54,6 +74,9 @@ static bool op_forward(bridge_op_t *op, mcp_client_t *c, const char *name, const
         op_free(op);
         return false;
     }
+    /* No request of the server can come before the loop runs again. */
+    ptc_downstream_asker_t asker = {.call = op_asker_call, .hold = op_hold, .data = op};
+    op->owner = ptc_downstream_own(op->peer->ex->downstream, c, op->call, &asker);
     return true;
 }
 

@@ -152,6 +152,7 @@ typedef struct job {
     uv_timer_t *mrtr_timer; /* frees the job when no round comes in time */
     ptc_repair_ask_t *mrtr_ask;
     struct bridge_op *mrtr_op;
+    ptc_downstream_held_t *mrtr_held; /* a downstream server's request passed on, or NULL */
     struct job *mrtr_prev, *mrtr_next;
 } job_t;
 
@@ -339,6 +340,8 @@ void ptc__longrun_close_owner(ptc_execute_t *ex, const mcp_identity_t *owner);
 /* The keys of the input requests (and of the client's inputResponses). */
 #define EXECUTE_MRTR_KEY_REPAIR  "repair"  /* sampling/createMessage for a repair */
 #define EXECUTE_MRTR_KEY_CONFIRM "confirm" /* elicitation/create for --confirm-writes */
+/* A downstream server's sampling/createMessage or elicitation/create, passed on. */
+#define EXECUTE_MRTR_KEY_DOWNSTREAM "downstream"
 
 /**
  * Answers j's call with an InputRequiredResult asking {key: {method, params}} (params taken)
@@ -362,6 +365,11 @@ void ptc__mrtr_cancel_task(const char *task_id, const mcp_identity_t *who, void 
 /** The client's answer to a confirmation asked through MRTR (execute_bridge.c): result is its
  *  elicitation result (borrowed; NULL: none). Goes on with the call or denies it; frees op. */
 void ptc__execute_confirm_answer(bridge_op_t *op, const cJSON *result);
+/** A downstream server's sampling or elicitation request h, sent while j's stateless call
+ *  (which declared the capability) waits: j's call is answered with it as an input request
+ *  and j parks (ptc__mrtr_park, for keep_ms at most) holding h, which the next round answers
+ *  (or j's end fails). < 0 with a sentence in msg when it cannot be asked. */
+int ptc__mrtr_hold(job_t *j, ptc_downstream_held_t *h, uint64_t keep_ms, char *msg, size_t n);
 
 /* --- execute_ends.c: what goes when a client's MCP session ends (issue 12) ------------------ */
 

@@ -39,6 +39,11 @@ static void unlink_job(job_t *j)
 void ptc__mrtr_release(job_t *j)
 {
     unlink_job(j);
+    if (j->mrtr_held != NULL) {
+        ptc_downstream_held_t *h = j->mrtr_held;
+        j->mrtr_held = NULL;
+        ptc_downstream_held_answer(h, NULL, "the run it came for ended before the client answered");
+    }
     if (j->mrtr_timer != NULL) uv_close((uv_handle_t *)j->mrtr_timer, timer_closed);
     j->mrtr_timer = NULL;
 }
@@ -132,6 +137,33 @@ int ptc__mrtr_park(job_t *j, const char *key, const char *method, cJSON *params,
     return MCP_OK;
 }
 
+static void held_withdrawn(void *data)
+{
+    job_t *j = data;
+    j->mrtr_held = NULL; /* the round's answer is dropped: the server's call ends as it says */
+}
+
+int ptc__mrtr_hold(job_t *j, ptc_downstream_held_t *h, uint64_t keep_ms, char *msg, size_t n)
+{
+    const cJSON *p = ptc_downstream_held_params(h);
+    cJSON *params = p != NULL ? cJSON_Duplicate(p, true) : cJSON_CreateObject();
+    if (params == NULL) {
+        snprintf(msg, n, "out of memory");
+        return MCP_ENOMEM;
+    }
+    int rc = ptc__mrtr_park(j, EXECUTE_MRTR_KEY_DOWNSTREAM, ptc_downstream_held_method(h), params,
+                            keep_ms);
+    if (rc < 0) {
+        snprintf(msg, n, "%s",
+                 rc == MCP_EBUSY ? "too many runs are waiting for their clients' answers"
+                                 : mcp_strerror(rc));
+        return rc;
+    }
+    j->mrtr_held = h;
+    ptc_downstream_held_watch(h, held_withdrawn, j);
+    return MCP_OK;
+}
+
 /* True if args are those of j's request: its code, or the cursor of the long run a call waited
  * on when the question came. */
 static bool same_request(const job_t *j, const cJSON *args)
@@ -161,6 +193,8 @@ static job_t *find(ptc_execute_t *ex, const char *state, const mcp_identity_t *w
         if (j != NULL)
             *waits_for = strcmp(w->valuestring, EXECUTE_MRTR_KEY_REPAIR) == 0
                              ? EXECUTE_MRTR_KEY_REPAIR
+                         : strcmp(w->valuestring, EXECUTE_MRTR_KEY_DOWNSTREAM) == 0
+                             ? EXECUTE_MRTR_KEY_DOWNSTREAM
                              : EXECUTE_MRTR_KEY_CONFIRM;
     }
     cJSON_Delete(st);
@@ -200,12 +234,18 @@ bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, const cJSON *args, ui
     unlink_job(j);
     ptc_repair_ask_t *ask = j->mrtr_ask;
     bridge_op_t *op = j->mrtr_op;
+    ptc_downstream_held_t *held = j->mrtr_held;
     j->mrtr_ask = NULL;
     j->mrtr_op = NULL;
+    j->mrtr_held = NULL;
     if (op != NULL) op->mrtr_wait = false;
     /* The run ended (or the loop gave up at its deadline) while it waited: its bridge and the
      * repair request are gone already (ask and op are NULL), the answer comes too late. */
     bool ended = j->ran_pending;
+    /* The server's request is answered even when the run ended meanwhile: it still waits. Its
+     * answer reaches the run through the loop, after the call below waits on it. */
+    if (held != NULL)
+        ptc_downstream_held_answer(held, answer, "the client's next round carried no answer to it");
     mcp_call_on_cancel(call, ptc__execute_job_cancelled, j);
     /* The call waits on the job as a long run's next call does (wait_seconds, running). */
     ptc__longrun_attach(j, call, wait_ms); /* with `ended`, answers and may free j */

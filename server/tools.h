@@ -29,14 +29,45 @@ int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger
 void ptc_downstream_set_server(ptc_downstream_t *d, mcp_server_t *srv);
 /** A note that one of our client's calls has a call in flight to a downstream server. */
 typedef struct ptc_downstream_owner ptc_downstream_owner_t;
+/** A sampling or elicitation request of a downstream server held unanswered (a legacy server's
+ *  JSON-RPC request, or a stateless server's input request) while a 2026-07-28 client, asked
+ *  for it in an InputRequiredResult, comes back with the answer in its next round. */
+typedef struct ptc_downstream_held ptc_downstream_held_t;
+/** The server withdrew a held request (it cancelled it, died or stops): the request is freed,
+ *  its holder must forget it. */
+typedef void (*ptc_downstream_withdrawn_cb)(void *data);
+/** Whom a downstream call is made for, asked when the server sends a request meanwhile. */
+typedef struct ptc_downstream_asker {
+    /** The call the request belongs to now (borrowed), or NULL: then *busy is a sentence when
+     *  that call cannot be asked now (one input at a time), else NULL (no request waits). */
+    mcp_call_t *(*call)(void *data, const char **busy);
+    /** Only for a stateless call that declared the request's capability: the call takes h as
+     *  an input request of its own (answering itself with an InputRequiredResult) and answers
+     *  h later (ptc_downstream_held_answer). 0 when taken; < 0 when not, with a sentence in msg
+     *  (h is then failed with it). NULL: such calls are refused. */
+    int (*hold)(void *data, ptc_downstream_held_t *h, char *msg, size_t n);
+    void *data;
+} ptc_downstream_asker_t;
 /**
- * Notes that `call` (borrowed: disown before it finishes) is waiting on a call to server c, so
- * that a sampling or elicitation request c sends meanwhile goes to that call's client, on its
- * stream, and never to another client's session. NULL when d, c or call is NULL or memory ran
- * out (then c's requests reach a client only when one session is connected).
+ * Notes that a call of ours (asker, copied; its data must outlive the note) is waiting on
+ * downstream call dc to server c, so that a sampling or elicitation request c sends meanwhile goes
+ * to that call's client, on its stream (or into its InputRequiredResult), and never to another
+ * client's session. NULL when d, c or asker is NULL or memory ran out (then c's requests reach a
+ * client only when one session is connected).
  */
 ptc_downstream_owner_t *ptc_downstream_own(ptc_downstream_t *d, const mcp_client_t *c,
-                                           mcp_call_t *call);
+                                           const mcp_client_call_t *dc,
+                                           const ptc_downstream_asker_t *asker);
+/** The held request's method ("sampling/createMessage" or "elicitation/create") and params
+ *  (borrowed; may be NULL), valid until it is answered or withdrawn. */
+const char *ptc_downstream_held_method(const ptc_downstream_held_t *h);
+const cJSON *ptc_downstream_held_params(const ptc_downstream_held_t *h);
+/** cb(data) is told if the server withdraws h (see ptc_downstream_withdrawn_cb). */
+void ptc_downstream_held_watch(ptc_downstream_held_t *h, ptc_downstream_withdrawn_cb cb,
+                               void *data);
+/** Answers h with the client's result (borrowed, copied) or, when result is NULL, fails it
+ *  with why; frees h. */
+void ptc_downstream_held_answer(ptc_downstream_held_t *h, const cJSON *result, const char *why);
 /** Ends the note (NULL: nothing). */
 void ptc_downstream_disown(ptc_downstream_owner_t *o);
 /** --expose-tools: list every downstream tool on srv under its registry id and proxy calls. */

@@ -10,10 +10,10 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
-import { ptcBin, repoRoot, sleep } from './helpers.mjs';
+import { Client } from '@modelcontextprotocol/client';
+import { repoRoot, sleep } from './helpers.mjs';
 import { startHttp } from './http_helpers.mjs';
+import { connectSdk2 } from './sdk2.mjs';
 
 const MODERN = '2026-07-28';
 const modules = path.join(repoRoot, 'tests', 'node_modules', '@modelcontextprotocol');
@@ -42,16 +42,7 @@ async function connect(transport, { era = 'modern', args = [], env, handlers = {
       return handlers.elicitation(req.params);
     });
   }
-  let stderr = () => '';
-  if (transport === 'stdio') {
-    const t = new StdioClientTransport({ command: ptcBin, args, env: { ...process.env, ...env }, stderr: 'pipe' });
-    let err = '';
-    t.stderr?.on('data', (d) => { err += d.toString(); });
-    stderr = () => err;
-    await client.connect(t);
-  } else {
-    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
-  }
+  const stderr = await connectSdk2(client, transport, { args, env, url });
   assert.equal(client.getProtocolEra(), era);
   await client.listTools(); // the SDK validates structuredContent against the outputSchema
   return { client, asked, stderr, close: () => client.close() };

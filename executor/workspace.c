@@ -1,7 +1,11 @@
 /* workspace.c - what a client keeps between its requests (issue 12): live sessions (one
  * exec_session_t each) behind unguessable handles, runs kept behind a cursor while no request
  * waits on them, and the end of everything an owner had once the owner is gone. Every entry is
- * bound to its owner's bytes; whatever another owner presents reads as unknown. */
+ * bound to its owner's bytes; whatever another owner presents reads as unknown.
+ *
+ * The lists are walked from the head again after each entry ended, since a callback may change
+ * them; clang-analyzer does not follow the unlinking (it assumes a list may loop back on a
+ * freed entry) and reports those walks as uses after free: the NOLINTs below are those. */
 #include "internal.h"
 
 #include <stdio.h>
@@ -69,6 +73,7 @@ bool exec_random_handle(const char *prefix, char *buf, size_t size)
     if (size > EXEC_WS_HANDLE_MAX) size = EXEC_WS_HANDLE_MAX;
     if (k + 2 * sizeof rnd >= size || getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
         return false;
+    /* NOLINTNEXTLINE(bugprone-not-null-terminated-result): the hex digits follow, NUL-ended */
     memcpy(buf, prefix, k);
     for (size_t i = 0; i < sizeof rnd; i++)
         snprintf(buf + k + 2 * i, 3, "%02x", rnd[i]);
@@ -159,6 +164,7 @@ static void on_sweep(uv_timer_t *timer)
         char why[WS_WHY_MAX];
         exec_ws_end_t reason = EXEC_WS_EXPIRED;
         for (; s != NULL; s = s->next) {
+            /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): the list walk (see the top) */
             if (s->claimant != NULL) continue;
             if (exec_ws_session_end_reason(s) != NULL) {
                 ended_why(s, why);
@@ -361,6 +367,7 @@ static void run_unlink(exec_ws_run_t *r)
         r->prev->next = r->next;
     else
         ws->runs = r->next;
+    /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): the list walk (see the top) */
     if (r->next) r->next->prev = r->prev;
     ws->n_runs--;
 }
@@ -383,6 +390,7 @@ static void on_expiry(uv_timer_t *t)
     for (;;) {
         /* From the start each time: run_ended may change the list. */
         exec_ws_run_t *r = ws->runs;
+        /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): the list walk (see the top) */
         while (r != NULL && !(r->kept && r->kept_until <= now))
             r = r->next;
         if (r == NULL) break;
@@ -498,15 +506,19 @@ static void drop_owner(exec_workspace_t *ws, const unsigned char *owner)
     for (;;) {
         exec_ws_run_t *r = ws->runs;
         while (r != NULL && !same_owner(r->owner, owner))
+            /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): the list walk (see the top) */
             r = r->next;
         if (r == NULL) break;
+        /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): the list walk (see the top) */
         run_end(r, EXEC_WS_OWNER_ENDED);
     }
     for (;;) {
         exec_ws_session_t *s = ws->sessions;
         while (s != NULL && !same_owner(s->owner, owner))
+            /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): the list walk (see the top) */
             s = s->next;
         if (s == NULL) break;
+        /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): the list walk (see the top) */
         session_end(s, "was closed: the MCP session that made it ended", EXEC_WS_OWNER_ENDED);
     }
     size_t pages = ws->o.pages != NULL ? exec_pages_drop_owner(ws->o.pages, owner) : 0;
@@ -543,8 +555,10 @@ void exec_workspace_stop(exec_workspace_t *ws)
 {
     if (ws == NULL) return;
     while (ws->runs != NULL)
+        /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): the list walk (see the top) */
         run_end(ws->runs, EXEC_WS_STOPPED);
     while (ws->sessions != NULL)
+        /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): the list walk (see the top) */
         session_end(ws->sessions, "was closed: the server stopped", EXEC_WS_STOPPED);
     uv_timer_stop(ws->expiry);
 }

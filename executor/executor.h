@@ -694,6 +694,7 @@ void exec_ws_session_release(exec_ws_session_t *s, const void *claimant, bool fo
  *  later use; a cell running dies without on_done and the claimant stays the caller's (no
  *  callback but session_release). */
 void exec_ws_session_close(exec_ws_session_t *s, const char *why);
+/** s's handle (borrowed: valid while s lives). */
 const char *exec_ws_session_handle(const exec_ws_session_t *s);
 /** Cells run in s so far. */
 unsigned long exec_ws_session_cells(const exec_ws_session_t *s);
@@ -716,6 +717,7 @@ int exec_ws_run_add(exec_workspace_t *ws, const unsigned char *owner, void *user
 bool exec_ws_runs_full(const exec_workspace_t *ws);
 /** The user kept behind cursor for owner, or NULL (also for another owner's cursor). */
 void *exec_ws_run_find(const exec_workspace_t *ws, const char *cursor, const unsigned char *owner);
+/** r's cursor (borrowed: valid while r is kept). */
 const char *exec_ws_run_cursor(const exec_ws_run_t *r);
 /** r's run ended with nobody waiting: in run_keep_ms unless exec_ws_run_hold comes first, r
  *  goes (run_ended, EXEC_WS_EXPIRED). */

@@ -235,10 +235,11 @@ static void test_the_ring_of_ended_handles_is_bounded(void **state)
 {
     (void)state;
     fixture_t *fx = fx_new(4, 60000, 4, 60000);
-    char first[EXEC_WS_HANDLE_MAX], last[EXEC_WS_HANDLE_MAX], msg[MSG];
+    char first[EXEC_WS_HANDLE_MAX] = "", last[EXEC_WS_HANDLE_MAX] = "", msg[MSG];
     for (unsigned i = 0; i <= EXEC_WS_GONE_KEPT; i++) {
         exec_ws_session_t *s = create(fx, OWNER_A, NULL);
-        snprintf(i == 0 ? first : last, EXEC_WS_HANDLE_MAX, "%s", exec_ws_session_handle(s));
+        char *to = i == 0 ? first : last;
+        snprintf(to, EXEC_WS_HANDLE_MAX, "%s", exec_ws_session_handle(s));
         exec_ws_session_close(s, "was closed (close_session)");
     }
     assert_null(exec_ws_session_find(fx->ws, last, OWNER_A, msg, sizeof msg));

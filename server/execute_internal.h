@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define PTC_SESSION_HANDLE_MAX  48 /* "ses-" and 32 hex digits (128 random bits), NUL */
+#define PTC_SESSION_HANDLE_MAX  EXEC_WS_HANDLE_MAX /* a prefix, 32 hex digits, NUL */
 #define EXECUTE_TRACEBACK_LINES 6
 /* Past this much stdout on a failed run's page, the traceback's end is repeated up front. */
 #define EXECUTE_INLINE_OUTPUT 1000
@@ -28,7 +28,6 @@
  * too: the default per-file bound (--max-file-bytes) is this, under the executor's own. */
 #define EXECUTE_FILE_MAX_BYTES (7u << 20)
 
-typedef struct ptc_xsessions ptc_xsessions_t;
 typedef struct ptc_xsession ptc_xsession_t;
 struct job;
 
@@ -69,23 +68,15 @@ struct ptc_execute {
     uint64_t deadline_ms;
     ptc_repairer_http_t *repairer;
     ptc_repairer_desc_t http_desc; /* how results name it */
-    /* Workspace sessions (execute_sessions.c) and how long a call waits for its run. */
-    ptc_xsessions_t *sessions;
+    /* The workspace (executor.h): sessions (execute_sessions.c), runs handed back as running
+       (execute_longrun.c), what goes when a client's MCP session ends (execute_ends.c); and
+       how long a call waits for its run. */
+    exec_workspace_t *ws;
     uint64_t wait_ms;
-    struct job *longruns; /* runs handed back as running (execute_longrun.c) */
-    size_t n_longruns;
     struct job *mrtr_parked; /* waiting for a 2026 client's next round (execute_mrtr.c) */
     size_t n_mrtr_parked;
-    /* Clients whose MCP session ended, their state dropped at the next loop turn
-       (execute_ends.c). */
-    mcp_server_t *srv; /* the session-end hook is registered there */
-    uv_timer_t *ends_timer;
-    mcp_identity_t *ends;
-    size_t n_ends, cap_ends;
+    mcp_server_t *srv; /* the session-end hook is registered there (execute_ends.c) */
 };
-
-/* Runs handed back as running and not yet collected; past it a request just waits. */
-#define EXECUTE_MAX_LONGRUNS 64u
 
 /* What a finished run's answer needs, kept past its on_done. */
 typedef struct outcome {
@@ -136,13 +127,12 @@ typedef struct job {
     mcp_identity_t owner;                /* the request's client: its cursors, files, session */
     uint64_t started_ms;
     uint64_t out_sent, err_sent; /* bytes of the current run answered while running */
-    bool lr_linked;              /* in ex->longruns */
+    exec_ws_run_t *lr;           /* kept in ex->ws behind cursor, or NULL */
     bool ran_pending;            /* the run ended with no request waiting: last holds it */
     bool cancel_asked;           /* {cursor, cancel: true}: answer as it ends, no repair */
     char *refused_msg;           /* the run was refused with no request waiting */
     char *refused_final;         /* the loop answered "refused" with no request waiting */
     bool finish_pending;         /* the loop finished with no request waiting */
-    struct job *lr_prev, *lr_next;
     /* MRTR (execute_mrtr.c): the call was answered with an InputRequiredResult naming
        mrtr_handle; the client's next round resumes the job with the answer to mrtr_ask (a
        repair through sampling) or mrtr_op (a --confirm-writes confirmation). */
@@ -268,38 +258,25 @@ void ptc__execute_job_deliver(job_t *j);
 void ptc__execute_job_progress(job_t *j, uint64_t elapsed_ms, uint64_t output_bytes);
 /** The mcp_call_on_cancel hook of a call waiting on job data. */
 void ptc__execute_job_cancelled(mcp_call_t *call, void *data);
+/** The execute_code tool's handler (data: ex). */
+void ptc__execute_handle(mcp_call_t *call, const cJSON *args, void *data);
 
 /* --- execute_sessions.c: live interpreters kept between calls (issue 12) --------------------- */
+/* The table (handles, owners, limits, the idle check) is the executor's workspace; what a
+ * session holds for the wiring (its bridge for its life) is a ptc_xsession_t, its user data. */
 
-#define PTC_SESSIONS_GONE_KEPT 64 /* ended handles remembered, to say why a later use fails */
-
-/** The table of sessions: at most max live, closed after idle_ms unused. */
-int ptc__sessions_new(ptc_execute_t *ex, size_t max, uint64_t idle_ms, ptc_xsessions_t **out);
-/** Ends every session (their sandboxes die; a running cell's job is freed unanswered). */
-void ptc__sessions_close_all(ptc_xsessions_t *t);
-/** ptc__sessions_close_all, then frees the table. NULL allowed. */
-void ptc__sessions_free(ptc_xsessions_t *t);
-/** Ends every session of owner now (its client's MCP session ended): their sandboxes die, a
- *  cell running dies with them; a request still waiting on one is answered so. */
-void ptc__sessions_close_owner(ptc_xsessions_t *t, const mcp_identity_t *owner);
-/** Writes prefix and 32 hex digits of fresh random bytes (128 bits) into buf: an unguessable
- *  handle. false when the kernel gives no random bytes. */
+/** exec_random_handle into a PTC_SESSION_HANDLE_MAX buffer: an unguessable handle. */
 bool ptc__execute_random_id(const char *prefix, char buf[PTC_SESSION_HANDLE_MAX]);
-/** A new session for owner (mcp_call_identity of the request; copied; its sandbox starts with
- *  its first cell), or NULL with a sentence in msg (at the limit: naming the oldest idle one;
- *  out of memory). */
-ptc_xsession_t *ptc__session_create(ptc_xsessions_t *t, const mcp_identity_t *owner, char *msg,
-                                    size_t n);
-/** The live session with handle for owner, or NULL with a sentence in msg: unknown (also for
- *  another owner's handle: the same words), expired, closed or ended. */
-ptc_xsession_t *ptc__session_find(ptc_xsessions_t *t, const char *handle,
-                                  const mcp_identity_t *owner, char *msg, size_t n);
-/** j's request uses s now (its cells run for j until ptc__session_release). */
-void ptc__session_claim(ptc_xsession_t *s, job_t *j);
-/** The request using s, or NULL. */
-job_t *ptc__session_job(const ptc_xsession_t *s);
-/** True while a cell of s runs (or a request holds it). */
-bool ptc__session_busy(const ptc_xsession_t *s);
+/** The workspace's session callbacks (data: ex): a session it ended with a request's cell in
+ *  it frees the job and answers the request (but at shutdown); the user data goes. */
+void ptc__sessions_ended(const char *handle, exec_ws_end_t why, void *claimant, void *data);
+void ptc__sessions_release(void *user, void *data);
+/** Gives j the session its request names ("new": a new one), or answers the request with why
+ *  not and frees j (false). */
+bool ptc__session_take(job_t *j, const char *handle);
+/** {session, close_session: true}: ends the session (a cell running in it dies, its request is
+ *  answered so); extra: the call has other arguments too (refused). */
+void ptc__session_close_call(ptc_execute_t *ex, mcp_call_t *call, const cJSON *session, bool extra);
 /** Ends s now and remembers why (a later use says it); a cell running dies unanswered. */
 void ptc__session_close(ptc_xsession_t *s, const char *why);
 const char *ptc__session_handle(const ptc_xsession_t *s);
@@ -321,18 +298,24 @@ bool ptc__session_result(const job_t *j, cJSON *sc, sbuf_t *note);
 
 /* --- execute_longrun.c: runs that go on past the request's wait ------------------------------ */
 
+/* Runs handed back as running and not yet collected; past it a request just waits. */
+#define EXECUTE_MAX_LONGRUNS 64u
+/* A run that ended while nobody waited is kept this long for its cursor (as output pages). */
+#define EXECUTE_LONGRUN_KEEP_MS (30u * 60 * 1000)
+
 /** Answers j's request with status "running" after wait_ms unless the run ended by then. */
 int ptc__longrun_arm(job_t *j, uint64_t wait_ms);
-/** The run handed back with cursor to owner, or NULL (also for another owner's cursor). */
-job_t *ptc__longrun_find(ptc_execute_t *ex, const char *cursor, const mcp_identity_t *owner);
 /** call waits on j (up to wait_ms); a run that ended meanwhile is answered now. */
 void ptc__longrun_attach(job_t *j, mcp_call_t *call, uint64_t wait_ms);
 /** The run ended with no request waiting: kept (j->last) for its cursor, for a while. */
 void ptc__longrun_park(job_t *j);
-/** Ends every run handed back as running (the server stops). */
-void ptc__longrun_close_all(ptc_execute_t *ex);
-/** Ends every run of owner handed back as running (its client's MCP session ended). */
-void ptc__longrun_close_owner(ptc_execute_t *ex, const mcp_identity_t *owner);
+/** A call with cursor naming a run of its client handed back as running: waits on it again, or
+ *  cancels it; true when answered so, false when the cursor names no such run. */
+bool ptc__longrun_call(ptc_execute_t *ex, mcp_call_t *call, const char *cursor, uint64_t wait_ms,
+                       bool cancel);
+/** The workspace's run_ended (data: ex): the run is killed, j freed, a request waiting on it
+ *  answered (a run kept past its time just goes). */
+void ptc__longrun_ended(void *user, exec_ws_end_t why, void *data);
 
 /* --- execute_mrtr.c: jobs waiting for a 2026-07-28 client's next round (MRTR) -------------- */
 
@@ -379,6 +362,8 @@ int ptc__mrtr_hold(job_t *j, ptc_downstream_held_t *h, uint64_t keep_ms, char *m
 int ptc__ends_register(ptc_execute_t *ex, mcp_server_t *srv);
 /** Unregisters the hook and frees what it keeps (in ptc_execute_free). */
 void ptc__ends_free(ptc_execute_t *ex);
+/** The workspace's owner_dropped (data: ex): logs what went. */
+void ptc__ends_dropped(size_t pages, size_t files, void *data);
 /** Stops j's timer and forgets its cursor (in ptc__execute_job_free). */
 void ptc__longrun_release(job_t *j);
 

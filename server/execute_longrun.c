@@ -14,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A run that ended while nobody waited is kept this long for its cursor (as output pages). */
-#define EXECUTE_LONGRUN_KEEP_MS (30u * 60 * 1000)
 /* While a repair is asked for or the packages are awaited the request keeps waiting: it is
  * looked at again this often. */
 #define EXECUTE_LONGRUN_RECHECK_MS 500u
@@ -25,23 +23,10 @@ static void timer_closed(uv_handle_t *h)
     free(h);
 }
 
-static void unlink_job(job_t *j)
-{
-    ptc_execute_t *ex = j->ex;
-    if (!j->lr_linked) return;
-    if (j->lr_prev)
-        j->lr_prev->lr_next = j->lr_next;
-    else
-        ex->longruns = j->lr_next;
-    if (j->lr_next) j->lr_next->lr_prev = j->lr_prev;
-    j->lr_prev = j->lr_next = NULL;
-    j->lr_linked = false;
-    ex->n_longruns--;
-}
-
 void ptc__longrun_release(job_t *j)
 {
-    unlink_job(j);
+    exec_ws_run_remove(j->lr);
+    j->lr = NULL;
     if (j->wait_timer != NULL) uv_close((uv_handle_t *)j->wait_timer, timer_closed);
     j->wait_timer = NULL;
     free(j->refused_msg);
@@ -67,7 +52,12 @@ static void hand_back(job_t *j)
 {
     ptc_execute_t *ex = j->ex;
     mcp_call_t *call = j->call;
-    if (j->cursor[0] == '\0' && !ptc__execute_random_id("run-", j->cursor)) return; /* waits */
+    /* Kept in the workspace behind a fresh cursor; without one (out of memory) it waits on. */
+    bool added = j->lr == NULL;
+    if (added) {
+        if (exec_ws_run_add(ex->ws, j->owner.b, j, &j->lr) < 0) return;
+        snprintf(j->cursor, sizeof j->cursor, "%s", exec_ws_run_cursor(j->lr));
+    }
     exec_output_t out = {.data = (const unsigned char *)""}, err = out;
     if (j->run != NULL) (void)exec_run_output(j->run, &out, &err);
     if (j->sess != NULL) (void)ptc__session_output(j->sess, &out, &err);
@@ -119,29 +109,22 @@ static void hand_back(job_t *j)
     free(t.s);
     if (content == NULL) {
         cJSON_Delete(sc);
+        if (added) { /* nobody got the cursor */
+            exec_ws_run_remove(j->lr);
+            j->lr = NULL;
+        }
         return; /* out of memory: keep waiting, the final answer may still fit */
     }
     j->out_sent += on;
     j->err_sent += en;
     j->call = NULL;
-    if (!j->lr_linked) {
-        j->lr_next = ex->longruns;
-        if (ex->longruns) ex->longruns->lr_prev = j;
-        ex->longruns = j;
-        j->lr_linked = true;
-        ex->n_longruns++;
-    }
     mcp_call_finish(call, content, sc, false);
 }
 
 static void on_wait(uv_timer_t *t)
 {
     job_t *j = t->data;
-    if (j->call == NULL) {
-        /* Kept after its end for a cursor that never came. */
-        if (j->ran_pending) ptc__execute_job_free(j);
-        return;
-    }
+    if (j->call == NULL) return;
     /* A client of the tasks extension gets a task instead (io.modelcontextprotocol/tasks):
      * the request is answered with it, and the run goes on with its call, which the task
      * now holds; tasks/get shows its result, tasks/cancel is the call's cancel (job_cancelled
@@ -154,7 +137,7 @@ static void on_wait(uv_timer_t *t)
     /* A repair being asked for rides this request; the packages' wait is short: keep it. A
      * full table of long runs: this request just waits, as before long runs existed. */
     bool hold = (j->loop != NULL && ptc_repair_loop_asking(j->loop)) || j->env_wait != NULL ||
-                (!j->lr_linked && j->ex->n_longruns >= EXECUTE_MAX_LONGRUNS);
+                (j->lr == NULL && exec_ws_runs_full(j->ex->ws));
     if (!hold) hand_back(j);
     if (j->call != NULL) uv_timer_start(t, on_wait, EXECUTE_LONGRUN_RECHECK_MS, 0);
 }
@@ -175,23 +158,18 @@ int ptc__longrun_arm(job_t *j, uint64_t wait_ms)
     return MCP_OK;
 }
 
-job_t *ptc__longrun_find(ptc_execute_t *ex, const char *cursor, const mcp_identity_t *owner)
-{
-    for (job_t *j = ex->longruns; j != NULL; j = j->lr_next)
-        if (mcp_identity_equal(&j->owner, owner) && strcmp(j->cursor, cursor) == 0) return j;
-    return NULL;
-}
-
-/* The run ended while no request waited: keep it for its cursor, bounded in time. */
+/* The run ended while no request waited: keep it for its cursor, bounded in time (a job not
+ * handed back waits for an MRTR round, which bounds it itself). */
 void ptc__longrun_park(job_t *j)
 {
     j->ran_pending = true;
-    if (j->wait_timer != NULL) uv_timer_start(j->wait_timer, on_wait, EXECUTE_LONGRUN_KEEP_MS, 0);
+    if (j->lr != NULL) exec_ws_run_keep(j->lr);
 }
 
 void ptc__longrun_attach(job_t *j, mcp_call_t *call, uint64_t wait_ms)
 {
     j->call = call;
+    if (j->lr != NULL) exec_ws_run_hold(j->lr);
     /* Without a timer (out of memory) the request waits for the end. */
     (void)ptc__longrun_arm(j, wait_ms);
     if (!j->ran_pending) return;
@@ -223,37 +201,112 @@ void ptc__longrun_attach(job_t *j, mcp_call_t *call, uint64_t wait_ms)
     ptc__execute_job_deliver(j); /* the loop finishes, or repairs with this request */
 }
 
-/* Kills j's run and frees j; returns the request that waited on it (NULL: none). */
-static mcp_call_t *end_run(job_t *j)
+/* {cursor, cancel: true} on a run handed back as running: its result as it ends now. */
+static void cancel_longrun(job_t *j, mcp_call_t *call)
 {
+    ptc_execute_t *ex = j->ex;
+    if (j->call != NULL) { /* another request was waiting on it */
+        mcp_call_t *w = j->call;
+        j->call = NULL;
+        mcp_call_finish_text(w, true, "The run was cancelled by another request (cancel: true).");
+    }
+    j->call = call;
+    j->cancel_asked = true;
+    if (j->wait_timer != NULL) uv_timer_stop(j->wait_timer);
+    if (j->ran_pending) { /* it had ended already: that result */
+        ptc__longrun_attach(j, call, 0);
+        return;
+    }
+    if (j->sess != NULL && ptc__session_cancel(j->sess) == 0) return; /* its on_done answers */
+    if (j->run != NULL) {
+        /* Killed now: the output so far is its output. */
+        exec_output_t out, err;
+        outcome_t o;
+        memset(&o, 0, sizeof o);
+        if (exec_run_output(j->run, &out, &err) == 0) {
+            o.out = exec_pages_utf8_sanitize((const char *)out.data, out.len, &o.out_len);
+            o.err = exec_pages_utf8_sanitize((const char *)err.data, err.len, &o.err_len);
+            o.out_total = out.total;
+            o.err_total = err.total;
+            o.truncated = out.truncated || err.truncated;
+        }
+        exec_run_cancel(j->run);
+        j->run = NULL;
+        if (o.out == NULL) o.out = strdup("");
+        if (o.err == NULL) o.err = strdup("");
+        o.status = EXEC_STATUS_KILLED;
+        o.exit_code = -1;
+        o.cancelled = true;
+        o.duration_ms = uv_now(ex->loop) - j->started_ms;
+        o.sandbox = ex->unsafe ? EXEC_SANDBOX_NONE : exec_pool_probe(ex->pool)->level;
+        o.timeout_ms = j->run_timeout_ms;
+        ptc__execute_close_bridge(j, &o);
+        if (o.outputs == NULL) o.outputs = cJSON_CreateArray();
+        ptc__execute_outcome_clear(&j->last);
+        j->last = o;
+        if (o.out == NULL || o.err == NULL || o.outputs == NULL) {
+            ptc__execute_job_free(j);
+            mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
+            return;
+        }
+        ptc__execute_finish_job(j);
+        return;
+    }
+    /* Between runs (a repair being asked for, the packages awaited). */
+    ptc__execute_job_free(j);
+    ptc__execute_finish_message(ex, call, "killed",
+                                "The request was cancelled (cancel: true) between its runs.");
+}
+
+/* A request naming the cursor of a run handed back as running: wait again, or cancel it. */
+bool ptc__longrun_call(ptc_execute_t *ex, mcp_call_t *call, const char *cursor, uint64_t wait_ms,
+                       bool cancel)
+{
+    mcp_identity_t who;
+    mcp_call_identity(call, &who);
+    job_t *j = exec_ws_run_find(ex->ws, cursor, who.b);
+    if (j == NULL) return false;
+    if (cancel) {
+        cancel_longrun(j, call);
+        return true;
+    }
+    if (j->call != NULL) {
+        mcp_call_finish_text(call, true,
+                             "Another request is waiting on this run already: wait for its "
+                             "answer, then call again with the cursor it returns.");
+        return true;
+    }
+    if (j->mrtr_linked) { /* its answer comes with the round that carries the requestState */
+        mcp_call_finish_text(call, true,
+                             "This run is waiting for the answer to a question its last call "
+                             "returned (an InputRequiredResult): send that call again with the "
+                             "answer (inputResponses) and its requestState.");
+        return true;
+    }
+    mcp_call_on_cancel(call, ptc__execute_job_cancelled, j);
+    ptc__longrun_attach(j, call, wait_ms); /* may answer and free j */
+    return true;
+}
+
+void ptc__longrun_ended(void *user, exec_ws_end_t why, void *data)
+{
+    ptc_execute_t *ex = data;
+    job_t *j = user;
+    j->lr = NULL;                 /* the workspace forgot it already */
+    if (why == EXEC_WS_EXPIRED) { /* kept after its end for a cursor that never came */
+        if (j->call == NULL && j->ran_pending) ptc__execute_job_free(j);
+        return;
+    }
+    if (why == EXEC_WS_OWNER_ENDED)
+        mcp_log(ex->lg, MCP_LOG_INFO,
+                "execute_code: run %.12s... stopped: its client's MCP session ended", j->cursor);
     exec_run_cancel(j->run); /* no on_done follows */
     j->run = NULL;
     mcp_call_t *call = j->call;
     ptc__execute_job_free(j); /* a session's cell dies with the session, closed next */
-    return call;
-}
-
-void ptc__longrun_close_all(ptc_execute_t *ex)
-{
-    while (ex->longruns != NULL) {
-        mcp_call_t *call = end_run(ex->longruns);
-        if (call != NULL) mcp_call_finish_text(call, true, "The server is shutting down.");
-    }
-}
-
-void ptc__longrun_close_owner(ptc_execute_t *ex, const mcp_identity_t *owner)
-{
-    for (;;) {
-        /* From the start each time: answering a request below may change the list. */
-        job_t *j = ex->longruns;
-        while (j != NULL && !mcp_identity_equal(&j->owner, owner))
-            j = j->lr_next;
-        if (j == NULL) return;
-        mcp_log(ex->lg, MCP_LOG_INFO,
-                "execute_code: run %.12s... stopped: its client's MCP session ended", j->cursor);
-        mcp_call_t *call = end_run(j);
-        if (call != NULL)
-            mcp_call_finish_text(call, true,
-                                 "The run was stopped: the MCP session that started it ended.");
-    }
+    if (call != NULL)
+        mcp_call_finish_text(call, true,
+                             why == EXEC_WS_STOPPED
+                                 ? "The server is shutting down."
+                                 : "The run was stopped: the MCP session that started it ended.");
 }

@@ -1,324 +1,162 @@
-/* execute_sessions.c - execute_code's sessions (issue 12): live interpreters (exec_session_t)
- * behind unguessable handles bound to the client that made them, at most --max-sessions at
- * once, closed after --session-idle-timeout unused; each keeps one bridge for its life and
- * lends it to the cell running. Ended handles are remembered (a bounded ring) so that a later
- * use says why, and only to the client that owned them. The client is mcp_call_identity: the
- * MCP session and the bearer token (only the token for a stateless 2026-07-28 request). */
+/* execute_sessions.c - execute_code's sessions (issue 12), the wiring: the executor's workspace
+ * keeps the live interpreters behind unguessable handles bound to the client that made them
+ * (at most --max-sessions, closed after --session-idle-timeout unused, ended handles
+ * remembered to say why); here a session gets its bridge, kept for its life and lent to the
+ * cell running, a request takes or closes one, and the result says what became of it. The
+ * client is mcp_call_identity: the MCP session and the bearer token (only the token for a
+ * stateless 2026-07-28 request). */
 #include "execute_internal.h"
 
 #include "pybundle.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
-#define SESSION_RANDOM_BYTES 16 /* 128 bits */
-/* The idle check runs this often (a quarter of the timeout, within these bounds). */
-#define SESSION_SWEEP_MIN_MS 200u
-#define SESSION_SWEEP_MAX_MS 30000u
-
+/* What a session holds for the wiring: the workspace's user data, freed with it. */
 struct ptc_xsession {
-    ptc_xsession_t *prev, *next;
-    ptc_xsessions_t *t;
-    char handle[PTC_SESSION_HANDLE_MAX];
-    mcp_identity_t owner;
-    exec_session_t *es;      /* NULL until the first cell starts it */
+    exec_ws_session_t *ws;
     ptc_bridge_host_t *host; /* for the session's life; NULL without the tools package */
     bridge_peer_t peer;      /* the host serves the cell running now */
-    job_t *job;              /* the request using the session, or NULL when idle */
-    uint64_t created_ms;
-    unsigned long cells;
     char run_id[PTC_SESSION_HANDLE_MAX + 8];
-};
-
-typedef struct gone {
-    char handle[PTC_SESSION_HANDLE_MAX];
-    mcp_identity_t owner;
-    char why[200];
-} gone_t;
-
-struct ptc_xsessions {
-    ptc_execute_t *ex;
-    size_t max, live;
-    uint64_t idle_ms;
-    ptc_xsession_t *list;
-    uv_timer_t *sweep; /* running while sessions live */
-    gone_t gone[PTC_SESSIONS_GONE_KEPT];
-    unsigned gone_next;
 };
 
 bool ptc__execute_random_id(const char *prefix, char buf[PTC_SESSION_HANDLE_MAX])
 {
-    unsigned char rnd[SESSION_RANDOM_BYTES];
-    size_t k = strlen(prefix);
-    if (k + 2 * sizeof rnd >= PTC_SESSION_HANDLE_MAX ||
-        getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+    return exec_random_handle(prefix, buf, PTC_SESSION_HANDLE_MAX);
+}
+
+void ptc__sessions_release(void *user, void *data)
+{
+    (void)data;
+    ptc_xsession_t *x = user;
+    ptc_bridge_host_close(x->host, NULL);
+    free(x);
+}
+
+void ptc__sessions_ended(const char *handle, exec_ws_end_t why, void *claimant, void *data)
+{
+    ptc_execute_t *ex = data;
+    if (why == EXEC_WS_EXPIRED)
+        mcp_log(ex->lg, MCP_LOG_INFO, "execute_code: session %.12s... expired", handle);
+    if (why == EXEC_WS_OWNER_ENDED)
+        mcp_log(ex->lg, MCP_LOG_INFO,
+                "execute_code: session %.12s... closed: its client's MCP session ended", handle);
+    job_t *j = claimant;
+    if (j == NULL) return;
+    mcp_call_t *waiting = j->call;
+    j->sess = NULL; /* gone with the session */
+    ptc__execute_job_free(j);
+    /* At shutdown a call waiting belongs to a session that is going away too: no answer. */
+    if (waiting != NULL && why == EXEC_WS_OWNER_ENDED)
+        mcp_call_finish_text(waiting, true,
+                             "The session was closed while this cell ran: its client's MCP "
+                             "session ended.");
+}
+
+static ptc_xsession_t *session_create(ptc_execute_t *ex, const mcp_identity_t *owner, char *msg,
+                                      size_t n)
+{
+    ptc_xsession_t *x = calloc(1, sizeof *x);
+    if (x == NULL) {
+        snprintf(msg, n, "The session could not be made: out of memory.");
+        return NULL;
+    }
+    x->ws = exec_ws_session_create(ex->ws, owner->b, x, msg, n);
+    if (x->ws == NULL) {
+        free(x);
+        return NULL;
+    }
+    x->peer.ex = ex;
+    snprintf(x->run_id, sizeof x->run_id, "%.12s", exec_ws_session_handle(x->ws));
+    return x;
+}
+
+static ptc_xsession_t *session_find(ptc_execute_t *ex, const char *handle,
+                                    const mcp_identity_t *owner, char *msg, size_t n)
+{
+    exec_ws_session_t *s = exec_ws_session_find(ex->ws, handle, owner->b, msg, n);
+    return s != NULL ? exec_ws_session_user(s) : NULL;
+}
+
+/* The run cursor of the cell running in s when it was handed back as running, else NULL. */
+static const char *busy_cursor(const ptc_xsession_t *s)
+{
+    const job_t *j = exec_ws_session_claimant(s->ws);
+    return j != NULL && j->cursor[0] != '\0' ? j->cursor : NULL;
+}
+
+bool ptc__session_take(job_t *j, const char *handle)
+{
+    ptc_execute_t *ex = j->ex;
+    mcp_call_t *call = j->call;
+    char msg[700];
+    bool fresh = strcmp(handle, "new") == 0;
+    ptc_xsession_t *s = fresh ? session_create(ex, &j->owner, msg, sizeof msg)
+                              : session_find(ex, handle, &j->owner, msg, sizeof msg);
+    if (s != NULL && !fresh && exec_ws_session_busy(s->ws)) {
+        snprintf(msg, sizeof msg,
+                 "Session \"%s\" is busy: a cell is still running in it (cells run one at a "
+                 "time). Wait for its result%s%s%s, or cancel it, then send this code again.",
+                 handle, busy_cursor(s) ? " (call execute_code with cursor \"" : "",
+                 busy_cursor(s) ? busy_cursor(s) : "", busy_cursor(s) ? "\")" : "");
+        s = NULL;
+    }
+    if (s == NULL) {
+        ptc__execute_job_free(j);
+        mcp_call_finish_text(call, true, "%s", msg);
         return false;
-    memcpy(buf, prefix, k);
-    for (size_t i = 0; i < sizeof rnd; i++)
-        snprintf(buf + k + 2 * i, 3, "%02x", rnd[i]);
+    }
+    j->sess = s;
+    j->sess_new = fresh;
+    exec_ws_session_claim(s->ws, j);
     return true;
 }
 
-static void sweep_closed(uv_handle_t *h)
+void ptc__session_close_call(ptc_execute_t *ex, mcp_call_t *call, const cJSON *session, bool extra)
 {
-    free(h);
-}
-
-static void remember(ptc_xsessions_t *t, const ptc_xsession_t *s, const char *why)
-{
-    gone_t *g = &t->gone[t->gone_next++ % PTC_SESSIONS_GONE_KEPT];
-    snprintf(g->handle, sizeof g->handle, "%s", s->handle);
-    g->owner = s->owner;
-    snprintf(g->why, sizeof g->why, "%s", why);
-}
-
-static void session_free(ptc_xsession_t *s)
-{
-    ptc_xsessions_t *t = s->t;
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        t->list = s->next;
-    if (s->next) s->next->prev = s->prev;
-    t->live--;
-    exec_session_close(s->es); /* a running cell's on_done does not fire */
-    ptc_bridge_host_close(s->host, NULL);
-    if (t->live == 0 && t->sweep != NULL) uv_timer_stop(t->sweep);
-    free(s);
-}
-
-static uint64_t last_used(const ptc_xsession_t *s)
-{
-    return s->es != NULL ? exec_session_last_used(s->es) : s->created_ms;
-}
-
-static void on_sweep(uv_timer_t *timer)
-{
-    ptc_xsessions_t *t = timer->data;
-    uint64_t now = uv_now(t->ex->loop);
-    ptc_xsession_t *next;
-    for (ptc_xsession_t *s = t->list; s != NULL; s = next) {
-        next = s->next;
-        if (s->job != NULL) continue;
-        const char *ended = s->es != NULL ? exec_session_end_reason(s->es) : NULL;
-        char why[200];
-        if (ended != NULL) {
-            snprintf(why, sizeof why, "has ended (%s)", ended);
-        } else if (now - last_used(s) >= t->idle_ms) {
-            snprintf(why, sizeof why,
-                     "expired: it was unused for %.0f s (--session-idle-timeout) and was closed",
-                     (double)t->idle_ms / 1000.0);
-            mcp_log(t->ex->lg, MCP_LOG_INFO, "execute_code: session %.12s... expired", s->handle);
-        } else {
-            continue;
-        }
-        remember(t, s, why);
-        session_free(s);
+    if (session == NULL || extra || strcmp(session->valuestring, "new") == 0) {
+        mcp_call_finish_text(call, true,
+                             "Invalid arguments: close_session takes the handle of a session "
+                             "(session) and nothing else.");
+        return;
     }
-}
-
-int ptc__sessions_new(ptc_execute_t *ex, size_t max, uint64_t idle_ms, ptc_xsessions_t **out)
-{
-    *out = NULL;
-    ptc_xsessions_t *t = calloc(1, sizeof *t);
-    uv_timer_t *timer = t != NULL ? calloc(1, sizeof *timer) : NULL;
-    if (timer == NULL || uv_timer_init(ex->loop, timer) != 0) {
-        free(timer);
-        free(t);
-        return MCP_ENOMEM;
+    char msg[700];
+    mcp_identity_t who;
+    mcp_call_identity(call, &who);
+    ptc_xsession_t *s = session_find(ex, session->valuestring, &who, msg, sizeof msg);
+    if (s == NULL) {
+        mcp_call_finish_text(call, true, "%s", msg);
+        return;
     }
-    timer->data = t;
-    t->sweep = timer;
-    t->ex = ex;
-    t->max = max;
-    t->idle_ms = idle_ms > 0 ? idle_ms : 1;
-    *out = t;
-    return MCP_OK;
-}
-
-/* Ends s and the job of a cell running in it; returns the request that waited on that cell
- * (NULL: none), for the caller to answer once the tables are consistent again. */
-static mcp_call_t *end_with_job(ptc_xsession_t *s)
-{
-    job_t *j = s->job;
-    mcp_call_t *waiting = NULL;
-    if (j != NULL) {
-        waiting = j->call;
-        j->sess = NULL;
-        s->job = NULL;
-        s->peer.job = NULL;
-        ptc__execute_job_free(j);
-    }
-    session_free(s);
-    return waiting;
-}
-
-void ptc__sessions_close_all(ptc_xsessions_t *t)
-{
-    if (t == NULL) return;
-    /* A call waiting belongs to a session that is going away too: no answer. */
-    while (t->list != NULL)
-        (void)end_with_job(t->list);
-}
-
-void ptc__sessions_close_owner(ptc_xsessions_t *t, const mcp_identity_t *owner)
-{
-    if (t == NULL) return;
-    for (;;) {
-        /* From the start each time: answering a request below may change the list. */
-        ptc_xsession_t *s = t->list;
-        while (s != NULL && !mcp_identity_equal(&s->owner, owner))
-            s = s->next;
-        if (s == NULL) return;
-        mcp_log(t->ex->lg, MCP_LOG_INFO,
-                "execute_code: session %.12s... closed: its client's MCP session ended", s->handle);
-        remember(t, s, "was closed: the MCP session that made it ended");
-        mcp_call_t *waiting = end_with_job(s);
+    job_t *running = exec_ws_session_claimant(s->ws);
+    ptc__session_close(s, "was closed (close_session)"); /* no on_done for a cell running */
+    if (running != NULL) {
+        mcp_call_t *waiting = running->call;
+        running->sess = NULL;
+        ptc__execute_job_free(running);
         if (waiting != NULL)
             mcp_call_finish_text(waiting, true,
-                                 "The session was closed while this cell ran: its client's MCP "
-                                 "session ended.");
+                                 "The session was closed (close_session) while this cell ran.");
     }
-}
-
-void ptc__sessions_free(ptc_xsessions_t *t)
-{
-    if (t == NULL) return;
-    ptc__sessions_close_all(t);
-    uv_close((uv_handle_t *)t->sweep, sweep_closed);
-    free(t);
-}
-
-/* Names the oldest idle session in a message about the limit, without handing one client
- * another's handle. */
-static void limit_message(const ptc_xsessions_t *t, const mcp_identity_t *owner, char *msg,
-                          size_t n)
-{
-    const ptc_xsession_t *oldest = NULL;
-    for (const ptc_xsession_t *s = t->list; s != NULL; s = s->next)
-        if (s->job == NULL && (oldest == NULL || last_used(s) < last_used(oldest))) oldest = s;
-    int k = snprintf(msg, n,
-                     "Too many sessions: %zu are open, the most this server keeps "
-                     "(--max-sessions %zu). ",
-                     t->live, t->max);
-    if (k < 0 || (size_t)k >= n) return;
-    double idle = oldest ? (double)(uv_now(t->ex->loop) - last_used(oldest)) / 1000.0 : 0;
-    if (oldest == NULL)
-        snprintf(msg + k, n - (size_t)k,
-                 "Every one is running a cell now; try again when one is done, or run this "
-                 "code without session (a one-shot run).");
-    else if (mcp_identity_equal(&oldest->owner, owner))
-        snprintf(msg + k, n - (size_t)k,
-                 "The oldest idle one is \"%s\" (unused for %.0f s): end it with "
-                 "{\"session\": \"%s\", \"close_session\": true} and try again, or run this code "
-                 "in it.",
-                 oldest->handle, idle, oldest->handle);
-    else
-        snprintf(msg + k, n - (size_t)k,
-                 "The oldest idle one (unused for %.0f s) belongs to another client; it is closed "
-                 "after %.0f s unused (--session-idle-timeout). Close one of yours with "
-                 "{\"session\": HANDLE, \"close_session\": true}, or run without session.",
-                 idle, (double)t->idle_ms / 1000.0);
-}
-
-ptc_xsession_t *ptc__session_create(ptc_xsessions_t *t, const mcp_identity_t *owner, char *msg,
-                                    size_t n)
-{
-    if (t->live >= t->max) {
-        on_sweep(t->sweep); /* an expired or dead one may free a place */
-        if (t->live >= t->max) {
-            limit_message(t, owner, msg, n);
-            return NULL;
-        }
-    }
-    ptc_xsession_t *s = calloc(1, sizeof *s);
-    if (s == NULL || !ptc__execute_random_id("ses-", s->handle)) {
-        snprintf(msg, n, "The session could not be made: %s.",
-                 s == NULL ? "out of memory" : "no random bytes for its handle");
-        free(s);
-        return NULL;
-    }
-    s->t = t;
-    s->owner = *owner;
-    s->created_ms = uv_now(t->ex->loop);
-    s->peer.ex = t->ex;
-    snprintf(s->run_id, sizeof s->run_id, "%.12s", s->handle);
-    s->next = t->list;
-    if (t->list) t->list->prev = s;
-    t->list = s;
-    if (t->live++ == 0) {
-        uint64_t every = t->idle_ms / 4;
-        if (every < SESSION_SWEEP_MIN_MS) every = SESSION_SWEEP_MIN_MS;
-        if (every > SESSION_SWEEP_MAX_MS) every = SESSION_SWEEP_MAX_MS;
-        uv_timer_start(t->sweep, on_sweep, every, every);
-    }
-    return s;
-}
-
-ptc_xsession_t *ptc__session_find(ptc_xsessions_t *t, const char *handle,
-                                  const mcp_identity_t *owner, char *msg, size_t n)
-{
-    for (ptc_xsession_t *s = t->list; s != NULL; s = s->next) {
-        if (strcmp(s->handle, handle) != 0 || !mcp_identity_equal(&s->owner, owner)) continue;
-        const char *ended = s->job == NULL && s->es ? exec_session_end_reason(s->es) : NULL;
-        if (ended == NULL) return s;
-        char why[200];
-        snprintf(why, sizeof why, "has ended (%s)", ended);
-        remember(t, s, why);
-        session_free(s);
-        break;
-    }
-    for (unsigned i = 0; i < PTC_SESSIONS_GONE_KEPT; i++) {
-        const gone_t *g = &t->gone[i];
-        if (g->handle[0] == '\0' || strcmp(g->handle, handle) != 0 ||
-            !mcp_identity_equal(&g->owner, owner))
-            continue;
-        snprintf(msg, n,
-                 "Session \"%.60s\" %s; its variables and files are gone. Start a new one with "
-                 "session: \"new\" (and run the set-up code again).",
-                 handle, g->why);
-        return NULL;
-    }
-    /* The same words whether the handle never existed or belongs to another client. */
-    snprintf(msg, n,
-             "Unknown session \"%.60s\": this client has no live session with that handle. "
-             "Sessions end when closed, after %.0f s unused (--session-idle-timeout) or when the "
-             "server restarts. Start one with session: \"new\".",
-             handle, (double)t->idle_ms / 1000.0);
-    return NULL;
-}
-
-void ptc__session_claim(ptc_xsession_t *s, job_t *j)
-{
-    s->job = j;
-}
-
-job_t *ptc__session_job(const ptc_xsession_t *s)
-{
-    return s->job;
-}
-
-bool ptc__session_busy(const ptc_xsession_t *s)
-{
-    return s->job != NULL || (s->es != NULL && exec_session_busy(s->es));
+    snprintf(msg, sizeof msg, "Session \"%s\" closed: its interpreter and files are gone.",
+             session->valuestring);
+    ptc__execute_finish_message(ex, call, "ok", msg);
 }
 
 void ptc__session_close(ptc_xsession_t *s, const char *why)
 {
-    remember(s->t, s, why);
-    session_free(s);
+    exec_ws_session_close(s->ws, why); /* frees s (ptc__sessions_release) */
 }
 
 const char *ptc__session_handle(const ptc_xsession_t *s)
 {
-    return s->handle;
+    return exec_ws_session_handle(s->ws);
 }
 
 int ptc__session_output(const ptc_xsession_t *s, exec_output_t *out, exec_output_t *err)
 {
-    return s->es != NULL ? exec_session_output(s->es, out, err) : EXEC_EINVAL;
+    exec_session_t *es = exec_ws_session_sandbox(s->ws);
+    return es != NULL ? exec_session_output(es, out, err) : EXEC_EINVAL;
 }
 
 ptc_bridge_host_t *ptc__session_host(const ptc_xsession_t *s)
@@ -342,7 +180,7 @@ static void cell_progress(exec_session_t *es, uint64_t elapsed_ms, uint64_t byte
  * folders a run would get, kept for the session's life. */
 static int start_sandbox(ptc_xsession_t *s, job_t *j)
 {
-    ptc_execute_t *ex = s->t->ex;
+    ptc_execute_t *ex = j->ex;
     exec_session_opts_t so;
     exec_session_opts_init(&so);
     so.bridge_fd = ptc__execute_bridge_new(ex, &s->peer, ptc_repair_loop_journal(j->loop),
@@ -351,9 +189,8 @@ static int start_sandbox(ptc_xsession_t *s, job_t *j)
     const char *dirs[EXEC_MAX_PATH_DIRS];
     so.n_path_dirs = ptc_env_path_dirs(ex->env, dirs, EXEC_MAX_PATH_DIRS);
     so.path_dirs = dirs;
-    int rc = exec_session_new(ex->pool, &so, &s->es);
+    int rc = exec_ws_session_start(s->ws, &so);
     if (rc < 0) {
-        s->es = NULL;
         ptc_bridge_host_close(s->host, NULL);
         s->host = NULL;
     }
@@ -363,24 +200,22 @@ static int start_sandbox(ptc_xsession_t *s, job_t *j)
 int ptc__session_run(job_t *j, const char *code, uint64_t timeout_ms, char *msg, size_t n)
 {
     ptc_xsession_t *s = j->sess;
-    int rc = s->es == NULL ? start_sandbox(s, j) : 0;
+    int rc = exec_ws_session_sandbox(s->ws) == NULL ? start_sandbox(s, j) : 0;
     if (rc == 0) {
         if (s->host != NULL) ptc_bridge_host_rearm(s->host, ptc_repair_loop_journal(j->loop));
         s->peer.job = j;
         exec_session_callbacks_t cb = {
             .on_done = cell_done, .on_progress = cell_progress, .user = j};
-        rc = exec_session_run(s->es, code, timeout_ms, &cb);
-        if (rc == 0) {
-            s->cells++;
-            return 0;
-        }
+        rc = exec_ws_session_run(s->ws, code, timeout_ms, &cb);
+        if (rc == 0) return 0;
         s->peer.job = NULL;
     }
+    const char *ended = exec_ws_session_end_reason(s->ws);
     if (rc == EXEC_ESESSIONENDED)
         snprintf(msg, n,
                  "The cell was not run: the session has ended (%s). Start a new one with "
                  "session: \"new\".",
-                 exec_session_end_reason(s->es) ? exec_session_end_reason(s->es) : "unknown");
+                 ended ? ended : "unknown");
     else
         snprintf(msg, n, "The cell was not run: %s. %s", exec_strerror(rc), exec_error_hint(rc));
     return rc;
@@ -388,7 +223,8 @@ int ptc__session_run(job_t *j, const char *code, uint64_t timeout_ms, char *msg,
 
 int ptc__session_cancel(ptc_xsession_t *s)
 {
-    return s->es != NULL && exec_session_busy(s->es) ? exec_session_cancel(s->es) : EXEC_EINVAL;
+    exec_session_t *es = exec_ws_session_sandbox(s->ws);
+    return es != NULL && exec_session_busy(es) ? exec_session_cancel(es) : EXEC_EINVAL;
 }
 
 void ptc__session_bridge_end(job_t *j, outcome_t *o)
@@ -404,16 +240,8 @@ void ptc__session_release(job_t *j)
     j->sess = NULL;
     if (s == NULL) return;
     if (s->peer.job == j) s->peer.job = NULL;
-    if (s->job == j) s->job = NULL;
-    const char *ended = s->es ? exec_session_end_reason(s->es) : NULL;
-    if (ended != NULL) {
-        char why[200];
-        snprintf(why, sizeof why, "has ended (%s)", ended);
-        ptc__session_close(s, why);
-    } else if (j->sess_new && s->es == NULL) {
-        /* Its first cell never started (refused, cancelled while waiting): nothing to keep. */
-        session_free(s);
-    }
+    /* Its first cell never started (refused, cancelled while waiting): nothing to keep. */
+    exec_ws_session_release(s->ws, j, j->sess_new); /* may free s */
 }
 
 bool ptc__session_result(const job_t *j, cJSON *sc, sbuf_t *note)
@@ -421,7 +249,8 @@ bool ptc__session_result(const job_t *j, cJSON *sc, sbuf_t *note)
     const ptc_xsession_t *s = j->sess;
     if (s == NULL) return cJSON_AddNullToObject(sc, "session") != NULL;
     const outcome_t *o = &j->last;
-    bool ok = cJSON_AddStringToObject(sc, "session", s->handle) != NULL &&
+    const char *handle = exec_ws_session_handle(s->ws);
+    bool ok = cJSON_AddStringToObject(sc, "session", handle) != NULL &&
               cJSON_AddBoolToObject(sc, "interrupted", o->interrupted) != NULL &&
               cJSON_AddBoolToObject(sc, "session_ended", o->session_ended) != NULL;
     if (!ok) return false;
@@ -450,8 +279,8 @@ bool ptc__session_result(const job_t *j, cJSON *sc, sbuf_t *note)
         ptc__sb_fmt(note,
                     "The session has ended (%s): its state is gone. Start a new one with "
                     "session: \"new\".",
-                    s->es && exec_session_end_reason(s->es) ? exec_session_end_reason(s->es)
-                                                            : "its interpreter stopped");
+                    exec_ws_session_end_reason(s->ws) ? exec_ws_session_end_reason(s->ws)
+                                                      : "its interpreter stopped");
     if (o->session_ended) return true;
     if (note->len && note->s[note->len - 1] != '\n') ptc__sb_str(note, "\n");
     if (j->sess_new)
@@ -459,8 +288,8 @@ bool ptc__session_result(const job_t *j, cJSON *sc, sbuf_t *note)
                     "Session \"%s\" started: pass \"session\": \"%s\" to run more code in this "
                     "interpreter (variables, imports and files in /tmp are kept); "
                     "{\"session\": \"%s\", \"close_session\": true} ends it.",
-                    s->handle, s->handle, s->handle);
+                    handle, handle, handle);
     else
-        ptc__sb_fmt(note, "Session \"%s\", cell %lu.", s->handle, s->cells);
+        ptc__sb_fmt(note, "Session \"%s\", cell %lu.", handle, exec_ws_session_cells(s->ws));
     return true;
 }

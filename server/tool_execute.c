@@ -1,105 +1,18 @@
 /* tool_execute.c - the execute_code tool: its arguments, an MCP call becoming executor runs
- * inside the repair loop (repair/), and its set-up. The result is rendered by
- * execute_result.c; tool calls from the sandbox are routed by execute_bridge.c. */
+ * inside the repair loop (repair/). Its set-up and schemas are in execute_setup.c, the result
+ * is rendered by execute_result.c, tool calls from the sandbox are routed by
+ * execute_bridge.c, sessions and long runs are wired to the executor's workspace by
+ * execute_sessions.c and execute_longrun.c. */
 #include "execute_internal.h"
 
 #include "pybundle.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define EXECUTE_DEFAULT_TIMEOUT_S 30.0
-/* The page store: at most this much output is kept for cursors, for this long when idle. */
-#define EXECUTE_PAGES_MAX_BYTES (64u << 20)
-#define EXECUTE_PAGES_MAX_RUNS  256u
-#define EXECUTE_PAGES_TTL_MS    (30u * 60 * 1000)
-/* Files out: kept like the pages (same TTL), this much at most (--file-store-bytes); images up
- * to EXECUTE_IMAGE_MAX_BYTES each become image content blocks (--max-image-bytes). */
-#define EXECUTE_FILES_STORE_BYTES   (128u << 20)
-#define EXECUTE_FILES_STORE_ENTRIES 1024u
-#define EXECUTE_IMAGE_MAX_BYTES     (5u << 20)
-/* One deadline covers a request's runs and repairs (--request-deadline, by default 50 s: under
- * the common 60 s client timeout); a day at most keeps the milliseconds far from overflow. */
-#define EXECUTE_REQUEST_DEADLINE_MAX_S 86400
 /* A run waits at most this long (and never past its own timeout) for the packages' build. */
 #define EXECUTE_ENV_WAIT_MS 10000u
-
-static const char input_schema[] =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"code\":{\"type\":\"string\",\"minLength\":1,\"description\":\"Python 3 source to run. "
-    "Print what you want to see; only stdout and stderr come back.\"},"
-    "\"timeout_seconds\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"description\":\"Wall-clock "
-    "limit for this run (default 30).\"},"
-    "\"cursor\":{\"type\":\"string\",\"description\":\"The next_cursor of an earlier result: pass "
-    "it alone to get the next page of that run's output.\"},"
-    "\"session\":{\"type\":\"string\",\"minLength\":1,\"description\":\"\\\"new\\\" runs the code "
-    "in a "
-    "new live interpreter and returns its handle (structuredContent.session); pass that handle "
-    "to run more code in the same interpreter: variables, imports, open files, /tmp and the "
-    "working directory are kept. Without it every run starts fresh.\"},"
-    "\"close_session\":{\"type\":\"boolean\",\"description\":\"With session and no code: ends "
-    "that session.\"},"
-    "\"wait_seconds\":{\"type\":\"number\",\"minimum\":0,\"maximum\":3600,\"description\":\"How "
-    "long this call waits for the run (default: the server's --wait-seconds, 45). A run still "
-    "going then comes back as status running with its output so far and a next_cursor: call "
-    "again with that cursor (and wait_seconds) to wait for more; timeout_seconds still bounds "
-    "the run.\"},"
-    "\"cancel\":{\"type\":\"boolean\",\"description\":\"With the cursor of a run that came back "
-    "running: stops it and returns its result.\"},"
-    "\"max_repairs\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":10,\"description\":\"How "
-    "many times a failed run may be repaired and run again (the client's model fixes it through "
-    "sampling; tool calls that already succeeded are replayed, not repeated). 0 turns it off; "
-    "the default is the server's --max-repairs.\"}},"
-    "\"additionalProperties\":false}";
-
-/* Every result, a run's or a page's, success or failure, validates against this. */
-static const char output_schema[] =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"status\":{\"type\":\"string\",\"enum\":[\"ok\",\"error\",\"timeout\",\"killed\",\"oom\","
-    "\"refused\",\"running\"]},"
-    "\"session\":{\"type\":[\"string\",\"null\"]},"
-    "\"interrupted\":{\"type\":\"boolean\"},\"session_ended\":{\"type\":\"boolean\"},"
-    "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"
-    "\"signal\":{\"type\":[\"string\",\"null\"]},"
-    "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"
-    "\"stdout_bytes\":{\"type\":\"integer\"},\"stderr_bytes\":{\"type\":\"integer\"},"
-    "\"truncated\":{\"type\":\"boolean\"},"
-    "\"duration_ms\":{\"type\":\"integer\"},"
-    "\"next_cursor\":{\"type\":[\"string\",\"null\"]},"
-    "\"tool_calls\":{\"type\":\"integer\"},"
-    "\"outputs\":{\"type\":\"array\"},"
-    "\"attempts\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
-    "\"final_code\":{\"type\":\"string\"},"
-    "\"repair\":{\"type\":\"object\"},"
-    "\"environment\":{\"type\":\"object\",\"properties\":{"
-    "\"state\":{\"type\":\"string\",\"enum\":[\"building\",\"failed\"]},"
-    "\"packages\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
-    "\"failed_package\":{\"type\":[\"string\",\"null\"]},"
-    "\"message\":{\"type\":\"string\"},\"pip_tail\":{\"type\":\"string\"},"
-    "\"optional\":{\"type\":\"boolean\"}},\"required\":[\"state\",\"packages\"]},"
-    "\"sandbox\":{\"type\":\"string\",\"enum\":[\"full\",\"degraded\",\"none\"]},"
-    "\"files\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
-    "\"name\":{\"type\":\"string\"},\"mime_type\":{\"type\":\"string\"},"
-    "\"bytes\":{\"type\":\"integer\"},\"uri\":{\"type\":[\"string\",\"null\"]},"
-    "\"truncated\":{\"type\":\"boolean\"},\"omitted\":{\"type\":\"boolean\"},"
-    "\"reason\":{\"type\":\"string\"}},\"required\":[\"name\",\"mime_type\",\"bytes\","
-    "\"uri\"]}}},"
-    "\"required\":[\"status\",\"exit_code\",\"signal\",\"stdout\",\"stderr\",\"stdout_bytes\","
-    "\"stderr_bytes\",\"truncated\",\"duration_ms\",\"next_cursor\",\"tool_calls\",\"outputs\","
-    "\"attempts\",\"sandbox\"]}";
-
-/* The description is description_head, what the code can import (environment.c: the standard
- * library, the declared packages, the user's helpers), then description. */
-static const char description_head[] =
-    "Run Python 3 code in a sandbox and return its output. Each call starts fresh unless it "
-    "passes a session (session: \"new\" keeps a live interpreter whose handle later calls "
-    "pass); there is no network; /tmp is a small private scratch space; ";
-static const char description[] =
-    ". Print results to stdout. Long output comes in pages: call "
-    "again with only the returned cursor for the next page. A failed run returns isError with "
-    "the end of the traceback first. A failed run is repaired and run again where the client "
-    "can sample (max_repairs); calls to tools that already succeeded are not repeated.";
 
 /* --- runs --------------------------------------------------------------------------------- */
 
@@ -119,7 +32,7 @@ void ptc__execute_job_free(job_t *j)
 void ptc__execute_job_cancelled(mcp_call_t *call, void *data)
 {
     job_t *j = data;
-    if (j->lr_linked) {
+    if (j->lr != NULL) {
         /* The run was handed back as running earlier: only this wait ends, not the run. */
         j->call = NULL;
         if (j->wait_timer != NULL) uv_timer_stop(j->wait_timer);
@@ -427,158 +340,7 @@ static const ptc_repair_ops_t repair_ops = {
 
 static void start_job(job_t *j);
 
-/* {cursor, cancel: true} on a run handed back as running: its result as it ends now. */
-static void cancel_longrun(job_t *j, mcp_call_t *call)
-{
-    ptc_execute_t *ex = j->ex;
-    if (j->call != NULL) { /* another request was waiting on it */
-        mcp_call_t *w = j->call;
-        j->call = NULL;
-        mcp_call_finish_text(w, true, "The run was cancelled by another request (cancel: true).");
-    }
-    j->call = call;
-    j->cancel_asked = true;
-    if (j->wait_timer != NULL) uv_timer_stop(j->wait_timer);
-    if (j->ran_pending) { /* it had ended already: that result */
-        ptc__longrun_attach(j, call, 0);
-        return;
-    }
-    if (j->sess != NULL && ptc__session_cancel(j->sess) == 0) return; /* its on_done answers */
-    if (j->run != NULL) {
-        /* Killed now: the output so far is its output. */
-        exec_output_t out, err;
-        outcome_t o;
-        memset(&o, 0, sizeof o);
-        if (exec_run_output(j->run, &out, &err) == 0) {
-            o.out = exec_pages_utf8_sanitize((const char *)out.data, out.len, &o.out_len);
-            o.err = exec_pages_utf8_sanitize((const char *)err.data, err.len, &o.err_len);
-            o.out_total = out.total;
-            o.err_total = err.total;
-            o.truncated = out.truncated || err.truncated;
-        }
-        exec_run_cancel(j->run);
-        j->run = NULL;
-        if (o.out == NULL) o.out = strdup("");
-        if (o.err == NULL) o.err = strdup("");
-        o.status = EXEC_STATUS_KILLED;
-        o.exit_code = -1;
-        o.cancelled = true;
-        o.duration_ms = uv_now(ex->loop) - j->started_ms;
-        o.sandbox = ex->unsafe ? EXEC_SANDBOX_NONE : exec_pool_probe(ex->pool)->level;
-        o.timeout_ms = j->run_timeout_ms;
-        ptc__execute_close_bridge(j, &o);
-        if (o.outputs == NULL) o.outputs = cJSON_CreateArray();
-        ptc__execute_outcome_clear(&j->last);
-        j->last = o;
-        if (o.out == NULL || o.err == NULL || o.outputs == NULL) {
-            ptc__execute_job_free(j);
-            mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
-            return;
-        }
-        ptc__execute_finish_job(j);
-        return;
-    }
-    /* Between runs (a repair being asked for, the packages awaited). */
-    ptc__execute_job_free(j);
-    ptc__execute_finish_message(ex, call, "killed",
-                                "The request was cancelled (cancel: true) between its runs.");
-}
-
-/* A request naming the cursor of a run handed back as running: wait again, or cancel it. */
-static void on_longrun(job_t *j, mcp_call_t *call, uint64_t wait_ms, bool cancel)
-{
-    if (cancel) {
-        cancel_longrun(j, call);
-        return;
-    }
-    if (j->call != NULL) {
-        mcp_call_finish_text(call, true,
-                             "Another request is waiting on this run already: wait for its "
-                             "answer, then call again with the cursor it returns.");
-        return;
-    }
-    if (j->mrtr_linked) { /* its answer comes with the round that carries the requestState */
-        mcp_call_finish_text(call, true,
-                             "This run is waiting for the answer to a question its last call "
-                             "returned (an InputRequiredResult): send that call again with the "
-                             "answer (inputResponses) and its requestState.");
-        return;
-    }
-    mcp_call_on_cancel(call, ptc__execute_job_cancelled, j);
-    ptc__longrun_attach(j, call, wait_ms); /* may answer and free j */
-}
-
-/* The run cursor of the cell running in s when it was handed back as running, else NULL. */
-static const char *busy_cursor(const ptc_xsession_t *s)
-{
-    const job_t *j = ptc__session_job(s);
-    return j != NULL && j->cursor[0] != '\0' ? j->cursor : NULL;
-}
-
-/* Gives j the session its request names ("new": a new one), or answers the request with why
- * not and frees j. */
-static bool take_session(job_t *j, const char *handle)
-{
-    ptc_execute_t *ex = j->ex;
-    mcp_call_t *call = j->call;
-    char msg[700];
-    bool fresh = strcmp(handle, "new") == 0;
-    ptc_xsession_t *s = fresh ? ptc__session_create(ex->sessions, &j->owner, msg, sizeof msg)
-                              : ptc__session_find(ex->sessions, handle, &j->owner, msg, sizeof msg);
-    if (s != NULL && !fresh && ptc__session_busy(s)) {
-        snprintf(msg, sizeof msg,
-                 "Session \"%s\" is busy: a cell is still running in it (cells run one at a "
-                 "time). Wait for its result%s%s%s, or cancel it, then send this code again.",
-                 handle, busy_cursor(s) ? " (call execute_code with cursor \"" : "",
-                 busy_cursor(s) ? busy_cursor(s) : "", busy_cursor(s) ? "\")" : "");
-        s = NULL;
-    }
-    if (s == NULL) {
-        ptc__execute_job_free(j);
-        mcp_call_finish_text(call, true, "%s", msg);
-        return false;
-    }
-    j->sess = s;
-    j->sess_new = fresh;
-    ptc__session_claim(s, j);
-    return true;
-}
-
-/* {session, close_session: true}: ends the session (a cell running in it dies, its request is
- * answered so). */
-static void close_session(ptc_execute_t *ex, mcp_call_t *call, const cJSON *session, bool extra)
-{
-    if (session == NULL || extra || strcmp(session->valuestring, "new") == 0) {
-        mcp_call_finish_text(call, true,
-                             "Invalid arguments: close_session takes the handle of a session "
-                             "(session) and nothing else.");
-        return;
-    }
-    char msg[700];
-    mcp_identity_t who;
-    mcp_call_identity(call, &who);
-    ptc_xsession_t *s =
-        ptc__session_find(ex->sessions, session->valuestring, &who, msg, sizeof msg);
-    if (s == NULL) {
-        mcp_call_finish_text(call, true, "%s", msg);
-        return;
-    }
-    job_t *running = ptc__session_job(s);
-    ptc__session_close(s, "was closed (close_session)"); /* no on_done for a cell running */
-    if (running != NULL) {
-        mcp_call_t *waiting = running->call;
-        running->sess = NULL;
-        ptc__execute_job_free(running);
-        if (waiting != NULL)
-            mcp_call_finish_text(waiting, true,
-                                 "The session was closed (close_session) while this cell ran.");
-    }
-    snprintf(msg, sizeof msg, "Session \"%s\" closed: its interpreter and files are gone.",
-             session->valuestring);
-    ptc__execute_finish_message(ex, call, "ok", msg);
-}
-
-static void handle(mcp_call_t *call, const cJSON *args, void *data)
+void ptc__execute_handle(mcp_call_t *call, const cJSON *args, void *data)
 {
     ptc_execute_t *ex = data;
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(args, "code");
@@ -601,13 +363,7 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
                                  "wait_seconds or cancel), or code without a cursor.");
             return;
         }
-        mcp_identity_t who;
-        mcp_call_identity(call, &who);
-        job_t *lr = ptc__longrun_find(ex, cursor->valuestring, &who);
-        if (lr != NULL) {
-            on_longrun(lr, call, wait_ms, cJSON_IsTrue(cancel));
-            return;
-        }
+        if (ptc__longrun_call(ex, call, cursor->valuestring, wait_ms, cJSON_IsTrue(cancel))) return;
         if (cJSON_IsTrue(cancel)) {
             mcp_call_finish_text(call, true,
                                  "Unknown cursor for cancel: no run still going has it (it ended "
@@ -625,15 +381,16 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
         return;
     }
     if (cJSON_IsTrue(close)) {
-        close_session(ex, call, session, code != NULL || timeout != NULL || repairs != NULL);
+        ptc__session_close_call(ex, call, session,
+                                code != NULL || timeout != NULL || repairs != NULL);
         return;
     }
     if (code == NULL) {
         mcp_call_finish_text(call, true, "Invalid arguments: code is required (or a cursor).");
         return;
     }
-    if (ptc_startup_hold(ex->startup, call, args, ptc_startup_uses_tools(code->valuestring), handle,
-                         ex))
+    if (ptc_startup_hold(ex->startup, call, args, ptc_startup_uses_tools(code->valuestring),
+                         ptc__execute_handle, ex))
         return;
     double secs = timeout ? timeout->valuedouble : EXECUTE_DEFAULT_TIMEOUT_S;
     if (secs > ex->max_timeout_s) {
@@ -669,7 +426,7 @@ static void handle(mcp_call_t *call, const cJSON *args, void *data)
     if (j->timeout_ms == 0) j->timeout_ms = 1;
     j->max_repairs = repairs != NULL ? (long)repairs->valuedouble : ex->max_repairs;
     mcp_call_identity(call, &j->owner);
-    if (session != NULL && !take_session(j, session->valuestring)) return;
+    if (session != NULL && !ptc__session_take(j, session->valuestring)) return;
     if (ptc__longrun_arm(j, wait_ms) < 0)
         mcp_log(ex->lg, MCP_LOG_WARNING,
                 "execute_code: out of memory for the wait timer: this "
@@ -721,340 +478,4 @@ static void start_job(job_t *j)
         return;
     }
     ptc_repair_loop_start(j->loop);
-}
-
-/* --- set-up -------------------------------------------------------------------------------- */
-
-void ptc_execute_sandbox_options(const ptc_options_t *o, exec_options_t *eo)
-{
-    exec_options_init(eo);
-    if (o->python) eo->python = o->python;
-    eo->mounts = o->mounts;
-    eo->n_mounts = o->n_mounts;
-    eo->unsafe_no_sandbox = o->unsafe_no_sandbox;
-    if (o->memory_limit) eo->memory_bytes = o->memory_limit;
-    if (o->tmp_size) eo->tmp_bytes = o->tmp_size;
-    /* in range: ptc_options_parse checked it */
-    if (o->cpu_limit > 0) eo->cpu_millis = (unsigned)(o->cpu_limit * 1000.0 + 0.5);
-}
-
-int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
-                    ptc_execute_t **out)
-{
-    *out = NULL;
-    ptc_execute_t *ex = calloc(1, sizeof *ex);
-    if (ex == NULL) return MCP_ENOMEM;
-    ex->loop = loop;
-    ex->lg = lg;
-    ex->page_chars = o->output_page_chars;
-    ex->max_timeout_s = o->max_timeout;
-    ex->unsafe = o->unsafe_no_sandbox;
-    ex->lim.tool_timeout_ms = (unsigned)(o->tool_timeout * 1000.0);
-    ex->confirm_writes = o->confirm_writes;
-    ex->lim.allow_tools = o->allow_tools;
-    ex->lim.deny_tools = o->deny_tools;
-    if (o->audit_log != NULL) {
-        ex->audit = fopen(o->audit_log, "ae");
-        if (ex->audit == NULL) {
-            mcp_log(lg, MCP_LOG_ERROR, "--audit-log %s: %s", o->audit_log, strerror(errno));
-            free(ex);
-            return MCP_EINVAL;
-        }
-    }
-    ex->lim.audit = ex->audit;
-    ex->max_repairs = o->max_repairs;
-    if (ex->max_repairs > PTC_REPAIR_MAX) {
-        mcp_log(lg, MCP_LOG_ERROR, "--max-repairs: at most %d", PTC_REPAIR_MAX);
-        if (ex->audit != NULL) fclose(ex->audit);
-        free(ex);
-        return MCP_EINVAL;
-    }
-    if (o->request_deadline > EXECUTE_REQUEST_DEADLINE_MAX_S) {
-        mcp_log(lg, MCP_LOG_ERROR, "--request-deadline: at most %d seconds",
-                EXECUTE_REQUEST_DEADLINE_MAX_S);
-        if (ex->audit != NULL) fclose(ex->audit);
-        free(ex);
-        return MCP_EINVAL;
-    }
-    ex->wait_ms = (uint64_t)(o->wait_seconds * 1000.0);
-    ex->deadline_ms = (uint64_t)(o->request_deadline * 1000.0);
-    if (ex->deadline_ms == 0) ex->deadline_ms = 1;
-    if (o->repair_url != NULL || o->repair_model != NULL || o->repair_key_env != NULL) {
-        char msg[600];
-        int rrc =
-            o->repair_url == NULL
-                ? (snprintf(msg, sizeof msg,
-                            "--repair-model and --repair-key-env need --repair-url (the "
-                            "chat-completions endpoint)"),
-                   MCP_EINVAL)
-                : ptc_repairer_http_new(loop, o->repair_url, o->repair_model, o->repair_key_env,
-                                        o->ca_file, lg, &ex->repairer, msg, sizeof msg);
-        if (rrc < 0) {
-            mcp_log(lg, MCP_LOG_ERROR, "%s", msg);
-            if (ex->audit != NULL) fclose(ex->audit);
-            free(ex);
-            return MCP_EINVAL;
-        }
-        mcp_log(lg, MCP_LOG_INFO, "fallback repairer: %s", ptc_repairer_http_name(ex->repairer));
-        ex->http_desc = (ptc_repairer_desc_t){.id = "http",
-                                              .who = "fallback repairer",
-                                              .by = "the fallback repairer",
-                                              .asking = ptc_repairer_http_name(ex->repairer)};
-    }
-    exec_options_t eo;
-    ptc_execute_sandbox_options(o, &eo);
-    if (o->max_concurrent) eo.max_concurrent = (unsigned)o->max_concurrent;
-    eo.max_queue = (unsigned)o->max_queue;
-    eo.pass_env = o->pass_env;
-    eo.n_pass_env = o->n_pass_env;
-    eo.test_disable_layer = getenv("PTC_TEST_DISABLE_LAYER");
-    if (o->max_output_bytes) eo.stdout_keep = eo.stderr_keep = o->max_output_bytes;
-    /* The code goes to the launcher as one argv string (MAX_ARG_STRLEN is 128 KiB): the flag
-       can lower the bound, not raise it past what the executor passes. */
-    ex->max_code_bytes = o->max_code_bytes ? o->max_code_bytes : EXEC_MAX_CODE_BYTES;
-    ex->image_max_bytes = o->max_image_bytes ? o->max_image_bytes : EXECUTE_IMAGE_MAX_BYTES;
-    if (ex->max_code_bytes > EXEC_MAX_CODE_BYTES || eo.stdout_keep > EXEC_MAX_KEEP_BYTES) {
-        mcp_log(lg, MCP_LOG_ERROR,
-                ex->max_code_bytes > EXEC_MAX_CODE_BYTES
-                    ? "--max-code-bytes: at most %u (the code travels to the sandbox as one "
-                      "argument)"
-                    : "--max-output-bytes: at most %u",
-                ex->max_code_bytes > EXEC_MAX_CODE_BYTES ? (unsigned)EXEC_MAX_CODE_BYTES
-                                                         : (unsigned)EXEC_MAX_KEEP_BYTES);
-        ptc_repairer_http_free(ex->repairer);
-        if (ex->audit != NULL) fclose(ex->audit);
-        free(ex);
-        return MCP_EINVAL;
-    }
-    int rc = exec_pages_new(EXECUTE_PAGES_MAX_BYTES, EXECUTE_PAGES_MAX_RUNS, EXECUTE_PAGES_TTL_MS,
-                            &ex->pages);
-    if (rc == 0)
-        rc = exec_filestore_new(o->file_store_bytes ? o->file_store_bytes
-                                                    : EXECUTE_FILES_STORE_BYTES,
-                                EXECUTE_FILES_STORE_ENTRIES, EXECUTE_PAGES_TTL_MS, &ex->files);
-    if (rc < 0) {
-        exec_pages_free(ex->pages);
-        ptc_repairer_http_free(ex->repairer);
-        if (ex->audit != NULL) fclose(ex->audit);
-        free(ex);
-        return MCP_ENOMEM;
-    }
-    rc = exec_pool_new(loop, &eo, &ex->pool);
-    bool limits_bad = false;
-    if (rc == 0) {
-        const exec_files_limits_t fl = {.file_bytes = o->max_file_bytes ? o->max_file_bytes
-                                                                        : EXECUTE_FILE_MAX_BYTES,
-                                        .call_bytes = o->max_call_files_bytes,
-                                        .count = (unsigned)o->max_files};
-        if (o->max_files > EXEC_FILES_LIMIT_COUNT ||
-            exec_pool_set_files_limits(ex->pool, &fl) < 0) {
-            mcp_log(lg, MCP_LOG_ERROR,
-                    "--max-file-bytes and --max-call-files-bytes: at most %u MiB; --max-files: "
-                    "at most %u",
-                    (unsigned)(EXEC_FILES_LIMIT_BYTES >> 20), (unsigned)EXEC_FILES_LIMIT_COUNT);
-            exec_pool_free(ex->pool);
-            ex->pool = NULL;
-            rc = EXEC_EINVAL;
-            limits_bad = true;
-        }
-    }
-    if (rc == 0) {
-        rc = ptc__sessions_new(ex, o->max_sessions, (uint64_t)(o->session_idle_timeout * 1000.0),
-                               &ex->sessions);
-        if (rc < 0) {
-            exec_pool_free(ex->pool);
-            ex->pool = NULL;
-            rc = EXEC_ENOMEM;
-        }
-    }
-    if (rc < 0) {
-        if (!limits_bad)
-            mcp_log(lg, MCP_LOG_ERROR, "executor: %s. %s", exec_strerror(rc), exec_error_hint(rc));
-        exec_pages_free(ex->pages);
-        exec_filestore_free(ex->files);
-        ptc_repairer_http_free(ex->repairer);
-        if (ex->audit != NULL) fclose(ex->audit);
-        free(ex);
-        return MCP_EINVAL;
-    }
-    const exec_probe_t *probe = exec_pool_probe(ex->pool);
-    if (o->unsafe_no_sandbox) {
-        mcp_log(lg, MCP_LOG_WARNING,
-                "--unsafe-no-sandbox: execute_code runs code WITHOUT isolation, with this "
-                "server's rights");
-    } else if (exec_pool_refusing(ex->pool)) {
-        mcp_log(lg, MCP_LOG_ERROR, "execute_code will refuse to run: %s", probe->message);
-    } else {
-        mcp_log(lg, MCP_LOG_INFO, "sandbox: %s", exec_sandbox_level_name(probe->level));
-    }
-    *out = ex;
-    return MCP_OK;
-}
-
-static int register_with(ptc_execute_t *ex, mcp_server_t *srv, const char *desc)
-{
-    mcp_tool_def_t def = {
-        .name = "execute_code",
-        .title = "Run Python in a sandbox",
-        .description = desc,
-        .input_schema = input_schema,
-        .output_schema = output_schema,
-        .annotations = "{\"readOnlyHint\":false,\"destructiveHint\":false,\"idempotentHint\":false,"
-                       "\"openWorldHint\":false}",
-        .handler = handle,
-        .data = ex,
-        /* A run that outlives its wait becomes a task for a client of the tasks extension
-         * (execute_longrun.c). */
-        .task_support = MCP_TASK_OPTIONAL,
-    };
-    mcp_server_on_task_cancel(srv, ptc__mrtr_cancel_task, ex);
-    return mcp_server_add_tool(srv, &def);
-}
-
-/* The description: the fixed parts around what the code can import, then the tools package's
- * modules. NULL on ENOMEM. */
-static char *compose(const ptc_execute_t *ex, const cJSON *modules)
-{
-    sbuf_t d = {0};
-    char *libs = ptc_env_describe(ex->env);
-    ptc__sb_str(&d, description_head);
-    if (libs == NULL)
-        d.failed = true;
-    else
-        ptc__sb_str(&d, libs);
-    free(libs);
-    ptc__sb_str(&d, description);
-    /* The user's helpers (server "custom") are imported directly, not through tools. */
-    int served = 0;
-    const cJSON *m;
-    cJSON_ArrayForEach(m, modules)
-    {
-        const cJSON *server = cJSON_GetObjectItemCaseSensitive(m, "server");
-        if (!cJSON_IsString(server) || !ptc_env_is_custom(server->valuestring)) served++;
-    }
-    if (served > 0) {
-        ptc__sb_str(&d, " Tools of the connected MCP servers are Python functions here: "
-                        "`from tools.MODULE import FUNCTION` (modules: ");
-        int i = 0;
-        cJSON_ArrayForEach(m, modules)
-        {
-            const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "module");
-            const cJSON *server = cJSON_GetObjectItemCaseSensitive(m, "server");
-            if (!cJSON_IsString(name)) continue;
-            if (cJSON_IsString(server) && ptc_env_is_custom(server->valuestring)) continue;
-            if (i++ > 0) ptc__sb_str(&d, ", ");
-            ptc__sb_str(&d, name->valuestring);
-        }
-        ptc__sb_str(&d, "); search_tools gives their signatures. `tools.emit(obj)` returns a JSON "
-                        "record in structuredContent.outputs; failed calls raise tools.ToolError.");
-    }
-    if (d.failed) {
-        free(d.s);
-        return NULL;
-    }
-    return d.s;
-}
-
-int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv)
-{
-    char *desc = compose(ex, NULL);
-    if (desc == NULL) return MCP_ENOMEM;
-    int rc = register_with(ex, srv, desc);
-    if (rc < 0) {
-        free(desc);
-        return rc;
-    }
-    free(ex->described);
-    ex->described = desc;
-    return ptc__ends_register(ex, srv);
-}
-
-void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *modules)
-{
-    /* Runs will bind these folders (the tools package, the packages once ready, the helpers):
-     * have the warm sandboxes made with them, else every run starts cold. */
-    if (!ex->unsafe) {
-        exec_run_opts_t ro;
-        exec_run_opts_init(&ro);
-        ro.ro_dir = ex->bundle ? ptc_pybundle_cache_root(ex->bundle) : NULL;
-        const char *dirs[EXEC_MAX_PATH_DIRS];
-        ro.n_path_dirs = ptc_env_path_dirs(ex->env, dirs, EXEC_MAX_PATH_DIRS);
-        ro.path_dirs = dirs;
-        if (ro.ro_dir != NULL || ro.n_path_dirs > 0) (void)exec_pool_warm_for_ex(ex->pool, &ro);
-    }
-    sbuf_t d = {.s = compose(ex, modules)};
-    if (d.s == NULL) return;
-    /* Unchanged (e.g. no servers yet): no re-registration, so no list_changed for nothing. */
-    if (ex->described != NULL && strcmp(ex->described, d.s) == 0) {
-        free(d.s);
-        return;
-    }
-    mcp_server_hold_notifications(srv, true);
-    mcp_server_remove_tool(srv, "execute_code");
-    if (register_with(ex, srv, d.s) < 0)
-        mcp_log(ex->lg, MCP_LOG_ERROR, "execute_code could not be registered again");
-    mcp_server_hold_notifications(srv, false);
-    free(ex->described);
-    ex->described = d.s;
-}
-
-void ptc_execute_set_startup(ptc_execute_t *ex, ptc_startup_t *st)
-{
-    ex->startup = st;
-}
-
-void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_t *downstream,
-                        ptc_pybundle_cache_t *bundle)
-{
-    ex->search = search;
-    ex->downstream = downstream;
-    ex->bundle = bundle;
-}
-
-void ptc_execute_set_env(ptc_execute_t *ex, ptc_env_t *e)
-{
-    ex->env = e;
-}
-
-exec_pool_t *ptc__execute_pool(const ptc_execute_t *ex)
-{
-    return ex->pool;
-}
-
-void ptc_execute_free(ptc_execute_t *ex)
-{
-    if (ex == NULL) return;
-    if (ex->audit != NULL) fclose(ex->audit);
-    ptc_repairer_http_free(ex->repairer);
-    free(ex->described);
-    ptc__ends_free(ex);
-    ptc__mrtr_close_all(ex);
-    ptc__longrun_close_all(ex);
-    ptc__sessions_free(ex->sessions); /* before the pool: their sandboxes are its children */
-    exec_pool_free(ex->pool);
-    exec_pages_free(ex->pages);
-    exec_filestore_free(ex->files);
-    free(ex);
-}
-
-void ptc_execute_stop(ptc_execute_t *ex)
-{
-    ptc__mrtr_close_all(ex);
-    ptc__longrun_close_all(ex);
-    ptc__sessions_close_all(ex->sessions);
-}
-
-exec_filestore_t *ptc_execute_files(const ptc_execute_t *ex)
-{
-    return ex->files;
-}
-
-exec_pages_t *ptc_execute_pages(const ptc_execute_t *ex)
-{
-    return ex->pages;
-}
-
-uv_loop_t *ptc_execute_loop(const ptc_execute_t *ex)
-{
-    return ex->loop;
 }

@@ -793,6 +793,59 @@ static void test_run_output_so_far(void **state)
     assert_string_equal(o.out, "early\nlate\n");
 }
 
+/* A workspace session (exec_ws_session_*) runs its cells in one interpreter; once that
+   interpreter has ended, releasing the session closes it and a later find says why. */
+static void test_a_workspace_session_keeps_state_and_says_why_it_ended(void **state)
+{
+    fixture_t *fx = *state;
+    static const unsigned char owner[EXEC_OWNER_BYTES] = {7};
+    const exec_ws_options_t o = {.pool = fx->pool,
+                                 .max_sessions = 2,
+                                 .session_idle_ms = 60000,
+                                 .max_runs = 1,
+                                 .run_keep_ms = 60000};
+    const exec_ws_callbacks_t wcb = {0};
+    exec_workspace_t *ws = NULL;
+    assert_int_equal(exec_workspace_new(&fx->loop, &o, &wcb, &ws), 0);
+    char msg[700] = "";
+    exec_ws_session_t *s = exec_ws_session_create(ws, owner, NULL, msg, sizeof msg);
+    assert_non_null(s);
+    char handle[EXEC_WS_HANDLE_MAX];
+    snprintf(handle, sizeof handle, "%s", exec_ws_session_handle(s));
+    exec_session_opts_t so;
+    exec_session_opts_init(&so);
+    assert_int_equal(exec_ws_session_start(s, &so), 0);
+    assert_int_equal(exec_ws_session_start(s, &so), EXEC_EINVAL); /* once */
+    cell_ok(&fx->loop, exec_ws_session_sandbox(s), "a = 41", "");
+    cell_t c = {0};
+    exec_session_callbacks_t cb = {.on_done = on_cell_done, .user = &c};
+    assert_int_equal(exec_ws_session_run(s, "print(a + 1)", T_TIMEOUT_MS, &cb), 0);
+    assert_true(exec_ws_session_busy(s));
+    while (!c.done)
+        uv_run(&fx->loop, UV_RUN_ONCE);
+    assert_string_equal(c.out, "42\n");
+    cell_free(&c);
+    assert_int_equal(exec_ws_session_cells(s), 1); /* cell_ok ran the sandbox directly */
+    assert_null(exec_ws_session_end_reason(s));
+
+    exec_ws_session_claim(s, &c);
+    cb.user = &c;
+    assert_int_equal(exec_ws_session_run(s, "import os\nos._exit(3)", T_TIMEOUT_MS, &cb), 0);
+    while (!c.done)
+        uv_run(&fx->loop, UV_RUN_ONCE);
+    assert_true(c.session_ended);
+    cell_free(&c);
+    /* Claimed, the ended session is still found (its request holds it) ... */
+    assert_ptr_equal(exec_ws_session_find(ws, handle, owner, msg, sizeof msg), s);
+    assert_non_null(strstr(exec_ws_session_end_reason(s), "exited with status 3"));
+    /* ... and released, it goes, saying why. */
+    exec_ws_session_release(s, &c, false);
+    assert_null(exec_ws_session_find(ws, handle, owner, msg, sizeof msg));
+    assert_non_null(strstr(msg, "has ended ("));
+    assert_non_null(strstr(msg, "exited with status 3"));
+    exec_workspace_free(ws);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -821,6 +874,8 @@ int main(void)
         cmocka_unit_test(test_a_plot_comes_back_as_png),
         cmocka_unit_test(test_pool_free_ends_live_sessions),
         cmocka_unit_test_setup_teardown(test_run_output_so_far, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_a_workspace_session_keeps_state_and_says_why_it_ended,
+                                        fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

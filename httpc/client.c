@@ -60,38 +60,9 @@ void ptc__http_log(const ptc_http_client_t *c, int level, const char *fmt, ...)
 const char *ptc_http_strerror(int err)
 {
     switch (err) {
-    case PTC_HTTP_OK:
-        return "success";
-    case PTC_HTTP_ENOMEM:
-        return "out of memory";
-    case PTC_HTTP_EINVAL:
-        return "invalid argument or malformed input";
-    case PTC_HTTP_ETOOBIG:
-        return "size limit exceeded";
-    case PTC_HTTP_EIO:
-        return "input/output error";
-    case PTC_HTTP_ETIMEDOUT:
-        return "timed out";
-    case PTC_HTTP_ECANCELED:
-        return "cancelled";
-    case PTC_HTTP_ECLOSED:
-        return "connection or object closed";
-    case PTC_HTTP_EPROTO:
-        return "protocol error from the peer";
-    case PTC_HTTP_ETLS:
-        return "TLS handshake or certificate verification failed";
-    case PTC_HTTP_ERESOLVE:
-        return "host name lookup failed";
-    case PTC_HTTP_ECONNECT:
-        return "connection failed";
-    case PTC_HTTP_EREDIRECT:
-        return "redirect refused";
-    case PTC_HTTP_EBUSY:
-        return "too much work in flight";
-    case PTC_HTTP_ESTATE:
-        return "not valid in the current state";
+        PTC_HTTP_ERRORS(PTC_ERR_CASE)
     }
-    return "unknown error";
+    return ptc_strerror(err);
 }
 
 int ptc__hbuf_append(ptc_buf_t *b, const void *data, size_t n)

@@ -19,21 +19,9 @@
 const char *ptc_pybundle_strerror(int err)
 {
     switch (err) {
-    case PTC_PYBUNDLE_OK:
-        return "success";
-    case PTC_PYBUNDLE_ENOMEM:
-        return "out of memory";
-    case PTC_PYBUNDLE_EINVAL:
-        return "invalid argument";
-    case PTC_PYBUNDLE_EIO:
-        return "the tools package could not be written";
-    case PTC_PYBUNDLE_ETOOBIG:
-        return "a generated file is over its size cap";
-    case PTC_PYBUNDLE_ECRYPTO:
-        return "SHA-256 failed";
-    default:
-        return "unknown pybundle error";
+        PTC_PYBUNDLE_ERRORS(PTC_ERR_CASE)
     }
+    return reg_strerror(err);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -446,15 +434,18 @@ static int hash_field(mbedtls_sha256_context *ctx, const char *s)
 {
     /* Length-prefixed so that no two different catalogs give the same byte stream. */
     uint64_t n = s ? strlen(s) : 0;
-    if (mbedtls_sha256_update_ret(ctx, (const unsigned char *)&n, sizeof n)) return -1;
-    return n ? mbedtls_sha256_update_ret(ctx, (const unsigned char *)s, (size_t)n) : 0;
+    if (mbedtls_sha256_update_ret(ctx, (const unsigned char *)&n, sizeof n))
+        return PTC_PYBUNDLE_ECRYPTO;
+    if (n && mbedtls_sha256_update_ret(ctx, (const unsigned char *)s, (size_t)n))
+        return PTC_PYBUNDLE_ECRYPTO;
+    return 0;
 }
 
 static int hash_json(mbedtls_sha256_context *ctx, const cJSON *j)
 {
     if (!j) return hash_field(ctx, "");
     char *s = cJSON_PrintUnformatted(j);
-    if (!s) return -2;
+    if (!s) return PTC_PYBUNDLE_ENOMEM;
     int rc = hash_field(ctx, s);
     free(s);
     return rc;
@@ -465,14 +456,14 @@ int ptc_pybundle_key(const reg_catalog_t *cat, char key[65])
     if (!cat || !key) return PTC_PYBUNDLE_EINVAL;
     mbedtls_sha256_context ctx;
     mbedtls_sha256_init(&ctx);
-    int rc = mbedtls_sha256_starts_ret(&ctx, 0) ? -1 : 0;
+    int rc = mbedtls_sha256_starts_ret(&ctx, 0) ? PTC_PYBUNDLE_ECRYPTO : 0;
     if (!rc) rc = hash_field(&ctx, PTC_PYBUNDLE_VERSION);
     /* The runtime is copied into every bundle: a binary with another runtime needs new ones. */
     uint64_t rt_len = sizeof ptc_pybundle_runtime_py;
     if (!rc &&
         (mbedtls_sha256_update_ret(&ctx, (const unsigned char *)&rt_len, sizeof rt_len) ||
          mbedtls_sha256_update_ret(&ctx, ptc_pybundle_runtime_py, sizeof ptc_pybundle_runtime_py)))
-        rc = -1;
+        rc = PTC_PYBUNDLE_ECRYPTO;
     size_t n = reg_catalog_count(cat);
     for (size_t i = 0; i < n && !rc; i++) {
         const reg_tool_t *t = reg_catalog_at(cat, i);
@@ -486,9 +477,9 @@ int ptc_pybundle_key(const reg_catalog_t *cat, char key[65])
         if (!rc) rc = hash_json(&ctx, t->output_schema);
     }
     unsigned char digest[32];
-    if (!rc && mbedtls_sha256_finish_ret(&ctx, digest)) rc = -1;
+    if (!rc && mbedtls_sha256_finish_ret(&ctx, digest)) rc = PTC_PYBUNDLE_ECRYPTO;
     mbedtls_sha256_free(&ctx);
-    if (rc) return rc == -2 ? PTC_PYBUNDLE_ENOMEM : PTC_PYBUNDLE_ECRYPTO;
+    if (rc) return rc;
     for (size_t i = 0; i < 32; i++)
         snprintf(key + 2 * i, 3, "%02x", digest[i]);
     return PTC_PYBUNDLE_OK;

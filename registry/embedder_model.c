@@ -74,7 +74,7 @@ static int model_embed_stop(reg_embedder_t *self, const char *const *texts, size
                      rc == REG_MODEL_ENOMEM      ? REG_ENOMEM
                      : rc == REG_MODEL_ECANCELED ? REG_ECANCELED
                                                  : REG_EEMBED,
-                     "%s: %s", self->name, reg_model_strerror(rc));
+                     "%s: %s", self->name, reg_strerror(rc));
 }
 
 static int model_embed(reg_embedder_t *self, const char *const *texts, size_t n,
@@ -212,7 +212,7 @@ int reg__model_embedder_open(const char *model_dir, reg_embedder_t **out, char *
         free(e);
         return reg__fail(msg, msg_size, rc == REG_MODEL_ENOMEM ? REG_ENOMEM : REG_EEMBED,
                          "cannot load the sentence-embedding model in %s: %s", dir,
-                         why[0] ? why : reg_model_strerror(rc));
+                         why[0] ? why : reg_strerror(rc));
     }
     /* Embeddings run on libuv's worker threads, one text or batch per worker: OpenBLAS's
      * own threads would only oversubscribe the cores, and its per-call start-up dominates

@@ -31,14 +31,28 @@
 #define PTC_REPAIR_REPLY_MAX   (256u << 10) /* a reply's text; longer replies are refused */
 #define PTC_REPAIR_MIN_LEFT_MS 1000u        /* no repair is asked for with less time left */
 
-enum {
-    PTC_REPAIR_ENOMEM = -1,
-    PTC_REPAIR_EINVAL = -2,  /* max_repairs out of 0..PTC_REPAIR_MAX; a repairer's bad settings */
-    PTC_REPAIR_EREMOTE = -3, /* the repairer answered with an error */
-    PTC_REPAIR_EPROTO = -4,  /* the repairer's answer holds no usable text */
-    PTC_REPAIR_ETOOBIG = -5, /* the answer is longer than PTC_REPAIR_REPLY_MAX */
-    PTC_REPAIR_EHTTP = -6,   /* the HTTP request failed (the message says why) */
-};
+/* The codes of the repair library, its repairers and its journal (base.h's error space): errno
+ * values, and extras from PTC_ERR_REPAIR down. X(NAME, VALUE, TEXT) */
+#define PTC_REPAIR_ERRORS(X)                                                                       \
+    X(PTC_REPAIR_OK, 0, "success")                                                                 \
+    X(PTC_REPAIR_ENOMEM, -ENOMEM, "out of memory")                                                 \
+    /* max_repairs out of 0..PTC_REPAIR_MAX; a repairer's bad settings */                          \
+    X(PTC_REPAIR_EINVAL, -EINVAL, "invalid argument")                                              \
+    /* the repairer's answer holds no usable text */                                               \
+    X(PTC_REPAIR_EPROTO, -EPROTO, "the repairer's answer holds no code")                           \
+    /* the answer is longer than PTC_REPAIR_REPLY_MAX */                                           \
+    X(PTC_REPAIR_ETOOBIG, -E2BIG, "the repairer's answer is too long")                             \
+    /* ENOSPC: a bound of the journal was reached: the journal is now lost */                      \
+    X(PTC_REPAIR_EFULL, -ENOSPC, "the journal is full")                                            \
+    X(PTC_REPAIR_EREMOTE, PTC_ERR_REPAIR, "the repairer answered with an error")                   \
+    /* the HTTP request failed (the message says why) */                                           \
+    X(PTC_REPAIR_EHTTP, PTC_ERR_REPAIR - 1, "the repair request failed")
+
+enum { PTC_REPAIR_ERRORS(PTC_ERR_ENUM) };
+
+/** A static English description of any code (never NULL): the library's own, else
+ *  ptc_http_strerror's. */
+const char *ptc_repair_strerror(int err);
 
 /** The system prompt of every repair request (static). */
 extern const char ptc_repair_system_prompt[];
@@ -165,10 +179,8 @@ void ptc_repair_http_cancel(ptc_repair_http_ask_t *a);
 #define PTC_JOURNAL_KEYS_MAX     4096u       /* distinct call keys counted per attempt */
 #define PTC_JOURNAL_REPLAYED_MAX 256u        /* replayed calls listed per attempt */
 
-enum {
-    PTC_JOURNAL_ENOMEM = -1,
-    PTC_JOURNAL_EFULL = -2, /* a bound was reached: the journal is now lost */
-};
+/* The journal's codes: PTC_REPAIR_ENOMEM, PTC_REPAIR_EFULL (a bound was reached: the journal is
+ * now lost). */
 
 typedef struct ptc_journal ptc_journal_t;
 
@@ -203,7 +215,7 @@ const cJSON *ptc_journal_lookup(const ptc_journal_t *j, const char *key, unsigne
 /**
  * Keeps a copy of result for (key, occ) when the call succeeded: result is a CallToolResult
  * whose isError is not true. An error result is ignored (returns 0). An entry already kept for
- * (key, occ) stays. PTC_JOURNAL_EFULL / ENOMEM mark the journal lost.
+ * (key, occ) stays. PTC_REPAIR_EFULL / ENOMEM mark the journal lost.
  */
 int ptc_journal_record(ptc_journal_t *j, const char *key, unsigned occ, const cJSON *result);
 

@@ -42,6 +42,9 @@
 #define PTC_ERR_PYBUNDLE  (-5600) /* pybundle/ */
 #define PTC_ERR_REPAIR    (-5700) /* repair/ */
 
+/* Whether err is one of the extras of the library whose block starts at base. */
+#define PTC_ERR_IN_BLOCK(err, base) ((err) <= (base) && (err) > (base)-PTC_ERR_BLOCK)
+
 #define PTC_ERR_ENUM(name, value, text) name = (value),
 #define PTC_ERR_CASE(name, value, text)                                                            \
     case (value):                                                                                  \

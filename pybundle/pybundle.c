@@ -380,8 +380,8 @@ static int gen_function(ptc_buf_t *mod, cJSON *fns, names_t *fnames, const reg_t
         }
     }
     returns_doc(&doc, out);
-    if (ptc__pybundle_buf_err(&doc)) {
-        rc = ptc__pybundle_buf_err(&doc);
+    if (ptc_buf_error(&doc)) {
+        rc = ptc_buf_error(&doc);
         goto out;
     }
     py_str(mod, doc.p ? doc.p : "", doc.len);
@@ -408,15 +408,15 @@ static int gen_function(ptc_buf_t *mod, cJSON *fns, names_t *fnames, const reg_t
     ptc__pybundle_buf_init(&summary);
     first_line(t->description, 200, &summary);
     cJSON *fn = cJSON_CreateObject();
-    if (ptc__pybundle_buf_err(&sig) || ptc__pybundle_buf_err(&summary) || !fn ||
-        !cJSON_AddItemToArray(fns, fn) || !cJSON_AddStringToObject(fn, "name", fname) ||
+    if (ptc_buf_error(&sig) || ptc_buf_error(&summary) || !fn || !cJSON_AddItemToArray(fns, fn) ||
+        !cJSON_AddStringToObject(fn, "name", fname) ||
         !cJSON_AddStringToObject(fn, "tool", t->name) ||
         !cJSON_AddStringToObject(fn, "id", t->id) ||
         !cJSON_AddStringToObject(fn, "signature", sig.p ? sig.p : "") ||
         !cJSON_AddStringToObject(fn, "summary", summary.p ? summary.p : "")) {
-        rc = ptc__pybundle_buf_err(&sig)       ? ptc__pybundle_buf_err(&sig)
-             : ptc__pybundle_buf_err(&summary) ? ptc__pybundle_buf_err(&summary)
-                                               : PTC_PYBUNDLE_ENOMEM;
+        rc = ptc_buf_error(&sig)       ? ptc_buf_error(&sig)
+             : ptc_buf_error(&summary) ? ptc_buf_error(&summary)
+                                       : PTC_PYBUNDLE_ENOMEM;
     }
     ptc_buf_free(&summary);
 out:
@@ -644,7 +644,7 @@ static int gen_module(gen_t *g, names_t *mnames, const char *server, size_t ntoo
     ptc_buf_str(&doc, server);
     ptc_buf_str(&doc, ".");
     py_str(&mod, doc.p ? doc.p : "", doc.len);
-    rc = ptc__pybundle_buf_err(&doc);
+    rc = ptc_buf_error(&doc);
     ptc_buf_free(&doc);
     ptc_buf_str(&mod, "\n");
     ptc_buf_str(&mod, MODULE_HEAD);
@@ -659,7 +659,7 @@ static int gen_module(gen_t *g, names_t *mnames, const char *server, size_t ntoo
         rc = gen_function(&mod, fns, &fnames, t);
         if (!rc) g->functions++;
     }
-    if (!rc) rc = ptc__pybundle_buf_err(&mod);
+    if (!rc) rc = ptc_buf_error(&mod);
     if (!rc) {
         char file[PTC_PYBUNDLE_IDENT_MAX + 8];
         snprintf(file, sizeof file, "%s.py", mname);
@@ -705,7 +705,7 @@ static int generate(gen_t *g, const char *key)
     if (rc) return rc;
 
     ptc_buf_str(&g->init, INIT_PY_TAIL);
-    if (ptc__pybundle_buf_err(&g->init)) return ptc__pybundle_buf_err(&g->init);
+    if (ptc_buf_error(&g->init)) return ptc_buf_error(&g->init);
     rc = write_file(g->tools_dir, "__init__.py", g->init.p, g->init.len);
     if (!rc)
         rc = write_file(g->tools_dir, "_runtime.py", (const char *)ptc_pybundle_runtime_py,

@@ -44,9 +44,7 @@
     X(PTC_REPAIR_ETOOBIG, -E2BIG, "the repairer's answer is too long")                             \
     /* ENOSPC: a bound of the journal was reached: the journal is now lost */                      \
     X(PTC_REPAIR_EFULL, -ENOSPC, "the journal is full")                                            \
-    X(PTC_REPAIR_EREMOTE, PTC_ERR_REPAIR, "the repairer answered with an error")                   \
-    /* the HTTP request failed (the message says why) */                                           \
-    X(PTC_REPAIR_EHTTP, PTC_ERR_REPAIR - 1, "the repair request failed")
+    X(PTC_REPAIR_EREMOTE, PTC_ERR_REPAIR, "the repairer answered with an error")
 
 enum { PTC_REPAIR_ERRORS(PTC_ERR_ENUM) };
 
@@ -114,9 +112,10 @@ cJSON *ptc_repair_packet(const char *fingerprint, const char *error_tail, unsign
 
 /**
  * Called once with the model's reply text (borrowed, valid during the call) or err < 0 and a
- * message saying why (borrowed, may be NULL). The codes are the repairer's own (server/'s
- * repairers give mcp_err_t values: MCP_EREMOTE for a refusal or error answer, MCP_ETIMEDOUT,
- * MCP_EPROTO for an answer without text, others from the transport). Never called after the
+ * message saying why (borrowed, may be NULL). The codes are of the one error space (base.h):
+ * the client's sampling gives mcp/'s (MCP_EREMOTE for a refusal or error answer, MCP_ETIMEDOUT,
+ * MCP_EPROTO for an answer without text, others from the transport), the HTTP repairer
+ * PTC_REPAIR_* and the HTTP client's. Never called after the
  * request was cancelled, nor during the cancel.
  */
 typedef void (*ptc_repair_cb)(void *data, int err, const char *reply, const char *message);
@@ -138,7 +137,8 @@ typedef struct ptc_repair_http_ask ptc_repair_http_ask_t; /* one request to it i
  * variable holding the API key (NULL: no Authorization header; named but unset: an error),
  * ca_file the --ca-file bundle (NULL: the system's). Reads the CA bundle (blocking: call at
  * start-up); the HTTP client's lines go to log (may be NULL). Borrows loop and log_data; copies
- * the strings. On error (PTC_REPAIR_EINVAL, PTC_REPAIR_ENOMEM) writes what to do to msg.
+ * the strings. On error (PTC_REPAIR_EINVAL, PTC_REPAIR_ENOMEM, or the HTTP client's code when it
+ * cannot be made) writes what to do to msg.
  */
 int ptc_repair_http_new(uv_loop_t *loop, const char *url, const char *model, const char *key_env,
                         const char *ca_file, ptc_http_log_fn log, void *log_data,
@@ -150,7 +150,8 @@ const char *ptc_repair_http_name(const ptc_repair_http_t *r);
 /**
  * Sends one repair request (the system prompt and prompt, temperature 0, max_tokens). Borrows
  * prompt. *out is set on 0; cb runs later, never before this returns, with the reply or
- * PTC_REPAIR_EHTTP, _EREMOTE (an HTTP error status), _EPROTO or _ETOOBIG and a message.
+ * the HTTP client's code when the request failed, PTC_REPAIR_EREMOTE (an HTTP error status),
+ * _EPROTO or _ETOOBIG, and a message.
  */
 int ptc_repair_http_ask(ptc_repair_http_t *r, const char *prompt, ptc_repair_cb cb, void *data,
                         ptc_repair_http_ask_t **out);

@@ -204,6 +204,10 @@ static void test_a_strerror_falls_back_to_the_libraries_below(void **state)
     /* the model's names are the registry's codes */
     assert_int_equal(REG_MODEL_ENOENT, REG_ENOENT);
     assert_int_equal(REG_MODEL_EFORMAT, REG_EFORMAT);
+    /* a wiring that knows two libraries tells their extras apart by block */
+    assert_true(PTC_ERR_IN_BLOCK(PTC_REPAIR_EREMOTE, PTC_ERR_REPAIR));
+    assert_false(PTC_ERR_IN_BLOCK(MCP_EREMOTE, PTC_ERR_REPAIR));
+    assert_false(PTC_ERR_IN_BLOCK(PTC_REPAIR_ENOMEM, PTC_ERR_REPAIR));
     /* a code of a library not below is unknown, not misnamed */
     assert_string_equal(exec_strerror(REG_EDIM), "unknown error");
 }

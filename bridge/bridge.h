@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
+#include "base.h"
 #include "mcp.h"
 #include "registry.h"
 #include "repair.h"

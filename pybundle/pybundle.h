@@ -36,6 +36,7 @@
 
 #include <uv.h>
 
+#include "base.h"
 #include "registry.h"
 
 /* Bumped whenever the generated text changes: it is part of the cache key. */

@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
+#include "base.h"
 #include "httpc.h"
 
 #define PTC_REPAIR_MAX         10   /* the largest max_repairs a caller or --max-repairs may ask */

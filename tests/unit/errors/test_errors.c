@@ -52,7 +52,7 @@ typedef struct lib {
 
 #define LIB(name, block, rows, fn, below)                                                          \
     {                                                                                              \
-        name, block, rows, sizeof rows / sizeof rows[0], fn, below                                 \
+        (name), (block), (rows), sizeof(rows) / sizeof((rows)[0]), (fn), (below)                   \
     }
 
 static const lib_t libs[] = {

@@ -6,8 +6,9 @@
  * state; thread-safe per object.
  *
  * Functions return 0 or a negative errno value (PTC_ENOMEM is -ENOMEM ...); ptc_strerror()
- * names it. Every cap a library gives a buffer is a named constant below, so the limits of
- * the whole program can be read in one place.
+ * names it. The error space of all the libraries is set out here too (section errors). Every cap a
+ * library gives a buffer is a named constant below, so the limits of the whole program can be read
+ * in one place.
  */
 #ifndef PTC_BASE_H
 #define PTC_BASE_H
@@ -18,12 +19,69 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define PTC_ENOMEM  (-ENOMEM) /* allocation failed */
-#define PTC_EINVAL  (-EINVAL) /* bad argument */
-#define PTC_ETOOBIG (-E2BIG)  /* a size cap was reached */
-#define PTC_ERANGE  (-ERANGE) /* a number does not fit */
+/* ---- errors ------------------------------------------------------------------------------ */
+/*
+ * One error space for the whole program, the libuv way: every library returns 0 or a negative
+ * code, and a value means one thing whichever library returns it, so a caller passes a code on
+ * instead of translating it. A code with a POSIX meaning IS the negative errno value (PTC_ENOMEM,
+ * MCP_ENOMEM, EXEC_ENOMEM ... are all -ENOMEM). The extras of a library, which have no errno
+ * meaning, live in a block of PTC_ERR_BLOCK values of its own below PTC_ERR_ERRNO_MIN, where no
+ * errno value reaches (libuv's UV__EOF does the same); the blocks are named here, in one place,
+ * so that no two libraries collide.
+ *
+ * Each library lists its codes once, in an X-macro table in its header, X(NAME, VALUE, TEXT):
+ * PTC_ERR_ENUM makes the enum of it and PTC_ERR_CASE the cases of its one *_strerror, which
+ * names any other code through the strerror of the library it is built on, and at the end of
+ * that chain ptc_strerror, which names the errno values below (tests/unit/errors checks it all).
+ */
+#define PTC_ERR_ERRNO_MIN (-4095) /* errno values are -1 ... -4095 */
+#define PTC_ERR_BLOCK     100     /* values in a library's block: base ... base - 99 */
+#define PTC_ERR_MCP       (-5000) /* mcp/ */
+#define PTC_ERR_EXEC      (-5100) /* executor/ */
+#define PTC_ERR_REG       (-5200) /* registry/ */
+#define PTC_ERR_BRIDGE    (-5300) /* bridge/ (all its codes are errno values so far) */
+#define PTC_ERR_HTTP      (-5400) /* httpc/ */
+#define PTC_ERR_ENV       (-5500) /* environment/ */
+#define PTC_ERR_PYBUNDLE  (-5600) /* pybundle/ */
+#define PTC_ERR_REPAIR    (-5700) /* repair/ */
 
-/** A static sentence for err (0, a PTC_E* value or any negative errno value). */
+/* Whether err is one of the extras of the library whose block starts at base. */
+#define PTC_ERR_IN_BLOCK(err, base) ((err) <= (base) && (err) > (base)-PTC_ERR_BLOCK)
+
+#define PTC_ERR_ENUM(name, value, text) name = (value),
+#define PTC_ERR_CASE(name, value, text)                                                            \
+    case (value):                                                                                  \
+        return (text);
+
+/* The errno values the libraries use, with the text that names them anywhere. */
+#define PTC_ERRORS(X)                                                                              \
+    X(PTC_OK, 0, "success")                                                                        \
+    X(PTC_ENOMEM, -ENOMEM, "out of memory")                                                        \
+    X(PTC_EINVAL, -EINVAL, "invalid argument")                                                     \
+    X(PTC_ETOOBIG, -E2BIG, "size limit exceeded") /* E2BIG: "argument list too long" */            \
+    X(PTC_ERANGE, -ERANGE, "number out of range")                                                  \
+    X(PTC_ENOENT, -ENOENT, "no such file or directory")                                            \
+    X(PTC_EEXIST, -EEXIST, "already exists")                                                       \
+    X(PTC_EACCES, -EACCES, "permission denied")                                                    \
+    X(PTC_EPERM, -EPERM, "operation not permitted")                                                \
+    X(PTC_EISDIR, -EISDIR, "is a directory")                                                       \
+    X(PTC_EIO, -EIO, "input/output error")                                                         \
+    X(PTC_ENOSPC, -ENOSPC, "no space left")                                                        \
+    X(PTC_ETIMEDOUT, -ETIMEDOUT, "timed out")                                                      \
+    X(PTC_ECANCELED, -ECANCELED, "cancelled")                                                      \
+    X(PTC_EBUSY, -EBUSY, "resource busy")                                                          \
+    X(PTC_EAGAIN, -EAGAIN, "resource temporarily unavailable")                                     \
+    X(PTC_ENOTSUP, -ENOTSUP, "not supported")                                                      \
+    X(PTC_EPROTO, -EPROTO, "protocol error")                                                       \
+    X(PTC_EPIPE, -EPIPE, "connection or object closed")                                            \
+    X(PTC_ECONNREFUSED, -ECONNREFUSED, "connection refused")                                       \
+    X(PTC_ECONNRESET, -ECONNRESET, "connection reset by peer")                                     \
+    X(PTC_ESHUTDOWN, -ESHUTDOWN, "shutting down")
+
+typedef enum ptc_err { PTC_ERRORS(PTC_ERR_ENUM) } ptc_err_t;
+
+/** A static sentence for err (0, a PTC_E* value or any negative errno value; "system error"
+ *  for an errno value not in the table, "unknown error" below PTC_ERR_ERRNO_MIN). */
 const char *ptc_strerror(int err);
 
 /* ---- caps -------------------------------------------------------------------------------- */

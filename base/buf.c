@@ -12,26 +12,9 @@
 const char *ptc_strerror(int err)
 {
     switch (err) {
-    case 0:
-        return "success";
-    case PTC_ENOMEM:
-        return "out of memory";
-    case PTC_EINVAL:
-        return "invalid argument";
-    case PTC_ETOOBIG:
-        return "size limit exceeded";
-    case PTC_ERANGE:
-        return "number out of range";
-    case -ENOENT:
-        return "no such file or directory";
-    case -EACCES:
-        return "permission denied";
-    case -EISDIR:
-        return "is a directory";
-    case -EIO:
-        return "input/output error";
+        PTC_ERRORS(PTC_ERR_CASE)
     }
-    return err < 0 ? "system error" : "unknown error";
+    return err < 0 && err >= PTC_ERR_ERRNO_MIN ? "system error" : "unknown error";
 }
 
 void ptc_buf_init(ptc_buf_t *b, size_t max)

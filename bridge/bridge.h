@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
+#include "base.h"
 #include "mcp.h"
 #include "registry.h"
 #include "repair.h"
@@ -63,12 +64,19 @@
 #define PTC_BRIDGE_E_TIMEOUT "timeout"         /* per-call timeout or run deadline */
 #define PTC_BRIDGE_E_UNAVAIL "unavailable"     /* downstream not connected or it failed */
 
-enum {
-    PTC_BRIDGE_OK = 0,
-    PTC_BRIDGE_ENOMEM = -1,
-    PTC_BRIDGE_EINVAL = -2,  /* the line is not a valid request (msg says why) */
-    PTC_BRIDGE_ETOOBIG = -3, /* the line or one of its fields is over a cap */
-};
+/* The codes of the bridge, its protocol and its host end (base.h's error space): errno values
+ * only so far (PTC_ERR_BRIDGE is kept for extras). X(NAME, VALUE, TEXT) */
+#define PTC_BRIDGE_ERRORS(X)                                                                       \
+    X(PTC_BRIDGE_OK, 0, "success")                                                                 \
+    X(PTC_BRIDGE_ENOMEM, -ENOMEM, "out of memory")                                                 \
+    /* a request line that is not valid (msg says why), a bad argument or limit */                 \
+    X(PTC_BRIDGE_EINVAL, -EINVAL, "malformed bridge request or invalid argument")                  \
+    /* the line or one of its fields is over a cap */                                              \
+    X(PTC_BRIDGE_ETOOBIG, -E2BIG, "bridge request over a size cap")                                \
+    /* the descriptor cannot be opened on the loop */                                              \
+    X(PTC_BRIDGE_EIO, -EIO, "the bridge descriptor cannot be used")
+
+enum { PTC_BRIDGE_ERRORS(PTC_ERR_ENUM) };
 
 typedef enum ptc_bridge_method {
     PTC_BRIDGE_CALL = 1,
@@ -90,7 +98,8 @@ typedef struct ptc_bridge_req {
     size_t line_bytes; /* length of the line as received (for byte budgets) */
 } ptc_bridge_req_t;
 
-/** Returns a static English description of a PTC_BRIDGE_* code (never NULL). */
+/** A static English description of any code (never NULL): the bridge's own, else mcp_strerror's
+ *  (which names the HTTP client's and base's codes too). */
 const char *ptc_bridge_strerror(int err);
 
 /**
@@ -145,15 +154,6 @@ char *ptc_bridge_answer_error(int64_t id, const char *code, const char *message,
 #define PTC_BRIDGE_WARNINGS_MAX    32u  /* warnings kept for the result; more are counted */
 #define PTC_BRIDGE_PATTERNS_MAX    256u /* patterns per --allow-tools / --deny-tools list */
 #define PTC_BRIDGE_RUN_ID_MAX      128u
-
-enum {
-    PTC_BRIDGE_HOST_ENOMEM = -1,
-    PTC_BRIDGE_HOST_EINVAL = -2, /* a bad argument or limit (the message says which) */
-    PTC_BRIDGE_HOST_EIO = -3,    /* the descriptor cannot be opened on the loop */
-};
-
-/** Returns a static English description of a PTC_BRIDGE_HOST_* code (never NULL). */
-const char *ptc_bridge_host_strerror(int err);
 
 /** Limits and settings of one run. A zero number means the default above. */
 typedef struct ptc_bridge_limits {

@@ -9,22 +9,6 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *ptc_bridge_host_strerror(int err)
-{
-    switch (err) {
-    case 0:
-        return "ok";
-    case PTC_BRIDGE_HOST_ENOMEM:
-        return "out of memory";
-    case PTC_BRIDGE_HOST_EINVAL:
-        return "invalid argument";
-    case PTC_BRIDGE_HOST_EIO:
-        return "the bridge descriptor cannot be used";
-    default:
-        return "unknown error";
-    }
-}
-
 /* ---------------------------------------------------------------------------------------- */
 /* Small helpers                                                                             */
 
@@ -627,7 +611,7 @@ int ptc_bridge_host_new(uv_loop_t *loop, int fd, const ptc_bridge_limits_t *lim,
                     "bridge host: loop, fd, ops (find_tool, call, cancel) and out "
                     "are required");
         if (fd >= 0) close(fd);
-        return PTC_BRIDGE_HOST_EINVAL;
+        return PTC_BRIDGE_EINVAL;
     }
     if (l.max_calls == 0) l.max_calls = PTC_BRIDGE_CALLS_DEF;
     if (l.tool_timeout_ms == 0) l.tool_timeout_ms = PTC_BRIDGE_TIMEOUT_DEF;
@@ -641,15 +625,15 @@ int ptc_bridge_host_new(uv_loop_t *loop, int fd, const ptc_bridge_limits_t *lim,
         l.emit_total_max > PTC_BRIDGE_EMIT_TOTAL_MAX) {
         ptc__bh_msg(msg, msg_size, "emit caps are at most %u bytes per record and %u per run",
                     PTC_BRIDGE_EMIT_RECORD_MAX, PTC_BRIDGE_EMIT_TOTAL_MAX);
-        rc = PTC_BRIDGE_HOST_EINVAL;
+        rc = PTC_BRIDGE_EINVAL;
     } else if (l.run_id != NULL && strlen(l.run_id) > PTC_BRIDGE_RUN_ID_MAX) {
         ptc__bh_msg(msg, msg_size, "the run id is longer than %u bytes", PTC_BRIDGE_RUN_ID_MAX);
-        rc = PTC_BRIDGE_HOST_EINVAL;
+        rc = PTC_BRIDGE_EINVAL;
     }
     ptc_bridge_host_t *h = rc == 0 ? calloc(1, sizeof *h) : NULL;
     if (rc == 0 && h == NULL) {
         ptc__bh_msg(msg, msg_size, "out of memory");
-        rc = PTC_BRIDGE_HOST_ENOMEM;
+        rc = PTC_BRIDGE_ENOMEM;
     }
     if (rc < 0) {
         close(fd);
@@ -667,14 +651,14 @@ int ptc_bridge_host_new(uv_loop_t *loop, int fd, const ptc_bridge_limits_t *lim,
     h->lim.allow_tools = h->lim.deny_tools = NULL;
     if (h->run_id == NULL || h->outputs == NULL || h->warnings == NULL) {
         ptc__bh_msg(msg, msg_size, "out of memory");
-        rc = PTC_BRIDGE_HOST_ENOMEM;
+        rc = PTC_BRIDGE_ENOMEM;
     }
     if (rc == 0)
         rc = ptc__bh_patterns_parse(l.allow_tools, &h->allow, "--allow-tools", msg, msg_size);
     if (rc == 0) rc = ptc__bh_patterns_parse(l.deny_tools, &h->deny, "--deny-tools", msg, msg_size);
     if (rc == 0 && mcp_framer_init(&h->framer, l.line_max, on_line, h) != 0) {
         ptc__bh_msg(msg, msg_size, "bridge host: bad line cap");
-        rc = PTC_BRIDGE_HOST_EINVAL;
+        rc = PTC_BRIDGE_EINVAL;
     }
     if (rc < 0) {
         close(fd);
@@ -705,7 +689,7 @@ int ptc_bridge_host_new(uv_loop_t *loop, int fd, const ptc_bridge_limits_t *lim,
             uv_close((uv_handle_t *)&h->pipe, on_handle_closed);
             if (h->handles_open == 2) uv_close((uv_handle_t *)&h->timer, on_handle_closed);
         }
-        return PTC_BRIDGE_HOST_EIO;
+        return PTC_BRIDGE_EIO;
     }
     h->reading = true;
     *out = h;

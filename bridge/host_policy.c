@@ -49,7 +49,7 @@ int ptc__bh_patterns_parse(const char *list, bh_patterns_t *p, const char *flag,
                 ptc__bh_msg(msg, msg_size, "%s has more than %u patterns; use fewer, wider globs",
                             flag, PTC_BRIDGE_PATTERNS_MAX);
                 ptc__bh_patterns_free(p);
-                return PTC_BRIDGE_HOST_EINVAL;
+                return PTC_BRIDGE_EINVAL;
             }
             char **np = realloc(p->pat, (p->n + 1) * sizeof *np);
             char *one = np != NULL ? malloc((size_t)(b - a) + 1) : NULL;
@@ -57,7 +57,7 @@ int ptc__bh_patterns_parse(const char *list, bh_patterns_t *p, const char *flag,
             if (one == NULL) {
                 ptc__bh_patterns_free(p);
                 ptc__bh_msg(msg, msg_size, "out of memory");
-                return PTC_BRIDGE_HOST_ENOMEM;
+                return PTC_BRIDGE_ENOMEM;
             }
             memcpy(one, a, (size_t)(b - a));
             one[b - a] = '\0';

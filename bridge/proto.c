@@ -10,17 +10,9 @@
 const char *ptc_bridge_strerror(int err)
 {
     switch (err) {
-    case PTC_BRIDGE_OK:
-        return "success";
-    case PTC_BRIDGE_ENOMEM:
-        return "out of memory";
-    case PTC_BRIDGE_EINVAL:
-        return "malformed bridge request";
-    case PTC_BRIDGE_ETOOBIG:
-        return "bridge request over a size cap";
-    default:
-        return "unknown bridge error";
+        PTC_BRIDGE_ERRORS(PTC_ERR_CASE)
     }
+    return mcp_strerror(err);
 }
 
 static void set_msg(char *msg, size_t msg_size, const char *text)

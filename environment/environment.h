@@ -43,6 +43,8 @@
 
 #include <uv.h>
 
+#include "base.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -67,19 +69,26 @@ extern "C" {
 #define ENV_TEXT_MAX                  (1u << 20)  /* env_describe's and env_result_note's text */
 #define ENV_SCAN_OUTPUT_MAX           (16u << 20) /* the scan output env_scan_parse reads */
 
-/* ---- errors ---------------------------------------------------------------------------------- */
-enum {
-    ENV_OK = 0,
-    ENV_EINVAL = -1,   /* a bad argument: empty spec, bad module name, too many paths */
-    ENV_ENOMEM = -2,   /* allocation failed */
-    ENV_EIO = -3,      /* a file or folder could not be read, written or renamed */
-    ENV_EPYTHON = -4,  /* the interpreter could not be run or gave no version */
-    ENV_ETOOBIG = -5,  /* over one of the ENV_MAX_* limits */
-    ENV_ESPAWN = -6,   /* pip could not be started */
-    ENV_ECLOSING = -7, /* env_free was called */
-};
+/* ---- errors ------------------------------------------------------------------------------ */
+/* The codes of the environment builder (base.h's error space): errno values, and extras from
+ * PTC_ERR_ENV down. X(NAME, VALUE, TEXT) */
+#define ENV_ERRORS(X)                                                                              \
+    X(ENV_OK, 0, "ok")                                                                             \
+    /* a bad argument: empty spec, bad module name, too many paths */                              \
+    X(ENV_EINVAL, -EINVAL, "bad argument")                                                         \
+    X(ENV_ENOMEM, -ENOMEM, "out of memory")                                                        \
+    /* a file or folder could not be read, written or renamed */                                   \
+    X(ENV_EIO, -EIO, "file system error")                                                          \
+    X(ENV_ETOOBIG, -E2BIG, "too big")      /* over one of the ENV_MAX_* limits */                  \
+    X(ENV_ECLOSING, -ESHUTDOWN, "closing") /* env_free was called */                               \
+    /* the interpreter could not be run or gave no version */                                      \
+    X(ENV_EPYTHON, PTC_ERR_ENV, "interpreter failed")                                              \
+    X(ENV_ESPAWN, PTC_ERR_ENV - 1, "pip could not be started")
 
-/** Short name of an ENV_E* code ("bad argument"); never NULL, static storage. */
+enum { ENV_ERRORS(PTC_ERR_ENUM) };
+
+/** Short name of any code ("bad argument"); never NULL, static storage: the builder's own,
+ *  else ptc_strerror's. */
 const char *env_strerror(int err);
 
 /* ---- requirement specifiers ------------------------------------------------------------------ */

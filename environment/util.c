@@ -23,25 +23,9 @@ void env__msg(char *msg, size_t len, const char *fmt, ...)
 const char *env_strerror(int err)
 {
     switch (err) {
-    case ENV_OK:
-        return "ok";
-    case ENV_EINVAL:
-        return "bad argument";
-    case ENV_ENOMEM:
-        return "out of memory";
-    case ENV_EIO:
-        return "file system error";
-    case ENV_EPYTHON:
-        return "interpreter failed";
-    case ENV_ETOOBIG:
-        return "too big";
-    case ENV_ESPAWN:
-        return "pip could not be started";
-    case ENV_ECLOSING:
-        return "closing";
-    default:
-        return "unknown error";
+        ENV_ERRORS(PTC_ERR_CASE)
     }
+    return ptc_strerror(err);
 }
 
 int env__read_file(const char *path, size_t max, char **out, size_t *out_len)

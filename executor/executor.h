@@ -22,6 +22,8 @@
 
 #include <uv.h>
 
+#include "base.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -60,23 +62,34 @@ extern "C" {
 #define EXEC_MAX_WARM         8u
 
 /* ---- errors ------------------------------------------------------------------------------- */
-enum {
-    EXEC_OK = 0,
-    EXEC_EINVAL = -1,     /* a bad argument or option */
-    EXEC_ENOMEM = -2,     /* allocation failed */
-    EXEC_EQUEUEFULL = -3, /* max_concurrent runs are busy and max_queue runs wait already */
-    EXEC_ESPAWN = -4,     /* the launcher could not be started */
-    EXEC_ENOLAUNCHER = -5,
-    EXEC_ETOOBIG = -6,  /* code longer than EXEC_MAX_CODE_BYTES */
-    EXEC_ECLOSING = -7, /* the pool is being freed */
-    EXEC_EPYTHON = -8,  /* the interpreter is missing or is a script (a pyenv shim) */
-    EXEC_EPROBE = -9,   /* the probe run could not be completed */
-    /* workspace (sessions): numbered apart so that other additions do not collide */
-    EXEC_EBUSY = -20,         /* a cell is still running in this session */
-    EXEC_ESESSIONENDED = -21, /* the session has ended: exec_session_end_reason() says why */
-    EXEC_EUNSUPPORTED = -22,  /* sessions need the sandbox launcher (not --unsafe-no-sandbox) */
-    EXEC_EREFUSED = -23,      /* the pool refuses runs (a mandatory layer is missing) */
-};
+/* The codes of the executor, its page store and its file store (base.h's error space): errno
+ * values, and extras from PTC_ERR_EXEC down. X(NAME, VALUE, TEXT) */
+#define EXEC_ERRORS(X)                                                                             \
+    X(EXEC_OK, 0, "ok")                                                                            \
+    X(EXEC_EINVAL, -EINVAL, "invalid argument") /* a bad argument or option */                     \
+    X(EXEC_ENOMEM, -ENOMEM, "out of memory")                                                       \
+    /* EAGAIN: max_concurrent runs are busy and max_queue runs wait already */                     \
+    X(EXEC_EQUEUEFULL, -EAGAIN, "run queue full")                                                  \
+    /* E2BIG: code longer than EXEC_MAX_CODE_BYTES, a file larger than the whole store */          \
+    X(EXEC_ETOOBIG, -E2BIG, "code too large")                                                      \
+    X(EXEC_ECLOSING, -ESHUTDOWN, "executor shutting down") /* the pool is being freed */           \
+    X(EXEC_EBUSY, -EBUSY, "a cell is still running in this session")                               \
+    /* ENOTSUP: sessions need the sandbox launcher (not --unsafe-no-sandbox) */                    \
+    X(EXEC_EUNSUPPORTED, -ENOTSUP, "sessions need the sandbox")                                    \
+    X(EXEC_ESPAWN, PTC_ERR_EXEC, "cannot start the sandbox launcher")                              \
+    /* not ENOENT: that names any missing file, this one the launcher binary */                    \
+    X(EXEC_ENOLAUNCHER, PTC_ERR_EXEC - 1, "sandbox launcher not found")                            \
+    /* the interpreter is missing or is a script (a pyenv shim) */                                 \
+    X(EXEC_EPYTHON, PTC_ERR_EXEC - 2, "unusable python interpreter")                               \
+    X(EXEC_EPROBE, PTC_ERR_EXEC - 3, "sandbox probe failed") /* the probe run did not finish */    \
+    /* the session has ended: exec_session_end_reason() says why */                                \
+    X(EXEC_ESESSIONENDED, PTC_ERR_EXEC - 4, "the session has ended")                               \
+    /* the pool refuses runs (a mandatory layer is missing) */                                     \
+    X(EXEC_EREFUSED, PTC_ERR_EXEC - 5, "runs are refused")                                         \
+    /* exec_pages_next, exec_filestore_get: an unknown, expired or evicted cursor or key */        \
+    X(EXEC_EEXPIRED, PTC_ERR_EXEC - 6, "unknown or expired cursor or key")
+
+enum { EXEC_ERRORS(PTC_ERR_ENUM) };
 
 /** Short name of an EXEC_E* code ("queue full"); never NULL, static storage. */
 const char *exec_strerror(int err);
@@ -506,13 +519,6 @@ typedef struct exec_page {
     char *meta;   /* copy of the meta text stored with the run (NULL if none); owned */
 } exec_page_t;
 
-enum {
-    EXEC_PAGES_OK = 0,
-    EXEC_PAGES_ENOMEM = -1,
-    EXEC_PAGES_EINVAL = -2,
-    EXEC_PAGES_EXPIRED = -3, /* unknown, expired or evicted cursor */
-};
-
 /** max_bytes: all stored output together; max_entries: runs kept; ttl_ms: idle lifetime. */
 int exec_pages_new(size_t max_bytes, size_t max_entries, uint64_t ttl_ms, exec_pages_t **out);
 void exec_pages_free(exec_pages_t *p);
@@ -528,7 +534,7 @@ void exec_pages_free(exec_pages_t *p);
 int exec_pages_first(exec_pages_t *p, const unsigned char *owner, const char *meta, const char *out,
                      size_t out_len, const char *err, size_t err_len, size_t page_chars,
                      uint64_t now_ms, exec_page_t *page);
-/** The page behind a cursor (repeatable until it expires). EXEC_PAGES_EXPIRED when unknown,
+/** The page behind a cursor (repeatable until it expires). EXEC_EEXPIRED when unknown,
  *  and alike when it was kept for another owner. */
 int exec_pages_next(exec_pages_t *p, const unsigned char *owner, const char *cursor,
                     uint64_t now_ms, exec_page_t *page);
@@ -554,25 +560,17 @@ typedef struct exec_stored_file {
     size_t len;
 } exec_stored_file_t; /* borrowed: valid until the store's next put or get */
 
-enum {
-    EXEC_FILESTORE_OK = 0,
-    EXEC_FILESTORE_ENOMEM = -1,
-    EXEC_FILESTORE_EINVAL = -2,
-    EXEC_FILESTORE_EXPIRED = -3, /* unknown, expired or evicted key */
-    EXEC_FILESTORE_ETOOBIG = -4, /* larger than the whole store */
-};
-
 /** max_bytes: all kept files together; max_entries: files kept; ttl_ms: idle lifetime. */
 int exec_filestore_new(size_t max_bytes, size_t max_entries, uint64_t ttl_ms,
                        exec_filestore_t **out);
 void exec_filestore_free(exec_filestore_t *s);
 /** Keeps a copy of data (name: no '/', not empty; mime static) for owner (EXEC_OWNER_BYTES,
  *  copied) and sets *key (malloc'd). Evicts the least recently used files to make room;
- *  EXEC_FILESTORE_ETOOBIG past max_bytes. */
+ *  EXEC_ETOOBIG past max_bytes. */
 int exec_filestore_put(exec_filestore_t *s, const unsigned char *owner, const char *name,
                        const unsigned char *data, size_t len, const char *mime, uint64_t now_ms,
                        char **key);
-/** The file behind key (its use refreshes its TTL). EXEC_FILESTORE_EXPIRED when unknown, and
+/** The file behind key (its use refreshes its TTL). EXEC_EEXPIRED when unknown, and
  *  alike when it was kept for another owner. */
 int exec_filestore_get(exec_filestore_t *s, const unsigned char *owner, const char *key,
                        uint64_t now_ms, exec_stored_file_t *f);

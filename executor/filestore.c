@@ -30,14 +30,14 @@ int exec_filestore_new(size_t max_bytes, size_t max_entries, uint64_t ttl_ms,
                        exec_filestore_t **out)
 {
     *out = NULL;
-    if (max_bytes == 0 || max_entries == 0 || ttl_ms == 0) return EXEC_FILESTORE_EINVAL;
+    if (max_bytes == 0 || max_entries == 0 || ttl_ms == 0) return EXEC_EINVAL;
     exec_filestore_t *s = calloc(1, sizeof *s);
-    if (s == NULL) return EXEC_FILESTORE_ENOMEM;
+    if (s == NULL) return EXEC_ENOMEM;
     s->max_bytes = max_bytes;
     s->max_entries = max_entries;
     s->ttl_ms = ttl_ms;
     *out = s;
-    return EXEC_FILESTORE_OK;
+    return EXEC_OK;
 }
 
 static void entry_free(fentry_t *e)
@@ -112,17 +112,17 @@ int exec_filestore_put(exec_filestore_t *s, const unsigned char *owner, const ch
     *key = NULL;
     if (name == NULL || name[0] == '\0' || strchr(name, '/') != NULL || mime == NULL ||
         (data == NULL && len > 0))
-        return EXEC_FILESTORE_EINVAL;
+        return EXEC_EINVAL;
     expire(s, now_ms);
-    if (len > s->max_bytes) return EXEC_FILESTORE_ETOOBIG;
+    if (len > s->max_bytes) return EXEC_ETOOBIG;
     unsigned char id[FILE_ID_BYTES];
-    if (getrandom(id, sizeof id, 0) != (ssize_t)sizeof id) return EXEC_FILESTORE_ENOMEM;
+    if (getrandom(id, sizeof id, 0) != (ssize_t)sizeof id) return EXEC_ENOMEM;
     fentry_t *e = calloc(1, sizeof *e);
     char *esc = exec_filestore_escape(name);
     if (e == NULL || esc == NULL) {
         free(e);
         free(esc);
-        return EXEC_FILESTORE_ENOMEM;
+        return EXEC_ENOMEM;
     }
     size_t klen = 2 * FILE_ID_BYTES + 1 + strlen(esc);
     e->key = malloc(klen + 1);
@@ -131,7 +131,7 @@ int exec_filestore_put(exec_filestore_t *s, const unsigned char *owner, const ch
     if (e->key == NULL || e->name == NULL || e->data == NULL) {
         free(esc);
         entry_free(e);
-        return EXEC_FILESTORE_ENOMEM;
+        return EXEC_ENOMEM;
     }
     for (size_t i = 0; i < FILE_ID_BYTES; i++) {
         e->key[2 * i] = "0123456789abcdef"[id[i] >> 4];
@@ -147,14 +147,14 @@ int exec_filestore_put(exec_filestore_t *s, const unsigned char *owner, const ch
     *key = strdup(e->key);
     if (*key == NULL) {
         entry_free(e);
-        return EXEC_FILESTORE_ENOMEM;
+        return EXEC_ENOMEM;
     }
     while (s->lru.head && (s->n >= s->max_entries || s->bytes + len > s->max_bytes))
         drop(s, (fentry_t *)s->lru.tail);
     exec__lru_push_front(&s->lru, &e->node);
     s->n++;
     s->bytes += len;
-    return EXEC_FILESTORE_OK;
+    return EXEC_OK;
 }
 
 int exec_filestore_get(exec_filestore_t *s, const unsigned char *owner, const char *key,
@@ -162,13 +162,13 @@ int exec_filestore_get(exec_filestore_t *s, const unsigned char *owner, const ch
 {
     memset(f, 0, sizeof *f);
     expire(s, now_ms);
-    if (key == NULL) return EXEC_FILESTORE_EXPIRED;
+    if (key == NULL) return EXEC_EEXPIRED;
     fentry_t *e = (fentry_t *)s->lru.head;
     /* The whole key must match: the random part is the capability, the name only a label. */
     while (e && strcmp(e->key, key) != 0)
         e = (fentry_t *)e->node.next;
     /* Another owner's key is an unknown one: same answer, and its use refreshes nothing. */
-    if (e == NULL || !exec__lru_owned_by(&e->node, owner)) return EXEC_FILESTORE_EXPIRED;
+    if (e == NULL || !exec__lru_owned_by(&e->node, owner)) return EXEC_EEXPIRED;
     e->last_used_ms = now_ms;
     exec__lru_unlink(&s->lru, &e->node);
     exec__lru_push_front(&s->lru, &e->node);
@@ -176,7 +176,7 @@ int exec_filestore_get(exec_filestore_t *s, const unsigned char *owner, const ch
     f->mime_type = e->mime;
     f->data = e->data;
     f->len = e->len;
-    return EXEC_FILESTORE_OK;
+    return EXEC_OK;
 }
 
 static void drop_node(void *store, exec__lru_node_t *n)

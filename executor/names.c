@@ -76,36 +76,9 @@ const char *exec_status_name(exec_status_t status)
 const char *exec_strerror(int err)
 {
     switch (err) {
-    case EXEC_OK:
-        return "ok";
-    case EXEC_EINVAL:
-        return "invalid argument";
-    case EXEC_ENOMEM:
-        return "out of memory";
-    case EXEC_EQUEUEFULL:
-        return "run queue full";
-    case EXEC_ESPAWN:
-        return "cannot start the sandbox launcher";
-    case EXEC_ENOLAUNCHER:
-        return "sandbox launcher not found";
-    case EXEC_ETOOBIG:
-        return "code too large";
-    case EXEC_ECLOSING:
-        return "executor shutting down";
-    case EXEC_EPYTHON:
-        return "unusable python interpreter";
-    case EXEC_EPROBE:
-        return "sandbox probe failed";
-    case EXEC_EBUSY:
-        return "a cell is still running in this session";
-    case EXEC_ESESSIONENDED:
-        return "the session has ended";
-    case EXEC_EUNSUPPORTED:
-        return "sessions need the sandbox";
-    case EXEC_EREFUSED:
-        return "runs are refused";
+        EXEC_ERRORS(PTC_ERR_CASE)
     }
-    return "unknown error";
+    return ptc_strerror(err);
 }
 
 const char *exec_error_hint(int err)

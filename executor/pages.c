@@ -29,14 +29,14 @@ struct exec_pages {
 int exec_pages_new(size_t max_bytes, size_t max_entries, uint64_t ttl_ms, exec_pages_t **out)
 {
     *out = NULL;
-    if (max_bytes == 0 || max_entries == 0 || ttl_ms == 0) return EXEC_PAGES_EINVAL;
+    if (max_bytes == 0 || max_entries == 0 || ttl_ms == 0) return EXEC_EINVAL;
     exec_pages_t *p = calloc(1, sizeof *p);
-    if (p == NULL) return EXEC_PAGES_ENOMEM;
+    if (p == NULL) return EXEC_ENOMEM;
     p->max_bytes = max_bytes;
     p->max_entries = max_entries;
     p->ttl_ms = ttl_ms;
     *out = p;
-    return EXEC_PAGES_OK;
+    return EXEC_OK;
 }
 
 static void drop(exec_pages_t *p, entry_t *e)
@@ -142,20 +142,20 @@ static int cut(const entry_t *e, uint64_t from, size_t chars, exec_page_t *page)
     page->err = dup_n(e->text + e0, e1 - e0);
     if (page->out == NULL || page->err == NULL) {
         exec_page_clear(page);
-        return EXEC_PAGES_ENOMEM;
+        return EXEC_ENOMEM;
     }
     if (e->meta != NULL && (page->meta = dup_n(e->meta, strlen(e->meta))) == NULL) {
         exec_page_clear(page);
-        return EXEC_PAGES_ENOMEM;
+        return EXEC_ENOMEM;
     }
     if (end < total) {
         page->cursor = make_cursor(e, from + chars);
         if (page->cursor == NULL) {
             exec_page_clear(page);
-            return EXEC_PAGES_ENOMEM;
+            return EXEC_ENOMEM;
         }
     }
-    return EXEC_PAGES_OK;
+    return EXEC_OK;
 }
 
 int exec_pages_first(exec_pages_t *p, const unsigned char *owner, const char *meta, const char *out,
@@ -163,20 +163,20 @@ int exec_pages_first(exec_pages_t *p, const unsigned char *owner, const char *me
                      uint64_t now_ms, exec_page_t *page)
 {
     memset(page, 0, sizeof *page);
-    if (page_chars == 0) return EXEC_PAGES_EINVAL;
+    if (page_chars == 0) return EXEC_EINVAL;
     expire(p, now_ms);
     /* Keep at most the store's whole budget for one run; the caller reports the rest. */
     out_len = utf8_floor(out, out_len, p->max_bytes);
     err_len = utf8_floor(err, err_len, p->max_bytes - out_len);
     entry_t *e = calloc(1, sizeof *e);
-    if (e == NULL) return EXEC_PAGES_ENOMEM;
+    if (e == NULL) return EXEC_ENOMEM;
     e->text = malloc(out_len + err_len + 1);
     e->meta = meta != NULL ? dup_n(meta, strlen(meta)) : NULL;
     if (e->text == NULL || (meta != NULL && e->meta == NULL)) {
         free(e->text);
         free(e->meta);
         free(e);
-        return EXEC_PAGES_ENOMEM;
+        return EXEC_ENOMEM;
     }
     if (out_len) memcpy(e->text, out, out_len);
     if (err_len) memcpy(e->text + out_len, err, err_len);
@@ -189,11 +189,11 @@ int exec_pages_first(exec_pages_t *p, const unsigned char *owner, const char *me
     int rc = cut(e, 0, page_chars, page);
     if (rc == 0 && page->cursor != NULL) {
         if (getrandom(e->id, sizeof e->id, 0) != (ssize_t)sizeof e->id) {
-            rc = EXEC_PAGES_ENOMEM;
+            rc = EXEC_ENOMEM;
         } else {
             free(page->cursor);
             page->cursor = make_cursor(e, page_chars); /* now with the entry's real id */
-            if (page->cursor == NULL) rc = EXEC_PAGES_ENOMEM;
+            if (page->cursor == NULL) rc = EXEC_ENOMEM;
         }
         if (rc < 0) exec_page_clear(page);
     }
@@ -209,7 +209,7 @@ int exec_pages_first(exec_pages_t *p, const unsigned char *owner, const char *me
     exec__lru_push_front(&p->lru, &e->node);
     p->n++;
     p->bytes += out_len + err_len;
-    return EXEC_PAGES_OK;
+    return EXEC_OK;
 }
 
 static int hexval(char c)
@@ -226,22 +226,22 @@ int exec_pages_next(exec_pages_t *p, const unsigned char *owner, const char *cur
     unsigned char id[CURSOR_ID_BYTES];
     if (cursor == NULL || strlen(cursor) < 2 * CURSOR_ID_BYTES + 2 ||
         cursor[2 * CURSOR_ID_BYTES] != '.')
-        return EXEC_PAGES_EXPIRED;
+        return EXEC_EEXPIRED;
     for (size_t i = 0; i < CURSOR_ID_BYTES; i++) {
         int hi = hexval(cursor[2 * i]), lo = hexval(cursor[2 * i + 1]);
-        if (hi < 0 || lo < 0) return EXEC_PAGES_EXPIRED;
+        if (hi < 0 || lo < 0) return EXEC_EEXPIRED;
         id[i] = (unsigned char)(hi << 4 | lo);
     }
     char *end;
     unsigned long long offset = strtoull(cursor + 2 * CURSOR_ID_BYTES + 1, &end, 10);
-    if (*end != '\0' || end == cursor + 2 * CURSOR_ID_BYTES + 1) return EXEC_PAGES_EXPIRED;
+    if (*end != '\0' || end == cursor + 2 * CURSOR_ID_BYTES + 1) return EXEC_EEXPIRED;
     entry_t *e = (entry_t *)p->lru.head;
     while (e && memcmp(e->id, id, sizeof id) != 0)
         e = (entry_t *)e->node.next;
     /* Another owner's cursor is an unknown one: same answer, and its use refreshes nothing. */
-    if (e == NULL || !exec__lru_owned_by(&e->node, owner)) return EXEC_PAGES_EXPIRED;
+    if (e == NULL || !exec__lru_owned_by(&e->node, owner)) return EXEC_EEXPIRED;
     size_t total_chars = utf8_count(e->text, e->out_len + e->err_len);
-    if (offset >= total_chars) return EXEC_PAGES_EXPIRED;
+    if (offset >= total_chars) return EXEC_EEXPIRED;
     e->last_used_ms = now_ms;
     exec__lru_unlink(&p->lru, &e->node);
     exec__lru_push_front(&p->lru, &e->node);

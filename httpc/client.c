@@ -60,49 +60,9 @@ void ptc__http_log(const ptc_http_client_t *c, int level, const char *fmt, ...)
 const char *ptc_http_strerror(int err)
 {
     switch (err) {
-    case PTC_HTTP_OK:
-        return "success";
-    case PTC_HTTP_ENOMEM:
-        return "out of memory";
-    case PTC_HTTP_EINVAL:
-        return "invalid argument or malformed input";
-    case PTC_HTTP_ETOOBIG:
-        return "size limit exceeded";
-    case PTC_HTTP_EIO:
-        return "input/output error";
-    case PTC_HTTP_ETIMEDOUT:
-        return "timed out";
-    case PTC_HTTP_ECANCELED:
-        return "cancelled";
-    case PTC_HTTP_ECLOSED:
-        return "connection or object closed";
-    case PTC_HTTP_EPROTO:
-        return "protocol error from the peer";
-    case PTC_HTTP_ETLS:
-        return "TLS handshake or certificate verification failed";
-    case PTC_HTTP_ERESOLVE:
-        return "host name lookup failed";
-    case PTC_HTTP_ECONNECT:
-        return "connection failed";
-    case PTC_HTTP_EREDIRECT:
-        return "redirect refused";
-    case PTC_HTTP_EBUSY:
-        return "too much work in flight";
-    case PTC_HTTP_ESTATE:
-        return "not valid in the current state";
+        PTC_HTTP_ERRORS(PTC_ERR_CASE)
     }
-    return "unknown error";
-}
-
-int ptc__hbuf_append(ptc_buf_t *b, const void *data, size_t n)
-{
-    int rc = ptc_buf_append(b, data, n);
-    return rc == 0 ? PTC_HTTP_OK : rc == PTC_ETOOBIG ? PTC_HTTP_ETOOBIG : PTC_HTTP_ENOMEM;
-}
-
-int ptc__hbuf_str(ptc_buf_t *b, const char *s)
-{
-    return ptc__hbuf_append(b, s, strlen(s));
+    return ptc_strerror(err);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -195,7 +155,7 @@ void ptc__http_req_fail(ptc_http_req_t *r, int err, const char *fmt, ...)
 
 void ptc__http_req_succeed(ptc_http_req_t *r)
 {
-    if (r->body.p == NULL && ptc__hbuf_append(&r->body, "", 0) < 0) {
+    if (r->body.p == NULL && ptc_buf_append(&r->body, "", 0) < 0) {
         ptc__http_req_fail(r, PTC_HTTP_ENOMEM, "out of memory while finishing the response from %s",
                            r->where);
         return;
@@ -375,35 +335,35 @@ static int build_request(ptc_http_req_t *r, const char *method, const ptc_http_h
 {
     ptc_buf_t *b = &r->request;
     char line[64];
-    int rc = ptc__hbuf_str(b, method);
-    if (rc == 0) rc = ptc__hbuf_str(b, " ");
-    if (rc == 0) rc = ptc__hbuf_str(b, r->url.target);
-    if (rc == 0) rc = ptc__hbuf_str(b, " HTTP/1.1\r\nHost: ");
-    if (rc == 0 && r->url.ipv6) rc = ptc__hbuf_str(b, "[");
-    if (rc == 0) rc = ptc__hbuf_str(b, r->url.host);
-    if (rc == 0 && r->url.ipv6) rc = ptc__hbuf_str(b, "]");
+    int rc = ptc_buf_str(b, method);
+    if (rc == 0) rc = ptc_buf_str(b, " ");
+    if (rc == 0) rc = ptc_buf_str(b, r->url.target);
+    if (rc == 0) rc = ptc_buf_str(b, " HTTP/1.1\r\nHost: ");
+    if (rc == 0 && r->url.ipv6) rc = ptc_buf_str(b, "[");
+    if (rc == 0) rc = ptc_buf_str(b, r->url.host);
+    if (rc == 0 && r->url.ipv6) rc = ptc_buf_str(b, "]");
     if (rc == 0 && !r->url.default_port) {
         snprintf(line, sizeof line, ":%u", (unsigned)r->url.port);
-        rc = ptc__hbuf_str(b, line);
+        rc = ptc_buf_str(b, line);
     }
-    if (rc == 0) rc = ptc__hbuf_str(b, "\r\n");
+    if (rc == 0) rc = ptc_buf_str(b, "\r\n");
     if (rc == 0 && !has_header(h, n, "user-agent"))
-        rc = ptc__hbuf_str(b, "User-Agent: ptc-mcp/" PTC_VERSION "\r\n");
-    if (rc == 0 && !has_header(h, n, "accept")) rc = ptc__hbuf_str(b, "Accept: */*\r\n");
+        rc = ptc_buf_str(b, "User-Agent: ptc-mcp/" PTC_VERSION "\r\n");
+    if (rc == 0 && !has_header(h, n, "accept")) rc = ptc_buf_str(b, "Accept: */*\r\n");
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        rc = ptc__hbuf_str(b, h[i].name);
-        if (rc == 0) rc = ptc__hbuf_str(b, ": ");
-        if (rc == 0) rc = ptc__hbuf_str(b, h[i].value);
-        if (rc == 0) rc = ptc__hbuf_str(b, "\r\n");
+        rc = ptc_buf_str(b, h[i].name);
+        if (rc == 0) rc = ptc_buf_str(b, ": ");
+        if (rc == 0) rc = ptc_buf_str(b, h[i].value);
+        if (rc == 0) rc = ptc_buf_str(b, "\r\n");
     }
     bool wants_length = body != NULL || body_len > 0 || strcmp(method, "POST") == 0 ||
                         strcmp(method, "PUT") == 0 || strcmp(method, "PATCH") == 0;
     if (rc == 0 && wants_length) {
         snprintf(line, sizeof line, "Content-Length: %zu\r\n", body_len);
-        rc = ptc__hbuf_str(b, line);
+        rc = ptc_buf_str(b, line);
     }
-    if (rc == 0) rc = ptc__hbuf_str(b, "Connection: close\r\n\r\n");
-    if (rc == 0 && body_len > 0) rc = ptc__hbuf_append(b, body, body_len);
+    if (rc == 0) rc = ptc_buf_str(b, "Connection: close\r\n\r\n");
+    if (rc == 0 && body_len > 0) rc = ptc_buf_append(b, body, body_len);
     return rc;
 }
 

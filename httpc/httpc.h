@@ -15,25 +15,31 @@
 
 #include <uv.h>
 
-typedef enum ptc_http_err {
-    PTC_HTTP_OK = 0,
-    PTC_HTTP_ENOMEM = -1,     /* allocation failed */
-    PTC_HTTP_EINVAL = -2,     /* bad argument: URL, method, header, options */
-    PTC_HTTP_ETOOBIG = -3,    /* a size cap was reached (the response body, the request) */
-    PTC_HTTP_EIO = -4,        /* a socket read or write failed */
-    PTC_HTTP_ETIMEDOUT = -5,  /* the connect or the whole request timed out */
-    PTC_HTTP_ECANCELED = -6,  /* cancelled (ptc_http_cancel, ptc_http_client_free) */
-    PTC_HTTP_ECLOSED = -7,    /* the server closed the connection before the response ended */
-    PTC_HTTP_EPROTO = -8,     /* the server broke HTTP */
-    PTC_HTTP_ETLS = -9,       /* TLS set-up, handshake or certificate verification failed */
-    PTC_HTTP_ERESOLVE = -10,  /* host name lookup failed */
-    PTC_HTTP_ECONNECT = -11,  /* TCP connect failed */
-    PTC_HTTP_EREDIRECT = -12, /* the server answered with a redirect, which is refused */
-    PTC_HTTP_EBUSY = -13,     /* too many requests in flight */
-    PTC_HTTP_ESTATE = -14,    /* the client is being freed */
-} ptc_http_err_t;
+#include "base.h"
 
-/** A static sentence naming err ("unknown error" for other values). */
+/* The codes of the HTTP client (base.h's error space): errno values, and extras from
+ * PTC_ERR_HTTP down. X(NAME, VALUE, TEXT) */
+#define PTC_HTTP_ERRORS(X)                                                                         \
+    X(PTC_HTTP_OK, 0, "success")                                                                   \
+    X(PTC_HTTP_ENOMEM, -ENOMEM, "out of memory")                                                   \
+    X(PTC_HTTP_EINVAL, -EINVAL, "invalid argument or malformed input") /* URL, header ... */       \
+    X(PTC_HTTP_ETOOBIG, -E2BIG, "size limit exceeded") /* the response body, the request */        \
+    X(PTC_HTTP_EIO, -EIO, "input/output error")        /* a socket read or write failed */         \
+    X(PTC_HTTP_ETIMEDOUT, -ETIMEDOUT, "timed out")     /* the connect or the whole request */      \
+    X(PTC_HTTP_ECANCELED, -ECANCELED, "cancelled")     /* ptc_http_cancel, ptc_http_client_free */ \
+    /* EPIPE: the server closed the connection before the response ended */                        \
+    X(PTC_HTTP_ECLOSED, -EPIPE, "connection or object closed")                                     \
+    X(PTC_HTTP_EPROTO, -EPROTO, "protocol error from the peer")      /* the server broke HTTP */   \
+    X(PTC_HTTP_ECONNECT, -ECONNREFUSED, "connection failed")         /* TCP connect failed */      \
+    X(PTC_HTTP_EBUSY, -EBUSY, "too much work in flight")             /* too many requests */       \
+    X(PTC_HTTP_ESTATE, -ESHUTDOWN, "not valid in the current state") /* client being freed */      \
+    X(PTC_HTTP_ETLS, PTC_ERR_HTTP, "TLS handshake or certificate verification failed")             \
+    X(PTC_HTTP_ERESOLVE, PTC_ERR_HTTP - 1, "host name lookup failed")                              \
+    X(PTC_HTTP_EREDIRECT, PTC_ERR_HTTP - 2, "redirect refused") /* redirects are refused */
+
+typedef enum ptc_http_err { PTC_HTTP_ERRORS(PTC_ERR_ENUM) } ptc_http_err_t;
+
+/** A static sentence naming any code: the client's own, else ptc_strerror's. */
 const char *ptc_http_strerror(int err);
 
 /* Severities of the lines handed to the log hook (syslog's numbers). */

@@ -103,10 +103,6 @@ struct ptc_http_req {
 /* Formats one line for the client's log hook (nothing when it has none). */
 void ptc__http_log(const ptc_http_client_t *c, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* ptc_buf_append and ptc_buf_str with base's codes given as PTC_HTTP_ETOOBIG (past the cap)
- * and PTC_HTTP_ENOMEM. */
-int ptc__hbuf_append(ptc_buf_t *b, const void *data, size_t n);
-int ptc__hbuf_str(ptc_buf_t *b, const char *s);
 /* Runs the user callback exactly once and starts the teardown. */
 void ptc__http_req_finish(ptc_http_req_t *r, int err, const ptc_http_response_t *resp,
                           const char *msg);

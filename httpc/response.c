@@ -81,7 +81,7 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
     }
     ptc_buf_t *b = kept_value(r);
     if (b == NULL) return 0;
-    int rc = ptc__hbuf_append(b, at, n);
+    int rc = ptc_buf_append(b, at, n);
     if (rc < 0) {
         r->perr = rc == PTC_HTTP_ETOOBIG ? PTC_HTTP_EPROTO : rc;
         snprintf(r->msg, sizeof r->msg, "%s sent a %s header longer than %d bytes", r->where,
@@ -121,7 +121,7 @@ static int on_headers_complete(http_parser *p)
 
 int ptc__http_req_buffer_body(ptc_http_req_t *r, const char *at, size_t n)
 {
-    int rc = ptc__hbuf_append(&r->body, at, n);
+    int rc = ptc_buf_append(&r->body, at, n);
     if (rc == PTC_HTTP_ETOOBIG) {
         r->perr = rc;
         snprintf(r->msg, sizeof r->msg, "the response body from %s is over the cap of %zu bytes",

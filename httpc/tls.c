@@ -16,7 +16,7 @@
 static int bio_send(void *ctx, const unsigned char *buf, size_t len)
 {
     ptc_http_req_t *r = ctx;
-    return ptc__hbuf_append(&r->out, buf, len) < 0 ? MBEDTLS_ERR_SSL_ALLOC_FAILED : (int)len;
+    return ptc_buf_append(&r->out, buf, len) < 0 ? MBEDTLS_ERR_SSL_ALLOC_FAILED : (int)len;
 }
 
 static int bio_recv(void *ctx, unsigned char *buf, size_t len)

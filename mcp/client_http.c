@@ -168,7 +168,6 @@ static int on_stream_chunk(void *data, int status, const char *content_type, con
 
 static void on_post_done(void *data, int err, const ptc_http_response_t *resp, const char *message)
 {
-    err = mcp__http_err(err);
     http_post_t *p = data;
     mcp__http_conn_t *h = p->h;
     unlink_post(p);
@@ -339,7 +338,7 @@ int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg)
         free(bufs[i]);
     if (rc < 0) {
         free(p);
-        return mcp__http_err(rc);
+        return rc;
     }
     p->next = h->posts;
     if (h->posts) h->posts->prev = p;

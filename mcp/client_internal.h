@@ -9,10 +9,9 @@
 /* The tail of stderr kept for failure reasons. */
 #define MCP__CLIENT_LAST_STDERR 240
 
-/* http_client.c: the httpc client inside an mcp_http_client_t (borrowed), and an httpc error
- * code as the mcp_err_t of the same meaning. */
+/* http_client.c: the httpc client inside an mcp_http_client_t (borrowed). Its codes are
+ * mcp/'s too (MCP_ETLS is PTC_HTTP_ETLS ...): they pass through untranslated. */
 ptc_http_client_t *mcp__http_client_httpc(mcp_http_client_t *c);
-int mcp__http_err(int httpc_err);
 
 typedef struct mcp__proc mcp__proc_t;
 typedef struct mcp__http_conn mcp__http_conn_t;

@@ -32,7 +32,7 @@ int mcp_http_client_new(uv_loop_t *loop, const mcp_http_client_opts_t *opts, con
     int rc = ptc_http_client_new(loop, opts, mcp_log_hook, (void *)(uintptr_t)lg, &c->http);
     if (rc < 0) {
         free(c);
-        return mcp__http_err(rc);
+        return rc;
     }
     *out = c;
     return MCP_OK;
@@ -48,41 +48,4 @@ void mcp_http_client_free(mcp_http_client_t *c)
 ptc_http_client_t *mcp__http_client_httpc(mcp_http_client_t *c)
 {
     return c->http;
-}
-
-int mcp__http_err(int err)
-{
-    switch (err) {
-    case PTC_HTTP_OK:
-        return MCP_OK;
-    case PTC_HTTP_ENOMEM:
-        return MCP_ENOMEM;
-    case PTC_HTTP_EINVAL:
-        return MCP_EINVAL;
-    case PTC_HTTP_ETOOBIG:
-        return MCP_ETOOBIG;
-    case PTC_HTTP_EIO:
-        return MCP_EIO;
-    case PTC_HTTP_ETIMEDOUT:
-        return MCP_ETIMEDOUT;
-    case PTC_HTTP_ECANCELED:
-        return MCP_ECANCELED;
-    case PTC_HTTP_ECLOSED:
-        return MCP_ECLOSED;
-    case PTC_HTTP_EPROTO:
-        return MCP_EPROTO;
-    case PTC_HTTP_ETLS:
-        return MCP_ETLS;
-    case PTC_HTTP_ERESOLVE:
-        return MCP_ERESOLVE;
-    case PTC_HTTP_ECONNECT:
-        return MCP_ECONNECT;
-    case PTC_HTTP_EREDIRECT:
-        return MCP_EREDIRECT;
-    case PTC_HTTP_EBUSY:
-        return MCP_EBUSY;
-    case PTC_HTTP_ESTATE:
-        return MCP_ESTATE;
-    }
-    return err < 0 ? MCP_EIO : MCP_OK;
 }

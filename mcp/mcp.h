@@ -24,33 +24,41 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
+#include "base.h"
 #include "httpc.h"
 
 /* ---------------------------------------------------------------------------------------- */
 /* Errors                                                                                   */
 
-typedef enum mcp_err {
-    MCP_OK = 0,
-    MCP_ENOMEM = -1,     /* allocation failed */
-    MCP_EINVAL = -2,     /* bad argument or malformed input */
-    MCP_ETOOBIG = -3,    /* a size cap was reached */
-    MCP_EIO = -4,        /* read/write failed */
-    MCP_ETIMEDOUT = -5,  /* a deadline passed */
-    MCP_ECANCELED = -6,  /* cancelled by a peer or by shutdown */
-    MCP_ECLOSED = -7,    /* the peer or object is closed */
-    MCP_ENOTSUP = -8,    /* the peer lacks the capability, or the feature is not built */
-    MCP_EPROTO = -9,     /* the peer broke the protocol (bad HTTP, bad JSON-RPC answer) */
-    MCP_ETLS = -10,      /* TLS handshake or certificate verification failed */
-    MCP_ERESOLVE = -11,  /* host name lookup failed */
-    MCP_ECONNECT = -12,  /* TCP connect failed */
-    MCP_EREDIRECT = -13, /* the server answered with a redirect, which is refused */
-    MCP_EREMOTE = -14,   /* the peer answered with a JSON-RPC error (see the message) */
-    MCP_EBUSY = -15,     /* a limit on concurrent work was reached */
-    MCP_ESTATE = -16,    /* the call is not valid in the object's current state */
-    MCP_EDENIED = -17,   /* the user or a policy refused it (a declined confirmation) */
-} mcp_err_t;
+/* The codes of mcp/ (base.h's error space): errno values, and extras from PTC_ERR_MCP down.
+ * X(NAME, VALUE, TEXT) */
+#define MCP_ERRORS(X)                                                                              \
+    X(MCP_OK, 0, "success")                                                                        \
+    X(MCP_ENOMEM, -ENOMEM, "out of memory")                                                        \
+    X(MCP_EINVAL, -EINVAL, "invalid argument or malformed input")                                  \
+    X(MCP_ETOOBIG, -E2BIG, "size limit exceeded") /* a size cap was reached */                     \
+    X(MCP_EIO, -EIO, "input/output error")                                                         \
+    X(MCP_ETIMEDOUT, -ETIMEDOUT, "timed out")             /* a deadline passed */                  \
+    X(MCP_ECANCELED, -ECANCELED, "cancelled")             /* by a peer or by shutdown */           \
+    X(MCP_ECLOSED, -EPIPE, "connection or object closed") /* EPIPE: the other end is gone */       \
+    X(MCP_ENOTSUP, -ENOTSUP, "not supported by the peer or not built in")                          \
+    X(MCP_EPROTO, -EPROTO, "protocol error from the peer")     /* bad HTTP, bad JSON-RPC answer */ \
+    X(MCP_ECONNECT, -ECONNREFUSED, "connection failed")        /* TCP connect failed */            \
+    X(MCP_EBUSY, -EBUSY, "too much work in flight")            /* a limit on concurrent work */    \
+    X(MCP_EDENIED, -EACCES, "refused by the user or a policy") /* a declined confirmation */       \
+    X(MCP_EREMOTE, PTC_ERR_MCP, "the peer answered with an error") /* a JSON-RPC error */          \
+    X(MCP_ESTATE, PTC_ERR_MCP - 1, "not valid in the current state")
 
-/** Returns a static English description of an mcp_err_t (never NULL). */
+typedef enum mcp_err { MCP_ERRORS(PTC_ERR_ENUM) } mcp_err_t;
+
+/* Codes mcp/ shares with the HTTP client it is built on: the same values, named by
+ * ptc_http_strerror, so that an HTTP failure passes through untranslated. */
+#define MCP_ETLS      PTC_HTTP_ETLS      /* TLS handshake or certificate verification failed */
+#define MCP_ERESOLVE  PTC_HTTP_ERESOLVE  /* host name lookup failed */
+#define MCP_EREDIRECT PTC_HTTP_EREDIRECT /* the server answered with a redirect, refused */
+
+/** A static English description of any code (never NULL): mcp/'s own, else the HTTP
+ *  client's, else ptc_strerror's. */
 const char *mcp_strerror(int err);
 
 /* JSON-RPC 2.0 error codes. */

@@ -8,45 +8,10 @@
 
 const char *mcp_strerror(int err)
 {
-    switch ((mcp_err_t)err) {
-    case MCP_OK:
-        return "success";
-    case MCP_ENOMEM:
-        return "out of memory";
-    case MCP_EINVAL:
-        return "invalid argument or malformed input";
-    case MCP_ETOOBIG:
-        return "size limit exceeded";
-    case MCP_EIO:
-        return "input/output error";
-    case MCP_ETIMEDOUT:
-        return "timed out";
-    case MCP_ECANCELED:
-        return "cancelled";
-    case MCP_ECLOSED:
-        return "connection or object closed";
-    case MCP_ENOTSUP:
-        return "not supported by the peer or not built in";
-    case MCP_EPROTO:
-        return "protocol error from the peer";
-    case MCP_ETLS:
-        return "TLS handshake or certificate verification failed";
-    case MCP_ERESOLVE:
-        return "host name lookup failed";
-    case MCP_ECONNECT:
-        return "connection failed";
-    case MCP_EREDIRECT:
-        return "redirect refused";
-    case MCP_EREMOTE:
-        return "the peer answered with an error";
-    case MCP_EBUSY:
-        return "too much work in flight";
-    case MCP_ESTATE:
-        return "not valid in the current state";
-    case MCP_EDENIED:
-        return "refused by the user or a policy";
+    switch (err) {
+        MCP_ERRORS(PTC_ERR_CASE)
     }
-    return "unknown error";
+    return ptc_http_strerror(err);
 }
 
 static const char *const level_names[] = {

@@ -7,9 +7,8 @@
 #include "base.h"
 
 /* The generated files are base's capped buffers (PTC_PYBUNDLE_FILE_MAX each): the first
- * failure sticks, so callers check once at the end. */
+ * failure sticks, so callers check once at the end, with ptc_buf_error(), whose codes are this
+ * library's too (PTC_PYBUNDLE_ETOOBIG, PTC_PYBUNDLE_ENOMEM). */
 void ptc__pybundle_buf_init(ptc_buf_t *b);
-/* A buffer's failure as this library's code (PTC_PYBUNDLE_ETOOBIG, PTC_PYBUNDLE_ENOMEM), or 0. */
-int ptc__pybundle_buf_err(const ptc_buf_t *b);
 
 #endif

@@ -19,21 +19,9 @@
 const char *ptc_pybundle_strerror(int err)
 {
     switch (err) {
-    case PTC_PYBUNDLE_OK:
-        return "success";
-    case PTC_PYBUNDLE_ENOMEM:
-        return "out of memory";
-    case PTC_PYBUNDLE_EINVAL:
-        return "invalid argument";
-    case PTC_PYBUNDLE_EIO:
-        return "the tools package could not be written";
-    case PTC_PYBUNDLE_ETOOBIG:
-        return "a generated file is over its size cap";
-    case PTC_PYBUNDLE_ECRYPTO:
-        return "SHA-256 failed";
-    default:
-        return "unknown pybundle error";
+        PTC_PYBUNDLE_ERRORS(PTC_ERR_CASE)
     }
+    return reg_strerror(err);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -392,8 +380,8 @@ static int gen_function(ptc_buf_t *mod, cJSON *fns, names_t *fnames, const reg_t
         }
     }
     returns_doc(&doc, out);
-    if (ptc__pybundle_buf_err(&doc)) {
-        rc = ptc__pybundle_buf_err(&doc);
+    if (ptc_buf_error(&doc)) {
+        rc = ptc_buf_error(&doc);
         goto out;
     }
     py_str(mod, doc.p ? doc.p : "", doc.len);
@@ -420,15 +408,15 @@ static int gen_function(ptc_buf_t *mod, cJSON *fns, names_t *fnames, const reg_t
     ptc__pybundle_buf_init(&summary);
     first_line(t->description, 200, &summary);
     cJSON *fn = cJSON_CreateObject();
-    if (ptc__pybundle_buf_err(&sig) || ptc__pybundle_buf_err(&summary) || !fn ||
-        !cJSON_AddItemToArray(fns, fn) || !cJSON_AddStringToObject(fn, "name", fname) ||
+    if (ptc_buf_error(&sig) || ptc_buf_error(&summary) || !fn || !cJSON_AddItemToArray(fns, fn) ||
+        !cJSON_AddStringToObject(fn, "name", fname) ||
         !cJSON_AddStringToObject(fn, "tool", t->name) ||
         !cJSON_AddStringToObject(fn, "id", t->id) ||
         !cJSON_AddStringToObject(fn, "signature", sig.p ? sig.p : "") ||
         !cJSON_AddStringToObject(fn, "summary", summary.p ? summary.p : "")) {
-        rc = ptc__pybundle_buf_err(&sig)       ? ptc__pybundle_buf_err(&sig)
-             : ptc__pybundle_buf_err(&summary) ? ptc__pybundle_buf_err(&summary)
-                                               : PTC_PYBUNDLE_ENOMEM;
+        rc = ptc_buf_error(&sig)       ? ptc_buf_error(&sig)
+             : ptc_buf_error(&summary) ? ptc_buf_error(&summary)
+                                       : PTC_PYBUNDLE_ENOMEM;
     }
     ptc_buf_free(&summary);
 out:
@@ -446,15 +434,18 @@ static int hash_field(mbedtls_sha256_context *ctx, const char *s)
 {
     /* Length-prefixed so that no two different catalogs give the same byte stream. */
     uint64_t n = s ? strlen(s) : 0;
-    if (mbedtls_sha256_update_ret(ctx, (const unsigned char *)&n, sizeof n)) return -1;
-    return n ? mbedtls_sha256_update_ret(ctx, (const unsigned char *)s, (size_t)n) : 0;
+    if (mbedtls_sha256_update_ret(ctx, (const unsigned char *)&n, sizeof n))
+        return PTC_PYBUNDLE_ECRYPTO;
+    if (n && mbedtls_sha256_update_ret(ctx, (const unsigned char *)s, (size_t)n))
+        return PTC_PYBUNDLE_ECRYPTO;
+    return 0;
 }
 
 static int hash_json(mbedtls_sha256_context *ctx, const cJSON *j)
 {
     if (!j) return hash_field(ctx, "");
     char *s = cJSON_PrintUnformatted(j);
-    if (!s) return -2;
+    if (!s) return PTC_PYBUNDLE_ENOMEM;
     int rc = hash_field(ctx, s);
     free(s);
     return rc;
@@ -465,14 +456,14 @@ int ptc_pybundle_key(const reg_catalog_t *cat, char key[65])
     if (!cat || !key) return PTC_PYBUNDLE_EINVAL;
     mbedtls_sha256_context ctx;
     mbedtls_sha256_init(&ctx);
-    int rc = mbedtls_sha256_starts_ret(&ctx, 0) ? -1 : 0;
+    int rc = mbedtls_sha256_starts_ret(&ctx, 0) ? PTC_PYBUNDLE_ECRYPTO : 0;
     if (!rc) rc = hash_field(&ctx, PTC_PYBUNDLE_VERSION);
     /* The runtime is copied into every bundle: a binary with another runtime needs new ones. */
     uint64_t rt_len = sizeof ptc_pybundle_runtime_py;
     if (!rc &&
         (mbedtls_sha256_update_ret(&ctx, (const unsigned char *)&rt_len, sizeof rt_len) ||
          mbedtls_sha256_update_ret(&ctx, ptc_pybundle_runtime_py, sizeof ptc_pybundle_runtime_py)))
-        rc = -1;
+        rc = PTC_PYBUNDLE_ECRYPTO;
     size_t n = reg_catalog_count(cat);
     for (size_t i = 0; i < n && !rc; i++) {
         const reg_tool_t *t = reg_catalog_at(cat, i);
@@ -486,9 +477,9 @@ int ptc_pybundle_key(const reg_catalog_t *cat, char key[65])
         if (!rc) rc = hash_json(&ctx, t->output_schema);
     }
     unsigned char digest[32];
-    if (!rc && mbedtls_sha256_finish_ret(&ctx, digest)) rc = -1;
+    if (!rc && mbedtls_sha256_finish_ret(&ctx, digest)) rc = PTC_PYBUNDLE_ECRYPTO;
     mbedtls_sha256_free(&ctx);
-    if (rc) return rc == -2 ? PTC_PYBUNDLE_ENOMEM : PTC_PYBUNDLE_ECRYPTO;
+    if (rc) return rc;
     for (size_t i = 0; i < 32; i++)
         snprintf(key + 2 * i, 3, "%02x", digest[i]);
     return PTC_PYBUNDLE_OK;
@@ -653,7 +644,7 @@ static int gen_module(gen_t *g, names_t *mnames, const char *server, size_t ntoo
     ptc_buf_str(&doc, server);
     ptc_buf_str(&doc, ".");
     py_str(&mod, doc.p ? doc.p : "", doc.len);
-    rc = ptc__pybundle_buf_err(&doc);
+    rc = ptc_buf_error(&doc);
     ptc_buf_free(&doc);
     ptc_buf_str(&mod, "\n");
     ptc_buf_str(&mod, MODULE_HEAD);
@@ -668,7 +659,7 @@ static int gen_module(gen_t *g, names_t *mnames, const char *server, size_t ntoo
         rc = gen_function(&mod, fns, &fnames, t);
         if (!rc) g->functions++;
     }
-    if (!rc) rc = ptc__pybundle_buf_err(&mod);
+    if (!rc) rc = ptc_buf_error(&mod);
     if (!rc) {
         char file[PTC_PYBUNDLE_IDENT_MAX + 8];
         snprintf(file, sizeof file, "%s.py", mname);
@@ -714,7 +705,7 @@ static int generate(gen_t *g, const char *key)
     if (rc) return rc;
 
     ptc_buf_str(&g->init, INIT_PY_TAIL);
-    if (ptc__pybundle_buf_err(&g->init)) return ptc__pybundle_buf_err(&g->init);
+    if (ptc_buf_error(&g->init)) return ptc_buf_error(&g->init);
     rc = write_file(g->tools_dir, "__init__.py", g->init.p, g->init.len);
     if (!rc)
         rc = write_file(g->tools_dir, "_runtime.py", (const char *)ptc_pybundle_runtime_py,

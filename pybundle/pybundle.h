@@ -36,6 +36,7 @@
 
 #include <uv.h>
 
+#include "base.h"
 #include "registry.h"
 
 /* Bumped whenever the generated text changes: it is part of the cache key. */
@@ -50,14 +51,20 @@
 #define PTC_PYBUNDLE_PATH_MAX    4096
 #define PTC_PYBUNDLE_SIGS_MAX    20 /* tools in one ptc_pybundle_signatures text */
 
-enum {
-    PTC_PYBUNDLE_OK = 0,
-    PTC_PYBUNDLE_ENOMEM = -1,
-    PTC_PYBUNDLE_EINVAL = -2,  /* bad argument (NULL catalog, empty or too long cache path) */
-    PTC_PYBUNDLE_EIO = -3,     /* the cache folder could not be created or written */
-    PTC_PYBUNDLE_ETOOBIG = -4, /* a generated file passed PTC_PYBUNDLE_FILE_MAX */
-    PTC_PYBUNDLE_ECRYPTO = -5, /* SHA-256 failed */
-};
+/* The codes of the tools-package generator (base.h's error space): errno values, and extras
+ * from PTC_ERR_PYBUNDLE down. X(NAME, VALUE, TEXT) */
+#define PTC_PYBUNDLE_ERRORS(X)                                                                     \
+    X(PTC_PYBUNDLE_OK, 0, "success")                                                               \
+    X(PTC_PYBUNDLE_ENOMEM, -ENOMEM, "out of memory")                                               \
+    /* bad argument (NULL catalog, empty or too long cache path) */                                \
+    X(PTC_PYBUNDLE_EINVAL, -EINVAL, "invalid argument")                                            \
+    /* the cache folder could not be created or written */                                         \
+    X(PTC_PYBUNDLE_EIO, -EIO, "the tools package could not be written")                            \
+    /* a generated file passed PTC_PYBUNDLE_FILE_MAX */                                            \
+    X(PTC_PYBUNDLE_ETOOBIG, -E2BIG, "a generated file is over its size cap")                       \
+    X(PTC_PYBUNDLE_ECRYPTO, PTC_ERR_PYBUNDLE, "SHA-256 failed")
+
+enum { PTC_PYBUNDLE_ERRORS(PTC_ERR_ENUM) };
 
 /** What a build produced (all by value; nothing to free). */
 typedef struct ptc_pybundle_info {
@@ -69,7 +76,8 @@ typedef struct ptc_pybundle_info {
     size_t skipped; /* tools without a function: past TOOLS_MAX or MODULE_SOFT (0 on a hit) */
 } ptc_pybundle_info_t;
 
-/** Returns a static English description of a PTC_PYBUNDLE_* code (never NULL). */
+/** A static English description of any code (never NULL): the generator's own, else
+ *  reg_strerror's. */
 const char *ptc_pybundle_strerror(int err);
 
 /**

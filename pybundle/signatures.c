@@ -16,12 +16,6 @@ void ptc__pybundle_buf_init(ptc_buf_t *b)
     ptc_buf_init(b, PTC_PYBUNDLE_FILE_MAX);
 }
 
-int ptc__pybundle_buf_err(const ptc_buf_t *b)
-{
-    int err = ptc_buf_error(b);
-    return err == 0 ? 0 : err == PTC_ETOOBIG ? PTC_PYBUNDLE_ETOOBIG : PTC_PYBUNDLE_ENOMEM;
-}
-
 static void signature_line(ptc_buf_t *s, const reg_tool_t *t)
 {
     char mod[PTC_PYBUNDLE_IDENT_MAX + 1], fn[PTC_PYBUNDLE_IDENT_MAX + 1];
@@ -139,7 +133,7 @@ char *ptc_pybundle_signatures(const reg_catalog_t *cat, const char *code, const 
     ptc__pybundle_buf_init(&s);
     for (size_t i = 0; i < set.n; i++)
         signature_line(&s, set.t[i]);
-    if (ptc__pybundle_buf_err(&s)) {
+    if (ptc_buf_error(&s)) {
         ptc_buf_free(&s);
         return NULL;
     }

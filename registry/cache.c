@@ -223,8 +223,7 @@ int reg_cache_get(reg_cache_t *c, const char *provider, const char *model, const
     char *raw = NULL;
     size_t size = 0;
     int rrc = ptc_file_read(path, max, &raw, &size);
-    if (rrc == -ENOENT) return REG_ENOENT;
-    if (rrc == PTC_ENOMEM) return REG_ENOMEM;
+    if (rrc == REG_ENOENT || rrc == REG_ENOMEM) return rrc; /* base's codes are the registry's */
     struct stat st;
     if (rrc == PTC_ETOOBIG && stat(path, &st) == 0) {
         drop(c, path, (size_t)st.st_size);

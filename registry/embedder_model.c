@@ -69,12 +69,11 @@ static int model_embed_stop(reg_embedder_t *self, const char *const *texts, size
             free(joined[i]);
         free(joined);
     }
-    if (rc == REG_MODEL_OK) return REG_OK;
-    return reg__fail(msg, msg_size,
-                     rc == REG_MODEL_ENOMEM      ? REG_ENOMEM
-                     : rc == REG_MODEL_ECANCELED ? REG_ECANCELED
-                                                 : REG_EEMBED,
-                     "%s: %s", self->name, reg_model_strerror(rc));
+    if (rc == REG_OK) return REG_OK;
+    /* The model's codes are the registry's; but for these two, a failed model is an embedder
+     * that failed, what the registry's callers handle. */
+    return reg__fail(msg, msg_size, rc == REG_ENOMEM || rc == REG_ECANCELED ? rc : REG_EEMBED,
+                     "%s: %s", self->name, reg_strerror(rc));
 }
 
 static int model_embed(reg_embedder_t *self, const char *const *texts, size_t n,
@@ -210,9 +209,9 @@ int reg__model_embedder_open(const char *model_dir, reg_embedder_t **out, char *
     if (rc != REG_MODEL_OK) {
         free(me);
         free(e);
-        return reg__fail(msg, msg_size, rc == REG_MODEL_ENOMEM ? REG_ENOMEM : REG_EEMBED,
+        return reg__fail(msg, msg_size, rc == REG_ENOMEM ? rc : REG_EEMBED,
                          "cannot load the sentence-embedding model in %s: %s", dir,
-                         why[0] ? why : reg_model_strerror(rc));
+                         why[0] ? why : reg_strerror(rc));
     }
     /* Embeddings run on libuv's worker threads, one text or batch per worker: OpenBLAS's
      * own threads would only oversubscribe the cores, and its per-call start-up dominates

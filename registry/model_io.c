@@ -12,30 +12,6 @@
 
 #include "model_internal.h"
 
-const char *reg_model_strerror(int err)
-{
-    switch (err) {
-    case REG_MODEL_OK:
-        return "success";
-    case REG_MODEL_ENOMEM:
-        return "out of memory";
-    case REG_MODEL_EINVAL:
-        return "invalid argument";
-    case REG_MODEL_ENOENT:
-        return "model file missing";
-    case REG_MODEL_EFORMAT:
-        return "model file malformed or unsupported";
-    case REG_MODEL_EIO:
-        return "model file unreadable";
-    case REG_MODEL_ETOOBIG:
-        return "model file too large";
-    case REG_MODEL_ECANCELED:
-        return "stopped on request";
-    default:
-        return "unknown model error";
-    }
-}
-
 int model_fail(char *errmsg, size_t size, int err, const char *fmt, ...)
 {
     if (errmsg != NULL && size > 0) {
@@ -108,7 +84,7 @@ int model_read_json(const char *path, cJSON **json, char *errmsg, size_t size)
         return model_fail(errmsg, size, rc, "%s is larger than %u bytes", path,
                           REG_MODEL_MAX_JSON_BYTES);
     if (rc != REG_MODEL_OK)
-        return model_fail(errmsg, size, rc, "cannot read %s: %s", path, reg_model_strerror(rc));
+        return model_fail(errmsg, size, rc, "cannot read %s: %s", path, reg_strerror(rc));
     *json = cJSON_ParseWithLength(text, len);
     free(text);
     if (*json == NULL)

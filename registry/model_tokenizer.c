@@ -383,7 +383,7 @@ int model_tokenizer_load(model_tokenizer_t *tok, const char *dir, char *errmsg, 
                         "folder (point --embed-model-dir at one)",
                         dir);
     } else {
-        rc = model_fail(errmsg, size, rc, "cannot read %s: %s", path, reg_model_strerror(rc));
+        rc = model_fail(errmsg, size, rc, "cannot read %s: %s", path, reg_strerror(rc));
     }
     if (rc != REG_MODEL_OK) goto out;
     rc = vocab_index(tok);

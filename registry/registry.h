@@ -27,27 +27,37 @@
 #include <cjson/cJSON.h>
 
 struct uv_loop_s; /* libuv's uv_loop_t: the search service runs on one */
+#include "base.h"
 
 /* ---------------------------------------------------------------------------------------- */
 /* Errors                                                                                   */
 
-typedef enum reg_err {
-    REG_OK = 0,
-    REG_ENOMEM = -1,     /* allocation failed */
-    REG_EINVAL = -2,     /* bad argument or malformed input */
-    REG_ETOOBIG = -3,    /* a size cap was reached */
-    REG_EIO = -4,        /* a file could not be read or written */
-    REG_ENOENT = -5,     /* no such tool, server or cache entry */
-    REG_EEXIST = -6,     /* the id is already present */
-    REG_EDIM = -7,       /* vector dimension does not match */
-    REG_ECORRUPT = -8,   /* a cache file failed its checks (it is removed) */
-    REG_EEMBED = -9,     /* the embedder failed (its own message says why) */
-    REG_EBUSY = -10,     /* another indexing batch is still in flight */
-    REG_ENOTSUP = -11,   /* the provider is not built into this binary */
-    REG_ECANCELED = -12, /* stopped by reg_registry_cancel (or a stop flag) before it finished */
-} reg_err_t;
+/* The codes of the registry and its embedding model (base.h's error space): errno values, and
+ * extras from PTC_ERR_REG down. X(NAME, VALUE, TEXT) */
+#define REG_ERRORS(X)                                                                              \
+    X(REG_OK, 0, "success")                                                                        \
+    X(REG_ENOMEM, -ENOMEM, "out of memory")                                                        \
+    X(REG_EINVAL, -EINVAL, "invalid argument or malformed input")                                  \
+    X(REG_ETOOBIG, -E2BIG, "size limit exceeded") /* a size cap was reached */                     \
+    X(REG_EIO, -EIO, "file input/output error")   /* a file could not be read or written */        \
+    X(REG_ENOENT, -ENOENT, "not found") /* no such tool, server, cache entry or model file */      \
+    X(REG_EEXIST, -EEXIST, "already present") /* the id is already present */                      \
+    X(REG_EBUSY, -EBUSY, "an indexing batch is still in flight")                                   \
+    X(REG_ENOTSUP, -ENOTSUP, "not built into this binary") /* the provider */                      \
+    /* stopped by reg_registry_cancel (or a stop flag) before it finished */                       \
+    X(REG_ECANCELED, -ECANCELED, "indexing was cancelled")                                         \
+    X(REG_EDIM, PTC_ERR_REG, "vector dimension mismatch")                                          \
+    /* a cache file failed its checks (it is removed) */                                           \
+    X(REG_ECORRUPT, PTC_ERR_REG - 1, "corrupt cache entry (removed)")                              \
+    /* the embedder failed (its own message says why) */                                           \
+    X(REG_EEMBED, PTC_ERR_REG - 2, "embedder failed")                                              \
+    /* a model file is malformed or describes an unsupported model */                              \
+    X(REG_EFORMAT, PTC_ERR_REG - 3, "model file malformed or unsupported")
 
-/** Returns a static English description of a reg_err_t (never NULL). */
+typedef enum reg_err { REG_ERRORS(PTC_ERR_ENUM) } reg_err_t;
+
+/** A static English description of any code (never NULL): the registry's own, else the HTTP
+ *  client's, else ptc_strerror's. */
 const char *reg_strerror(int err);
 
 /* ---------------------------------------------------------------------------------------- */
@@ -854,16 +864,15 @@ void reg_service_query_cancel(reg_query_t *q);
  * (OPENBLAS_NUM_THREADS or openblas_set_num_threads), not the model's.
  */
 
-typedef enum reg_model_err {
-    REG_MODEL_OK = 0,
-    REG_MODEL_ENOMEM = -1,    /* allocation failed */
-    REG_MODEL_EINVAL = -2,    /* bad argument */
-    REG_MODEL_ENOENT = -3,    /* a required model file is missing */
-    REG_MODEL_EFORMAT = -4,   /* a model file is malformed or describes an unsupported model */
-    REG_MODEL_EIO = -5,       /* a model file could not be read or mapped */
-    REG_MODEL_ETOOBIG = -6,   /* a model file passes a size cap */
-    REG_MODEL_ECANCELED = -7, /* *stop was set (reg_model_embed_stop) */
-} reg_model_err_t;
+/* The model's codes are the registry's (REG_ERRORS); these names say where they come from. */
+#define REG_MODEL_OK        REG_OK
+#define REG_MODEL_ENOMEM    REG_ENOMEM
+#define REG_MODEL_EINVAL    REG_EINVAL    /* bad argument */
+#define REG_MODEL_ENOENT    REG_ENOENT    /* a required model file is missing */
+#define REG_MODEL_EFORMAT   REG_EFORMAT   /* a model file is malformed or unsupported */
+#define REG_MODEL_EIO       REG_EIO       /* a model file could not be read or mapped */
+#define REG_MODEL_ETOOBIG   REG_ETOOBIG   /* a model file passes a size cap */
+#define REG_MODEL_ECANCELED REG_ECANCELED /* *stop was set (reg_model_embed_stop) */
 
 /* Caps on what a model folder may hold; a file past its cap is refused with REG_MODEL_ETOOBIG. */
 #define REG_MODEL_MAX_JSON_BYTES         (64u * 1024u * 1024u)            /* tokenizer.json etc. */
@@ -881,12 +890,9 @@ typedef enum reg_model_err {
 
 typedef struct reg_model reg_model_t;
 
-/** Returns a static English description of a reg_model_err_t (never NULL). */
-const char *reg_model_strerror(int err);
-
 /**
  * Loads the model in folder `dir` (borrowed). On success *out is a new model that the caller
- * frees with reg_model_free(). On failure returns a negative reg_model_err_t, leaves *out NULL
+ * frees with reg_model_free(). On failure returns a negative reg_err_t, leaves *out NULL
  * and, when errmsg is not NULL, writes a NUL-terminated message of at most errmsg_size bytes
  * that names the file at fault and says what to do. Reads and maps files (tens of ms for F32
  * weights, more for F16): call it at start-up or on a worker thread, not on the event loop.

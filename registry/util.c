@@ -1,41 +1,18 @@
 /* util.c - error names, hashing, the string map, row metadata and top-k selection. */
 #include "internal.h"
 
+#include "httpc.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 const char *reg_strerror(int err)
 {
-    switch ((reg_err_t)err) {
-    case REG_OK:
-        return "success";
-    case REG_ENOMEM:
-        return "out of memory";
-    case REG_EINVAL:
-        return "invalid argument or malformed input";
-    case REG_ETOOBIG:
-        return "size limit exceeded";
-    case REG_EIO:
-        return "file input/output error";
-    case REG_ENOENT:
-        return "not found";
-    case REG_EEXIST:
-        return "already present";
-    case REG_EDIM:
-        return "vector dimension mismatch";
-    case REG_ECORRUPT:
-        return "corrupt cache entry (removed)";
-    case REG_EEMBED:
-        return "embedder failed";
-    case REG_EBUSY:
-        return "an indexing batch is still in flight";
-    case REG_ENOTSUP:
-        return "not built into this binary";
-    case REG_ECANCELED:
-        return "indexing was cancelled";
+    switch (err) {
+        REG_ERRORS(PTC_ERR_CASE)
     }
-    return "unknown error";
+    return ptc_http_strerror(err);
 }
 
 int reg__fail(char *msg, size_t msg_size, int err, const char *fmt, ...)

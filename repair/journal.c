@@ -101,12 +101,12 @@ int ptc_journal_new(ptc_journal_t **out)
 {
     *out = NULL;
     ptc_journal_t *j = calloc(1, sizeof *j);
-    if (j == NULL) return PTC_JOURNAL_ENOMEM;
+    if (j == NULL) return PTC_REPAIR_ENOMEM;
     j->replayed = cJSON_CreateArray();
     j->used = cJSON_CreateArray();
     if (j->replayed == NULL || j->used == NULL) {
         ptc_journal_free(j);
-        return PTC_JOURNAL_ENOMEM;
+        return PTC_REPAIR_ENOMEM;
     }
     *out = j;
     return 0;
@@ -193,18 +193,18 @@ int ptc_journal_record(ptc_journal_t *j, const char *key, unsigned occ, const cJ
     free(text);
     if (size == 0) {
         j->lost = true;
-        return PTC_JOURNAL_ENOMEM;
+        return PTC_REPAIR_ENOMEM;
     }
     if (j->n_kept >= PTC_JOURNAL_ENTRIES_MAX || j->bytes + size > PTC_JOURNAL_BYTES_MAX) {
         j->lost = true;
-        return PTC_JOURNAL_EFULL;
+        return PTC_REPAIR_EFULL;
     }
     if (j->n_kept == j->cap_kept) {
         size_t cap = j->cap_kept ? j->cap_kept * 2 : 16;
         kept_t *nk = realloc(j->kept, cap * sizeof *nk);
         if (nk == NULL) {
             j->lost = true;
-            return PTC_JOURNAL_ENOMEM;
+            return PTC_REPAIR_ENOMEM;
         }
         j->kept = nk;
         j->cap_kept = cap;
@@ -214,7 +214,7 @@ int ptc_journal_record(ptc_journal_t *j, const char *key, unsigned occ, const cJ
         free(k.key);
         cJSON_Delete(k.result);
         j->lost = true;
-        return PTC_JOURNAL_ENOMEM;
+        return PTC_REPAIR_ENOMEM;
     }
     j->kept[j->n_kept++] = k;
     j->bytes += size;

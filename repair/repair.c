@@ -15,6 +15,14 @@
 #define FRAME_MAX     96  /* bytes of one "file:function" */
 #define DIFF_LINES    20000u
 
+const char *ptc_repair_strerror(int err)
+{
+    switch (err) {
+        PTC_REPAIR_ERRORS(PTC_ERR_CASE)
+    }
+    return ptc_http_strerror(err);
+}
+
 const char ptc_repair_system_prompt[] =
     "You fix Python 3 programs that failed when run in a sandbox (no network; the tools of "
     "connected MCP servers are Python functions in the `tools` package). Change only what is "

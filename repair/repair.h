@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
+#include "base.h"
 #include "httpc.h"
 
 #define PTC_REPAIR_MAX         10   /* the largest max_repairs a caller or --max-repairs may ask */
@@ -31,14 +32,26 @@
 #define PTC_REPAIR_REPLY_MAX   (256u << 10) /* a reply's text; longer replies are refused */
 #define PTC_REPAIR_MIN_LEFT_MS 1000u        /* no repair is asked for with less time left */
 
-enum {
-    PTC_REPAIR_ENOMEM = -1,
-    PTC_REPAIR_EINVAL = -2,  /* max_repairs out of 0..PTC_REPAIR_MAX; a repairer's bad settings */
-    PTC_REPAIR_EREMOTE = -3, /* the repairer answered with an error */
-    PTC_REPAIR_EPROTO = -4,  /* the repairer's answer holds no usable text */
-    PTC_REPAIR_ETOOBIG = -5, /* the answer is longer than PTC_REPAIR_REPLY_MAX */
-    PTC_REPAIR_EHTTP = -6,   /* the HTTP request failed (the message says why) */
-};
+/* The codes of the repair library, its repairers and its journal (base.h's error space): errno
+ * values, and extras from PTC_ERR_REPAIR down. X(NAME, VALUE, TEXT) */
+#define PTC_REPAIR_ERRORS(X)                                                                       \
+    X(PTC_REPAIR_OK, 0, "success")                                                                 \
+    X(PTC_REPAIR_ENOMEM, -ENOMEM, "out of memory")                                                 \
+    /* max_repairs out of 0..PTC_REPAIR_MAX; a repairer's bad settings */                          \
+    X(PTC_REPAIR_EINVAL, -EINVAL, "invalid argument")                                              \
+    /* the repairer's answer holds no usable text */                                               \
+    X(PTC_REPAIR_EPROTO, -EPROTO, "the repairer's answer holds no code")                           \
+    /* the answer is longer than PTC_REPAIR_REPLY_MAX */                                           \
+    X(PTC_REPAIR_ETOOBIG, -E2BIG, "the repairer's answer is too long")                             \
+    /* ENOSPC: a bound of the journal was reached: the journal is now lost */                      \
+    X(PTC_REPAIR_EFULL, -ENOSPC, "the journal is full")                                            \
+    X(PTC_REPAIR_EREMOTE, PTC_ERR_REPAIR, "the repairer answered with an error")
+
+enum { PTC_REPAIR_ERRORS(PTC_ERR_ENUM) };
+
+/** A static English description of any code (never NULL): the library's own, else
+ *  ptc_http_strerror's. */
+const char *ptc_repair_strerror(int err);
 
 /** The system prompt of every repair request (static). */
 extern const char ptc_repair_system_prompt[];
@@ -100,9 +113,10 @@ cJSON *ptc_repair_packet(const char *fingerprint, const char *error_tail, unsign
 
 /**
  * Called once with the model's reply text (borrowed, valid during the call) or err < 0 and a
- * message saying why (borrowed, may be NULL). The codes are the repairer's own (server/'s
- * repairers give mcp_err_t values: MCP_EREMOTE for a refusal or error answer, MCP_ETIMEDOUT,
- * MCP_EPROTO for an answer without text, others from the transport). Never called after the
+ * message saying why (borrowed, may be NULL). The codes are of the one error space (base.h):
+ * the client's sampling gives mcp/'s (MCP_EREMOTE for a refusal or error answer, MCP_ETIMEDOUT,
+ * MCP_EPROTO for an answer without text, others from the transport), the HTTP repairer
+ * PTC_REPAIR_* and the HTTP client's. Never called after the
  * request was cancelled, nor during the cancel.
  */
 typedef void (*ptc_repair_cb)(void *data, int err, const char *reply, const char *message);
@@ -124,7 +138,8 @@ typedef struct ptc_repair_http_ask ptc_repair_http_ask_t; /* one request to it i
  * variable holding the API key (NULL: no Authorization header; named but unset: an error),
  * ca_file the --ca-file bundle (NULL: the system's). Reads the CA bundle (blocking: call at
  * start-up); the HTTP client's lines go to log (may be NULL). Borrows loop and log_data; copies
- * the strings. On error (PTC_REPAIR_EINVAL, PTC_REPAIR_ENOMEM) writes what to do to msg.
+ * the strings. On error (PTC_REPAIR_EINVAL, PTC_REPAIR_ENOMEM, or the HTTP client's code when it
+ * cannot be made) writes what to do to msg.
  */
 int ptc_repair_http_new(uv_loop_t *loop, const char *url, const char *model, const char *key_env,
                         const char *ca_file, ptc_http_log_fn log, void *log_data,
@@ -136,7 +151,8 @@ const char *ptc_repair_http_name(const ptc_repair_http_t *r);
 /**
  * Sends one repair request (the system prompt and prompt, temperature 0, max_tokens). Borrows
  * prompt. *out is set on 0; cb runs later, never before this returns, with the reply or
- * PTC_REPAIR_EHTTP, _EREMOTE (an HTTP error status), _EPROTO or _ETOOBIG and a message.
+ * the HTTP client's code when the request failed, PTC_REPAIR_EREMOTE (an HTTP error status),
+ * _EPROTO or _ETOOBIG, and a message.
  */
 int ptc_repair_http_ask(ptc_repair_http_t *r, const char *prompt, ptc_repair_cb cb, void *data,
                         ptc_repair_http_ask_t **out);
@@ -165,10 +181,8 @@ void ptc_repair_http_cancel(ptc_repair_http_ask_t *a);
 #define PTC_JOURNAL_KEYS_MAX     4096u       /* distinct call keys counted per attempt */
 #define PTC_JOURNAL_REPLAYED_MAX 256u        /* replayed calls listed per attempt */
 
-enum {
-    PTC_JOURNAL_ENOMEM = -1,
-    PTC_JOURNAL_EFULL = -2, /* a bound was reached: the journal is now lost */
-};
+/* The journal's codes: PTC_REPAIR_ENOMEM, PTC_REPAIR_EFULL (a bound was reached: the journal is
+ * now lost). */
 
 typedef struct ptc_journal ptc_journal_t;
 
@@ -203,7 +217,7 @@ const cJSON *ptc_journal_lookup(const ptc_journal_t *j, const char *key, unsigne
 /**
  * Keeps a copy of result for (key, occ) when the call succeeded: result is a CallToolResult
  * whose isError is not true. An error result is ignored (returns 0). An entry already kept for
- * (key, occ) stays. PTC_JOURNAL_EFULL / ENOMEM mark the journal lost.
+ * (key, occ) stays. PTC_REPAIR_EFULL / ENOMEM mark the journal lost.
  */
 int ptc_journal_record(ptc_journal_t *j, const char *key, unsigned occ, const cJSON *result);
 

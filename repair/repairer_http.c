@@ -97,7 +97,7 @@ int ptc_repair_http_new(uv_loop_t *loop, const char *url, const char *model, con
         snprintf(msg, msg_size, "the repair endpoint's HTTP client cannot be set up: %s%s",
                  ptc_http_strerror(rc), ca_file ? " (check --ca-file)" : "");
         ptc_repair_http_free(r);
-        return rc == PTC_HTTP_ENOMEM ? PTC_REPAIR_ENOMEM : PTC_REPAIR_EINVAL;
+        return rc; /* one error space: the HTTP client's code says what failed */
     }
     snprintf(r->name, sizeof r->name, "%s at %s", r->model, r->url);
     *out = r;
@@ -165,7 +165,7 @@ static void on_answer(void *data, int err, const ptc_http_response_t *resp, cons
     if (err < 0) {
         snprintf(m, sizeof m, "the repair endpoint %s failed: %s", a->owner->url,
                  message ? message : ptc_http_strerror(err));
-        a->cb(a->data, PTC_REPAIR_EHTTP, NULL, m);
+        a->cb(a->data, err, NULL, m);
     } else if (resp->status < 200 || resp->status > 299) {
         size_t n =
             resp->body_len < HTTP_REPAIR_BODY_SHOWN ? resp->body_len : HTTP_REPAIR_BODY_SHOWN;
@@ -237,7 +237,7 @@ int ptc_repair_http_ask(ptc_repair_http_t *r, const char *prompt, ptc_repair_cb 
     if (rc < 0) {
         ask_unlink(a);
         free(a);
-        return rc == PTC_HTTP_ENOMEM ? PTC_REPAIR_ENOMEM : PTC_REPAIR_EHTTP;
+        return rc;
     }
     *out = a;
     return 0;

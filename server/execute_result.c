@@ -189,7 +189,7 @@ static bool keep_one(ptc_execute_t *ex, const mcp_identity_t *owner, const exec_
     if (!omitted) {
         int rc = exec_filestore_put(ex->files, owner->b, f->name, f->data, f->len, mime,
                                     uv_now(ex->loop), &key);
-        if (rc == EXEC_FILESTORE_ENOMEM) {
+        if (rc == EXEC_ENOMEM) {
             free(name);
             return false;
         }
@@ -447,7 +447,7 @@ void ptc__execute_finish_job(job_t *j)
     int rc = meta_text
                  ? exec_pages_first(ex->pages, j->owner.b, meta_text, o->out, o->out_len, o->err,
                                     o->err_len, ex->page_chars, uv_now(ex->loop), &page)
-                 : EXEC_PAGES_ENOMEM;
+                 : EXEC_ENOMEM;
     cJSON_free(meta_text);
     char *err = o->err;
     o->err = NULL;
@@ -482,7 +482,7 @@ void ptc__execute_fetch_page(ptc_execute_t *ex, mcp_call_t *call, const char *cu
     mcp_identity_t who;
     mcp_call_identity(call, &who);
     int rc = exec_pages_next(ex->pages, who.b, cursor, uv_now(ex->loop), &page);
-    if (rc == EXEC_PAGES_EXPIRED) {
+    if (rc == EXEC_EEXPIRED) {
         mcp_call_finish_text(call, true,
                              "Unknown or expired cursor: output is kept for 30 minutes after its "
                              "last page was read. Run the code again.");

@@ -23,7 +23,7 @@ static int read_output(const char *uri, const cJSON *vars, const mcp_identity_t 
     /* Only the client that ran the code finds its pages (see exec_pages_next). */
     int rc =
         exec_pages_next(ptc_execute_pages(ex), who->b, cursor, uv_now(ptc_execute_loop(ex)), &page);
-    if (rc == EXEC_PAGES_EXPIRED) {
+    if (rc == EXEC_EEXPIRED) {
         snprintf(msg, msg_size,
                  "unknown or expired cursor (output is kept for 30 minutes after its last page "
                  "was read)");

@@ -1,6 +1,7 @@
 /* repairers.c - one ask handle over the two repairers: the client's own model through
  * sampling/createMessage (here, as it needs MCP) and the fallback endpoint of repair/
- * (ptc_repair_http_*), whose codes are given as mcp_err_t. */
+ * (ptc_repair_http_*), whose codes pass through (one error space: ptc_repairer_strerror names
+ * them all). */
 #include "repairers.h"
 
 #include <stdint.h>
@@ -25,7 +26,7 @@ int ptc_repairer_http_new(uv_loop_t *loop, const char *url, const char *model, c
     /* The hook only reads the logger: dropping const is what its void * costs. */
     int rc = ptc_repair_http_new(loop, url, model, key_env, ca_file, mcp_log_hook,
                                  (void *)(uintptr_t)lg, out, msg, msg_size);
-    return rc == PTC_REPAIR_ENOMEM ? MCP_ENOMEM : rc < 0 ? MCP_EINVAL : 0;
+    return rc;
 }
 
 void ptc_repairer_http_free(ptc_repairer_http_t *r)
@@ -38,28 +39,16 @@ const char *ptc_repairer_http_name(const ptc_repairer_http_t *r)
     return ptc_repair_http_name(r);
 }
 
-static int mcp_err_of(int err)
+const char *ptc_repairer_strerror(int err)
 {
-    switch (err) {
-    case PTC_REPAIR_ENOMEM:
-        return MCP_ENOMEM;
-    case PTC_REPAIR_EINVAL:
-        return MCP_EINVAL;
-    case PTC_REPAIR_EREMOTE:
-        return MCP_EREMOTE;
-    case PTC_REPAIR_EPROTO:
-        return MCP_EPROTO;
-    case PTC_REPAIR_ETOOBIG:
-        return MCP_ETOOBIG;
-    }
-    return err < 0 ? MCP_EIO : 0;
+    return PTC_ERR_IN_BLOCK(err, PTC_ERR_REPAIR) ? ptc_repair_strerror(err) : mcp_strerror(err);
 }
 
 static void on_http_answer(void *data, int err, const char *reply, const char *message)
 {
     ptc_repair_ask_t *a = data;
     a->http = NULL;
-    a->cb(a->data, mcp_err_of(err), reply, message);
+    a->cb(a->data, err, reply, message);
     free(a);
 }
 
@@ -75,7 +64,7 @@ int ptc_repair_ask_http(ptc_repairer_http_t *r, const char *prompt, ptc_repair_c
     int rc = ptc_repair_http_ask(r, prompt, on_http_answer, a, &a->http);
     if (rc < 0) {
         free(a);
-        return mcp_err_of(rc);
+        return rc;
     }
     *out = a;
     return 0;

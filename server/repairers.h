@@ -1,7 +1,8 @@
 /* repairers.h - the two repairers behind one ask handle (repairers.c): they send a repair
  * request (repair.h) to a model, the client's own through MCP sampling (here: it needs mcp/) or
  * the OpenAI-compatible chat-completions endpoint of repair/ (ptc_repair_http_*), and fit the
- * repair loop's "ask the model" operation; their codes are mcp_err_t. Loop-thread only. */
+ * repair loop's "ask the model" operation; their codes are mcp/'s, repair/'s and the HTTP
+ * client's (one error space), named by ptc_repairer_strerror. Loop-thread only. */
 #ifndef PTC_SERVER_REPAIRERS_H
 #define PTC_SERVER_REPAIRERS_H
 
@@ -11,6 +12,9 @@
 #include "repair.h"
 
 typedef struct ptc_repair_ask ptc_repair_ask_t; /* one request to a repairer in flight */
+
+/** A static sentence for a code of either repairer (the repair loop's strerror operation). */
+const char *ptc_repairer_strerror(int err);
 
 /**
  * Asks the client of call for a fix through sampling/createMessage (the system prompt,
@@ -40,8 +44,8 @@ void ptc_repair_ask_answer(ptc_repair_ask_t *a, const cJSON *result);
 typedef ptc_repair_http_t ptc_repairer_http_t;
 
 /**
- * Creates it (ptc_repair_http_new), the HTTP client's lines in lg (borrowed). MCP_EINVAL or
- * MCP_ENOMEM with what to do in msg.
+ * Creates it (ptc_repair_http_new), the HTTP client's lines in lg (borrowed). On failure its
+ * code (PTC_REPAIR_EINVAL, PTC_REPAIR_ENOMEM or the HTTP client's) with what to do in msg.
  */
 int ptc_repairer_http_new(uv_loop_t *loop, const char *url, const char *model, const char *key_env,
                           const char *ca_file, const mcp_logger_t *lg, ptc_repairer_http_t **out,

@@ -331,7 +331,7 @@ static const ptc_repair_ops_t repair_ops = {
     .repairer = op_repairer,
     .ask = op_ask,
     .cancel = op_cancel_ask,
-    .strerror = mcp_strerror,
+    .strerror = ptc_repairer_strerror,
     .signatures = op_signatures,
     .progress = op_progress,
 };

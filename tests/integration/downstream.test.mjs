@@ -58,7 +58,7 @@ test('lists and calls the tools of server-everything and server-memory', async (
 
     // A bad argument is the server's business: it answers, and the client hands it back.
     const bad = await d.cmd({ cmd: 'call', server: 'everything', tool: 'get-sum', args: { a: 'x' } });
-    assert.ok(bad.err === 0 ? bad.result.isError === true : bad.err === -14, JSON.stringify(bad));
+    assert.ok(bad.err === 0 ? bad.result.isError === true : bad.err === -5000 /* MCP_EREMOTE */, JSON.stringify(bad));
   } finally {
     await d.close();
   }
@@ -130,7 +130,7 @@ test('a server that never answers initialize fails alone, without holding up the
     const failed = await d.next((m) => m.event === 'state' && m.server === 'mute' && m.state === 'failed');
     assert.match(failed.reason, /did not finish the handshake .* within 3000 ms/);
     const call = await d.cmd({ cmd: 'call', server: 'mute', tool: 'x', args: {} });
-    assert.equal(call.err, -16); // MCP_ESTATE: fails at once
+    assert.equal(call.err, -5001); // MCP_ESTATE (mcp/mcp.h): fails at once
     const echo = await d.cmd({ cmd: 'call', server: 'everything', tool: 'echo', args: { message: 'fine' } });
     assert.equal(text(echo), 'Echo: fine');
   } finally {

@@ -146,7 +146,9 @@ static void test_strerror_names_the_codes(void **state)
     assert_string_equal(ptc_strerror(PTC_ENOMEM), "out of memory");
     assert_string_equal(ptc_strerror(PTC_ETOOBIG), "size limit exceeded");
     assert_string_equal(ptc_strerror(-ENOENT), "no such file or directory");
-    assert_string_equal(ptc_strerror(-EPIPE), "system error");
+    assert_string_equal(ptc_strerror(-EPIPE), "connection or object closed");
+    assert_string_equal(ptc_strerror(-EXDEV), "system error");       /* an errno of no table */
+    assert_string_equal(ptc_strerror(PTC_ERR_MCP), "unknown error"); /* a library's own */
 }
 
 int main(void)

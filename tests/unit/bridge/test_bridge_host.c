@@ -846,7 +846,7 @@ static void bad_limits_are_refused_with_a_message(void **state)
     char msg[256] = "";
     assert_int_equal(
         ptc_bridge_host_new(&loop, sv[0], &lim, &fake_ops, NULL, NULL, &h, msg, sizeof msg),
-        PTC_BRIDGE_HOST_EINVAL);
+        PTC_BRIDGE_EINVAL);
     assert_null(h);
     assert_non_null(strstr(msg, "emit"));
     close(sv[1]);

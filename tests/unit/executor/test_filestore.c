@@ -57,11 +57,11 @@ static void a_guessed_or_altered_key_is_unknown(void **state)
     char bad[128];
     snprintf(bad, sizeof bad, "%s", k);
     bad[0] = bad[0] == '0' ? '1' : '0'; /* one hex digit off */
-    assert_int_equal(exec_filestore_get(s, A, bad, 0, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, bad, 0, &f), EXEC_EEXPIRED);
     snprintf(bad, sizeof bad, "%.33sg.txt", k); /* the right id with another name */
-    assert_int_equal(exec_filestore_get(s, A, bad, 0, &f), EXEC_FILESTORE_EXPIRED);
-    assert_int_equal(exec_filestore_get(s, A, "f.txt", 0, &f), EXEC_FILESTORE_EXPIRED);
-    assert_int_equal(exec_filestore_get(s, A, NULL, 0, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, bad, 0, &f), EXEC_EEXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, "f.txt", 0, &f), EXEC_EEXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, NULL, 0, &f), EXEC_EEXPIRED);
     assert_int_equal(exec_filestore_get(s, A, k, 0, &f), 0);
     free(k);
     exec_filestore_free(s);
@@ -80,14 +80,14 @@ static void bounds_evict_least_recently_used_first(void **state)
     assert_int_equal(exec_filestore_get(s, A, a, 2, &f), 0); /* a is now the most recent */
     /* 12 bytes would pass the 10-byte budget: b, the least recently used, goes. */
     assert_int_equal(exec_filestore_put(s, A, "c", four, 4, "application/octet-stream", 3, &c), 0);
-    assert_int_equal(exec_filestore_get(s, A, b, 4, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, b, 4, &f), EXEC_EEXPIRED);
     assert_int_equal(exec_filestore_get(s, A, a, 4, &f), 0);
     assert_int_equal(exec_filestore_bytes(s), 8);
     /* Larger than the whole store: refused, nothing evicted. */
     unsigned char eleven[11] = {0};
     assert_int_equal(
         exec_filestore_put(s, A, "big", eleven, 11, "application/octet-stream", 5, &big),
-        EXEC_FILESTORE_ETOOBIG);
+        EXEC_ETOOBIG);
     assert_null(big);
     assert_int_equal(exec_filestore_entries(s), 2);
     free(a);
@@ -108,7 +108,7 @@ static void entry_count_bound_holds(void **state)
             0);
     exec_stored_file_t f;
     assert_int_equal(exec_filestore_entries(s), 2);
-    assert_int_equal(exec_filestore_get(s, A, k[0], 0, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, k[0], 0, &f), EXEC_EEXPIRED);
     assert_int_equal(exec_filestore_get(s, A, k[2], 0, &f), 0);
     for (int i = 0; i < 3; i++)
         free(k[i]);
@@ -125,9 +125,9 @@ static void idle_files_expire_and_reading_refreshes(void **state)
     exec_filestore_put(s, A, "b", (const unsigned char *)"y", 1, "text/plain", 0, &b);
     exec_stored_file_t f;
     assert_int_equal(exec_filestore_get(s, A, a, 900, &f), 0);
-    assert_int_equal(exec_filestore_get(s, A, b, 1000, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, b, 1000, &f), EXEC_EEXPIRED);
     assert_int_equal(exec_filestore_get(s, A, a, 1800, &f), 0);
-    assert_int_equal(exec_filestore_get(s, A, a, 2800, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, a, 2800, &f), EXEC_EEXPIRED);
     assert_int_equal(exec_filestore_entries(s), 0);
     free(a);
     free(b);
@@ -138,15 +138,15 @@ static void bad_arguments_are_refused(void **state)
 {
     (void)state;
     exec_filestore_t *s;
-    assert_int_equal(exec_filestore_new(0, 8, 1000, &s), EXEC_FILESTORE_EINVAL);
+    assert_int_equal(exec_filestore_new(0, 8, 1000, &s), EXEC_EINVAL);
     assert_int_equal(exec_filestore_new(1, 8, 1000, &s), 0);
     char *k;
     assert_int_equal(
         exec_filestore_put(s, A, "a/b", (const unsigned char *)"x", 1, "text/plain", 0, &k),
-        EXEC_FILESTORE_EINVAL);
+        EXEC_EINVAL);
     assert_int_equal(
         exec_filestore_put(s, A, "", (const unsigned char *)"x", 1, "text/plain", 0, &k),
-        EXEC_FILESTORE_EINVAL);
+        EXEC_EINVAL);
     /* An empty file is a file. */
     assert_int_equal(exec_filestore_put(s, A, "empty", NULL, 0, "text/plain", 0, &k), 0);
     free(k);
@@ -208,14 +208,14 @@ static void another_owners_key_is_unknown_and_refreshes_nothing(void **state)
                      0);
     exec_stored_file_t f;
     /* The same answer as a key that never existed, and no bytes handed out. */
-    assert_int_equal(exec_filestore_get(s, B, k, 500, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, B, k, 500, &f), EXEC_EEXPIRED);
     assert_null(f.data);
     assert_null(f.name);
     assert_int_equal(exec_filestore_get(s, A, k, 600, &f), 0);
     assert_memory_equal(f.data, "s3cret", 6);
     /* B's read did not keep it alive: unread by A since 600, it expires at 1600. */
-    assert_int_equal(exec_filestore_get(s, B, k, 1500, &f), EXEC_FILESTORE_EXPIRED);
-    assert_int_equal(exec_filestore_get(s, A, k, 1600, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, B, k, 1500, &f), EXEC_EEXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, k, 1600, &f), EXEC_EEXPIRED);
     free(k);
     exec_filestore_free(s);
 }
@@ -233,8 +233,8 @@ static void dropping_an_owner_forgets_only_its_files(void **state)
     assert_int_equal(exec_filestore_entries(s), 1);
     assert_int_equal(exec_filestore_bytes(s), 2);
     exec_stored_file_t f;
-    assert_int_equal(exec_filestore_get(s, A, a1, 1, &f), EXEC_FILESTORE_EXPIRED);
-    assert_int_equal(exec_filestore_get(s, A, a2, 1, &f), EXEC_FILESTORE_EXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, a1, 1, &f), EXEC_EEXPIRED);
+    assert_int_equal(exec_filestore_get(s, A, a2, 1, &f), EXEC_EEXPIRED);
     assert_int_equal(exec_filestore_get(s, B, b1, 1, &f), 0);
     assert_string_equal(f.name, "b1");
     assert_int_equal(exec_filestore_drop_owner(s, A), 0);

@@ -80,17 +80,17 @@ static void unknown_forged_and_expired_cursors_are_refused(void **state)
     char cur[128];
     snprintf(cur, sizeof cur, "%s", pg.cursor);
     exec_page_clear(&pg);
-    assert_int_equal(exec_pages_next(p, A, "nonsense", 0, &pg), EXEC_PAGES_EXPIRED);
-    assert_int_equal(exec_pages_next(p, A, "", 0, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, A, "nonsense", 0, &pg), EXEC_EEXPIRED);
+    assert_int_equal(exec_pages_next(p, A, "", 0, &pg), EXEC_EEXPIRED);
     char forged[128];
     snprintf(forged, sizeof forged, "%s", cur);
     forged[0] = forged[0] == 'a' ? 'b' : 'a';
-    assert_int_equal(exec_pages_next(p, A, forged, 0, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, A, forged, 0, &pg), EXEC_EEXPIRED);
     char past[128];
     snprintf(past, sizeof past, "%.32s.99", cur);
-    assert_int_equal(exec_pages_next(p, A, past, 0, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, A, past, 0, &pg), EXEC_EEXPIRED);
     /* Idle past the TTL: gone. */
-    assert_int_equal(exec_pages_next(p, A, cur, 1000, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, A, cur, 1000, &pg), EXEC_EEXPIRED);
     assert_int_equal(exec_pages_entries(p), 0);
     exec_pages_free(p);
 }
@@ -106,15 +106,15 @@ static void another_owners_cursor_is_unknown_and_refreshes_nothing(void **state)
     snprintf(cur, sizeof cur, "%s", pg.cursor);
     exec_page_clear(&pg);
     /* The same answer as a cursor that never existed, and no page text handed out. */
-    assert_int_equal(exec_pages_next(p, B, cur, 500, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, B, cur, 500, &pg), EXEC_EEXPIRED);
     assert_null(pg.out);
     assert_null(pg.meta);
     assert_int_equal(exec_pages_next(p, A, cur, 600, &pg), 0);
     assert_string_equal(pg.out, "et-o");
     exec_page_clear(&pg);
     /* B's use did not keep it alive: unused by A since 600, it expires at 1600. */
-    assert_int_equal(exec_pages_next(p, B, cur, 1500, &pg), EXEC_PAGES_EXPIRED);
-    assert_int_equal(exec_pages_next(p, A, cur, 1600, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, B, cur, 1500, &pg), EXEC_EEXPIRED);
+    assert_int_equal(exec_pages_next(p, A, cur, 1600, &pg), EXEC_EEXPIRED);
     exec_pages_free(p);
 }
 
@@ -138,8 +138,8 @@ static void dropping_an_owner_forgets_only_its_outputs(void **state)
     assert_int_equal(exec_pages_drop_owner(p, A), 2);
     assert_int_equal(exec_pages_entries(p), 1);
     assert_int_equal(exec_pages_bytes(p), 8);
-    assert_int_equal(exec_pages_next(p, A, a1, 1, &pg), EXEC_PAGES_EXPIRED);
-    assert_int_equal(exec_pages_next(p, A, a2, 1, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, A, a1, 1, &pg), EXEC_EEXPIRED);
+    assert_int_equal(exec_pages_next(p, A, a2, 1, &pg), EXEC_EEXPIRED);
     assert_int_equal(exec_pages_next(p, B, b1, 1, &pg), 0);
     assert_string_equal(pg.out, "bb");
     exec_page_clear(&pg);
@@ -164,7 +164,7 @@ static void the_store_stays_within_its_entry_and_byte_bounds(void **state)
         assert_true(exec_pages_bytes(p) <= 100);
     }
     exec_page_t pg;
-    assert_int_equal(exec_pages_next(p, A, first, 20, &pg), EXEC_PAGES_EXPIRED);
+    assert_int_equal(exec_pages_next(p, A, first, 20, &pg), EXEC_EEXPIRED);
     /* One run larger than the whole budget keeps what fits. */
     char big[300];
     memset(big, 'z', sizeof big);

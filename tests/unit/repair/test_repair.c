@@ -311,7 +311,7 @@ static void a_full_journal_is_marked_lost(void **state)
         snprintf(key, sizeof key, "k%u", i);
         rc = ptc_journal_record(j, key, 1, r);
     }
-    assert_int_equal(rc, PTC_JOURNAL_EFULL);
+    assert_int_equal(rc, PTC_REPAIR_EFULL);
     assert_true(ptc_journal_lost(j));
     assert_int_equal(ptc_journal_count(j), PTC_JOURNAL_ENTRIES_MAX);
     cJSON_Delete(r);

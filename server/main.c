@@ -357,7 +357,7 @@ static int run(const ptc_options_t *o)
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot create the server: %s", mcp_strerror(rc));
         goto out;
     }
-    if (o->state_key_file != NULL && (rc = set_state_key(&app, o->state_key_file)) < 0) {
+    if (o->state_key_file != NULL && set_state_key(&app, o->state_key_file) < 0) {
         status = 2;
         goto out;
     }

@@ -88,6 +88,7 @@ static bool check_modern_headers(mcp__hconn_t *c, const mcp_server_t *srv, const
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
     const char *method = cJSON_GetObjectItemCaseSensitive(msg, "method")->valuestring;
     char pv[64], hm[256], hn[MCP_MAX_URI_BYTES + 1], m[512];
+    char raw[(MCP_MAX_URI_BYTES + 2) / 3 * 4 + 16]; /* the header, base64 grows it by a third */
     if (header_trimmed(c, "MCP-Protocol-Version", pv, sizeof pv) == NULL) {
         reject(c, 400, id, MCP_ERR_HEADER_MISMATCH,
                "Header mismatch: a 2026-07-28 request needs the MCP-Protocol-Version header");
@@ -108,9 +109,11 @@ static bool check_modern_headers(mcp__hconn_t *c, const mcp_server_t *srv, const
         reject(c, 400, id, MCP_ERR_HEADER_MISMATCH, m);
         return false;
     }
+    /* A name that is not printable ASCII comes base64-encoded, as our own client sends it. */
     const char *name = mcp__modern_name_of(method, params);
-    if (name != NULL &&
-        (header_trimmed(c, "Mcp-Name", hn, sizeof hn) == NULL || strcmp(hn, name) != 0)) {
+    const char *got = name != NULL ? header_trimmed(c, "Mcp-Name", raw, sizeof raw) : NULL;
+    if (got != NULL) got = mcp__header_value_decode(got, hn, sizeof hn);
+    if (name != NULL && (got == NULL || strcmp(got, name) != 0)) {
         snprintf(m, sizeof m, "Header mismatch: Mcp-Name must be the body's \"%.160s\"", name);
         reject(c, 400, id, MCP_ERR_HEADER_MISMATCH, m);
         return false;

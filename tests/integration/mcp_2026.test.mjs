@@ -294,6 +294,16 @@ test('2026 errors over HTTP: unsupported version, missing _meta, header mismatch
       { headers: { 'Mcp-Name': 'test://no-such-thing' } });
     assert.equal(missing.msg.error.code, -32602);
     assert.equal(missing.msg.error.data.uri, 'test://no-such-thing');
+    // A name that is not printable ASCII comes base64-encoded in Mcp-Name (as ptc-mcp's own
+    // downstream client sends it): decoded before it is compared.
+    const wide = 'test://gr\u00f6\u00dfe';
+    const enc = (v) => `=?base64?${Buffer.from(v).toString('base64')}?=`;
+    const wideRead = await post(srv.url, 'resources/read', { uri: wide }, { headers: { 'Mcp-Name': enc(wide) } });
+    assert.equal(wideRead.msg.error.code, -32602, JSON.stringify(wideRead.msg));
+    assert.equal(wideRead.msg.error.data.uri, wide);
+    const wrongWide = await post(srv.url, 'resources/read', { uri: wide }, { headers: { 'Mcp-Name': enc('test://other') } });
+    assert.equal(wrongWide.status, 400);
+    assert.equal(wrongWide.msg.error.code, -32020);
   } finally {
     await srv.stop();
   }

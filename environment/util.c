@@ -30,49 +30,12 @@ const char *env_strerror(int err)
 
 int env__read_file(const char *path, size_t max, char **out, size_t *out_len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ENV_EIO;
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return ENV_EIO;
-    }
-    if ((uint64_t)st.st_size > max) {
-        close(fd);
-        return ENV_ETOOBIG;
-    }
-    char *buf = malloc((size_t)st.st_size + 1);
-    if (buf == NULL) {
-        close(fd);
-        return ENV_ENOMEM;
-    }
-    size_t got = 0;
-    /* read to EOF rather than trusting st_size: the file may change while we read it */
-    for (;;) {
-        if (got == (size_t)st.st_size) {
-            char extra;
-            ssize_t r = read(fd, &extra, 1);
-            if (r == 0) break;
-            if (r < 0 && errno == EINTR) continue;
-            free(buf);
-            close(fd);
-            return r < 0 ? ENV_EIO : ENV_ETOOBIG;
-        }
-        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            free(buf);
-            close(fd);
-            return ENV_EIO;
-        }
-        if (r == 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    buf[got] = '\0';
-    *out = buf;
-    if (out_len) *out_len = got;
-    return 0;
+    /* base/'s reader; the builder's callers tell only a size, memory or file-system failure. */
+    _Static_assert((int)ENV_ETOOBIG == (int)PTC_ETOOBIG && (int)ENV_ENOMEM == (int)PTC_ENOMEM,
+                   "one error space");
+    int rc = ptc_file_read(path, max, out, out_len);
+    if (rc == 0 || rc == ENV_ETOOBIG || rc == ENV_ENOMEM) return rc;
+    return ENV_EIO;
 }
 
 char *env__dup_or_null(const char *s, bool *ok)

@@ -54,6 +54,10 @@ static const char zygote_script[] =
     "        except ChildProcessError:\n"
     "            pass\n"
     "    signal.signal(signal.SIGCHLD, reap)\n"
+    /* SIGCHLD is blocked from fork to pidfd_open: a launcher that ends at once stays a zombie
+       until its pidfd exists (reaped before, pidfd_open fails with ESRCH and the pid may be
+       reused); the pool then sees it end through the pidfd like any other */
+    "    chld = {signal.SIGCHLD}\n"
     "    ctl = _socket.socket(fileno=3)\n"
     "    sol, rights = _socket.SOL_SOCKET, _socket.SCM_RIGHTS\n"
     "    launch = None\n"
@@ -82,11 +86,13 @@ static const char zygote_script[] =
     "        pid = -1\n"
     "        err = 22\n"
     "        if msg[:2] == b'R ' and len(fds) == 4 and launch is not None:\n"
+    "            signal.pthread_sigmask(signal.SIG_BLOCK, chld)\n"
     "            try:\n"
     "                pid = os.fork()\n"
     "            except OSError as e:\n"
     "                err = e.errno\n"
     "        if pid == 0:\n"
+    "            signal.pthread_sigmask(signal.SIG_UNBLOCK, chld)\n"
     "            break\n"
     "        for fd in fds:\n"
     "            os.close(fd)\n"
@@ -98,6 +104,7 @@ static const char zygote_script[] =
     "            except OSError as e:\n"
     "                os.kill(pid, 9)\n"
     "                pid, err = -1, e.errno\n"
+    "        signal.pthread_sigmask(signal.SIG_UNBLOCK, chld)\n"
     "        try:\n"
     "            ctl.sendmsg([b'P %d\\n' % pid if a else b'F %d\\n' % err], a)\n"
     "        except OSError:\n"

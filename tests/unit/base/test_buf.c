@@ -8,31 +8,10 @@
 #include <cmocka.h>
 
 #include "base.h"
+#include "base_test.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-void *__real_malloc(size_t n);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_realloc(void *p, size_t n);
-
-/* Allocations left before the next one fails; -1: none fails. */
-static int allocs_left = -1;
-
-void *__wrap_malloc(size_t n)
-{
-    if (allocs_left == 0) return NULL;
-    if (allocs_left > 0) allocs_left--;
-    return __real_malloc(n);
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-    if (allocs_left == 0) return NULL;
-    if (allocs_left > 0) allocs_left--;
-    return __real_realloc(p, n);
-}
 
 static void test_appends_grow_and_keep_a_nul(void **state)
 {

@@ -8,32 +8,12 @@
 #include <cmocka.h>
 
 #include "base.h"
+#include "base_test.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-void *__real_malloc(size_t n);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_realloc(void *p, size_t n);
-
-static int allocs_left = -1; /* allocations before the next one fails; -1: none fails */
-
-void *__wrap_malloc(size_t n)
-{
-    if (allocs_left == 0) return NULL;
-    if (allocs_left > 0) allocs_left--;
-    return __real_malloc(n);
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-    if (allocs_left == 0) return NULL;
-    if (allocs_left > 0) allocs_left--;
-    return __real_realloc(p, n);
-}
 
 /* A temporary file holding n bytes of data; its path in path (removed by the caller). */
 static void write_temp(char path[64], const void *data, size_t n)

@@ -9,25 +9,12 @@
 #include <cmocka.h>
 
 #include "base.h"
+#include "base_test.h" /* the allocation wrappers; nothing here fails one */
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* the CMakeLists wraps malloc and realloc for every base test; the flags allocate nothing */
-void *__real_malloc(size_t n);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n)
-{
-    return __real_malloc(n);
-}
-void *__wrap_realloc(void *p, size_t n)
-{
-    return __real_realloc(p, n);
-}
 
 #define LIST_MAX 3
 

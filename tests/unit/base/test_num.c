@@ -8,23 +8,10 @@
 #include <cmocka.h>
 
 #include "base.h"
+#include "base_test.h" /* the allocation wrappers; nothing here fails one */
 
 #include <stdlib.h>
 #include <string.h>
-
-/* the CMakeLists wraps malloc and realloc for every base test; nothing here allocates */
-void *__real_malloc(size_t n);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n)
-{
-    return __real_malloc(n);
-}
-void *__wrap_realloc(void *p, size_t n)
-{
-    return __real_realloc(p, n);
-}
 
 static void test_u64_takes_digits_only(void **state)
 {

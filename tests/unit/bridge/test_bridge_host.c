@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <mbedtls/sha256.h>
@@ -786,50 +785,87 @@ static void the_peer_half_closing_still_gets_its_answers(void **state)
     env_free(e);
 }
 
+/* A client process run on the test's loop: its exit callback ends the wait, and a guard timer
+ * kills it if it hangs (a broken host that never answers fails the test instead of stalling). */
+typedef struct child {
+    uv_process_t proc;
+    uv_timer_t guard;
+    bool exited, guard_fired;
+    int64_t status;
+    int term_signal;
+} child_t;
+
+#define CHILD_GUARD_MS 60000
+
+static void on_child_exit(uv_process_t *p, int64_t status, int term_signal)
+{
+    child_t *c = p->data;
+    c->exited = true;
+    c->status = status;
+    c->term_signal = term_signal;
+    uv_timer_stop(&c->guard);
+    uv_close((uv_handle_t *)p, NULL);
+    uv_close((uv_handle_t *)&c->guard, NULL);
+}
+
+static void on_child_guard(uv_timer_t *t)
+{
+    child_t *c = t->data;
+    c->guard_fired = true;
+    uv_process_kill(&c->proc, SIGKILL);
+}
+
 /* The real client: the generated runtime's protocol from several Python threads at once. */
 static void python_threads_calling_at_once_all_get_their_answers(void **state)
 {
     (void)state;
     if (system("python3 -c 'pass' >/dev/null 2>&1") != 0) skip();
     env_t *e = env_new(NULL);
-    int fd = dup(e->sv[1]);
+    int fd = dup(e->sv[1]); /* closing the peer closes sv[1] */
     assert_true(fd >= 0);
     uv_close((uv_handle_t *)&e->peer, NULL);
     e->peer_open = false;
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        char code[2048];
-        snprintf(
-            code, sizeof code,
-            "import json, socket, threading\n"
-            "s = socket.socket(fileno=%d); s.setblocking(True)\n"
-            "lock = threading.Lock()\n"
-            "def go(i):\n"
-            "    msg = {'id': i, 'method': 'call', 'params': {'server': 'srv', 'tool': "
-            "'echo', 'arguments': {'message': 't%%d' %% i}}}\n"
-            "    with lock: s.sendall((json.dumps(msg) + '\\n').encode())\n"
-            "ts = [threading.Thread(target=go, args=(i,)) for i in range(1, 21)]\n"
-            "[t.start() for t in ts]; [t.join() for t in ts]\n"
-            "f = s.makefile('rb'); got = {}\n"
-            "while len(got) < 20:\n"
-            "    a = json.loads(f.readline()); got[a['id']] = a['result']['content'][0]['text']\n"
-            "assert all(got[i] == 'echo:t%%d' %% i for i in range(1, 21)), got\n",
-            fd);
-        execlp("python3", "python3", "-c", code, (char *)NULL);
-        _exit(127);
-    }
-    close(fd);
-    int status = 0;
-    for (int i = 0;; i++) {
-        assert_true(i < LOOP_TURNS_MAX);
-        uv_run(&e->loop, UV_RUN_NOWAIT);
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) break;
-        usleep(1000);
-    }
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    /* The socket is the child's descriptor 3. */
+    char code[] =
+        "import json, socket, threading\n"
+        "s = socket.socket(fileno=3); s.setblocking(True)\n"
+        "lock = threading.Lock()\n"
+        "def go(i):\n"
+        "    msg = {'id': i, 'method': 'call', 'params': {'server': 'srv', 'tool': "
+        "'echo', 'arguments': {'message': 't%d' % i}}}\n"
+        "    with lock: s.sendall((json.dumps(msg) + '\\n').encode())\n"
+        "ts = [threading.Thread(target=go, args=(i,)) for i in range(1, 21)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "f = s.makefile('rb'); got = {}\n"
+        "while len(got) < 20:\n"
+        "    a = json.loads(f.readline()); got[a['id']] = a['result']['content'][0]['text']\n"
+        "assert all(got[i] == 'echo:t%d' % i for i in range(1, 21)), got\n";
+    char py[] = "python3", dash_c[] = "-c";
+    char *args[] = {py, dash_c, code, NULL};
+    uv_stdio_container_t stdio[4] = {
+        {.flags = UV_IGNORE},
+        {.flags = UV_INHERIT_FD, .data.fd = 1},
+        {.flags = UV_INHERIT_FD, .data.fd = 2},
+        {.flags = UV_INHERIT_FD, .data.fd = fd},
+    };
+    uv_process_options_t opts = {.exit_cb = on_child_exit,
+                                 .file = "python3",
+                                 .args = args,
+                                 .stdio_count = 4,
+                                 .stdio = stdio};
+    child_t c = {0};
+    c.proc.data = &c;
+    c.guard.data = &c;
+    assert_int_equal(uv_timer_init(&e->loop, &c.guard), 0);
+    assert_int_equal(uv_spawn(&e->loop, &c.proc, &opts), 0);
+    assert_int_equal(uv_timer_start(&c.guard, on_child_guard, CHILD_GUARD_MS, 0), 0);
+    close(fd); /* the child's end only: its exit is the host's EOF */
+    while (!c.exited)
+        uv_run(&e->loop, UV_RUN_ONCE);
+    uv_run(&e->loop, UV_RUN_NOWAIT); /* let the closes finish while c is in scope */
+    assert_false(c.guard_fired);
+    assert_int_equal(c.term_signal, 0);
+    assert_int_equal(c.status, 0);
     assert_int_equal(e->ncalls, 20);
     env_free(e);
 }

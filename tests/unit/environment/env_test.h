@@ -1,5 +1,6 @@
-/* env_test.h - what the environment module's test programs share: writing a small file and
- * joining two paths. Header-only; include it after <cmocka.h> and ../test_util.h. */
+/* env_test.h - what the environment module's test programs share: writing a small file, joining
+ * two paths, and the fixture's folder and loop. Header-only; include it after <cmocka.h>,
+ * environment.h and ../test_util.h. */
 #ifndef PTC_ENV_TEST_H
 #define PTC_ENV_TEST_H
 
@@ -23,6 +24,26 @@ static inline char *path_join(const char *a, const char *b)
     int n = snprintf(p, TU_PATH_MAX, "%s/%s", a, b);
     assert_true(n > 0 && n < TU_PATH_MAX);
     return p;
+}
+
+/* A fixture's own temporary folder base (prefix names it), base/cache (not created) and a
+ * fresh loop. */
+static inline void env_fixture_open(const char *prefix, char **base, char **cache, uv_loop_t *loop)
+{
+    *base = tu_temp_dir(prefix);
+    *cache = path_join(*base, "cache");
+    assert_int_equal(uv_loop_init(loop), 0);
+}
+
+/* Lets the loop finish what the test left running (children stopping, handles closing), closes
+ * it, and removes and frees what env_fixture_open made. */
+static inline void env_fixture_close(char *base, char *cache, uv_loop_t *loop)
+{
+    uv_run(loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(loop), 0);
+    tu_remove_tree(base);
+    free(base);
+    free(cache);
 }
 
 #endif

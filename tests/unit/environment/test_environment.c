@@ -163,10 +163,8 @@ static int setup(void **state)
     }
     fixture_t *fx = calloc(1, sizeof *fx);
     assert_non_null(fx);
-    fx->base = tu_temp_dir("ptc-env-test");
-    fx->cache = path_join(fx->base, "cache");
+    env_fixture_open("ptc-env-test", &fx->base, &fx->cache, &fx->loop);
     fx->wheelhouse = make_wheelhouse(fx->base, 42);
-    assert_int_equal(uv_loop_init(&fx->loop), 0);
     *state = fx;
     return 0;
 }
@@ -174,11 +172,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture_t *fx = *state;
-    uv_run(&fx->loop, UV_RUN_DEFAULT);
-    assert_int_equal(uv_loop_close(&fx->loop), 0);
-    tu_remove_tree(fx->base);
-    free(fx->base);
-    free(fx->cache);
+    env_fixture_close(fx->base, fx->cache, &fx->loop);
     free(fx->wheelhouse);
     free(fx);
     return 0;

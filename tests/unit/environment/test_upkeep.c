@@ -57,10 +57,8 @@ static int setup(void **state)
 {
     fixture_t *fx = calloc(1, sizeof *fx);
     assert_non_null(fx);
-    fx->base = tu_temp_dir("ptc-env-upkeep");
-    fx->cache = path_join(fx->base, "cache");
+    env_fixture_open("ptc-env-upkeep", &fx->base, &fx->cache, &fx->loop);
     assert_int_equal(mkdir(fx->cache, 0755), 0);
-    assert_int_equal(uv_loop_init(&fx->loop), 0);
     *state = fx;
     return 0;
 }
@@ -68,11 +66,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture_t *fx = *state;
-    uv_run(&fx->loop, UV_RUN_DEFAULT);
-    assert_int_equal(uv_loop_close(&fx->loop), 0);
-    tu_remove_tree(fx->base);
-    free(fx->base);
-    free(fx->cache);
+    env_fixture_close(fx->base, fx->cache, &fx->loop);
     free(fx);
     return 0;
 }

@@ -10,11 +10,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "executor.h"
@@ -984,7 +986,8 @@ static void test_python_prefix_outside_usr_is_bound_read_only(void **state)
     rmdir(dir);
 }
 
-static int count_cmdline_with(const char *token)
+/* The processes whose command line holds token (zombies have none), up to max of them. */
+static int pids_with_cmdline(const char *token, pid_t *pids, int max)
 {
     DIR *d = opendir("/proc");
     assert_non_null(d);
@@ -1002,10 +1005,27 @@ static int count_cmdline_with(const char *token)
         for (ssize_t i = 0; i < len; i++)
             if (!buf[i]) buf[i] = ' ';
         buf[len] = 0;
-        if (strstr(buf, token)) n++;
+        if (strstr(buf, token) && n < max) pids[n++] = (pid_t)strtol(e->d_name, NULL, 10);
     }
     closedir(d);
     return n;
+}
+
+/* Waits up to timeout_ms for every process whose command line holds token to exit: a pidfd
+ * becomes readable when its process exits, whether or not it is our child (each gets up to
+ * timeout_ms). Returns how many are left. */
+static int wait_gone_with(const char *token, int timeout_ms)
+{
+    pid_t pids[16];
+    int n = pids_with_cmdline(token, pids, 16);
+    for (int i = 0; i < n; i++) {
+        int pfd = (int)syscall(SYS_pidfd_open, pids[i], 0);
+        if (pfd < 0) continue; /* gone already (ESRCH) */
+        struct pollfd p = {.fd = pfd, .events = POLLIN};
+        (void)poll(&p, 1, timeout_ms);
+        close(pfd);
+    }
+    return pids_with_cmdline(token, pids, 16);
 }
 
 /* root: namespaces without a user namespace; an ordinary user: the Landlock-only mode */
@@ -1046,12 +1066,7 @@ static void test_without_user_namespace_still_confines(void **state)
     assert_string_equal((char *)c.out, "True True\nx\nsecret True\n");
     assert_int_equal(c.sandbox, EXEC_SANDBOX_DEGRADED);
     /* the setsid grandchild did not survive the run */
-    int left = 1;
-    for (int i = 0; i < 60 && left; i++) {
-        left = count_cmdline_with(token);
-        if (left) usleep(50000);
-    }
-    assert_int_equal(left, 0);
+    assert_int_equal(wait_gone_with(token, 3000), 0);
     exec_pool_free(pool);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);

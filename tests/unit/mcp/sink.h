@@ -1,5 +1,6 @@
 /* sink.h - the transport the session tests use: every message a session sends, parsed and kept
- * in order. Header-only (static inline); include it after <cmocka.h> and "mcp.h". */
+ * in order, and their shared teardown. Header-only (static inline); include it after <cmocka.h> and
+ * "mcp.h". */
 #ifndef PTC_TEST_MCP_SINK_H
 #define PTC_TEST_MCP_SINK_H
 
@@ -27,6 +28,20 @@ static inline void sink_clear(sink_t *s)
     for (size_t i = 0; i < s->n; i++)
         cJSON_Delete(s->msgs[i]);
     s->n = 0;
+}
+
+/* The teardown the session tests share: frees the sessions (b and sb may be NULL), lets the
+ * loop finish what they left, frees the server, closes the loop and empties the sinks. */
+static inline void sink_sessions_close(uv_loop_t *loop, mcp_server_t *srv, mcp_session_t *a,
+                                       sink_t *sa, mcp_session_t *b, sink_t *sb)
+{
+    mcp_session_free(a);
+    if (b != NULL) mcp_session_free(b);
+    uv_run(loop, UV_RUN_DEFAULT);
+    mcp_server_free(srv);
+    assert_int_equal(uv_loop_close(loop), 0);
+    sink_clear(sa);
+    if (sb != NULL) sink_clear(sb);
 }
 
 #endif

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "mcp.h"
+#include "client_wait.h"
 
 #define FMT(buf, n, ...) assert_true((size_t)snprintf(buf, n, __VA_ARGS__) < (n))
 /* A guard against a hang, not a speed assertion. */
@@ -97,34 +98,9 @@ static int teardown(void **state)
     return 0;
 }
 
-typedef struct waiter {
-    bool (*pred)(void *);
-    void *arg;
-} waiter_t;
-
-static void on_prepare(uv_prepare_t *h)
-{
-    waiter_t *w = h->data;
-    if (w->pred(w->arg)) uv_stop(h->loop);
-}
-
 static void run_until(env_t *e, bool (*pred)(void *), void *arg)
 {
-    waiter_t w = {pred, arg};
-    uv_prepare_t prep;
-    uv_prepare_init(&e->loop, &prep);
-    prep.data = &w;
-    uv_prepare_start(&prep, on_prepare);
-    uv_ref((uv_handle_t *)&e->guard);
-    while (!pred(arg) && !e->guard_fired)
-        uv_run(&e->loop, UV_RUN_DEFAULT);
-    uv_unref((uv_handle_t *)&e->guard);
-    uv_close((uv_handle_t *)&prep, NULL);
-    uv_run(&e->loop, UV_RUN_NOWAIT);
-    if (e->guard_fired) {
-        fflush(e->logf);
-        fail_msg("gave up waiting; log:\n%s", e->logbuf != NULL ? e->logbuf : "");
-    }
+    client_run_until(&e->loop, &e->guard, &e->guard_fired, e->logf, &e->logbuf, pred, arg);
 }
 
 static void on_state(mcp_client_t *c, mcp_client_state_t st, const char *reason, void *data)

@@ -76,11 +76,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     env_t *e = *state;
-    mcp_session_free(e->sess);
-    uv_run(&e->loop, UV_RUN_DEFAULT);
-    mcp_server_free(e->srv);
-    assert_int_equal(uv_loop_close(&e->loop), 0);
-    sink_clear(&e->sink);
+    sink_sessions_close(&e->loop, e->srv, e->sess, &e->sink, NULL, NULL);
     free(e);
     return 0;
 }

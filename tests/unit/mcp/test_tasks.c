@@ -105,13 +105,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     env_t *e = *state;
-    mcp_session_free(e->a);
-    mcp_session_free(e->b);
-    uv_run(&e->loop, UV_RUN_DEFAULT);
-    mcp_server_free(e->srv);
-    assert_int_equal(uv_loop_close(&e->loop), 0);
-    sink_clear(&e->sa);
-    sink_clear(&e->sb);
+    sink_sessions_close(&e->loop, e->srv, e->a, &e->sa, e->b, &e->sb);
     free(e);
     return 0;
 }

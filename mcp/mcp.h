@@ -907,6 +907,23 @@ int mcp_client_pid(const mcp_client_t *c);
 /** Number of times the child was spawned (http: a session was begun) since mcp_client_new. */
 unsigned mcp_client_spawn_count(const mcp_client_t *c);
 
+/* A set of clients (one per --config server), held in the caller's array of n. */
+/** The client of that name in the set, or NULL. */
+mcp_client_t *mcp_clients_find(mcp_client_t *const *clients, size_t n, const char *name);
+/** One line per client, "name: state, N tools[; reason]\n", into buf (truncated to size, always
+ *  terminated when size > 0); returns the length the whole text needs. */
+size_t mcp_clients_status(mcp_client_t *const *clients, size_t n, char *buf, size_t size);
+/** The same as a JSON array of {name, state, tools, reason?} (caller frees), NULL on ENOMEM. */
+cJSON *mcp_clients_status_json(mcp_client_t *const *clients, size_t n);
+/** How many clients of the set are in state. */
+size_t mcp_clients_count_in(mcp_client_t *const *clients, size_t n, mcp_client_state_t state);
+/** True when every client is READY or FAILED (none still starting or stopped). */
+bool mcp_clients_settled(mcp_client_t *const *clients, size_t n);
+/** How many are STARTING; their names, ", "-separated, into buf (truncated to size). */
+size_t mcp_clients_starting(mcp_client_t *const *clients, size_t n, char *buf, size_t size);
+/** "server NAME cannot take the call (STATE[: reason]): ERROR" for a call c refused with rc. */
+void mcp_client_refusal(const mcp_client_t *c, int rc, char *buf, size_t size);
+
 /**
  * Sets the roots answered to roots/list (a JSON array of Root objects; borrowed, copied; NULL
  * means none) and sends notifications/roots/list_changed when opts declared roots.

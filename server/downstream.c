@@ -36,9 +36,7 @@ void ptc_downstream_disown(ptc_downstream_owner_t *o)
 
 mcp_client_t *ptc__downstream_find_client(const ptc_downstream_t *d, const char *server)
 {
-    for (size_t i = 0; i < d->n_clients; i++)
-        if (strcmp(mcp_client_name(d->clients[i]), server) == 0) return d->clients[i];
-    return NULL;
+    return mcp_clients_find(d->clients, d->n_clients, server);
 }
 
 /* --- requests downstream servers send us ---------------------------------------------------- */
@@ -404,48 +402,21 @@ void ptc_downstream_expose(ptc_downstream_t *d, mcp_server_t *srv)
 
 size_t ptc_downstream_status(const ptc_downstream_t *d, char *buf, size_t size)
 {
-    size_t used = 0;
-    if (size > 0) buf[0] = '\0';
-    for (size_t i = 0; d != NULL && i < d->n_clients; i++) {
-        const char *reason = NULL;
-        mcp_client_state_t st = mcp_client_state(d->clients[i], &reason);
-        const cJSON *tools = mcp_client_tools(d->clients[i]);
-        int n = snprintf(buf + used, used < size ? size - used : 0, "%s: %s, %d tools%s%s\n",
-                         mcp_client_name(d->clients[i]), mcp_client_state_name(st),
-                         tools ? cJSON_GetArraySize(tools) : 0, reason ? "; " : "",
-                         reason ? reason : "");
-        if (n > 0) used += (size_t)n;
+    if (d == NULL) {
+        if (size > 0) buf[0] = '\0';
+        return 0;
     }
-    return used;
+    return mcp_clients_status(d->clients, d->n_clients, buf, size);
 }
 
 cJSON *ptc_downstream_status_json(const ptc_downstream_t *d)
 {
-    cJSON *arr = cJSON_CreateArray();
-    for (size_t i = 0; arr != NULL && d != NULL && i < d->n_clients; i++) {
-        const char *reason = NULL;
-        mcp_client_state_t st = mcp_client_state(d->clients[i], &reason);
-        const cJSON *tools = mcp_client_tools(d->clients[i]);
-        cJSON *o = cJSON_CreateObject();
-        if (o == NULL || !cJSON_AddItemToArray(arr, o) ||
-            !cJSON_AddStringToObject(o, "name", mcp_client_name(d->clients[i])) ||
-            !cJSON_AddStringToObject(o, "state", mcp_client_state_name(st)) ||
-            !cJSON_AddNumberToObject(o, "tools", tools ? cJSON_GetArraySize(tools) : 0) ||
-            (reason && !cJSON_AddStringToObject(o, "reason", reason))) {
-            if (o != NULL && cJSON_GetArraySize(arr) == 0) cJSON_Delete(o);
-            cJSON_Delete(arr);
-            return NULL;
-        }
-    }
-    return arr;
+    return d ? mcp_clients_status_json(d->clients, d->n_clients) : cJSON_CreateArray();
 }
 
 void ptc_downstream_refusal(mcp_client_t *c, int rc, char *buf, size_t size)
 {
-    const char *reason = NULL;
-    mcp_client_state_t st = mcp_client_state(c, &reason);
-    snprintf(buf, size, "server %s cannot take the call (%s%s%s): %s", mcp_client_name(c),
-             mcp_client_state_name(st), reason ? ": " : "", reason ? reason : "", mcp_strerror(rc));
+    mcp_client_refusal(c, rc, buf, size);
 }
 
 mcp_client_t *ptc_downstream_client(const ptc_downstream_t *d, const char *server)
@@ -455,10 +426,7 @@ mcp_client_t *ptc_downstream_client(const ptc_downstream_t *d, const char *serve
 
 size_t ptc_downstream_failed(const ptc_downstream_t *d)
 {
-    size_t n = 0;
-    for (size_t i = 0; d != NULL && i < d->n_clients; i++)
-        n += mcp_client_state(d->clients[i], NULL) == MCP_CLIENT_FAILED;
-    return n;
+    return d ? mcp_clients_count_in(d->clients, d->n_clients, MCP_CLIENT_FAILED) : 0;
 }
 
 size_t ptc_downstream_count(const ptc_downstream_t *d)
@@ -468,11 +436,7 @@ size_t ptc_downstream_count(const ptc_downstream_t *d)
 
 bool ptc_downstream_settled(const ptc_downstream_t *d)
 {
-    for (size_t i = 0; d != NULL && i < d->n_clients; i++) {
-        mcp_client_state_t st = mcp_client_state(d->clients[i], NULL);
-        if (st != MCP_CLIENT_READY && st != MCP_CLIENT_FAILED) return false;
-    }
-    return true;
+    return d ? mcp_clients_settled(d->clients, d->n_clients) : true;
 }
 
 void ptc_downstream_stop(ptc_downstream_t *d)
@@ -507,16 +471,11 @@ void ptc_downstream_free(ptc_downstream_t *d)
 
 size_t ptc_downstream_starting(const ptc_downstream_t *d, char *buf, size_t size)
 {
-    size_t n = 0, used = 0;
-    if (size > 0) buf[0] = '\0';
-    for (size_t i = 0; d != NULL && i < d->n_clients; i++) {
-        if (mcp_client_state(d->clients[i], NULL) != MCP_CLIENT_STARTING) continue;
-        int k = snprintf(buf + used, used < size ? size - used : 0, "%s%s", n ? ", " : "",
-                         mcp_client_name(d->clients[i]));
-        if (k > 0) used += (size_t)k;
-        n++;
+    if (d == NULL) {
+        if (size > 0) buf[0] = '\0';
+        return 0;
     }
-    return n;
+    return mcp_clients_starting(d->clients, d->n_clients, buf, size);
 }
 
 bool ptc_downstream_packaged(const ptc_downstream_t *d, const cJSON *modules)

@@ -1,0 +1,91 @@
+/* clients.c - questions asked of a set of downstream clients at once (a server's --config
+ * servers): their states as text or JSON, how many failed or are starting, one by name. The
+ * set is the caller's array: this file keeps nothing. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+mcp_client_t *mcp_clients_find(mcp_client_t *const *clients, size_t n, const char *name)
+{
+    for (size_t i = 0; name != NULL && i < n; i++)
+        if (strcmp(mcp_client_name(clients[i]), name) == 0) return clients[i];
+    return NULL;
+}
+
+size_t mcp_clients_status(mcp_client_t *const *clients, size_t n, char *buf, size_t size)
+{
+    size_t used = 0;
+    if (size > 0) buf[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        const char *reason = NULL;
+        mcp_client_state_t st = mcp_client_state(clients[i], &reason);
+        const cJSON *tools = mcp_client_tools(clients[i]);
+        int k = snprintf(buf + used, used < size ? size - used : 0, "%s: %s, %d tools%s%s\n",
+                         mcp_client_name(clients[i]), mcp_client_state_name(st),
+                         tools ? cJSON_GetArraySize(tools) : 0, reason ? "; " : "",
+                         reason ? reason : "");
+        if (k > 0) used += (size_t)k;
+    }
+    return used;
+}
+
+cJSON *mcp_clients_status_json(mcp_client_t *const *clients, size_t n)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        const char *reason = NULL;
+        mcp_client_state_t st = mcp_client_state(clients[i], &reason);
+        const cJSON *tools = mcp_client_tools(clients[i]);
+        cJSON *o = cJSON_CreateObject();
+        if (o == NULL || !cJSON_AddItemToArray(arr, o) ||
+            !cJSON_AddStringToObject(o, "name", mcp_client_name(clients[i])) ||
+            !cJSON_AddStringToObject(o, "state", mcp_client_state_name(st)) ||
+            !cJSON_AddNumberToObject(o, "tools", tools ? cJSON_GetArraySize(tools) : 0) ||
+            (reason && !cJSON_AddStringToObject(o, "reason", reason))) {
+            if (o != NULL && cJSON_GetArraySize(arr) == 0) cJSON_Delete(o);
+            cJSON_Delete(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+size_t mcp_clients_count_in(mcp_client_t *const *clients, size_t n, mcp_client_state_t state)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += mcp_client_state(clients[i], NULL) == state;
+    return k;
+}
+
+bool mcp_clients_settled(mcp_client_t *const *clients, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        mcp_client_state_t st = mcp_client_state(clients[i], NULL);
+        if (st != MCP_CLIENT_READY && st != MCP_CLIENT_FAILED) return false;
+    }
+    return true;
+}
+
+size_t mcp_clients_starting(mcp_client_t *const *clients, size_t n, char *buf, size_t size)
+{
+    size_t k = 0, used = 0;
+    if (size > 0) buf[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (mcp_client_state(clients[i], NULL) != MCP_CLIENT_STARTING) continue;
+        int w = snprintf(buf + used, used < size ? size - used : 0, "%s%s", k ? ", " : "",
+                         mcp_client_name(clients[i]));
+        if (w > 0) used += (size_t)w;
+        k++;
+    }
+    return k;
+}
+
+void mcp_client_refusal(const mcp_client_t *c, int rc, char *buf, size_t size)
+{
+    const char *reason = NULL;
+    mcp_client_state_t st = mcp_client_state(c, &reason);
+    snprintf(buf, size, "server %s cannot take the call (%s%s%s): %s", mcp_client_name(c),
+             mcp_client_state_name(st), reason ? ": " : "", reason ? reason : "", mcp_strerror(rc));
+}

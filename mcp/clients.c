@@ -4,6 +4,7 @@
 #include "internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 mcp_client_t *mcp_clients_find(mcp_client_t *const *clients, size_t n, const char *name)
@@ -88,4 +89,39 @@ void mcp_client_refusal(const mcp_client_t *c, int rc, char *buf, size_t size)
     mcp_client_state_t st = mcp_client_state(c, &reason);
     snprintf(buf, size, "server %s cannot take the call (%s%s%s): %s", mcp_client_name(c),
              mcp_client_state_name(st), reason ? ": " : "", reason ? reason : "", mcp_strerror(rc));
+}
+
+int mcp_clients_start_all(uv_loop_t *loop, const mcp_downstream_config_t *cfg,
+                          const mcp_client_opts_t *opts, const mcp_client_hooks_t *hooks,
+                          const mcp_logger_t *lg, mcp_client_t ***out, size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (cfg->n_servers == 0) return MCP_OK;
+    mcp_client_t **clients = calloc(cfg->n_servers, sizeof *clients);
+    if (clients == NULL) return MCP_ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < cfg->n_servers; i++) {
+        mcp_client_t *c = NULL;
+        /* One broken entry never keeps the others from starting. */
+        int rc = mcp_client_new(loop, &cfg->servers[i], opts, hooks, lg, &c);
+        if (rc < 0) {
+            mcp_log(lg, MCP_LOG_ERROR, "server %s: %s", cfg->servers[i].name, mcp_strerror(rc));
+            continue;
+        }
+        clients[n++] = c;
+        if ((rc = mcp_client_start(c)) < 0)
+            mcp_log(lg, MCP_LOG_ERROR, "server %s: cannot start: %s", cfg->servers[i].name,
+                    mcp_strerror(rc));
+    }
+    *out = clients;
+    *n_out = n;
+    return MCP_OK;
+}
+
+void mcp_clients_free(mcp_client_t **clients, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        mcp_client_free(clients[i]);
+    free(clients);
 }

@@ -921,6 +921,14 @@ size_t mcp_clients_count_in(mcp_client_t *const *clients, size_t n, mcp_client_s
 bool mcp_clients_settled(mcp_client_t *const *clients, size_t n);
 /** How many are STARTING; their names, ", "-separated, into buf (truncated to size). */
 size_t mcp_clients_starting(mcp_client_t *const *clients, size_t n, char *buf, size_t size);
+/** Creates a client for every entry of cfg and starts it (borrows loop, opts, hooks and lg as
+ *  mcp_client_new does); an entry that cannot be created or started is logged and the others
+ *  go on. *out (free with mcp_clients_free) gets the *n_out created; MCP_ENOMEM otherwise. */
+int mcp_clients_start_all(uv_loop_t *loop, const mcp_downstream_config_t *cfg,
+                          const mcp_client_opts_t *opts, const mcp_client_hooks_t *hooks,
+                          const mcp_logger_t *lg, mcp_client_t ***out, size_t *n_out);
+/** Frees every client of the set (as mcp_client_free) and the array. */
+void mcp_clients_free(mcp_client_t **clients, size_t n);
 /** "server NAME cannot take the call (STATE[: reason]): ERROR" for a call c refused with rc. */
 void mcp_client_refusal(const mcp_client_t *c, int rc, char *buf, size_t size);
 

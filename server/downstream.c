@@ -346,12 +346,6 @@ int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger
         mcp_log(lg, MCP_LOG_WARNING, "no HTTP client: http servers in --config will fail");
         d->http = NULL;
     }
-    d->clients = calloc(d->cfg.n_servers, sizeof *d->clients);
-    if (d->clients == NULL) {
-        ptc_downstream_free(d);
-        *out = NULL;
-        return MCP_ENOMEM;
-    }
     mcp_client_opts_t co;
     mcp_client_opts_default(&co);
     co.http = d->http;
@@ -366,18 +360,10 @@ int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger
     for (size_t i = 0, k = 0; i < 3; i++)
         if (withheld[i] != NULL && withheld[i][0] != '\0') kept[k++] = withheld[i];
     co.withheld_env = kept;
-    for (size_t i = 0; i < d->cfg.n_servers; i++) {
-        mcp_client_t *c = NULL;
-        /* One broken entry never keeps the others from starting. */
-        int rc = mcp_client_new(loop, &d->cfg.servers[i], &co, &d->hooks, lg, &c);
-        if (rc < 0) {
-            mcp_log(lg, MCP_LOG_ERROR, "server %s: %s", d->cfg.servers[i].name, mcp_strerror(rc));
-            continue;
-        }
-        d->clients[d->n_clients++] = c;
-        if ((rc = mcp_client_start(c)) < 0)
-            mcp_log(lg, MCP_LOG_ERROR, "server %s: cannot start: %s", d->cfg.servers[i].name,
-                    mcp_strerror(rc));
+    if (mcp_clients_start_all(loop, &d->cfg, &co, &d->hooks, lg, &d->clients, &d->n_clients) < 0) {
+        ptc_downstream_free(d);
+        *out = NULL;
+        return MCP_ENOMEM;
     }
     return MCP_OK;
 }
@@ -458,9 +444,7 @@ void ptc_downstream_free(ptc_downstream_t *d)
     /* Every call has finished by now, and with it its notes; this frees what a leak left. */
     while (d->owners != NULL)
         ptc_downstream_disown(d->owners);
-    for (size_t i = 0; i < d->n_clients; i++)
-        mcp_client_free(d->clients[i]);
-    free(d->clients);
+    mcp_clients_free(d->clients, d->n_clients);
     for (size_t i = 0; i < d->n_exposed; i++)
         ptc__downstream_exposed_free(d->exposed[i]);
     free(d->exposed);

@@ -1,11 +1,13 @@
 /* The questions asked of a set of downstream clients (mcp_clients_*): two clients that were
- * never started, then one http client started without an HTTP client, which fails at once. */
+ * never started, then one http client started without an HTTP client, which fails at once,
+ * and a set created and started from the config. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,11 +160,41 @@ static void test_http_without_client_fails(void **state)
     assert_string_equal(buf, line);
 }
 
+/* Every entry gets a client, started at once; the http one without an HTTP client fails. */
+static void test_start_all(void **state)
+{
+    env_t *e = *state;
+    mcp_client_opts_t co;
+    mcp_client_opts_default(&co);
+    mcp_client_t **set = NULL;
+    size_t n = 0;
+    assert_int_equal(mcp_clients_start_all(&e->loop, &e->cfg, &co, &e->hooks, &e->lg, &set, &n),
+                     MCP_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(mcp_clients_count_in(set, n, MCP_CLIENT_STOPPED), 0);
+    mcp_client_t *beta = mcp_clients_find(set, n, "beta");
+    assert_non_null(beta);
+    for (int i = 0; i < 100 && mcp_client_state(beta, NULL) == MCP_CLIENT_STARTING; i++)
+        uv_run(&e->loop, UV_RUN_NOWAIT);
+    assert_int_equal(mcp_client_state(beta, NULL), MCP_CLIENT_FAILED);
+    mcp_clients_free(set, n);
+
+    mcp_downstream_config_t none = {0};
+    assert_int_equal(mcp_clients_start_all(&e->loop, &none, &co, &e->hooks, &e->lg, &set, &n),
+                     MCP_OK);
+    assert_null(set);
+    assert_int_equal(n, 0);
+}
+
 int main(void)
 {
+    /* alpha ("true") exits while its client writes the handshake: as in ptc-mcp, a write to
+     * a closed pipe is an error code, not a signal. */
+    signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_never_started, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_without_client_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_start_all, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /*
- * base.h - the small pieces every library of ptc-mcp needs once: a growable byte buffer with a
- * hard cap, a file reader with a size cap, UTF-8 checks (validate, sanitise, cut at a
- * character boundary), strict decimal numbers and a flag table (command line, config object and
+ * base.h - the small pieces every library of ptc-mcp needs once: a growable byte buffer and a
+ * growable array, each with a hard cap, a file reader with a size cap, UTF-8 checks (validate,
+ * sanitise, cut at a character boundary), strict decimal numbers and a flag table (command line,
+ * config object and
  * --help from one table). No I/O but the file reader and the flags' messages; no global
  * state; thread-safe per object.
  *
@@ -132,6 +133,17 @@ const char *ptc_buf_cstr(const ptc_buf_t *b);
 /** Hands the bytes over (caller frees; "" allocated when empty) and empties the buffer; NULL
  *  after a failure (the bytes are freed) or on ENOMEM. *len (may be NULL) gets the length. */
 char *ptc_buf_take(ptc_buf_t *b, size_t *len);
+
+/* ---- the capped growable array ---------------------------------------------------------- */
+
+/**
+ * Makes room for need elements of elem bytes in the array whose pointer is at pv (a T **, the
+ * pointer NULL while *cap is 0) and whose capacity, in elements, is *cap: it grows by doubling
+ * from 16, never past max elements. 0 (room already, or grown); PTC_ETOOBIG when need > max or
+ * need * elem overflows; PTC_ENOMEM; PTC_EINVAL for a NULL pv or cap or a zero elem. On failure
+ * the array and *cap are unchanged.
+ */
+int ptc_array_reserve(void *pv, size_t *cap, size_t need, size_t elem, size_t max);
 
 /* ---- files ------------------------------------------------------------------------------- */
 

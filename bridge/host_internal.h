@@ -16,7 +16,7 @@ typedef struct bh_call bh_call_t;
 
 typedef struct bh_patterns {
     char **pat;
-    size_t n;
+    size_t n, cap;
 } bh_patterns_t;
 
 struct ptc_bridge_host {

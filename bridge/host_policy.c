@@ -27,6 +27,7 @@ void ptc__bh_patterns_free(bh_patterns_t *p)
     free(p->pat);
     p->pat = NULL;
     p->n = 0;
+    p->cap = 0;
 }
 
 /* Splits "a*, b__c" into trimmed, non-empty patterns. */
@@ -51,10 +52,10 @@ int ptc__bh_patterns_parse(const char *list, bh_patterns_t *p, const char *flag,
                 ptc__bh_patterns_free(p);
                 return PTC_BRIDGE_EINVAL;
             }
-            char **np = realloc(p->pat, (p->n + 1) * sizeof *np);
-            char *one = np != NULL ? malloc((size_t)(b - a) + 1) : NULL;
-            if (np != NULL) p->pat = np;
-            if (one == NULL) {
+            int grown = ptc_array_reserve(&p->pat, &p->cap, p->n + 1, sizeof *p->pat,
+                                          PTC_BRIDGE_PATTERNS_MAX);
+            char *one = grown == 0 ? malloc((size_t)(b - a) + 1) : NULL;
+            if (one == NULL) { /* n < PTC_BRIDGE_PATTERNS_MAX: only ENOMEM is left */
                 ptc__bh_patterns_free(p);
                 ptc__bh_msg(msg, msg_size, "out of memory");
                 return PTC_BRIDGE_ENOMEM;

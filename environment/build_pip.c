@@ -119,13 +119,7 @@ static char *list_installed(const char *site)
         if (len <= 10 || strcmp(e->d_name + len - 10, ".dist-info") != 0) continue;
         char *dash = strchr(e->d_name, '-');
         if (dash == NULL) continue;
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 32;
-            char **t = realloc(names, nc * sizeof *t);
-            if (t == NULL) break;
-            names = t;
-            cap = nc;
-        }
+        if (ptc_array_reserve(&names, &cap, n + 1, sizeof *names, SIZE_MAX) < 0) break;
         char *s = strndup(e->d_name, len - 10);
         if (s == NULL) break;
         /* "python_dateutil-2.9.0" -> "python-dateutil 2.9.0": the name as PEP 503 spells it */

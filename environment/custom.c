@@ -47,13 +47,9 @@ static int add_file(walk_t *w, const char *rel, const char *src, uint64_t size)
                  ENV_MAX_CUSTOM_FILES, (unsigned long long)(ENV_MAX_CUSTOM_BYTES >> 20), src);
         return ENV_ETOOBIG;
     }
-    if (w->n == w->cap) {
-        size_t nc = w->cap ? w->cap * 2 : 16;
-        file_ent_t *t = realloc(w->files, nc * sizeof *t);
-        if (t == NULL) return ENV_ENOMEM;
-        w->files = t;
-        w->cap = nc;
-    }
+    /* n < ENV_MAX_CUSTOM_FILES (checked above): only ENOMEM is left. */
+    if (ptc_array_reserve(&w->files, &w->cap, w->n + 1, sizeof *w->files, ENV_MAX_CUSTOM_FILES) < 0)
+        return ENV_ENOMEM;
     file_ent_t *f = &w->files[w->n];
     f->rel = strdup(rel);
     f->src = strdup(src);

@@ -52,16 +52,14 @@ void exec__files_rx_free(struct exec__files_rx *rx)
 
 static int push(struct exec__files_rx *rx)
 {
-    if (rx->n_files == rx->cap_files) {
-        size_t cap = rx->cap_files ? rx->cap_files * 2 : 8;
-        exec_file_t *f = realloc(rx->files, cap * sizeof *f);
-        if (!f) return EXEC_ENOMEM;
-        rx->files = f;
-        struct exec__owned *o = realloc(rx->owned, cap * sizeof *o);
-        if (!o) return EXEC_ENOMEM;
-        rx->owned = o;
-        rx->cap_files = cap;
-    }
+    /* Two arrays of one capacity: both grow from the same cap to the same size, and cap_files
+     * moves only when both did. No cap but memory, as before; the codes are base's. */
+    size_t cap_f = rx->cap_files, cap_o = rx->cap_files;
+    int rc = ptc_array_reserve(&rx->files, &cap_f, rx->n_files + 1, sizeof *rx->files, SIZE_MAX);
+    if (rc == 0)
+        rc = ptc_array_reserve(&rx->owned, &cap_o, rx->n_files + 1, sizeof *rx->owned, SIZE_MAX);
+    if (rc < 0) return rc;
+    rx->cap_files = cap_o;
     rx->owned[rx->n_files] = (struct exec__owned){rx->cur_name, rx->cur_data};
     rx->cur.name = rx->cur_name;
     rx->cur.data = rx->cur_data;

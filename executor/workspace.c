@@ -539,13 +539,10 @@ static void on_ends(uv_timer_t *t)
 
 int exec_ws_owner_ended(exec_workspace_t *ws, const unsigned char *owner)
 {
-    if (ws->n_ends == ws->cap_ends) {
-        size_t cap = ws->cap_ends ? 2 * ws->cap_ends : 8;
-        unsigned char(*v)[EXEC_OWNER_BYTES] = realloc(ws->ends, cap * sizeof *v);
-        if (v == NULL) return EXEC_ENOMEM;
-        ws->ends = v;
-        ws->cap_ends = cap;
-    }
+    /* No cap but memory, as before; the codes are base's (EXEC_ENOMEM is PTC_ENOMEM). */
+    int rc =
+        ptc_array_reserve(&ws->ends, &ws->cap_ends, ws->n_ends + 1, sizeof *ws->ends, SIZE_MAX);
+    if (rc < 0) return rc;
     memcpy(ws->ends[ws->n_ends++], owner, EXEC_OWNER_BYTES);
     uv_timer_start(ws->ends_timer, on_ends, 0, 0);
     return EXEC_OK;

@@ -57,13 +57,9 @@ mcp__entry_t *mcp__table_find(const mcp__table_t *t, const char *key)
 int mcp__table_insert(mcp__table_t *t, mcp__entry_t *e)
 {
     if (mcp__table_find(t, e->key) != NULL) return MCP_EINVAL;
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 16;
-        mcp__entry_t **nv = realloc(t->v, cap * sizeof *nv);
-        if (nv == NULL) return MCP_ENOMEM;
-        t->v = nv;
-        t->cap = cap;
-    }
+    /* No cap but memory, as before; the codes are base's (MCP_ENOMEM is PTC_ENOMEM). */
+    int rc = ptc_array_reserve(&t->v, &t->cap, t->n + 1, sizeof *t->v, SIZE_MAX);
+    if (rc < 0) return rc;
     size_t at = lower_bound(t, e->key, true);
     memmove(t->v + at + 1, t->v + at, (t->n - at) * sizeof *t->v);
     t->v[at] = e;

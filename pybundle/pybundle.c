@@ -124,13 +124,9 @@ static bool names_has(const names_t *ns, const char *s)
 
 static int names_add(names_t *ns, const char *s)
 {
-    if (ns->n == ns->cap) {
-        size_t cap = ns->cap ? ns->cap * 2 : 16;
-        char **nv = realloc(ns->v, cap * sizeof *nv);
-        if (!nv) return PTC_PYBUNDLE_ENOMEM;
-        ns->v = nv;
-        ns->cap = cap;
-    }
+    /* No cap but memory, as before; the codes are base's (PTC_PYBUNDLE_ENOMEM is PTC_ENOMEM). */
+    int rc = ptc_array_reserve(&ns->v, &ns->cap, ns->n + 1, sizeof *ns->v, SIZE_MAX);
+    if (rc < 0) return rc;
     ns->v[ns->n] = strdup(s);
     if (!ns->v[ns->n]) return PTC_PYBUNDLE_ENOMEM;
     ns->n++;

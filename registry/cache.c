@@ -278,15 +278,9 @@ static void collect(void *data, const char *path, const struct stat *st)
 {
     victims_t *vs = data;
     if (vs->err) return;
-    if (vs->n == vs->cap) {
-        size_t cap = vs->cap ? vs->cap * 2 : 256;
-        victim_t *v = realloc(vs->v, cap * sizeof *v);
-        if (v == NULL) {
-            vs->err = 1;
-            return;
-        }
-        vs->v = v;
-        vs->cap = cap;
+    if (ptc_array_reserve(&vs->v, &vs->cap, vs->n + 1, sizeof *vs->v, SIZE_MAX) < 0) {
+        vs->err = 1; /* no cap but memory, as before */
+        return;
     }
     char *p = reg__strdup(path);
     if (p == NULL) {

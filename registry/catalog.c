@@ -52,13 +52,10 @@ static int server_ref(reg_catalog_t *cat, const char *server)
         cat->servers[i].count++;
         return REG_OK;
     }
-    if (cat->nservers == cat->servers_cap) {
-        size_t cap = cat->servers_cap ? cat->servers_cap * 2 : 16;
-        server_count_t *a = realloc(cat->servers, cap * sizeof *a);
-        if (a == NULL) return REG_ENOMEM;
-        cat->servers = a;
-        cat->servers_cap = cap;
-    }
+    /* No cap but memory, as before; the codes are base's (REG_ENOMEM is PTC_ENOMEM). */
+    int rc = ptc_array_reserve(&cat->servers, &cat->servers_cap, cat->nservers + 1,
+                               sizeof *cat->servers, SIZE_MAX);
+    if (rc < 0) return rc;
     char *name = reg__strdup(server);
     if (name == NULL) return REG_ENOMEM;
     if (reg__map_put(&cat->by_server, name, cat->nservers) < 0) {
@@ -272,13 +269,10 @@ static int add_checked(reg_catalog_t *cat, const char *server, const cJSON *tool
 {
     if (server == NULL) server = str_member(tool, "server");
     if (cat->n >= REG_CATALOG_MAX) return REG_ETOOBIG;
-    if (cat->n == cat->cap) {
-        size_t cap = cat->cap ? cat->cap * 2 : 64;
-        tool_t **a = realloc(cat->tools, cap * sizeof *a);
-        if (a == NULL) return REG_ENOMEM;
-        cat->tools = a;
-        cat->cap = cap;
-    }
+    /* n < REG_CATALOG_MAX (checked above): only ENOMEM is left (REG_ENOMEM is PTC_ENOMEM). */
+    int grown =
+        ptc_array_reserve(&cat->tools, &cat->cap, cat->n + 1, sizeof *cat->tools, REG_CATALOG_MAX);
+    if (grown < 0) return grown;
     const char *name = str_member(tool, "name");
     char base[REG_ID_MAX + 1], id[REG_ID_MAX + 1];
     reg_make_id(server, name, base);

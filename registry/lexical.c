@@ -31,13 +31,9 @@ typedef struct feats {
 
 static int feats_push(feats_t *f, uint64_t h)
 {
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 64;
-        uint64_t *p = realloc(f->h, cap * sizeof *p);
-        if (p == NULL) return REG_ENOMEM;
-        f->h = p;
-        f->cap = cap;
-    }
+    /* No cap but memory, as before; the codes are base's (REG_ENOMEM is PTC_ENOMEM). */
+    int rc = ptc_array_reserve(&f->h, &f->cap, f->n + 1, sizeof *f->h, SIZE_MAX);
+    if (rc < 0) return rc;
     f->h[f->n++] = h ? h : 1; /* 0 marks an empty slot in the df table */
     return REG_OK;
 }

@@ -17,13 +17,9 @@
 
 static int own(reg_model_t *m, void *p)
 {
-    if (m->n_owned == m->cap_owned) {
-        size_t cap = m->cap_owned ? m->cap_owned * 2 : 64;
-        void **n = realloc(m->owned, cap * sizeof *n);
-        if (n == NULL) return REG_MODEL_ENOMEM;
-        m->owned = n;
-        m->cap_owned = cap;
-    }
+    /* No cap but memory, as before. */
+    if (ptc_array_reserve(&m->owned, &m->cap_owned, m->n_owned + 1, sizeof *m->owned, SIZE_MAX) < 0)
+        return REG_MODEL_ENOMEM;
     m->owned[m->n_owned++] = p;
     return REG_MODEL_OK;
 }

@@ -157,13 +157,10 @@ static int pend_push(reg_registry_t *r, const char *id)
             r->pend_n -= r->pend_head;
             r->pend_head = 0;
         }
-        if (r->pend_n == r->pend_cap) {
-            size_t cap = r->pend_cap ? r->pend_cap * 2 : 64;
-            char **p = realloc(r->pend, cap * sizeof *p);
-            if (p == NULL) return REG_ENOMEM;
-            r->pend = p;
-            r->pend_cap = cap;
-        }
+        /* No cap but memory, as before; the codes are base's (REG_ENOMEM is PTC_ENOMEM). */
+        int rc =
+            ptc_array_reserve(&r->pend, &r->pend_cap, r->pend_n + 1, sizeof *r->pend, SIZE_MAX);
+        if (rc < 0) return rc;
     }
     char *copy = reg__strdup(id);
     if (copy == NULL) return REG_ENOMEM;

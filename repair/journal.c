@@ -155,15 +155,10 @@ unsigned ptc_journal_occurrence(ptc_journal_t *j, const char *key)
         j->lost = true;
         return 0;
     }
-    if (j->n_counters == j->cap_counters) {
-        size_t cap = j->cap_counters ? j->cap_counters * 2 : 16;
-        counter_t *nc = realloc(j->counters, cap * sizeof *nc);
-        if (nc == NULL) {
-            j->lost = true;
-            return 0;
-        }
-        j->counters = nc;
-        j->cap_counters = cap;
+    if (ptc_array_reserve(&j->counters, &j->cap_counters, j->n_counters + 1, sizeof *j->counters,
+                          PTC_JOURNAL_KEYS_MAX) < 0) {
+        j->lost = true;
+        return 0;
     }
     char *k = strdup(key);
     if (k == NULL) {
@@ -199,15 +194,10 @@ int ptc_journal_record(ptc_journal_t *j, const char *key, unsigned occ, const cJ
         j->lost = true;
         return PTC_REPAIR_EFULL;
     }
-    if (j->n_kept == j->cap_kept) {
-        size_t cap = j->cap_kept ? j->cap_kept * 2 : 16;
-        kept_t *nk = realloc(j->kept, cap * sizeof *nk);
-        if (nk == NULL) {
-            j->lost = true;
-            return PTC_REPAIR_ENOMEM;
-        }
-        j->kept = nk;
-        j->cap_kept = cap;
+    if (ptc_array_reserve(&j->kept, &j->cap_kept, j->n_kept + 1, sizeof *j->kept,
+                          PTC_JOURNAL_ENTRIES_MAX) < 0) {
+        j->lost = true;
+        return PTC_REPAIR_ENOMEM; /* n_kept < PTC_JOURNAL_ENTRIES_MAX: only ENOMEM is left */
     }
     kept_t k = {strdup(key), occ, cJSON_Duplicate(result, true)};
     if (k.key == NULL || k.result == NULL) {

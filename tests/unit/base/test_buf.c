@@ -1,5 +1,6 @@
 /* test_buf.c - the capped buffer: growth, the cap, printf, the sticky error, allocation
- * failures (malloc and realloc are wrapped: see CMakeLists.txt). */
+ * failures; the capped array: growth, the cap, overflow of the byte size, allocation failures
+ * (malloc and realloc are wrapped: see CMakeLists.txt). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -130,6 +131,100 @@ static void test_strerror_names_the_codes(void **state)
     assert_string_equal(ptc_strerror(PTC_ERR_MCP), "unknown error"); /* a library's own */
 }
 
+typedef struct pair {
+    int a;
+    double b;
+} pair_t;
+
+static void test_array_reserve_grows_by_doubling_and_keeps_elements(void **state)
+{
+    (void)state;
+    pair_t *v = NULL;
+    size_t cap = 0;
+    for (size_t i = 0; i < 1000; i++) {
+        assert_int_equal(ptc_array_reserve(&v, &cap, i + 1, sizeof *v, 4096), 0);
+        assert_true(cap >= i + 1);
+        v[i] = (pair_t){(int)i, (double)i / 2};
+    }
+    assert_int_equal(cap, 1024);
+    for (size_t i = 0; i < 1000; i++) {
+        assert_int_equal(v[i].a, (int)i);
+        assert_true(v[i].b == (double)i / 2);
+    }
+    /* Room already: nothing changes. */
+    pair_t *same = v;
+    assert_int_equal(ptc_array_reserve(&v, &cap, 10, sizeof *v, 4096), 0);
+    assert_ptr_equal(v, same);
+    assert_int_equal(cap, 1024);
+    free(v);
+}
+
+static void test_array_reserve_never_passes_the_cap(void **state)
+{
+    (void)state;
+    char **v = NULL;
+    size_t cap = 0;
+    assert_int_equal(ptc_array_reserve(&v, &cap, 1, sizeof *v, 5), 0);
+    assert_int_equal(cap, 5); /* the first 16 is clamped to the cap */
+    assert_int_equal(ptc_array_reserve(&v, &cap, 5, sizeof *v, 5), 0);
+    assert_int_equal(ptc_array_reserve(&v, &cap, 6, sizeof *v, 5), PTC_ETOOBIG);
+    assert_int_equal(cap, 5);
+    free(v);
+
+    int *w = NULL;
+    size_t wcap = 0;
+    assert_int_equal(ptc_array_reserve(&w, &wcap, 17, sizeof *w, 20), 0);
+    assert_int_equal(wcap, 20); /* 32 clamped */
+    free(w);
+}
+
+static void test_array_reserve_refuses_a_byte_size_that_overflows(void **state)
+{
+    (void)state;
+    pair_t *v = NULL;
+    size_t cap = 0;
+    assert_int_equal(ptc_array_reserve(&v, &cap, SIZE_MAX / sizeof *v + 1, sizeof *v, SIZE_MAX),
+                     PTC_ETOOBIG);
+    assert_null(v);
+    assert_int_equal(cap, 0);
+}
+
+static void test_array_reserve_checks_its_arguments(void **state)
+{
+    (void)state;
+    int *v = NULL;
+    size_t cap = 0;
+    assert_int_equal(ptc_array_reserve(NULL, &cap, 1, sizeof *v, 8), PTC_EINVAL);
+    assert_int_equal(ptc_array_reserve(&v, NULL, 1, sizeof *v, 8), PTC_EINVAL);
+    assert_int_equal(ptc_array_reserve(&v, &cap, 1, 0, 8), PTC_EINVAL);
+    assert_int_equal(ptc_array_reserve(&v, &cap, 0, sizeof *v, 8), 0); /* nothing needed */
+    assert_null(v);
+}
+
+static void test_a_failed_array_growth_leaves_the_array_as_it_was(void **state)
+{
+    (void)state;
+    int *v = NULL;
+    size_t cap = 0;
+    allocs_left = 0;
+    assert_int_equal(ptc_array_reserve(&v, &cap, 1, sizeof *v, 100), PTC_ENOMEM);
+    assert_null(v);
+    assert_int_equal(cap, 0);
+    allocs_left = -1;
+    assert_int_equal(ptc_array_reserve(&v, &cap, 16, sizeof *v, 100), 0);
+    for (int i = 0; i < 16; i++)
+        v[i] = i * 3;
+    int *before = v;
+    allocs_left = 0;
+    assert_int_equal(ptc_array_reserve(&v, &cap, 17, sizeof *v, 100), PTC_ENOMEM);
+    allocs_left = -1;
+    assert_ptr_equal(v, before);
+    assert_int_equal(cap, 16);
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(v[i], i * 3);
+    free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -139,6 +234,11 @@ int main(void)
         cmocka_unit_test(test_take_hands_the_bytes_over),
         cmocka_unit_test(test_allocation_failure_is_an_error_that_sticks),
         cmocka_unit_test(test_strerror_names_the_codes),
+        cmocka_unit_test(test_array_reserve_grows_by_doubling_and_keeps_elements),
+        cmocka_unit_test(test_array_reserve_never_passes_the_cap),
+        cmocka_unit_test(test_array_reserve_refuses_a_byte_size_that_overflows),
+        cmocka_unit_test(test_array_reserve_checks_its_arguments),
+        cmocka_unit_test(test_a_failed_array_growth_leaves_the_array_as_it_was),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

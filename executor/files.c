@@ -133,8 +133,10 @@ static int record_bytes(struct exec__files_rx *rx, const char *p, size_t n, size
 {
     size_t take = rx->need - rx->got < n ? rx->need - rx->got : n;
     *used = take;
-    memcpy((rx->state == EXEC__RX_NAME ? (unsigned char *)rx->cur_name : rx->cur_data) + rx->got, p,
-           take);
+    unsigned char *dst = rx->state == EXEC__RX_NAME ? (unsigned char *)rx->cur_name : rx->cur_data;
+    /* a record's buffers exist from its header on: without them the stream is out of step */
+    if (dst == NULL) return EXEC_EINVAL;
+    memcpy(dst + rx->got, p, take);
     rx->got += take;
     if (rx->got < rx->need) return 0;
     if (rx->state == EXEC__RX_NAME) {

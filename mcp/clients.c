@@ -39,12 +39,15 @@ cJSON *mcp_clients_status_json(mcp_client_t *const *clients, size_t n)
         mcp_client_state_t st = mcp_client_state(clients[i], &reason);
         const cJSON *tools = mcp_client_tools(clients[i]);
         cJSON *o = cJSON_CreateObject();
-        if (o == NULL || !cJSON_AddItemToArray(arr, o) ||
-            !cJSON_AddStringToObject(o, "name", mcp_client_name(clients[i])) ||
+        if (o == NULL || !cJSON_AddItemToArray(arr, o)) {
+            cJSON_Delete(o); /* not in arr: ours to free */
+            cJSON_Delete(arr);
+            return NULL;
+        }
+        if (!cJSON_AddStringToObject(o, "name", mcp_client_name(clients[i])) ||
             !cJSON_AddStringToObject(o, "state", mcp_client_state_name(st)) ||
             !cJSON_AddNumberToObject(o, "tools", tools ? cJSON_GetArraySize(tools) : 0) ||
             (reason && !cJSON_AddStringToObject(o, "reason", reason))) {
-            if (o != NULL && cJSON_GetArraySize(arr) == 0) cJSON_Delete(o);
             cJSON_Delete(arr);
             return NULL;
         }

@@ -175,6 +175,8 @@ typedef struct ptc_bridge_limits {
                                  (an earlier attempt) is answered from it ("replayed") without
                                  reaching the tool; successful results are kept */
     FILE *audit;              /* borrowed, one JSON line per call; NULL: mcp_log at info */
+    bool confirm_writes;      /* ptc_bridge_host_open only: a call to a tool not annotated
+                                 readOnlyHint: true asks routes->confirm first (--confirm-writes) */
 } ptc_bridge_limits_t;
 
 /**
@@ -270,5 +272,98 @@ void ptc_bridge_host_rearm(ptc_bridge_host_t *h, ptc_journal_t *journal);
  * out (may be NULL) receives the final counters. Records not taken are freed. NULL allowed.
  */
 void ptc_bridge_host_close(ptc_bridge_host_t *h, ptc_bridge_counters_t *out);
+
+/* ---- the router ---------------------------------------------------------------------------- */
+/*
+ * Where a run's calls and searches go (route.c): an implementation of ptc_bridge_ops_t over a
+ * table of routes the wiring provides (the MCP part: downstream clients, the user's
+ * confirmation, the registry's search). A call to a tool no connected server serves is refused
+ * (MCP_ENOTSUP) saying why: the user's own helpers (routes->is_custom) run inside the sandbox,
+ * a tool only described (--tools-file) has nobody to call. With confirm_writes a call to a tool
+ * not annotated readOnlyHint: true first asks the user (an elicitation/create request whose
+ * params ptc_bridge_confirm_params builds) and reaches the tool only on an explicit approval;
+ * anything else is answered MCP_EDENIED ("denied" to the code). Loop-thread only.
+ */
+typedef struct ptc_bridge_router ptc_bridge_router_t;
+typedef struct ptc_bridge_route_op ptc_bridge_route_op_t; /* one call or search in flight */
+
+/** What a route op waits for now. */
+typedef enum ptc_bridge_route {
+    PTC_BRIDGE_ROUTE_CALL = 1, /* routes->call's answer */
+    PTC_BRIDGE_ROUTE_CONFIRM,  /* the user's answer to routes->confirm */
+    PTC_BRIDGE_ROUTE_SEARCH,   /* routes->search's answer */
+} ptc_bridge_route_t;
+
+/**
+ * The wiring's part; data is the router's. call, confirm and search start work for op and
+ * report its end exactly once through ptc_bridge_route_done (call, search) or
+ * ptc_bridge_route_confirmed (confirm), never after routes->cancel returned for op.
+ */
+typedef struct ptc_bridge_routes {
+    /** The tool, or NULL (as ptc_bridge_ops_t's find_tool). */
+    const reg_tool_t *(*find_tool)(void *data, const char *server, const char *tool);
+    /** True when a connected downstream server serves server. */
+    bool (*served)(void *data, const char *server);
+    /** Optional: true when server is the user's own helpers (--custom-tools). */
+    bool (*is_custom)(void *data, const char *server);
+    /** Calls tool (its original name) of server with args (borrowed) within timeout_ms: 0 with
+     *  *handle set, the end not before this returns; or < 0 with a sentence in msg (the code
+     *  is the answer's). */
+    int (*call)(void *data, ptc_bridge_route_op_t *op, const char *server, const char *tool,
+                const cJSON *args, unsigned timeout_ms, void **handle, char *msg, size_t msg_size);
+    /** Required with confirm_writes: asks the user with params (taken) within timeout_ms: 0
+     *  with *handle set (NULL when there is nothing to stop but the wait), the answer not
+     *  before this returns; MCP_EDENIED with a sentence in msg when the user cannot be asked
+     *  now (the call is refused so); another < 0 on failure. */
+    int (*confirm)(void *data, ptc_bridge_route_op_t *op, const reg_tool_t *tool, cJSON *params,
+                   unsigned timeout_ms, void **handle, char *msg, size_t msg_size);
+    /** A search (as ptc_bridge_ops_t's): 0, the end possibly before this returns (then
+     *  *handle stays NULL), or < 0 (no end comes). */
+    int (*search)(void *data, ptc_bridge_route_op_t *op, const char *query, int top_k,
+                  const char *server, const char *category, void **handle);
+    /** Stops op's work (handle as given, may be NULL; ptc_bridge_route_kind says which work).
+     *  An end reported during the cancel is dropped; none may come after it. */
+    void (*cancel)(void *data, ptc_bridge_route_op_t *op, void *handle);
+    /** Optional: each audit record (borrowed). */
+    void (*audit)(void *data, const cJSON *record);
+} ptc_bridge_routes_t;
+
+/** The operations of a router (ops_data: the router), for ptc_bridge_host_new. */
+extern const ptc_bridge_ops_t ptc_bridge_router_ops;
+
+/** A router over routes (borrowed, with data, both outliving it). PTC_BRIDGE_EINVAL when a
+ *  required route is missing, PTC_BRIDGE_ENOMEM. */
+int ptc_bridge_router_new(const ptc_bridge_routes_t *routes, void *data, bool confirm_writes,
+                          ptc_bridge_router_t **out);
+/** NULL allowed. No op may be in flight (the host's close cancels them first). */
+void ptc_bridge_router_free(ptc_bridge_router_t *r);
+
+/**
+ * Opens a run's bridge routed through routes: a socketpair whose one end a host serves with a
+ * router (lim->confirm_writes; the router goes with the host) and whose other end it returns,
+ * for the sandbox (>= 0, close-on-exec; the caller owns it). Borrows as ptc_bridge_host_new,
+ * routes and data too. On failure a negative code (a negative errno for the socketpair) and a
+ * sentence in msg.
+ */
+int ptc_bridge_host_open(uv_loop_t *loop, const ptc_bridge_limits_t *lim,
+                         const ptc_bridge_routes_t *routes, void *data, const mcp_logger_t *lg,
+                         ptc_bridge_host_t **out, char *msg, size_t msg_size);
+
+/** What op waits for now. */
+ptc_bridge_route_t ptc_bridge_route_kind(const ptc_bridge_route_op_t *op);
+/** The end of routes->call or routes->search: as ptc_bridge_done_cb (result and message
+ *  borrowed). Frees op. */
+void ptc_bridge_route_done(ptc_bridge_route_op_t *op, int err, const cJSON *result,
+                           const char *message);
+/** The user's answer to routes->confirm: result is the elicitation result (borrowed); err < 0
+ *  (with message) when none came. On an approval the call goes on, else it is denied. */
+void ptc_bridge_route_confirmed(ptc_bridge_route_op_t *op, int err, const cJSON *result,
+                                const char *message);
+/** The params of the elicitation/create request asking whether code may call tool_id with args
+ *  (borrowed): a message quoting them and a schema with one required boolean "approve". Caller
+ *  deletes; NULL on ENOMEM. */
+cJSON *ptc_bridge_confirm_params(const char *tool_id, const cJSON *args);
+/** True for an elicitation result that approves: action "accept" and content.approve true. */
+bool ptc_bridge_confirm_approved(const cJSON *result);
 
 #endif

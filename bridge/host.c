@@ -588,6 +588,7 @@ static void host_free(ptc_bridge_host_t *h)
     free(h->run_id);
     cJSON_Delete(h->outputs);
     cJSON_Delete(h->warnings);
+    ptc_bridge_router_free(h->router);
     free(h);
 }
 

@@ -27,6 +27,7 @@ struct ptc_bridge_host {
     const mcp_logger_t *lg;
     const ptc_bridge_ops_t *ops;
     void *ops_data;
+    ptc_bridge_router_t *router; /* ptc_bridge_host_open's (the ops_data): freed with the host */
 
     ptc_bridge_limits_t lim; /* strings below, not the caller's */
     char *run_id;

@@ -141,27 +141,13 @@ typedef struct job {
     char mrtr_task[40];     /* the task the asking call ran as (tasks extension), or "" */
     uv_timer_t *mrtr_timer; /* frees the job when no round comes in time */
     ptc_repair_ask_t *mrtr_ask;
-    struct bridge_op *mrtr_op;
+    ptc_bridge_route_op_t *mrtr_op;
     ptc_downstream_held_t *mrtr_held; /* a downstream server's request passed on, or NULL */
     struct job *mrtr_prev, *mrtr_next;
 } job_t;
 
-/* A downstream call or registry search made for sandboxed code. */
-typedef struct bridge_op {
-    bool is_search;
-    ptc_bridge_done_cb done;
-    void *done_data;
-    mcp_client_call_t *call;
-    ptc_downstream_owner_t *owner; /* routes the server's sampling/elicitation to our client */
-    void *query;
-    /* --confirm-writes: the call waits for the user's answer to an elicitation. */
-    mcp_outreq_t *confirm;
-    bool mrtr_wait; /* asked through an InputRequiredResult: waits for the next round */
-    bridge_peer_t *peer;
-    char *server, *tool;
-    cJSON *args;
-    unsigned timeout_ms;
-} bridge_op_t;
+/* A tool call from sandboxed code waiting for the user's confirmation (bridge/'s router). */
+typedef ptc_bridge_route_op_t bridge_op_t;
 
 /* --- a growable text buffer (the first failure sticks) ------------------------------------- */
 

@@ -238,7 +238,6 @@ bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, const cJSON *args, ui
     j->mrtr_ask = NULL;
     j->mrtr_op = NULL;
     j->mrtr_held = NULL;
-    if (op != NULL) op->mrtr_wait = false;
     /* The run ended (or the loop gave up at its deadline) while it waited: its bridge and the
      * repair request are gone already (ask and op are NULL), the answer comes too late. */
     bool ended = j->ran_pending;

@@ -6,9 +6,9 @@
  * with numbers and addresses stripped) so that a repeated error is recognised, takes code out
  * of a model's reply, summarises how much a repair changed, builds the repair request's text
  * and the repair packet. Of the repairers that send that text to a model, the fallback one (an
- * OpenAI-compatible endpoint over HTTPS, repairer_http.c) is here; the client's own through
- * MCP sampling needs MCP and lives with the wiring (server/repairers.h). All functions run on
- * the loop thread.
+ * OpenAI-compatible endpoint over HTTPS, repairer_http.c) is here, and one ask handle over it
+ * and the client's own model (ask.c); sending a sampling request needs MCP, so the wiring
+ * injects it (ptc_repair_sampler_t). All functions run on the loop thread.
  */
 #ifndef PTC_REPAIR_H
 #define PTC_REPAIR_H
@@ -158,6 +158,60 @@ int ptc_repair_http_ask(ptc_repair_http_t *r, const char *prompt, ptc_repair_cb 
                         ptc_repair_http_ask_t **out);
 /** Stops a request in flight; cb is not called. a may be NULL. */
 void ptc_repair_http_cancel(ptc_repair_http_ask_t *a);
+
+/* ---- asking a model: one handle over the repairers --------------------------------------- */
+/*
+ * What the repair loop's ask operation hands out (ask.c): a request to the fallback endpoint
+ * (ptc_repair_ask_http), to the client's own model through a sampling/createMessage request
+ * the host sends (ptc_repair_ask_sampling, with the host's sampler: the MCP part), or a sampling
+ * request the host delivers itself and answers later (ptc_repair_ask_later, for a client asked
+ * in an InputRequiredResult). Every kind ends in exactly one ptc_repair_cb, or none after
+ * ptc_repair_ask_cancel. A sampling answer is a CreateMessageResult: its text (ptc_repair_
+ * content_text) is the reply, PTC_REPAIR_EPROTO without text, PTC_REPAIR_ETOOBIG past
+ * PTC_REPAIR_REPLY_MAX.
+ */
+typedef struct ptc_repair_ask ptc_repair_ask_t; /* one request to a repairer in flight */
+
+/** How the host sends a sampling request (data is its own). */
+typedef struct ptc_repair_sampler {
+    /** Sends sampling/createMessage with params (taken, also on failure) for a: 0 with *sent
+     *  set, and later exactly one ptc_repair_ask_sampled(a, ...), also after a cancel, never
+     *  before send returns; or < 0 (a's callback never runs), e.g. a code meaning the client
+     *  cannot sample. */
+    int (*send)(void *data, cJSON *params, ptc_repair_ask_t *a, void **sent);
+    /** Stops the request sent: its ptc_repair_ask_sampled comes (now or later) and is not
+     *  passed on. */
+    void (*cancel)(void *data, void *sent);
+    void *data;
+} ptc_repair_sampler_t;
+
+/** The params of the sampling/createMessage request for prompt (borrowed): the system prompt,
+ *  prompt as the user message, maxTokens, temperature 0, model preferences that favour
+ *  intelligence, no context. Caller deletes; NULL on ENOMEM. */
+cJSON *ptc_repair_sampling_params(const char *prompt);
+
+/** Sends prompt (borrowed) to the fallback repairer r. *out set on 0; cb runs later, never
+ *  before this returns. */
+int ptc_repair_ask_http(ptc_repair_http_t *r, const char *prompt, ptc_repair_cb cb, void *data,
+                        ptc_repair_ask_t **out);
+/** Asks the client's model through s (copied; its data must outlive the request) with the
+ *  params of prompt (borrowed). *out set on 0; send's code (PTC_REPAIR_ENOMEM) otherwise and cb
+ *  never runs. */
+int ptc_repair_ask_sampling(const ptc_repair_sampler_t *s, const char *prompt, ptc_repair_cb cb,
+                            void *data, ptc_repair_ask_t **out);
+/** The end of a sampler's request: err < 0 with message (borrowed, may be NULL), or the
+ *  sampling result (borrowed). Runs cb (unless cancelled) and frees a. */
+void ptc_repair_ask_sampled(ptc_repair_ask_t *a, int err, const cJSON *result, const char *message);
+/** A request the host delivers itself: nothing is sent here; *params gets the sampling
+ *  request's params (caller's) and the answer comes through ptc_repair_ask_answer. *out set on
+ *  0; PTC_REPAIR_ENOMEM (both NULL) otherwise. */
+int ptc_repair_ask_later(const char *prompt, ptc_repair_cb cb, void *data, cJSON **params,
+                         ptc_repair_ask_t **out);
+/** The answer to a ptc_repair_ask_later request: its sampling result (borrowed; NULL: none
+ *  came, PTC_REPAIR_EPROTO). Runs cb once and frees a. */
+void ptc_repair_ask_answer(ptc_repair_ask_t *a, const cJSON *result);
+/** Stops a request in flight: cb is not called. a may be NULL. */
+void ptc_repair_ask_cancel(ptc_repair_ask_t *a);
 
 /* ---- the replay journal -------------------------------------------------------------------- */
 /*

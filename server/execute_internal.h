@@ -10,7 +10,6 @@
 #include "bridge.h"
 #include "executor.h"
 #include "repair.h"
-#include "repairers.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -37,6 +36,16 @@ typedef struct bridge_peer {
     struct ptc_execute *ex;
     struct job *job; /* NULL between a session's cells */
 } bridge_peer_t;
+
+/* --- tool_execute.c: the fallback repairer with the binary's logger ----------------------- */
+
+typedef ptc_repair_http_t ptc_repairer_http_t;
+/** ptc_repair_http_new with the HTTP client's lines in lg (borrowed). */
+int ptc_repairer_http_new(uv_loop_t *loop, const char *url, const char *model, const char *key_env,
+                          const char *ca_file, const mcp_logger_t *lg, ptc_repairer_http_t **out,
+                          char *msg, size_t msg_size);
+#define ptc_repairer_http_free ptc_repair_http_free
+#define ptc_repairer_http_name ptc_repair_http_name
 
 struct ptc_execute {
     uv_loop_t *loop;

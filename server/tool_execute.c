@@ -241,6 +241,21 @@ static void op_finish(void *data)
     ptc__execute_finish_job(j);
 }
 
+/* A code of either repairer: the fallback's (repair/) or the client's sampling (mcp/). */
+static const char *repairer_strerror(int err)
+{
+    return PTC_ERR_IN_BLOCK(err, PTC_ERR_REPAIR) ? ptc_repair_strerror(err) : mcp_strerror(err);
+}
+
+int ptc_repairer_http_new(uv_loop_t *loop, const char *url, const char *model, const char *key_env,
+                          const char *ca_file, const mcp_logger_t *lg, ptc_repairer_http_t **out,
+                          char *msg, size_t msg_size)
+{
+    /* The hook only reads the logger: dropping const is what its void * costs. */
+    return ptc_repair_http_new(loop, url, model, key_env, ca_file, mcp_log_hook,
+                               (void *)(uintptr_t)lg, out, msg, msg_size);
+}
+
 static const ptc_repairer_desc_t sampling_desc = {
     .id = "sampling",
     .who = "client (sampling)",
@@ -271,12 +286,9 @@ static const ptc_repairer_desc_t *op_repairer(void *data, char *why, size_t why_
 static int ask_mrtr(job_t *j, const char *prompt, ptc_repair_cb cb, void *cb_data,
                     ptc_repair_ask_t **a)
 {
-    cJSON *params = ptc_repair_sampling_params(prompt);
-    int rc = params == NULL ? MCP_ENOMEM : ptc_repair_ask_mrtr(cb, cb_data, a);
-    if (rc < 0) {
-        cJSON_Delete(params);
-        return rc;
-    }
+    cJSON *params = NULL;
+    int rc = ptc_repair_ask_later(prompt, cb, cb_data, &params, a);
+    if (rc < 0) return rc;
     double elapsed, total;
     ptc_repair_loop_clock(j->loop, &elapsed, &total);
     uint64_t left = total > elapsed ? (uint64_t)(total - elapsed) : 0;
@@ -291,14 +303,45 @@ static int ask_mrtr(job_t *j, const char *prompt, ptc_repair_cb cb, void *cb_dat
     return rc;
 }
 
+static void sampled(void *data, int err, const cJSON *result, const cJSON *error,
+                    const char *message)
+{
+    (void)error;
+    ptc_repair_ask_sampled(data, err, result, message || err == 0 ? message : mcp_strerror(err));
+}
+
+/* The repair's sampling/createMessage on the call's own stream (Streamable HTTP sends it
+ * there), with no timeout of its own: the request's deadline cancels it. */
+static int sampling_send(void *data, cJSON *params, ptc_repair_ask_t *a, void **sent)
+{
+    mcp_call_t *call = data;
+    mcp_session_t *s = mcp_call_session(call);
+    if (s == NULL || !mcp_session_client_has(s, "sampling")) {
+        cJSON_Delete(params);
+        return MCP_ENOTSUP;
+    }
+    mcp_outreq_t *o = NULL;
+    int rc = mcp_call_request(call, "sampling/createMessage", params, sampled, a, &o);
+    *sent = o;
+    return rc;
+}
+
+static void sampling_cancel(void *data, void *sent)
+{
+    (void)data;
+    mcp_outreq_cancel(sent, "the execute_code request ended");
+}
+
 static int op_ask(void *data, const char *prompt, ptc_repair_cb cb, void *cb_data, void **handle)
 {
     job_t *j = data;
     ptc_repair_ask_t *a = NULL;
+    ptc_repair_sampler_t sampler = {
+        .send = sampling_send, .cancel = sampling_cancel, .data = j->call};
     int rc = !j->sampling ? ptc_repair_ask_http(j->ex->repairer, prompt, cb, cb_data, &a)
              : mcp_call_is_modern(j->call)
                  ? ask_mrtr(j, prompt, cb, cb_data, &a)
-                 : ptc_repair_ask_sampling(j->call, prompt, cb, cb_data, &a);
+                 : ptc_repair_ask_sampling(&sampler, prompt, cb, cb_data, &a);
     *handle = a;
     return rc;
 }
@@ -331,7 +374,7 @@ static const ptc_repair_ops_t repair_ops = {
     .repairer = op_repairer,
     .ask = op_ask,
     .cancel = op_cancel_ask,
-    .strerror = ptc_repairer_strerror,
+    .strerror = repairer_strerror,
     .signatures = op_signatures,
     .progress = op_progress,
 };

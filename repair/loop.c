@@ -143,6 +143,25 @@ static void progress(ptc_repair_loop_t *l, const char *msg)
     l->ops->progress(l->data, elapsed, total, msg);
 }
 
+void ptc_repair_loop_run_progress(const ptc_repair_loop_t *l, uint64_t elapsed_ms,
+                                  uint64_t output_bytes, uint64_t tool_calls)
+{
+    if (l->ops->progress == NULL) return;
+    char msg[160];
+    int k = 0;
+    bool healing = ptc_repair_loop_healing(l);
+    if (healing)
+        k = snprintf(msg, sizeof msg, "attempt %u of %ld: ", l->attempt, l->max_repairs + 1);
+    snprintf(msg + k, sizeof msg - (size_t)k,
+             "running %.1f s, %llu bytes of output, %llu tool calls", (double)elapsed_ms / 1000.0,
+             (unsigned long long)output_bytes, (unsigned long long)tool_calls);
+    /* Without repairs progress is the run's own clock; with them, the request's (runs and
+     * repairs together), so that it keeps increasing from one attempt to the next. */
+    double elapsed = (double)elapsed_ms, total = (double)l->timeout_ms;
+    if (healing) ptc_repair_loop_clock(l, &elapsed, &total);
+    l->ops->progress(l->data, elapsed, total, msg);
+}
+
 /* Ends the loop with the last failure and says why no (further) repair was made. The host's
  * finish may free the loop: callers return right after. */
 static void stop(ptc_repair_loop_t *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -74,27 +74,10 @@ void ptc__execute_job_cancelled(mcp_call_t *call, void *data)
 void ptc__execute_job_progress(job_t *j, uint64_t elapsed_ms, uint64_t output_bytes)
 {
     if (j->call == NULL) return; /* nobody is waiting for this run */
-    char msg[160];
     ptc_bridge_counters_t c = {0};
     ptc_bridge_host_t *host = j->sess != NULL ? ptc__session_host(j->sess) : j->host;
     if (host != NULL) ptc_bridge_host_counters(host, &c);
-    bool healing = ptc_repair_loop_healing(j->loop);
-    int k = 0;
-    if (healing)
-        k = snprintf(msg, sizeof msg, "attempt %u of %ld: ", ptc_repair_loop_attempt(j->loop),
-                     ptc_repair_loop_max_repairs(j->loop) + 1);
-    snprintf(msg + k, sizeof msg - (size_t)k,
-             "running %.1f s, %llu bytes of output, %llu tool calls", (double)elapsed_ms / 1000.0,
-             (unsigned long long)output_bytes, (unsigned long long)(c.tool_calls + c.replayed));
-    /* Without repairs progress is the run's own clock; with them, the request's (runs and
-     * repairs together), so that it keeps increasing from one attempt to the next. */
-    if (healing) {
-        double elapsed, total;
-        ptc_repair_loop_clock(j->loop, &elapsed, &total);
-        mcp_call_progress(j->call, elapsed, total, msg);
-    } else {
-        mcp_call_progress(j->call, (double)elapsed_ms, (double)j->timeout_ms, msg);
-    }
+    ptc_repair_loop_run_progress(j->loop, elapsed_ms, output_bytes, c.tool_calls + c.replayed);
 }
 
 static void job_progress(exec_run_t *run, uint64_t elapsed_ms, uint64_t output_bytes, void *user)

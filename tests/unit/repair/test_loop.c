@@ -34,6 +34,10 @@ typedef struct fake {
     void *cb_data;
     char reason[400];
     char codes[FAKE_MAX][256]; /* the program of each run */
+    bool report_progress;      /* each run reports progress (1.5 s, 42 bytes, 3 calls) */
+    bool in_run_progress;
+    char progress[FAKE_MAX][160];
+    double progress_elapsed[FAKE_MAX], progress_total[FAKE_MAX];
 } fake_t;
 
 static const ptc_repairer_desc_t desc = {
@@ -46,6 +50,11 @@ static int f_run(void *data, const char *code, uint64_t timeout_ms, char *msg, s
     int i = f->runs++;
     assert_true(i < FAKE_MAX);
     snprintf(f->codes[i], sizeof f->codes[i], "%s", code);
+    if (f->report_progress) {
+        f->in_run_progress = true; /* the loop's own messages (asking, ...) are not recorded */
+        ptc_repair_loop_run_progress(f->loop, 1500, 42, 3);
+        f->in_run_progress = false;
+    }
     if (f->start_fail_at == i + 1) {
         snprintf(msg, msg_size, "The run was not started: no launcher");
         return -1;
@@ -129,6 +138,16 @@ static const char *f_strerror(int err)
     return err == -5 ? "fake send failure" : "fake error";
 }
 
+static void f_progress(void *data, double elapsed_ms, double total_ms, const char *msg)
+{
+    fake_t *f = data;
+    int i = f->runs - 1; /* the run going on */
+    if (!f->in_run_progress) return;
+    snprintf(f->progress[i], sizeof f->progress[i], "%s", msg);
+    f->progress_elapsed[i] = elapsed_ms;
+    f->progress_total[i] = total_ms;
+}
+
 static const ptc_repair_ops_t ops = {
     .run = f_run,
     .refused = f_refused,
@@ -137,6 +156,7 @@ static const ptc_repair_ops_t ops = {
     .ask = f_ask,
     .cancel = f_cancel,
     .strerror = f_strerror,
+    .progress = f_progress,
 };
 
 static void fake_init(fake_t *f)
@@ -431,6 +451,36 @@ static void test_report(void **state)
     fake_close(&f);
 }
 
+/* A run's progress: its own clock without self-healing; with it, the attempt and the request's
+ * clock, which keeps increasing from one attempt to the next. */
+static void test_run_progress_counts_attempts_against_the_deadline(void **state)
+{
+    (void)state;
+    fake_t f;
+    fake_init(&f);
+    f.report_progress = true;
+    drive(&f, "print(1)\n", 0, 1000, 60000);
+    assert_string_equal(f.progress[0], "running 1.5 s, 42 bytes of output, 3 tool calls");
+    assert_true(f.progress_elapsed[0] == 1500.0);
+    assert_true(f.progress_total[0] == 1000.0);
+    fake_close(&f);
+
+    fake_init(&f);
+    f.report_progress = true;
+    f.errs[0] = TB("NameError", "name 'x' is not defined");
+    f.replies[0] = "```python\nx = 1\nprint(x)\n```\n";
+    drive(&f, "print(x)\n", 3, 1000, 60000);
+    assert_int_equal(f.runs, 2);
+    assert_string_equal(f.progress[0], "attempt 1 of 4: running 1.5 s, 42 bytes of output, 3 tool "
+                                       "calls");
+    assert_string_equal(f.progress[1], "attempt 2 of 4: running 1.5 s, 42 bytes of output, 3 tool "
+                                       "calls");
+    assert_true(f.progress_total[0] == 60000.0);
+    assert_true(f.progress_elapsed[1] >= f.progress_elapsed[0]);
+    assert_true(f.progress_elapsed[1] < 60000.0);
+    fake_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -447,6 +497,7 @@ int main(void)
         cmocka_unit_test(test_stop_deadline_while_waiting),
         cmocka_unit_test(test_refused_and_unstartable),
         cmocka_unit_test(test_report),
+        cmocka_unit_test(test_run_progress_counts_attempts_against_the_deadline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -254,6 +254,13 @@ const cJSON *ptc_bridge_host_warnings(const ptc_bridge_host_t *h);
  *  were only counted. NULL on ENOMEM (the host keeps them). */
 cJSON *ptc_bridge_host_take_warnings(ptc_bridge_host_t *h);
 void ptc_bridge_host_counters(const ptc_bridge_host_t *h, ptc_bridge_counters_t *out);
+/**
+ * What a finished run (or cell) hands its result: the records into *outputs (an array, NULL on
+ * ENOMEM) and the warnings into *warnings (NULL when there were none); the caller deletes
+ * both. Either may be NULL: those are dropped. Returns the run's tool calls (forwarded to a tool
+ * or answered from the journal).
+ */
+uint64_t ptc_bridge_host_harvest(ptc_bridge_host_t *h, cJSON **outputs, cJSON **warnings);
 /** True once the sandbox closed its end. */
 bool ptc_bridge_host_peer_closed(const ptc_bridge_host_t *h);
 

@@ -736,6 +736,23 @@ cJSON *ptc_bridge_host_take_warnings(ptc_bridge_host_t *h)
     return take_array(&h->warnings);
 }
 
+uint64_t ptc_bridge_host_harvest(ptc_bridge_host_t *h, cJSON **outputs, cJSON **warnings)
+{
+    cJSON *out = ptc_bridge_host_take_outputs(h);
+    cJSON *warn = ptc_bridge_host_take_warnings(h);
+    if (outputs != NULL) {
+        *outputs = out;
+        out = NULL;
+    }
+    if (warnings != NULL) { /* none: no array, so that the result says nothing of them */
+        *warnings = cJSON_GetArraySize(warn) > 0 ? warn : NULL;
+        if (*warnings != NULL) warn = NULL;
+    }
+    cJSON_Delete(out);
+    cJSON_Delete(warn);
+    return h->n.tool_calls + h->n.replayed;
+}
+
 void ptc_bridge_host_counters(const ptc_bridge_host_t *h, ptc_bridge_counters_t *out)
 {
     *out = h->n;

@@ -221,21 +221,8 @@ int ptc__execute_open_bridge(ptc_execute_t *ex, job_t *j)
 
 void ptc__execute_bridge_collect(ptc_bridge_host_t *h, outcome_t *o)
 {
-    cJSON *outputs = ptc_bridge_host_take_outputs(h);
-    cJSON *warn = ptc_bridge_host_take_warnings(h);
-    ptc_bridge_counters_t c;
-    ptc_bridge_host_counters(h, &c);
-    if (o != NULL) {
-        o->tool_calls = c.tool_calls + c.replayed;
-        o->outputs = outputs;
-        outputs = NULL;
-        if (cJSON_GetArraySize(warn) > 0) {
-            o->warnings = warn;
-            warn = NULL;
-        }
-    }
-    cJSON_Delete(outputs);
-    cJSON_Delete(warn);
+    uint64_t calls = ptc_bridge_host_harvest(h, o ? &o->outputs : NULL, o ? &o->warnings : NULL);
+    if (o != NULL) o->tool_calls = calls;
 }
 
 void ptc__execute_close_bridge(job_t *j, outcome_t *o)

@@ -576,6 +576,15 @@ static void emit_keeps_records_in_order_within_bounds_with_warnings(void **state
     assert_int_equal(cJSON_GetArraySize(taken), 4);
     assert_int_equal(cJSON_GetArraySize(ptc_bridge_host_outputs(e->h)), 0);
     cJSON_Delete(taken);
+    /* The run's end hands over what is left: the warnings, no records, no calls; then none. */
+    cJSON *outputs = NULL, *warnings = NULL;
+    assert_int_equal(ptc_bridge_host_harvest(e->h, &outputs, &warnings), 0);
+    assert_int_equal(cJSON_GetArraySize(outputs), 0);
+    assert_int_equal(cJSON_GetArraySize(warnings), 5);
+    cJSON_Delete(outputs);
+    cJSON_Delete(warnings);
+    assert_int_equal(ptc_bridge_host_harvest(e->h, NULL, &warnings), 0);
+    assert_null(warnings);
     env_free(e);
 }
 

@@ -462,6 +462,7 @@ static void host_open_serves_the_router_on_a_socketpair(void **state)
     assert_true(n > 0);
     buf[n] = '\0';
     assert_non_null(strstr(buf, "\"id\":1,\"result\":{\"text\":\"read\"}"));
+    assert_int_equal(ptc_bridge_host_harvest(h, NULL, NULL), 1); /* the call counts */
     ptc_bridge_host_close(h, NULL);
     close(fd);
     uv_run(&loop, UV_RUN_DEFAULT);

@@ -1,6 +1,7 @@
 /*
  * bridge.h - the bridge between sandboxed Python and the host (docs/bridge.md): the protocol
- * codec and the host end of one execute_code run's bridge. The one public header of bridge/.
+ * codec, the host end of one execute_code run's bridge and the router that decides where its
+ * calls go (the MCP part injected). The one public header of bridge/.
  */
 #ifndef PTC_BRIDGE_H
 #define PTC_BRIDGE_H

@@ -1,8 +1,8 @@
 /* tool_execute.c - the execute_code tool: its arguments, an MCP call becoming executor runs
  * inside the repair loop (repair/). Its set-up and schemas are in execute_setup.c, the result
- * is rendered by execute_result.c, tool calls from the sandbox are routed by
- * execute_bridge.c, sessions and long runs are wired to the executor's workspace by
- * execute_sessions.c and execute_longrun.c. */
+ * is rendered by execute_result.c, tool calls from the sandbox reach MCP through
+ * execute_bridge.c (bridge/ routes them), sessions and long runs are wired to the executor's
+ * workspace by execute_sessions.c and execute_longrun.c. */
 #include "execute_internal.h"
 
 #include "pybundle.h"

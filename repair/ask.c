@@ -5,6 +5,7 @@
  * is read and bounded here, the same for both. */
 #include "repair.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,24 @@ struct ptc_repair_ask {
     ptc_repair_sampler_t sampler;
     void *sent; /* the sampler's request in flight */
 };
+
+const ptc_repairer_desc_t ptc_repair_sampling_desc = {
+    .id = "sampling",
+    .who = "client (sampling)",
+    .by = "the client's model (sampling)",
+    .asking = "the client's model",
+};
+
+const ptc_repairer_desc_t *ptc_repair_pick(bool can_sample, const ptc_repairer_desc_t *fallback,
+                                           char *why, size_t why_size)
+{
+    const ptc_repairer_desc_t *d = can_sample ? &ptc_repair_sampling_desc : fallback;
+    if (d == NULL)
+        snprintf(why, why_size,
+                 "this client cannot sample (no sampling capability) and no fallback "
+                 "repairer is configured (--repair-url)");
+    return d;
+}
 
 static ptc_repair_ask_t *ask_new(ask_kind_t kind, ptc_repair_cb cb, void *data)
 {

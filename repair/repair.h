@@ -329,6 +329,13 @@ typedef struct ptc_repairer_desc {
     const char *asking; /* progress: "asking ASKING for a fix" */
 } ptc_repairer_desc_t;
 
+/** The client's model through sampling, in the words of the result ("sampling"). */
+extern const ptc_repairer_desc_t ptc_repair_sampling_desc;
+/** Who repairs (the loop's repairer operation): the client's model when it can sample, else
+ *  fallback (--repair-url; NULL: none), else NULL with why (a sentence) in why. */
+const ptc_repairer_desc_t *ptc_repair_pick(bool can_sample, const ptc_repairer_desc_t *fallback,
+                                           char *why, size_t why_size);
+
 /** What the host does for the loop. data is the loop's data pointer. */
 typedef struct ptc_repair_ops {
     /** Starts a run of code (borrowed) with timeout_ms; returns 0 and later calls

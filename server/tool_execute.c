@@ -239,25 +239,14 @@ int ptc_repairer_http_new(uv_loop_t *loop, const char *url, const char *model, c
                                (void *)(uintptr_t)lg, out, msg, msg_size);
 }
 
-static const ptc_repairer_desc_t sampling_desc = {
-    .id = "sampling",
-    .who = "client (sampling)",
-    .by = "the client's model (sampling)",
-    .asking = "the client's model",
-};
-
 /* The client's model when it can sample, else the fallback repairer (--repair-url). */
 static const ptc_repairer_desc_t *op_repairer(void *data, char *why, size_t why_size)
 {
     job_t *j = data;
     /* A 2026-07-28 client declares sampling in each request (and is asked through MRTR). */
     j->sampling = j->call != NULL && mcp_call_client_has(j->call, "sampling");
-    if (j->sampling) return &sampling_desc;
-    if (j->ex->repairer != NULL) return &j->ex->http_desc;
-    snprintf(why, why_size,
-             "this client cannot sample (no sampling capability) and no fallback "
-             "repairer is configured (--repair-url)");
-    return NULL;
+    return ptc_repair_pick(j->sampling, j->ex->repairer != NULL ? &j->ex->http_desc : NULL, why,
+                           why_size);
 }
 
 /* Past the loop's deadline a parked repair's job is kept this much longer, so that a round that

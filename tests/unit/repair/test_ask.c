@@ -226,10 +226,26 @@ static void a_later_answer_gives_the_params_and_takes_the_answer(void **state)
     assert_int_equal(f->ncb, 2);
 }
 
+static void the_client_repairs_when_it_can_sample_else_the_fallback(void **state)
+{
+    (void)state;
+    const ptc_repairer_desc_t http = {.id = "http", .who = "w", .by = "b", .asking = "a"};
+    char why[200] = "";
+    assert_ptr_equal(ptc_repair_pick(true, &http, why, sizeof why), &ptc_repair_sampling_desc);
+    assert_string_equal(ptc_repair_sampling_desc.id, "sampling");
+    assert_ptr_equal(ptc_repair_pick(true, NULL, why, sizeof why), &ptc_repair_sampling_desc);
+    assert_ptr_equal(ptc_repair_pick(false, &http, why, sizeof why), &http);
+    assert_string_equal(why, "");
+    assert_null(ptc_repair_pick(false, NULL, why, sizeof why));
+    assert_string_equal(why, "this client cannot sample (no sampling capability) and no fallback "
+                             "repairer is configured (--repair-url)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(the_sampling_request_asks_a_capable_model_with_the_prompt),
+        cmocka_unit_test(the_client_repairs_when_it_can_sample_else_the_fallback),
         cmocka_unit_test_setup_teardown(a_sampled_answer_gives_the_loop_its_text, setup, teardown),
         cmocka_unit_test_setup_teardown(a_sampled_answer_without_text_or_too_long_is_refused, setup,
                                         teardown),

@@ -71,12 +71,15 @@ static ptc_bridge_route_op_t *op_new(ptc_bridge_router_t *r, ptc_bridge_route_t 
     return op;
 }
 
+/* NULL allowed. */
 static void op_free(ptc_bridge_route_op_t *op)
 {
-    free(op->server);
-    free(op->tool);
-    free(op->tool_id);
-    cJSON_Delete(op->args);
+    if (op != NULL) {
+        free(op->server);
+        free(op->tool);
+        free(op->tool_id);
+        cJSON_Delete(op->args);
+    }
     free(op);
 }
 
@@ -119,18 +122,18 @@ bool ptc_bridge_confirm_approved(const cJSON *result)
 void ptc_bridge_route_confirmed(ptc_bridge_route_op_t *op, int err, const cJSON *result,
                                 const char *message)
 {
-    if (op->cancelling) return; /* the cancel frees op */
     ptc_bridge_router_t *r = op->r;
+    if (op->cancelling) return; /* the cancel frees op */
     op->handle = NULL;
     /* The server may have gone while the user thought about it: then nothing is called. */
     if (err == 0 && ptc_bridge_confirm_approved(result) && r->routes->served(r->data, op->server)) {
         (void)op_send(op);
-        return;
+    } else {
+        char m[ROUTE_MSG_MAX];
+        snprintf(m, sizeof m, "%s__%s was not confirmed by the user (--confirm-writes)%s%s",
+                 op->server, op->tool, err < 0 ? ": " : "", err < 0 && message ? message : "");
+        op_answer(op, err < 0 ? err : MCP_EDENIED, NULL, m);
     }
-    char m[ROUTE_MSG_MAX];
-    snprintf(m, sizeof m, "%s__%s was not confirmed by the user (--confirm-writes)%s%s", op->server,
-             op->tool, err < 0 ? ": " : "", err < 0 && message ? message : "");
-    op_answer(op, err < 0 ? err : MCP_EDENIED, NULL, m);
 }
 
 cJSON *ptc_bridge_confirm_params(const char *tool_id, const cJSON *args)
@@ -152,33 +155,33 @@ cJSON *ptc_bridge_confirm_params(const char *tool_id, const cJSON *args)
               cJSON_AddStringToObject(approve, "type", "boolean") &&
               cJSON_AddStringToObject(approve, "title", "Allow this call") &&
               cJSON_AddItemToArray(req, name);
-    if (!ok) {
-        if (req == NULL || cJSON_GetArraySize(req) == 0) cJSON_Delete(name);
+    if (!ok) { /* name is attached only by the last step */
+        cJSON_Delete(name);
         cJSON_Delete(params);
         params = NULL;
     }
     return params;
 }
 
-/* --confirm-writes: asks the wiring to ask the user. Returns what route_call returns. */
-static int op_confirm(ptc_bridge_route_op_t *op, const reg_tool_t *tool)
+/* --confirm-writes: asks the wiring to ask the user. True while op waits for the answer;
+ * false when it was answered (a refusal the code reads: *rc 0) or freed unanswered (*rc < 0). */
+static bool op_confirm(ptc_bridge_route_op_t *op, const reg_tool_t *tool, int *rc)
 {
     ptc_bridge_router_t *r = op->r;
-    cJSON *params = ptc_bridge_confirm_params(tool->id, op->args);
-    if (params == NULL) {
-        op_free(op);
-        return PTC_BRIDGE_ENOMEM;
-    }
     char m[ROUTE_MSG_MAX] = "";
+    cJSON *params = ptc_bridge_confirm_params(tool->id, op->args);
     op->kind = PTC_BRIDGE_ROUTE_CONFIRM;
-    int rc =
-        r->routes->confirm(r->data, op, tool, params, op->timeout_ms, &op->handle, m, sizeof m);
-    if (rc == MCP_EDENIED) { /* it cannot ask now: a refusal the code reads, not a failure */
-        op_answer(op, rc, NULL, m);
-        return 0;
+    *rc = params == NULL ? PTC_BRIDGE_ENOMEM
+                         : r->routes->confirm(r->data, op, tool, params, op->timeout_ms,
+                                              &op->handle, m, sizeof m);
+    bool waiting = *rc >= 0;
+    if (*rc == MCP_EDENIED) { /* it cannot ask now: not a failure of the host */
+        *rc = 0;
+        op_answer(op, MCP_EDENIED, NULL, m);
+    } else if (*rc < 0) {
+        op_free(op);
     }
-    if (rc < 0) op_free(op);
-    return rc < 0 ? rc : 1;
+    return waiting;
 }
 
 /* A tool no configured server serves: refused, saying where it lives. */
@@ -211,30 +214,27 @@ static int route_call(void *ops_data, const reg_tool_t *tool, const cJSON *args,
                       void **cancel_handle)
 {
     ptc_bridge_router_t *r = ops_data;
+    ptc_bridge_route_op_t *op = NULL;
+    int rc = 0;
     *cancel_handle = NULL;
     if (!r->routes->served(r->data, tool->server)) {
         refuse_unserved(r, tool, done, done_data);
-        return 0;
-    }
-    ptc_bridge_route_op_t *op = op_new(r, PTC_BRIDGE_ROUTE_CALL, done, done_data);
-    if (op == NULL) return PTC_BRIDGE_ENOMEM;
-    op->timeout_ms = timeout_ms;
-    if ((op->server = strdup(tool->server)) == NULL || (op->tool = strdup(tool->name)) == NULL ||
-        (op->tool_id = strdup(tool->id)) == NULL ||
-        (op->args = cJSON_Duplicate(args, true)) == NULL) {
+    } else if ((op = op_new(r, PTC_BRIDGE_ROUTE_CALL, done, done_data)) == NULL ||
+               (op->server = strdup(tool->server)) == NULL ||
+               (op->tool = strdup(tool->name)) == NULL ||
+               (op->tool_id = strdup(tool->id)) == NULL ||
+               (op->args = cJSON_Duplicate(args, true)) == NULL) {
         op_free(op);
-        return PTC_BRIDGE_ENOMEM;
+        rc = PTC_BRIDGE_ENOMEM;
+    } else {
+        op->timeout_ms = timeout_ms;
+        bool read_only =
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tool->annotations, "readOnlyHint"));
+        /* The handle is given only while op lives: one answered at once is freed already. */
+        if (r->confirm_writes && !read_only ? op_confirm(op, tool, &rc) : op_send(op))
+            *cancel_handle = op;
     }
-    bool read_only =
-        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tool->annotations, "readOnlyHint"));
-    if (r->confirm_writes && !read_only) {
-        int rc = op_confirm(op, tool);
-        /* The handle is given only while op lives: a refusal already freed it. */
-        if (rc == 1) *cancel_handle = op;
-        return rc < 0 ? rc : 0;
-    }
-    if (op_send(op)) *cancel_handle = op;
-    return 0;
+    return rc;
 }
 
 static int route_search(void *ops_data, const char *query, int top_k, const char *server,
@@ -242,20 +242,18 @@ static int route_search(void *ops_data, const char *query, int top_k, const char
                         void **cancel_handle)
 {
     ptc_bridge_router_t *r = ops_data;
-    *cancel_handle = NULL;
     ptc_bridge_route_op_t *op = op_new(r, PTC_BRIDGE_ROUTE_SEARCH, done, done_data);
-    if (op == NULL) return PTC_BRIDGE_ENOMEM;
     void *handle = NULL;
-    int rc = r->routes->search(r->data, op, query, top_k, server, category, &handle);
+    *cancel_handle = NULL;
+    int rc = op != NULL ? r->routes->search(r->data, op, query, top_k, server, category, &handle)
+                        : PTC_BRIDGE_ENOMEM;
     if (rc < 0) {
         op_free(op);
-        return rc;
-    }
-    if (handle != NULL) { /* still running: op lives until its completion or cancel */
+    } else if (handle != NULL) { /* still running: op lives until its end or its cancel */
         op->handle = handle;
         *cancel_handle = op;
     }
-    return 0;
+    return rc;
 }
 
 static void route_cancel(void *ops_data, void *cancel_handle)

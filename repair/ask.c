@@ -99,15 +99,16 @@ int ptc_repair_ask_http(ptc_repair_http_t *r, const char *prompt, ptc_repair_cb 
 int ptc_repair_ask_sampling(const ptc_repair_sampler_t *s, const char *prompt, ptc_repair_cb cb,
                             void *data, ptc_repair_ask_t **out)
 {
-    *out = NULL;
+    int rc = PTC_REPAIR_ENOMEM;
     cJSON *params = ptc_repair_sampling_params(prompt);
     ptc_repair_ask_t *a = params != NULL ? ask_new(ASK_SAMPLER, cb, data) : NULL;
+    *out = NULL;
     if (a == NULL) {
         cJSON_Delete(params);
-        return PTC_REPAIR_ENOMEM;
+    } else {
+        a->sampler = *s;
+        rc = s->send(s->data, params, a, &a->sent); /* takes params */
     }
-    a->sampler = *s;
-    int rc = s->send(s->data, params, a, &a->sent); /* takes params */
     if (rc < 0)
         free(a);
     else
@@ -118,16 +119,13 @@ int ptc_repair_ask_sampling(const ptc_repair_sampler_t *s, const char *prompt, p
 int ptc_repair_ask_later(const char *prompt, ptc_repair_cb cb, void *data, cJSON **params,
                          ptc_repair_ask_t **out)
 {
-    *out = NULL;
     *params = ptc_repair_sampling_params(prompt);
-    ptc_repair_ask_t *a = *params != NULL ? ask_new(ASK_LATER, cb, data) : NULL;
-    if (a == NULL) {
+    *out = *params != NULL ? ask_new(ASK_LATER, cb, data) : NULL;
+    if (*out == NULL) {
         cJSON_Delete(*params);
         *params = NULL;
-        return PTC_REPAIR_ENOMEM;
     }
-    *out = a;
-    return 0;
+    return *out != NULL ? 0 : PTC_REPAIR_ENOMEM;
 }
 
 /* Gives the loop the text of a sampling result (a CreateMessageResult) and frees a. */
@@ -147,13 +145,11 @@ static void deliver_sampled(ptc_repair_ask_t *a, const cJSON *result)
 void ptc_repair_ask_sampled(ptc_repair_ask_t *a, int err, const cJSON *result, const char *message)
 {
     a->sent = NULL;
-    if (a->cancelled)
-        free(a);
-    else if (err < 0) {
-        a->cb(a->data, err, NULL, message);
-        free(a);
+    if (!a->cancelled && err == 0) {
+        deliver_sampled(a, result); /* frees a */
     } else {
-        deliver_sampled(a, result);
+        if (!a->cancelled) a->cb(a->data, err, NULL, message);
+        free(a);
     }
 }
 
@@ -161,11 +157,11 @@ void ptc_repair_ask_answer(ptc_repair_ask_t *a, const cJSON *result)
 {
     if (result != NULL) {
         deliver_sampled(a, result);
-        return;
+    } else {
+        a->cb(a->data, PTC_REPAIR_EPROTO, NULL,
+              "the client's next round carried no answer to the sampling request");
+        free(a);
     }
-    a->cb(a->data, PTC_REPAIR_EPROTO, NULL,
-          "the client's next round carried no answer to the sampling request");
-    free(a);
 }
 
 void ptc_repair_ask_cancel(ptc_repair_ask_t *a)

@@ -279,7 +279,8 @@ static void sampled(void *data, int err, const cJSON *result, const cJSON *error
                     const char *message)
 {
     (void)error;
-    ptc_repair_ask_sampled(data, err, result, message || err == 0 ? message : mcp_strerror(err));
+    ptc_repair_ask_sampled(data, err, result,
+                           message != NULL || err == 0 ? message : mcp_strerror(err));
 }
 
 /* The repair's sampling/createMessage on the call's own stream (Streamable HTTP sends it

@@ -20,11 +20,6 @@ struct ptc_xsession {
     char run_id[PTC_SESSION_HANDLE_MAX + 8];
 };
 
-bool ptc__execute_random_id(const char *prefix, char buf[PTC_SESSION_HANDLE_MAX])
-{
-    return exec_random_handle(prefix, buf, PTC_SESSION_HANDLE_MAX);
-}
-
 void ptc__sessions_release(void *user, void *data)
 {
     (void)data;

@@ -69,8 +69,9 @@ struct ptc_execute {
     ptc_repairer_http_t *repairer;
     ptc_repairer_desc_t http_desc; /* how results name it */
     /* The workspace (executor.h): sessions (execute_sessions.c), runs handed back as running
-       (execute_longrun.c), what goes when a client's MCP session ends (execute_ends.c); and
-       how long a call waits for its run. */
+       (execute_longrun.c), jobs parked for a 2026 client's next round (execute_mrtr.c), what
+       goes when a client's MCP session ends (execute_ends.c); and how long a call waits for
+       its run. */
     exec_workspace_t *ws;
     uint64_t wait_ms;
     mcp_server_t *srv; /* the session-end hook is registered there (execute_ends.c) */

@@ -709,6 +709,12 @@ int exec_ws_session_start(exec_ws_session_t *s, const exec_session_opts_t *so);
 /** Runs code as s's next cell (exec_session_run; EXEC_EINVAL before the start). */
 int exec_ws_session_run(exec_ws_session_t *s, const char *code, uint64_t timeout_ms,
                         const exec_session_callbacks_t *cb);
+/** The output so far of the cell running in s (exec_session_output). EXEC_EINVAL when no
+ *  cell runs (also before the start). */
+int exec_ws_session_output(const exec_ws_session_t *s, exec_output_t *out, exec_output_t *err);
+/** Interrupts the cell running in s (exec_session_cancel: its on_done still comes, with
+ *  cancelled set). EXEC_EINVAL when no cell runs (also before the start). */
+int exec_ws_session_cancel(exec_ws_session_t *s);
 
 /** Keeps user (borrowed) for owner (copied) behind a fresh "run-" cursor (exec_ws_run_cursor).
  *  EXEC_EBUSY when max_runs are kept, EXEC_ENOMEM (also: no random bytes). */

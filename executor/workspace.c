@@ -360,6 +360,16 @@ int exec_ws_session_run(exec_ws_session_t *s, const char *code, uint64_t timeout
     return rc;
 }
 
+int exec_ws_session_output(const exec_ws_session_t *s, exec_output_t *out, exec_output_t *err)
+{
+    return s->es != NULL ? exec_session_output(s->es, out, err) : EXEC_EINVAL;
+}
+
+int exec_ws_session_cancel(exec_ws_session_t *s)
+{
+    return s->es != NULL ? exec_session_cancel(s->es) : EXEC_EINVAL;
+}
+
 /* --- runs kept behind a cursor ------------------------------------------------------------- */
 
 static void run_unlink(exec_ws_run_t *r)

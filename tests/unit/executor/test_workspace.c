@@ -182,6 +182,9 @@ static void test_a_session_is_found_by_its_owner_only(void **state)
     assert_int_equal(exec_ws_session_start(s, NULL), EXEC_EINVAL);
     exec_session_callbacks_t cb = {0};
     assert_int_equal(exec_ws_session_run(s, "pass", 1000, &cb), EXEC_EINVAL);
+    exec_output_t out, err;
+    assert_int_equal(exec_ws_session_output(s, &out, &err), EXEC_EINVAL);
+    assert_int_equal(exec_ws_session_cancel(s), EXEC_EINVAL);
     assert_int_equal(exec_ws_session_cells(s), 0);
     fx_free(fx);
 }

@@ -132,10 +132,10 @@ typedef struct job {
     char *refused_msg;           /* the run was refused with no request waiting */
     char *refused_final;         /* the loop answered "refused" with no request waiting */
     bool finish_pending;         /* the loop finished with no request waiting */
-    /* MRTR (execute_mrtr.c): the call was answered with an InputRequiredResult naming
-       mrtr_handle; the client's next round resumes the job with the answer to mrtr_ask (a
-       repair through sampling) or mrtr_op (a --confirm-writes confirmation). The workspace
-       keeps it parked (exec_ws_park_*: handle, owner, task, bound). */
+    /* MRTR (execute_mrtr.c): the call was answered with an InputRequiredResult naming the
+       handle of mrtr_park, under which the workspace keeps the job (exec_ws_park_*: handle,
+       owner, task, bound); the client's next round resumes it with the answer to mrtr_ask (a
+       repair through sampling) or mrtr_op (a --confirm-writes confirmation). */
     exec_ws_park_t *mrtr_park; /* NULL unless parked */
     bool mrtr_linked;          /* mrtr_park != NULL (read by execute_bridge.c) */
     ptc_repair_ask_t *mrtr_ask;

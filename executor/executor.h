@@ -597,7 +597,8 @@ char *exec_pages_utf8_sanitize(const char *bytes, size_t len, size_t *out_len);
 
 /* ---- the workspace: what a client keeps between its requests (workspace.c) ---------------- */
 /* Live sessions behind unguessable handles, runs that go on with no request waiting behind a
- * cursor, and what goes once their owner has ended. Every entry is bound to an owner
+ * cursor, requests parked for their client's next round (below), and what goes once their
+ * owner has ended. Every entry is bound to an owner
  * (EXEC_OWNER_BYTES, compared as bytes, like the pages' and the files'): a handle or cursor
  * presented by another owner reads exactly as an unknown one. The workspace knows nothing of
  * requests: a session is claimed by, and a run kept for, an opaque pointer of the caller's,
@@ -615,7 +616,7 @@ typedef struct exec_ws_run exec_ws_run_t;
 
 /* Why the workspace itself ended an entry (the callbacks' why). */
 typedef enum exec_ws_end {
-    EXEC_WS_EXPIRED,     /* a session unused for session_idle_ms, a run kept run_keep_ms */
+    EXEC_WS_EXPIRED,     /* unused for session_idle_ms, kept run_keep_ms, parked keep_ms */
     EXEC_WS_DIED,        /* an idle session's interpreter had stopped */
     EXEC_WS_OWNER_ENDED, /* exec_ws_owner_ended */
     EXEC_WS_STOPPED,     /* exec_workspace_stop (or _free) */
@@ -645,13 +646,15 @@ typedef struct exec_ws_options {
     uint64_t session_idle_ms; /* unused this long: closed (0 counts as 1) */
     size_t max_runs;          /* kept at once */
     uint64_t run_keep_ms;     /* an ended run nobody waits on is kept this long (0 counts as 1) */
+    size_t max_parked;        /* parked at once (0 counts as EXEC_WS_MAX_PARKED) */
 } exec_ws_options_t;
 
 /** A workspace on loop with o and cb (both copied). EXEC_ENOMEM. *out is the caller's until
  *  exec_workspace_free. */
 int exec_workspace_new(uv_loop_t *loop, const exec_ws_options_t *o, const exec_ws_callbacks_t *cb,
                        exec_workspace_t **out);
-/** Ends every run (run_ended) and then every session (session_ended), EXEC_WS_STOPPED. */
+/** Ends every parked entry (its end callback), then every run (run_ended) and then every
+ *  session (session_ended), EXEC_WS_STOPPED. The workspace stays usable. */
 void exec_workspace_stop(exec_workspace_t *ws);
 /** exec_workspace_stop, then frees ws (its timers close at the loop's next turn). NULL allowed. */
 void exec_workspace_free(exec_workspace_t *ws);
@@ -706,6 +709,12 @@ int exec_ws_session_start(exec_ws_session_t *s, const exec_session_opts_t *so);
 /** Runs code as s's next cell (exec_session_run; EXEC_EINVAL before the start). */
 int exec_ws_session_run(exec_ws_session_t *s, const char *code, uint64_t timeout_ms,
                         const exec_session_callbacks_t *cb);
+/** The output so far of the cell running in s (exec_session_output). EXEC_EINVAL when no
+ *  cell runs (also before the start). */
+int exec_ws_session_output(const exec_ws_session_t *s, exec_output_t *out, exec_output_t *err);
+/** Interrupts the cell running in s (exec_session_cancel: its on_done still comes, with
+ *  cancelled set). EXEC_EINVAL when no cell runs (also before the start). */
+int exec_ws_session_cancel(exec_ws_session_t *s);
 
 /** Keeps user (borrowed) for owner (copied) behind a fresh "run-" cursor (exec_ws_run_cursor).
  *  EXEC_EBUSY when max_runs are kept, EXEC_ENOMEM (also: no random bytes). */
@@ -724,6 +733,51 @@ void exec_ws_run_keep(exec_ws_run_t *r);
 void exec_ws_run_hold(exec_ws_run_t *r);
 /** Forgets r (no callback). NULL allowed. */
 void exec_ws_run_remove(exec_ws_run_t *r);
+
+/* Parked requests (workspace_park.c): something of the caller's that waits for an answer only a
+ * later request of the same owner can bring (a client's next round) is kept behind a fresh
+ * unguessable handle bound to the owner, for keep_ms at most, optionally tagged (e.g. with the
+ * task it ran as) so that it can be found without its handle. The workspace knows nothing of
+ * the request or the answer: it keeps an opaque pointer and tells the end callback given at
+ * exec_ws_park_add when it ends the entry itself (expired, or the workspace stopped). An entry
+ * is found until it is removed; handles are never reused, so a removed handle stays unknown.
+ * Bounds: max_parked entries at once (EXEC_EBUSY past it), EXEC_WS_PARK_TAG_MAX per tag. An
+ * owner's end does not touch its parked entries: each goes by its own keep_ms. */
+#define EXEC_WS_MAX_PARKED      64 /* exec_ws_options_t.max_parked's default */
+#define EXEC_WS_PARK_TAG_MAX    48 /* a tag's bytes with its NUL */
+#define EXEC_WS_PARK_PREFIX_MAX 8  /* a handle's prefix, without NUL */
+
+typedef struct exec_ws_park exec_ws_park_t;
+/** The workspace ended a parked entry itself (EXEC_WS_EXPIRED: its keep_ms passed;
+ *  EXEC_WS_STOPPED: exec_workspace_stop): the entry is gone already, user is the callee's to
+ *  end, handle (the entry's) is valid during the call only. The callee may park or remove
+ *  other entries. */
+typedef void (*exec_ws_park_end_cb)(void *user, exec_ws_end_t why, const char *handle);
+
+/** Parks user (borrowed) for owner (copied) behind a fresh handle, prefix (at most
+ *  EXEC_WS_PARK_PREFIX_MAX bytes) and 32 hex digits (exec_ws_park_handle), tagged with tag
+ *  (copied; NULL or "" for none), for keep_ms: then end(user, EXEC_WS_EXPIRED, handle) unless
+ *  it was removed first. *out is the entry (valid until removed or ended), NULL on error:
+ *  EXEC_EBUSY when max_parked wait, EXEC_EINVAL (end NULL, prefix or tag too long),
+ *  EXEC_ENOMEM (also: no random bytes). */
+int exec_ws_park_add(exec_workspace_t *ws, const unsigned char *owner, const char *prefix,
+                     const char *tag, uint64_t keep_ms, exec_ws_park_end_cb end, void *user,
+                     exec_ws_park_t **out);
+/** The entry parked behind handle for owner, or NULL (unknown, removed, ended, or another
+ *  owner's: all read alike). */
+exec_ws_park_t *exec_ws_park_find(const exec_workspace_t *ws, const char *handle,
+                                  const unsigned char *owner);
+/** The most recently parked entry with tag (not "") for owner, or NULL. */
+exec_ws_park_t *exec_ws_park_find_tag(const exec_workspace_t *ws, const char *tag,
+                                      const unsigned char *owner);
+/** p's user pointer (exec_ws_park_add's). */
+void *exec_ws_park_user(const exec_ws_park_t *p);
+/** p's handle (borrowed: valid while p is parked). */
+const char *exec_ws_park_handle(const exec_ws_park_t *p);
+/** Forgets p: no end callback, its handle is unknown from now on. NULL allowed. */
+void exec_ws_park_remove(exec_ws_park_t *p);
+/** How many entries are parked now. */
+size_t exec_ws_parked(const exec_workspace_t *ws);
 
 #ifdef __cplusplus
 }

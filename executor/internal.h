@@ -284,4 +284,19 @@ void exec__parse_layer(const char *rest, exec_layer_state_t *state,
                        char (*reason)[EXEC_REASON_MAX]);
 exec_sandbox_level_t exec__level(const exec_layer_state_t *state);
 
+/* The workspace's parked requests (workspace_park.c), owned by the workspace (workspace.c). */
+typedef struct exec__parking exec__parking_t;
+/* NULL on ENOMEM; max 0 counts as EXEC_WS_MAX_PARKED. */
+exec__parking_t *exec__parking_new(uv_loop_t *loop, size_t max);
+/* Ends every parked entry (its end callback, EXEC_WS_STOPPED); more may be parked later. */
+void exec__parking_stop(exec__parking_t *pk);
+/* exec__parking_stop, then frees pk (its timer closes at the loop's next turn). NULL allowed. */
+void exec__parking_free(exec__parking_t *pk);
+/* The workspace's parking (never NULL for a workspace exec_workspace_new made). */
+exec__parking_t *exec__ws_parking(const exec_workspace_t *ws);
+/* A zeroed timer on loop with data, or NULL on ENOMEM; exec__timer_close frees it. */
+uv_timer_t *exec__timer_new(uv_loop_t *loop, void *data);
+/* Closes t and frees it at the loop's next turn. NULL allowed. */
+void exec__timer_close(uv_timer_t *t);
+
 #endif

@@ -1,7 +1,8 @@
 /* workspace.c - what a client keeps between its requests (issue 12): live sessions (one
  * exec_session_t each) behind unguessable handles, runs kept behind a cursor while no request
- * waits on them, and the end of everything an owner had once the owner is gone. Every entry is
- * bound to its owner's bytes; whatever another owner presents reads as unknown.
+ * waits on them, requests parked for a next round (workspace_park.c), and the end of
+ * everything an owner had once the owner is gone. Every entry is bound to its owner's bytes;
+ * whatever another owner presents reads as unknown.
  *
  * The lists are walked from the head again after each entry ended, since a callback may change
  * them; clang-analyzer does not follow the unlinking (it assumes a list may loop back on a
@@ -64,6 +65,7 @@ struct exec_workspace {
     uv_timer_t *ends_timer;
     unsigned char (*ends)[EXEC_OWNER_BYTES];
     size_t n_ends, cap_ends;
+    exec__parking_t *parking; /* requests parked for a next round (workspace_park.c) */
 };
 
 bool exec_random_handle(const char *prefix, char *buf, size_t size)
@@ -90,7 +92,7 @@ static void timer_closed(uv_handle_t *h)
     free(h);
 }
 
-static uv_timer_t *new_timer(uv_loop_t *loop, void *data)
+uv_timer_t *exec__timer_new(uv_loop_t *loop, void *data)
 {
     uv_timer_t *t = calloc(1, sizeof *t);
     if (t == NULL || uv_timer_init(loop, t) != 0) {
@@ -101,7 +103,7 @@ static uv_timer_t *new_timer(uv_loop_t *loop, void *data)
     return t;
 }
 
-static void close_timer(uv_timer_t *t)
+void exec__timer_close(uv_timer_t *t)
 {
     if (t != NULL) uv_close((uv_handle_t *)t, timer_closed);
 }
@@ -358,6 +360,16 @@ int exec_ws_session_run(exec_ws_session_t *s, const char *code, uint64_t timeout
     return rc;
 }
 
+int exec_ws_session_output(const exec_ws_session_t *s, exec_output_t *out, exec_output_t *err)
+{
+    return s->es != NULL ? exec_session_output(s->es, out, err) : EXEC_EINVAL;
+}
+
+int exec_ws_session_cancel(exec_ws_session_t *s)
+{
+    return s->es != NULL ? exec_session_cancel(s->es) : EXEC_EINVAL;
+}
+
 /* --- runs kept behind a cursor ------------------------------------------------------------- */
 
 static void run_unlink(exec_ws_run_t *r)
@@ -484,13 +496,15 @@ int exec_workspace_new(uv_loop_t *loop, const exec_ws_options_t *o, const exec_w
     ws->cb = *cb;
     if (ws->o.session_idle_ms == 0) ws->o.session_idle_ms = 1;
     if (ws->o.run_keep_ms == 0) ws->o.run_keep_ms = 1;
-    ws->sweep = new_timer(loop, ws);
-    ws->expiry = new_timer(loop, ws);
-    ws->ends_timer = new_timer(loop, ws);
-    if (ws->sweep == NULL || ws->expiry == NULL || ws->ends_timer == NULL) {
-        close_timer(ws->sweep);
-        close_timer(ws->expiry);
-        close_timer(ws->ends_timer);
+    ws->sweep = exec__timer_new(loop, ws);
+    ws->expiry = exec__timer_new(loop, ws);
+    ws->ends_timer = exec__timer_new(loop, ws);
+    ws->parking = exec__parking_new(loop, o->max_parked);
+    if (ws->sweep == NULL || ws->expiry == NULL || ws->ends_timer == NULL || ws->parking == NULL) {
+        exec__timer_close(ws->sweep);
+        exec__timer_close(ws->expiry);
+        exec__timer_close(ws->ends_timer);
+        exec__parking_free(ws->parking);
         free(ws);
         return EXEC_ENOMEM;
     }
@@ -498,6 +512,11 @@ int exec_workspace_new(uv_loop_t *loop, const exec_ws_options_t *o, const exec_w
     uv_unref((uv_handle_t *)ws->ends_timer);
     *out = ws;
     return EXEC_OK;
+}
+
+exec__parking_t *exec__ws_parking(const exec_workspace_t *ws)
+{
+    return ws->parking;
 }
 
 /* Runs first: a session's cell kept as a run leaves its session idle, to be closed next. */
@@ -551,6 +570,8 @@ int exec_ws_owner_ended(exec_workspace_t *ws, const unsigned char *owner)
 void exec_workspace_stop(exec_workspace_t *ws)
 {
     if (ws == NULL) return;
+    /* Parked entries first: what they hold may have a run or a session of its own. */
+    exec__parking_stop(ws->parking);
     while (ws->runs != NULL)
         /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): the list walk (see the top) */
         run_end(ws->runs, EXEC_WS_STOPPED);
@@ -564,9 +585,10 @@ void exec_workspace_free(exec_workspace_t *ws)
 {
     if (ws == NULL) return;
     exec_workspace_stop(ws);
-    close_timer(ws->sweep);
-    close_timer(ws->expiry);
-    close_timer(ws->ends_timer);
+    exec__timer_close(ws->sweep);
+    exec__timer_close(ws->expiry);
+    exec__timer_close(ws->ends_timer);
+    exec__parking_free(ws->parking);
     free(ws->ends);
     free(ws);
 }

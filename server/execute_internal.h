@@ -78,12 +78,11 @@ struct ptc_execute {
     ptc_repairer_http_t *repairer;
     ptc_repairer_desc_t http_desc; /* how results name it */
     /* The workspace (executor.h): sessions (execute_sessions.c), runs handed back as running
-       (execute_longrun.c), what goes when a client's MCP session ends (execute_ends.c); and
-       how long a call waits for its run. */
+       (execute_longrun.c), jobs parked for a 2026 client's next round (execute_mrtr.c), what
+       goes when a client's MCP session ends (execute_ends.c); and how long a call waits for
+       its run. */
     exec_workspace_t *ws;
     uint64_t wait_ms;
-    struct job *mrtr_parked; /* waiting for a 2026 client's next round (execute_mrtr.c) */
-    size_t n_mrtr_parked;
     mcp_server_t *srv; /* the session-end hook is registered there (execute_ends.c) */
 };
 
@@ -142,17 +141,15 @@ typedef struct job {
     char *refused_msg;           /* the run was refused with no request waiting */
     char *refused_final;         /* the loop answered "refused" with no request waiting */
     bool finish_pending;         /* the loop finished with no request waiting */
-    /* MRTR (execute_mrtr.c): the call was answered with an InputRequiredResult naming
-       mrtr_handle; the client's next round resumes the job with the answer to mrtr_ask (a
+    /* MRTR (execute_mrtr.c): the call was answered with an InputRequiredResult naming the
+       handle of mrtr_park, under which the workspace keeps the job (exec_ws_park_*: handle,
+       owner, task, bound); the client's next round resumes it with the answer to mrtr_ask (a
        repair through sampling) or mrtr_op (a --confirm-writes confirmation). */
-    bool mrtr_linked; /* in ex->mrtr_parked */
-    char mrtr_handle[PTC_SESSION_HANDLE_MAX];
-    char mrtr_task[40];     /* the task the asking call ran as (tasks extension), or "" */
-    uv_timer_t *mrtr_timer; /* frees the job when no round comes in time */
+    exec_ws_park_t *mrtr_park; /* NULL unless parked */
+    bool mrtr_linked;          /* mrtr_park != NULL (read by execute_bridge.c) */
     ptc_repair_ask_t *mrtr_ask;
     ptc_bridge_route_op_t *mrtr_op;
     ptc_downstream_held_t *mrtr_held; /* a downstream server's request passed on, or NULL */
-    struct job *mrtr_prev, *mrtr_next;
 } job_t;
 
 /* A tool call from sandboxed code waiting for the user's confirmation (bridge/'s router). */
@@ -260,8 +257,6 @@ void ptc__execute_handle(mcp_call_t *call, const cJSON *args, void *data);
 /* The table (handles, owners, limits, the idle check) is the executor's workspace; what a
  * session holds for the wiring (its bridge for its life) is a ptc_xsession_t, its user data. */
 
-/** exec_random_handle into a PTC_SESSION_HANDLE_MAX buffer: an unguessable handle. */
-bool ptc__execute_random_id(const char *prefix, char buf[PTC_SESSION_HANDLE_MAX]);
 /** The workspace's session callbacks (data: ex): a session it ended with a request's cell in
  *  it frees the job and answers the request (but at shutdown); the user data goes. */
 void ptc__sessions_ended(const char *handle, exec_ws_end_t why, void *claimant, void *data);
@@ -314,7 +309,7 @@ void ptc__longrun_ended(void *user, exec_ws_end_t why, void *data);
 
 /* --- execute_mrtr.c: jobs waiting for a 2026-07-28 client's next round (MRTR) -------------- */
 
-#define EXECUTE_MAX_MRTR_PARKED 64u /* jobs waiting at once; past it, no more are asked */
+/* At most EXEC_WS_MAX_PARKED jobs wait at once (the workspace's default bound). */
 /* The keys of the input requests (and of the client's inputResponses). */
 #define EXECUTE_MRTR_KEY_REPAIR  "repair"  /* sampling/createMessage for a repair */
 #define EXECUTE_MRTR_KEY_CONFIRM "confirm" /* elicitation/create for --confirm-writes */
@@ -325,8 +320,8 @@ void ptc__longrun_ended(void *user, exec_ws_end_t why, void *data);
  * Answers j's call with an InputRequiredResult asking {key: {method, params}} (params taken)
  * and a requestState naming j, which then waits (its run goes on) for the round that brings the
  * answer, bound to j's owner, for keep_ms at most: past it a run still going is killed and j
- * freed. j->call is NULL afterwards. < 0 (MCP_ENOMEM, MCP_EBUSY at the limit) leaves the call
- * unanswered.
+ * freed. j->call is NULL afterwards. < 0 (MCP_ENOMEM, MCP_EBUSY at the limit, MCP_ESTATE when
+ * j has no call or waits already) leaves the call unanswered.
  */
 int ptc__mrtr_park(job_t *j, const char *key, const char *method, cJSON *params, uint64_t keep_ms);
 /** If call carries a requestState (a next round), resumes the job it names with the answers
@@ -335,7 +330,8 @@ int ptc__mrtr_park(job_t *j, const char *key, const char *method, cJSON *params,
 bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, const cJSON *args, uint64_t wait_ms);
 /** j waits no more (in ptc__execute_job_free). */
 void ptc__mrtr_release(job_t *j);
-/** Kills and frees every waiting job (the server stops). */
+/** Kills and frees every waiting job, then ends the workspace's runs and sessions
+ *  (exec_workspace_stop: the server stops). */
 void ptc__mrtr_close_all(ptc_execute_t *ex);
 /** The client cancelled task task_id while its job was parked here (it asked through the
  *  task): the job goes now, its run killed (mcp_server_on_task_cancel). */

@@ -34,16 +34,10 @@ void ptc__longrun_release(job_t *j)
     j->refused_msg = j->refused_final = NULL;
 }
 
-/* The bytes of a stream not answered yet, at most max, cut at a UTF-8 character's start. */
+/* The bytes of a stream not answered yet, at most max, not splitting a UTF-8 character. */
 static size_t fresh_part(const exec_output_t *o, uint64_t sent, size_t max)
 {
-    if (sent >= o->len) return 0;
-    size_t n = o->len - (size_t)sent;
-    if (n <= max) return n;
-    n = max;
-    while (n > 0 && (o->data[sent + n] & 0xC0) == 0x80)
-        n--;
-    return n;
+    return sent < o->len ? ptc_utf8_cut((const char *)o->data + sent, o->len - sent, max) : 0;
 }
 
 /* Answers the waiting request with status "running": the output new since the last answer
@@ -219,37 +213,21 @@ static void cancel_longrun(job_t *j, mcp_call_t *call)
     }
     if (j->sess != NULL && ptc__session_cancel(j->sess) == 0) return; /* its on_done answers */
     if (j->run != NULL) {
-        /* Killed now: the output so far is its output. */
-        exec_output_t out, err;
-        outcome_t o;
-        memset(&o, 0, sizeof o);
-        if (exec_run_output(j->run, &out, &err) == 0) {
-            o.out = exec_pages_utf8_sanitize((const char *)out.data, out.len, &o.out_len);
-            o.err = exec_pages_utf8_sanitize((const char *)err.data, err.len, &o.err_len);
-            o.out_total = out.total;
-            o.err_total = err.total;
-            o.truncated = out.truncated || err.truncated;
-        }
-        exec_run_cancel(j->run);
-        j->run = NULL;
-        if (o.out == NULL) o.out = strdup("");
-        if (o.err == NULL) o.err = strdup("");
-        o.status = EXEC_STATUS_KILLED;
-        o.exit_code = -1;
-        o.cancelled = true;
-        o.duration_ms = uv_now(ex->loop) - j->started_ms;
-        o.sandbox = ex->unsafe ? EXEC_SANDBOX_NONE : exec_pool_probe(ex->pool)->level;
-        o.timeout_ms = j->run_timeout_ms;
-        ptc__execute_close_bridge(j, &o);
-        if (o.outputs == NULL) o.outputs = cJSON_CreateArray();
-        ptc__execute_outcome_clear(&j->last);
-        j->last = o;
-        if (o.out == NULL || o.err == NULL || o.outputs == NULL) {
-            ptc__execute_job_free(j);
-            mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
-            return;
-        }
-        ptc__execute_finish_job(j);
+        /* Killed now: the output so far is its output, and it ends as a run does (with
+         * cancel_asked: its result, no repair), while the output is still the run's. The run
+         * is cancelled only then: no on_done follows, and j may be gone. */
+        exec_run_t *run = j->run;
+        exec_result_t r = {.status = EXEC_STATUS_KILLED,
+                           .exit_code = -1,
+                           .out = {.data = (const unsigned char *)""},
+                           .err = {.data = (const unsigned char *)""},
+                           .duration_ms = uv_now(ex->loop) - j->started_ms,
+                           .sandbox =
+                               ex->unsafe ? EXEC_SANDBOX_NONE : exec_pool_probe(ex->pool)->level,
+                           .cancelled = true};
+        (void)exec_run_output(run, &r.out, &r.err);
+        ptc__execute_job_ran(j, &r);
+        exec_run_cancel(run);
         return;
     }
     /* Between runs (a repair being asked for, the packages awaited). */

@@ -10,30 +10,19 @@
  * expires). The state stays small whatever the run holds, and a forged or replayed state finds
  * nothing: the library refuses a changed one, a handle is used once, and another client's
  * handle reads as unknown. A job no round comes for is freed after its bound (a run still going
- * is killed). */
+ * is killed). The executor's workspace does the keeping (exec_ws_park_*: the handle, the owner,
+ * the task, the bound, how many wait); what is MCP here stays here: the InputRequiredResult,
+ * the requestState's fields and the round's checks. */
 #include "execute_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static void timer_closed(uv_handle_t *h)
-{
-    free(h);
-}
-
 static void unlink_job(job_t *j)
 {
-    ptc_execute_t *ex = j->ex;
-    if (!j->mrtr_linked) return;
-    if (j->mrtr_prev)
-        j->mrtr_prev->mrtr_next = j->mrtr_next;
-    else
-        ex->mrtr_parked = j->mrtr_next;
-    if (j->mrtr_next) j->mrtr_next->mrtr_prev = j->mrtr_prev;
-    j->mrtr_prev = j->mrtr_next = NULL;
+    exec_ws_park_remove(j->mrtr_park);
+    j->mrtr_park = NULL;
     j->mrtr_linked = false;
-    ex->n_mrtr_parked--;
-    if (j->mrtr_timer != NULL) uv_timer_stop(j->mrtr_timer);
 }
 
 void ptc__mrtr_release(job_t *j)
@@ -44,8 +33,6 @@ void ptc__mrtr_release(job_t *j)
         j->mrtr_held = NULL;
         ptc_downstream_held_answer(h, NULL, "the run it came for ended before the client answered");
     }
-    if (j->mrtr_timer != NULL) uv_close((uv_handle_t *)j->mrtr_timer, timer_closed);
-    j->mrtr_timer = NULL;
 }
 
 /* Kills j's run (or its session's cell) and frees j. */
@@ -63,13 +50,19 @@ static void kill_job(job_t *j, const char *why)
     ptc__execute_job_free(j);
 }
 
-static void on_expired(uv_timer_t *t)
+/* The workspace ended j's parking: its bound passed, or the server stops. */
+static void on_park_end(void *user, exec_ws_end_t why, const char *handle)
 {
-    job_t *j = t->data;
-    mcp_log(j->ex->lg, MCP_LOG_INFO,
-            "execute_code: no next round came for %.13s... in time: its run was stopped",
-            j->mrtr_handle);
-    kill_job(j, "was stopped: the client never came back with the answer it was asked for");
+    job_t *j = user;
+    j->mrtr_park = NULL; /* the workspace forgot it already */
+    j->mrtr_linked = false;
+    if (why == EXEC_WS_EXPIRED)
+        mcp_log(j->ex->lg, MCP_LOG_INFO,
+                "execute_code: no next round came for %.13s... in time: its run was stopped",
+                handle);
+    kill_job(j, why == EXEC_WS_EXPIRED
+                    ? "was stopped: the client never came back with the answer it was asked for"
+                    : "was stopped: the server is shutting down");
 }
 
 int ptc__mrtr_park(job_t *j, const char *key, const char *method, cJSON *params, uint64_t keep_ms)
@@ -80,25 +73,19 @@ int ptc__mrtr_park(job_t *j, const char *key, const char *method, cJSON *params,
         cJSON_Delete(params);
         return MCP_ESTATE;
     }
-    if (ex->n_mrtr_parked >= EXECUTE_MAX_MRTR_PARKED) {
+    /* Past its requestState's life no round can name the job any more. A task's round:
+     * tasks/cancel finds the job by the task (ptc__mrtr_cancel_task). */
+    if (keep_ms > MCP_MRTR_STATE_TTL_MS) keep_ms = MCP_MRTR_STATE_TTL_MS;
+    int rc = exec_ws_park_add(ex->ws, j->owner.b, "mrtr-", mcp_call_task_id(call), keep_ms,
+                              on_park_end, j, &j->mrtr_park);
+    if (rc < 0) {
         cJSON_Delete(params);
-        return MCP_EBUSY;
-    }
-    if (j->mrtr_timer == NULL) {
-        uv_timer_t *t = calloc(1, sizeof *t);
-        if (t == NULL || uv_timer_init(ex->loop, t) != 0) {
-            free(t);
-            cJSON_Delete(params);
-            return MCP_ENOMEM;
-        }
-        t->data = j;
-        j->mrtr_timer = t;
+        return rc; /* EBUSY, ENOMEM: the same codes in mcp's table */
     }
     cJSON *requests = cJSON_CreateObject();
     cJSON *req = cJSON_CreateObject();
     cJSON *state = cJSON_CreateObject();
     bool ok = requests != NULL && req != NULL && state != NULL &&
-              ptc__execute_random_id("mrtr-", j->mrtr_handle) &&
               cJSON_AddStringToObject(req, "method", method) != NULL &&
               cJSON_AddItemToObject(req, "params", params);
     if (ok) params = NULL;
@@ -106,7 +93,8 @@ int ptc__mrtr_park(job_t *j, const char *key, const char *method, cJSON *params,
     if (ok) req = NULL;
     /* The attempt says which round of the request this is (the handle alone finds the job);
      * nothing else of the job needs to travel. */
-    ok = ok && cJSON_AddStringToObject(state, "handle", j->mrtr_handle) != NULL &&
+    ok = ok &&
+         cJSON_AddStringToObject(state, "handle", exec_ws_park_handle(j->mrtr_park)) != NULL &&
          cJSON_AddStringToObject(state, "waits_for", key) != NULL &&
          cJSON_AddNumberToObject(state, "attempt",
                                  j->loop != NULL ? ptc_repair_loop_attempt(j->loop) : 0) != NULL;
@@ -116,22 +104,13 @@ int ptc__mrtr_park(job_t *j, const char *key, const char *method, cJSON *params,
     cJSON_Delete(params);
     if (text == NULL) {
         cJSON_Delete(requests);
+        unlink_job(j);
         return MCP_ENOMEM;
     }
-    /* A task's round: tasks/cancel finds the job by the task (ptc__mrtr_cancel_task). */
-    const char *task = mcp_call_task_id(call);
-    snprintf(j->mrtr_task, sizeof j->mrtr_task, "%s", task != NULL ? task : "");
     /* The job outlives this call now: nothing of it may touch the call again. */
     j->call = NULL;
-    if (j->wait_timer != NULL) uv_timer_stop(j->wait_timer);
-    j->mrtr_next = ex->mrtr_parked;
-    if (ex->mrtr_parked) ex->mrtr_parked->mrtr_prev = j;
-    ex->mrtr_parked = j;
     j->mrtr_linked = true;
-    ex->n_mrtr_parked++;
-    /* Past its requestState's life no round can name the job any more. */
-    if (keep_ms > MCP_MRTR_STATE_TTL_MS) keep_ms = MCP_MRTR_STATE_TTL_MS;
-    uv_timer_start(j->mrtr_timer, on_expired, keep_ms, 0);
+    if (j->wait_timer != NULL) uv_timer_stop(j->wait_timer);
     mcp_call_finish_input_required(call, requests, text);
     cJSON_free(text);
     return MCP_OK;
@@ -186,10 +165,10 @@ static job_t *find(ptc_execute_t *ex, const char *state, const mcp_identity_t *w
     job_t *j = NULL;
     *waits_for = NULL;
     if (cJSON_IsString(h) && cJSON_IsString(w) && cJSON_IsNumber(a)) {
-        for (j = ex->mrtr_parked; j != NULL; j = j->mrtr_next)
-            if (mcp_identity_equal(&j->owner, who) && strcmp(j->mrtr_handle, h->valuestring) == 0 &&
-                a->valuedouble == (j->loop != NULL ? ptc_repair_loop_attempt(j->loop) : 0))
-                break;
+        exec_ws_park_t *p = exec_ws_park_find(ex->ws, h->valuestring, who->b);
+        j = p != NULL ? exec_ws_park_user(p) : NULL;
+        if (j != NULL && a->valuedouble != (j->loop != NULL ? ptc_repair_loop_attempt(j->loop) : 0))
+            j = NULL; /* another round of the request: not this one's answer */
         if (j != NULL)
             *waits_for = strcmp(w->valuestring, EXECUTE_MRTR_KEY_REPAIR) == 0
                              ? EXECUTE_MRTR_KEY_REPAIR
@@ -259,19 +238,16 @@ bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, const cJSON *args, ui
 void ptc__mrtr_cancel_task(const char *task_id, const mcp_identity_t *who, void *data)
 {
     ptc_execute_t *ex = data;
-    for (job_t *j = ex->mrtr_parked; j != NULL; j = j->mrtr_next) {
-        if (strcmp(j->mrtr_task, task_id) != 0 || !mcp_identity_equal(&j->owner, who)) continue;
-        mcp_log(ex->lg, MCP_LOG_INFO,
-                "execute_code: task %.12s... cancelled while it waited for input: its run was "
-                "stopped",
-                task_id);
-        kill_job(j, "was stopped: its task was cancelled (tasks/cancel)");
-        return;
-    }
+    exec_ws_park_t *p = exec_ws_park_find_tag(ex->ws, task_id, who->b);
+    if (p == NULL) return;
+    mcp_log(ex->lg, MCP_LOG_INFO,
+            "execute_code: task %.12s... cancelled while it waited for input: its run was stopped",
+            task_id);
+    kill_job(exec_ws_park_user(p), "was stopped: its task was cancelled (tasks/cancel)");
 }
 
 void ptc__mrtr_close_all(ptc_execute_t *ex)
 {
-    while (ex->mrtr_parked != NULL)
-        kill_job(ex->mrtr_parked, "was stopped: the server is shutting down");
+    /* Parked jobs first (their on_park_end kills them), then the runs and sessions. */
+    exec_workspace_stop(ex->ws);
 }

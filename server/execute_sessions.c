@@ -20,11 +20,6 @@ struct ptc_xsession {
     char run_id[PTC_SESSION_HANDLE_MAX + 8];
 };
 
-bool ptc__execute_random_id(const char *prefix, char buf[PTC_SESSION_HANDLE_MAX])
-{
-    return exec_random_handle(prefix, buf, PTC_SESSION_HANDLE_MAX);
-}
-
 void ptc__sessions_release(void *user, void *data)
 {
     (void)data;
@@ -155,8 +150,7 @@ const char *ptc__session_handle(const ptc_xsession_t *s)
 
 int ptc__session_output(const ptc_xsession_t *s, exec_output_t *out, exec_output_t *err)
 {
-    exec_session_t *es = exec_ws_session_sandbox(s->ws);
-    return es != NULL ? exec_session_output(es, out, err) : EXEC_EINVAL;
+    return exec_ws_session_output(s->ws, out, err);
 }
 
 ptc_bridge_host_t *ptc__session_host(const ptc_xsession_t *s)
@@ -223,8 +217,7 @@ int ptc__session_run(job_t *j, const char *code, uint64_t timeout_ms, char *msg,
 
 int ptc__session_cancel(ptc_xsession_t *s)
 {
-    exec_session_t *es = exec_ws_session_sandbox(s->ws);
-    return es != NULL && exec_session_busy(es) ? exec_session_cancel(es) : EXEC_EINVAL;
+    return exec_ws_session_cancel(s->ws);
 }
 
 void ptc__session_bridge_end(job_t *j, outcome_t *o)

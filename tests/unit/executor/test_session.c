@@ -793,8 +793,25 @@ static void test_run_output_so_far(void **state)
     assert_string_equal(o.out, "early\nlate\n");
 }
 
-/* A workspace session (exec_ws_session_*) runs its cells in one interpreter; once that
-   interpreter has ended, releasing the session closes it and a later find says why. */
+/* Reads the output so far of the cell running in a workspace session, then cancels it. */
+typedef struct {
+    exec_ws_session_t *s;
+    char seen[64];
+    int cancel_rc;
+} ws_peek_t;
+
+static void ws_peek_and_cancel(uv_timer_t *t)
+{
+    ws_peek_t *p = t->data;
+    exec_output_t out, err;
+    assert_int_equal(exec_ws_session_output(p->s, &out, &err), 0);
+    snprintf(p->seen, sizeof p->seen, "%.*s", (int)out.len, (const char *)out.data);
+    p->cancel_rc = exec_ws_session_cancel(p->s);
+}
+
+/* A workspace session (exec_ws_session_*) runs its cells in one interpreter, shows a running
+   cell's output so far and cancels it; once that interpreter has ended, releasing the session
+   closes it and a later find says why. */
 static void test_a_workspace_session_keeps_state_and_says_why_it_ended(void **state)
 {
     fixture_t *fx = *state;
@@ -827,6 +844,31 @@ static void test_a_workspace_session_keeps_state_and_says_why_it_ended(void **st
     cell_free(&c);
     assert_int_equal(exec_ws_session_cells(s), 1); /* cell_ok ran the sandbox directly */
     assert_null(exec_ws_session_end_reason(s));
+
+    /* No cell runs: no output so far, nothing to cancel. */
+    exec_output_t out, err;
+    assert_int_equal(exec_ws_session_output(s, &out, &err), EXEC_EINVAL);
+    assert_int_equal(exec_ws_session_cancel(s), EXEC_EINVAL);
+    ws_peek_t p = {.s = s, .cancel_rc = 1};
+    uv_timer_t t;
+    assert_int_equal(uv_timer_init(&fx->loop, &t), 0);
+    t.data = &p;
+    assert_int_equal(uv_timer_start(&t, ws_peek_and_cancel, 1500, 0), 0);
+    assert_int_equal(exec_ws_session_run(s,
+                                         "import time\nprint('so far', flush=True)\n"
+                                         "time.sleep(60)",
+                                         T_TIMEOUT_MS, &cb),
+                     0);
+    while (!c.done)
+        uv_run(&fx->loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&t, NULL);
+    assert_string_equal(p.seen, "so far\n");
+    assert_int_equal(p.cancel_rc, 0);
+    assert_true(c.cancelled);
+    assert_true(c.interrupted); /* KeyboardInterrupt: the session lives on */
+    assert_false(c.session_ended);
+    cell_free(&c);
+    assert_int_equal(exec_ws_session_cells(s), 2);
 
     exec_ws_session_claim(s, &c);
     cb.user = &c;

@@ -1,6 +1,7 @@
 /* the workspace's tables (workspace.c) through executor.h on a real loop: sessions behind
    handles bound to an owner, their limit, idle expiry and the ring of ended handles; runs kept
-   behind a cursor and their expiry; what goes when an owner ends. No code runs here (the pool
+   behind a cursor and their expiry; requests parked for a next round (workspace_park.c): their
+   handles, tags, bound and expiry; what goes when an owner ends. No code runs here (the pool
    is NULL, so no session starts): test_session.c runs cells in a workspace session. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,8 @@
 #include "executor.h"
 
 #define MSG 700
+/* parked at once in every fixture */
+#define FX_MAX_PARKED 3
 /* a test string as the opaque pointer the workspace keeps */
 #define U(str) ((void *)(uintptr_t)(str))
 
@@ -90,7 +93,8 @@ static fixture_t *fx_new(size_t max_sessions, uint64_t idle_ms, size_t max_runs,
                                  .max_sessions = max_sessions,
                                  .session_idle_ms = idle_ms,
                                  .max_runs = max_runs,
-                                 .run_keep_ms = keep_ms};
+                                 .run_keep_ms = keep_ms,
+                                 .max_parked = FX_MAX_PARKED};
     const exec_ws_callbacks_t cb = {.session_ended = on_session_ended,
                                     .run_ended = on_run_ended,
                                     .session_release = on_release,
@@ -178,6 +182,9 @@ static void test_a_session_is_found_by_its_owner_only(void **state)
     assert_int_equal(exec_ws_session_start(s, NULL), EXEC_EINVAL);
     exec_session_callbacks_t cb = {0};
     assert_int_equal(exec_ws_session_run(s, "pass", 1000, &cb), EXEC_EINVAL);
+    exec_output_t out, err;
+    assert_int_equal(exec_ws_session_output(s, &out, &err), EXEC_EINVAL);
+    assert_int_equal(exec_ws_session_cancel(s), EXEC_EINVAL);
     assert_int_equal(exec_ws_session_cells(s), 0);
     fx_free(fx);
 }
@@ -392,17 +399,152 @@ static void test_an_ended_owner_loses_everything_at_the_next_turn(void **state)
     fx_free(fx);
 }
 
-static void test_stop_ends_runs_then_sessions(void **state)
+/* A parked entry's user: what its end callback saw goes into the fixture's log; with again
+   set, the callback parks that entry anew (for again_owner), as a caller may. */
+typedef struct parked {
+    fixture_t *fx;
+    const char *name;
+    struct parked *again;
+    const unsigned char *again_owner;
+} parked_t;
+
+static void on_park_end(void *user, exec_ws_end_t why, const char *handle)
+{
+    parked_t *p = user;
+    assert_memory_equal(handle, "tst-", 4);
+    assert_null(exec_ws_park_find(p->fx->ws, handle, OWNER_A)); /* gone before the call */
+    note(&p->fx->seen, "parked %s why %d;", p->name, (int)why);
+    if (p->again != NULL) {
+        exec_ws_park_t *e = NULL;
+        assert_int_equal(exec_ws_park_add(p->fx->ws, p->again_owner, "tst-", NULL, 60000,
+                                          on_park_end, p->again, &e),
+                         0);
+        p->again = NULL;
+    }
+}
+
+static exec_ws_park_t *park(fixture_t *fx, const char *tag, uint64_t keep_ms, parked_t *user)
+{
+    exec_ws_park_t *p = NULL;
+    user->fx = fx;
+    assert_int_equal(exec_ws_park_add(fx->ws, OWNER_A, "tst-", tag, keep_ms, on_park_end, user, &p),
+                     0);
+    assert_non_null(p);
+    return p;
+}
+
+static void test_a_parked_request_is_found_by_its_owner_only_until_removed(void **state)
 {
     (void)state;
     fixture_t *fx = fx_new(4, 60000, 4, 60000);
-    exec_ws_session_t *s = create(fx, OWNER_A, "s");
+    parked_t a = {.name = "a"}, b = {.name = "b"};
+    exec_ws_park_t *pa = park(fx, "task-1", 60000, &a);
+    exec_ws_park_t *pb = park(fx, NULL, 60000, &b);
+    const char *h = exec_ws_park_handle(pa);
+    assert_memory_equal(h, "tst-", 4);
+    assert_int_equal(strlen(h), 4 + 32);
+    assert_string_not_equal(h, exec_ws_park_handle(pb));
+    assert_int_equal(exec_ws_parked(fx->ws), 2);
+    assert_ptr_equal(exec_ws_park_find(fx->ws, h, OWNER_A), pa);
+    assert_ptr_equal(exec_ws_park_user(pa), &a);
+    assert_null(exec_ws_park_find(fx->ws, h, OWNER_B));
+    assert_null(exec_ws_park_find(fx->ws, "tst-nope", OWNER_A));
+    /* The tag finds it for its owner; no tag finds nothing. */
+    assert_ptr_equal(exec_ws_park_find_tag(fx->ws, "task-1", OWNER_A), pa);
+    assert_null(exec_ws_park_find_tag(fx->ws, "task-1", OWNER_B));
+    assert_null(exec_ws_park_find_tag(fx->ws, "task-2", OWNER_A));
+    assert_null(exec_ws_park_find_tag(fx->ws, "", OWNER_A));
+    /* Removed, its handle is unknown for good, with no callback. */
+    char copy[EXEC_WS_HANDLE_MAX];
+    snprintf(copy, sizeof copy, "%s", h);
+    exec_ws_park_remove(pa);
+    exec_ws_park_remove(NULL);
+    assert_null(exec_ws_park_find(fx->ws, copy, OWNER_A));
+    assert_null(exec_ws_park_find_tag(fx->ws, "task-1", OWNER_A));
+    assert_int_equal(exec_ws_parked(fx->ws), 1);
+    assert_string_equal(fx->seen.log, "");
+    fx_free(fx); /* b ends with the workspace */
+}
+
+static void test_parking_is_bounded_and_checks_its_arguments(void **state)
+{
+    (void)state;
+    fixture_t *fx = fx_new(4, 60000, 4, 60000);
+    parked_t u[FX_MAX_PARKED] = {{.name = "u"}, {.name = "u"}, {.name = "u"}};
+    exec_ws_park_t *p = NULL;
+    for (size_t i = 0; i < FX_MAX_PARKED; i++)
+        p = park(fx, NULL, 60000, &u[i]);
+    parked_t over = {.fx = fx, .name = "over"};
+    /* p names a parked entry: an error sets it to NULL. */
+    assert_int_equal(exec_ws_park_add(fx->ws, OWNER_B, "tst-", NULL, 1, on_park_end, &over, &p),
+                     EXEC_EBUSY);
+    assert_null(p);
+    exec_ws_park_remove(exec_ws_park_find_tag(fx->ws, "x", OWNER_A)); /* NULL: nothing */
+    assert_int_equal(exec_ws_parked(fx->ws), FX_MAX_PARKED);
+    exec_workspace_stop(fx->ws); /* a place again, and the arguments are checked */
+    char tag[EXEC_WS_PARK_TAG_MAX + 1];
+    memset(tag, 't', sizeof tag - 1);
+    tag[sizeof tag - 1] = '\0';
+    assert_int_equal(exec_ws_park_add(fx->ws, OWNER_A, "tst-", tag, 1, on_park_end, &over, &p),
+                     EXEC_EINVAL);
+    tag[EXEC_WS_PARK_TAG_MAX - 1] = '\0'; /* the longest that fits */
+    assert_int_equal(exec_ws_park_add(fx->ws, OWNER_A, "tst-", tag, 1, on_park_end, &over, &p), 0);
+    assert_ptr_equal(exec_ws_park_find_tag(fx->ws, tag, OWNER_A), p);
+    exec_ws_park_remove(p);
+    assert_int_equal(
+        exec_ws_park_add(fx->ws, OWNER_A, "toolongprefix-", NULL, 1, on_park_end, &over, &p),
+        EXEC_EINVAL);
+    assert_int_equal(exec_ws_park_add(fx->ws, OWNER_A, "tst-", NULL, 1, NULL, &over, &p),
+                     EXEC_EINVAL);
+    assert_int_equal(exec_ws_parked(fx->ws), 0);
+    fx_free(fx);
+}
+
+static void test_a_parked_request_expires_on_its_own_bound(void **state)
+{
+    (void)state;
+    fixture_t *fx = fx_new(4, 60000, 4, 60000);
+    parked_t soon = {.name = "soon"}, later = {.name = "later"}, gone = {.name = "gone"},
+             again = {.name = "again"};
+    (void)park(fx, NULL, 30, &soon);
+    (void)park(fx, NULL, 200, &later);
+    exec_ws_park_remove(park(fx, NULL, 10, &gone)); /* removed first: never told */
+    soon.again = &again;                            /* its callback parks another, for a minute */
+    soon.again_owner = OWNER_A;
+    again.fx = fx;
+    for (int i = 0; i < 100 && strstr(fx->seen.log, "later") == NULL; i++)
+        spin(fx, 20);
+    assert_string_equal(fx->seen.log, "parked soon why 0;parked later why 0;");
+    assert_int_equal(exec_ws_parked(fx->ws), 1); /* the one parked from the callback */
+    spin(fx, 50);
+    assert_int_equal(exec_ws_parked(fx->ws), 1);
+    fx_free(fx); /* it ends with the workspace (stopped) */
+}
+
+static void test_stop_ends_parked_then_runs_then_sessions(void **state)
+{
+    (void)state;
+    fixture_t *fx = fx_new(4, 60000, 4, 60000);
+    exec_ws_session_t *s = create(fx, OWNER_B, "s");
     exec_ws_session_claim(s, U("job"));
     exec_ws_run_t *r;
-    assert_int_equal(exec_ws_run_add(fx->ws, OWNER_A, U("r"), &r), 0);
+    assert_int_equal(exec_ws_run_add(fx->ws, OWNER_B, U("r"), &r), 0);
+    parked_t p = {.name = "p"}, q = {.name = "q"};
+    (void)park(fx, "task", 60000, &p);
+    /* An owner's end leaves its parked entries to their own bound. */
+    assert_int_equal(exec_ws_owner_ended(fx->ws, OWNER_A), 0);
+    spin(fx, 1);
+    assert_int_equal(exec_ws_parked(fx->ws), 1);
+    assert_true(fx->seen.dropped);
+    (void)park(fx, NULL, 60000, &q);
+    /* Parked first (newest first): what they hold may own a run or a session. Stopping drops
+     * no owner's pages or files. */
+    fx->seen.dropped = false;
     exec_workspace_stop(fx->ws);
-    assert_string_equal(fx->seen.log, "run r why 3;release s;session job why 3;");
     assert_false(fx->seen.dropped);
+    assert_string_equal(fx->seen.log,
+                        "parked q why 3;parked p why 3;run r why 3;release s;session job why 3;");
+    assert_int_equal(exec_ws_parked(fx->ws), 0);
     fx_free(fx);
 }
 
@@ -419,7 +561,10 @@ int main(void)
         cmocka_unit_test(test_runs_are_bounded_and_found_by_their_owner_only),
         cmocka_unit_test(test_a_kept_run_expires_unless_held),
         cmocka_unit_test(test_an_ended_owner_loses_everything_at_the_next_turn),
-        cmocka_unit_test(test_stop_ends_runs_then_sessions),
+        cmocka_unit_test(test_a_parked_request_is_found_by_its_owner_only_until_removed),
+        cmocka_unit_test(test_parking_is_bounded_and_checks_its_arguments),
+        cmocka_unit_test(test_a_parked_request_expires_on_its_own_bound),
+        cmocka_unit_test(test_stop_ends_parked_then_runs_then_sessions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

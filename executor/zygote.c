@@ -44,7 +44,7 @@
 /* clang-format off */
 static const char zygote_script[] =
     "def _ptc_zygote():\n"
-    "    import os, sys, _socket, ctypes, signal\n"
+    "    import os, sys, _socket, ctypes, signal, gc\n"
     "    del globals()['_ptc_zygote']\n"
     /* launchers are reaped as they end (recvmsg is retried after the handler, PEP 475) */
     "    def reap(*_a):\n"
@@ -61,8 +61,6 @@ static const char zygote_script[] =
     "    ctl = _socket.socket(fileno=3)\n"
     "    sol, rights = _socket.SOL_SOCKET, _socket.SCM_RIGHTS\n"
     "    launch = None\n"
-    /* no gc.freeze(): frozen, __main__ would not be cleared at the run's finalization (its
-       objects' __del__ would never run) */
     "    while True:\n"
     "        try:\n"
     "            msg, anc, _f, _a = ctl.recvmsg(65536, _socket.CMSG_SPACE(16),\n"
@@ -87,6 +85,10 @@ static const char zygote_script[] =
     "        err = 22\n"
     "        if msg[:2] == b'R ' and len(fds) == 4 and launch is not None:\n"
     "            signal.pthread_sigmask(signal.SIG_BLOCK, chld)\n"
+    /* every object the zygote has goes to the permanent generation: the child's collections
+       (its own as the run allocates, and the one at its end, LAUNCH_BOOTSTRAP_ZYGOTE_END) do
+       not walk them, so they do not write to, and copy, the zygote's pages */
+    "            gc.freeze()\n"
     "            try:\n"
     "                pid = os.fork()\n"
     "            except OSError as e:\n"
@@ -136,8 +138,14 @@ static const char zygote_script[] =
     "    pp = os.environ.get('PYTHONPATH')\n"
     "    if pp:\n"
     "        sys.path[0:0] = [d for d in pp.split(os.pathsep) if d]\n"
+    /* the run's __main__ is a module of its own with -c's names (this script's functions have
+       deleted theirs): at its end it is freed apart from the zygote's (launch.h,
+       LAUNCH_BOOTSTRAP_ZYGOTE_END), and the code cannot reach the bootstrap's globals */
+    "    m = type(sys)('__main__')\n"
+    "    m.__dict__.update(sys.modules['__main__'].__dict__)\n"
+    "    sys.modules['__main__'] = m\n"
     "_ptc_zygote()\n"
-    LAUNCH_BOOTSTRAP;
+    LAUNCH_BOOTSTRAP_RUN LAUNCH_BOOTSTRAP_ZYGOTE_END;
 /* clang-format on */
 
 struct exec__zygote {

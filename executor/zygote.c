@@ -48,6 +48,9 @@ static const char zygote_script[] =
     "def _ptc_zygote():\n"
     "    import os, sys, _socket, ctypes, signal, gc\n"
     "    del globals()['_ptc_zygote']\n"
+    /* the first compile() of an interpreter makes the ast module's node types (about 120
+       classes): made here once, not in every run's bootstrap */
+    "    compile('pass', '<string>', 'exec', dont_inherit=True)\n"
     /* launchers are reaped as they end (recvmsg is retried after the handler, PEP 475) */
     "    def reap(*_a):\n"
     "        try:\n"

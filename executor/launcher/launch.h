@@ -108,9 +108,7 @@ _Static_assert(EXEC_BRIDGE_FD == 3, "LAUNCH_BRIDGE_FD_STR must follow EXEC_BRIDG
     "    d = sys.modules['__main__'].__dict__\n"                                                   \
     "    x = None\n"                                                                               \
     "    try:\n"                                                                                   \
-    "        c = compile(src, '<string>', 'exec', dont_inherit=True)\n"                            \
-    "        del src\n"                                                                            \
-    "        exec(c, d)\n"                                                                         \
+    "        exec(src, d)\n"                                                                       \
     "    except SystemExit as e:\n"                                                                \
     "        x = e\n"                                                                              \
     "    except BaseException as e:\n"                                                             \
@@ -157,22 +155,25 @@ _Static_assert(EXEC_BRIDGE_FD == 3, "LAUNCH_BRIDGE_FD_STR must follow EXEC_BRIDG
    a file's descriptor before its buffer is written: python3 -c can lose that data, this end
    does not); files held by a module the zygote had imported are flushed the same way, as the
    clearing of that module would have closed them. Then stdout and stderr, and the process ends
-   with the program's status; the zygote's objects are frozen, so nothing here walks them. A
+   with the program's status; the zygote's objects are frozen, so nothing here walks them. The
+   file objects are found by their C base class (_io._IOBase, which every io class and every
+   subclass of io.IOBase has), not by the io.IOBase ABC, whose isinstance costs about 1 us an
+   object (and a weak reference a type) where the C check costs a tenth of that. A
    SystemExit whose code is not an int (Python prints it) still takes Python's own end. */
 #define LAUNCH_BOOTSTRAP_ZYGOTE_END                                                                \
     "    import gc\n"                                                                              \
     "    if isinstance(n, int) and -2**31 <= n < 2**31:\n"                                         \
-    "        import io, builtins as B\n"                                                           \
-    "        x = c = None\n"                                                                       \
+    "        import _io, builtins as B\n"                                                          \
+    "        x = src = None\n"                                                                     \
     "        for a in ('last_type', 'last_value', 'last_traceback'):\n"                            \
     "            sys.__dict__.pop(a, None)\n"                                                      \
-    "        k = (io.FileIO, io.BufferedWriter, io.BufferedRandom, io.TextIOWrapper)\n"            \
+    "        k = (_io.FileIO, _io.BufferedWriter, _io.BufferedRandom, _io.TextIOWrapper)\n"        \
     "        k = [o for o in gc.get_objects() if B.isinstance(o, k)]\n"                            \
     "        sys.modules.pop('__main__', None)\n"                                                  \
     "        d = None\n"                                                                           \
     "        gc.collect()\n"                                                                       \
     "        for o in gc.get_objects():\n"                                                         \
-    "            if B.isinstance(o, io.IOBase):\n"                                                 \
+    "            if B.isinstance(o, _io._IOBase):\n"                                               \
     "                try:\n"                                                                       \
     "                    if not o.closed:\n"                                                       \
     "                        o.flush()\n"                                                          \

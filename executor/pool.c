@@ -51,8 +51,8 @@ void exec__run_free(exec_run_t *run)
     if (run->pidfd >= 0) close(run->pidfd); /* its poll handle is closed by now */
     free(run->ro_dir);
     free(run->code);
-    free(run->out.data);
-    free(run->err.data);
+    exec__buf_free(&run->out);
+    exec__buf_free(&run->err);
     exec__files_rx_free(&run->rx);
     free(run);
     pool->n_alive--;
@@ -573,8 +573,8 @@ exec_run_t *exec__run_alloc(exec_pool_t *pool)
     run->pool = pool;
     run->bridge_fd = -1;
     run->pidfd = -1;
-    run->out.keep = pool->keep_out;
-    run->err.keep = pool->keep_err;
+    exec__buf_init(&run->out, pool->keep_out);
+    exec__buf_init(&run->err, pool->keep_err);
     pool->n_alive++;
     return run;
 }

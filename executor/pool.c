@@ -8,6 +8,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -527,10 +528,10 @@ static void run_begin(exec_run_t *run)
         /* CPU seconds follow the wall clock: a spinning run is stopped by either */
         const exec_files_limits_t *lim = &pool->files;
         exec__files_rx_start(&run->rx, lim);
-        int hl = snprintf(run->header, sizeof run->header, "%llu %llu %llu %u%s\n",
-                          (unsigned long long)(run->timeout_ms / 1000 + 2),
-                          (unsigned long long)lim->file_bytes, (unsigned long long)lim->call_bytes,
-                          lim->count, run->bridge_fd >= 0 ? " B" : "");
+        int hl = snprintf(run->header, sizeof run->header, "%" PRIu64 " %llu %llu %u%s\n",
+                          run->timeout_ms / 1000 + 2, (unsigned long long)lim->file_bytes,
+                          (unsigned long long)lim->call_bytes, lim->count,
+                          run->bridge_fd >= 0 ? " B" : "");
         uv_buf_t bufs[2] = {uv_buf_init(run->header, (unsigned)hl),
                             uv_buf_init(run->code, (unsigned)strlen(run->code))};
         unsigned first = 0;

@@ -1188,7 +1188,7 @@ typedef struct mcp_relay_tool {
     const char *name;          /* its name on the downstream server */
     const char *title;         /* may be NULL or "" */
     const char *description;   /* may be NULL */
-    const cJSON *input_schema; /* required */
+    const cJSON *input_schema; /* NULL: {"type":"object"} */
     const cJSON *annotations;  /* may be NULL */
 } mcp_relay_tool_t;
 

@@ -374,7 +374,7 @@ static void exposed_free(mcp__exposed_t *e)
 static int expose_one(mcp_relay_t *r, const char *server, const mcp_relay_tool_t *t)
 {
     mcp__exposed_t *e = NULL;
-    char *schema = cJSON_PrintUnformatted(t->input_schema);
+    char *schema = t->input_schema != NULL ? cJSON_PrintUnformatted(t->input_schema) : NULL;
     char *annotations = t->annotations ? cJSON_PrintUnformatted(t->annotations) : NULL;
     int rc = ptc_array_reserve(&r->exposed, &r->cap_exposed, r->n_exposed + 1, sizeof *r->exposed,
                                MCP__RELAY_MAX_EXPOSED);

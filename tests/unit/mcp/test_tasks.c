@@ -87,11 +87,8 @@ static int setup(void **state)
     assert_int_equal(mcp_server_new(&e->loop, &o, &e->log, &e->srv), 0);
     assert_int_equal(mcp_session_new(e->srv, &sink_ops, &e->sa, &e->a), 0);
     assert_int_equal(mcp_session_new(e->srv, &sink_ops, &e->sb, &e->b), 0);
-    unsigned char d[MCP__CRED_BYTES];
-    mcp__credential_digest("alice", 5, d);
-    mcp__session_set_credential(e->a, d);
-    mcp__credential_digest("bob", 3, d);
-    mcp__session_set_credential(e->b, d);
+    sink_session_as(e->a, "alice");
+    sink_session_as(e->b, "bob");
     mcp_tool_def_t hold = {
         .name = "hold", .handler = tool_hold, .data = e, .task_support = MCP_TASK_OPTIONAL};
     mcp_tool_def_t ask = {

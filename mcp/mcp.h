@@ -766,6 +766,12 @@ int mcp_downstream_config_from_json(const cJSON *root, mcp_downstream_config_t *
  * starting with source (e.g. "--config FILE"). */
 void mcp_downstream_config_log(const mcp_downstream_config_t *cfg, const mcp_logger_t *lg,
                                const char *source);
+/** --check's view of a config (root borrowed; source names it, e.g. "--config FILE"): prints
+ *  every problem of every entry to out ("NAME: left out: MESSAGE" for a dropped entry, "NAME:
+ *  warning: MESSAGE" otherwise, "(file)" for the file) under "config problems (SOURCE):", and
+ *  returns how many entries were left out; MCP_EINVAL, with "downstream servers: SOURCE: why"
+ *  printed, when the config cannot be used at all. */
+int mcp_downstream_config_check(const cJSON *root, const char *source, FILE *out);
 /** Parses JSON text; on a syntax error returns NULL with "line L, column C: ..." in msg
  * (columns count characters from 1), for files users edit by hand. */
 cJSON *mcp_json_parse_located(const char *json, size_t len, char *msg, size_t msg_size);

@@ -17,11 +17,6 @@ typedef struct ptc_downstream ptc_downstream_t;
  * go into search's registry as they arrive. A broken entry is logged and skipped: it never
  * blocks the others. MCP_EINVAL when the config's mcpServers is malformed.
  */
-/** --check's view of --config (config_check.c): prints every problem of every entry to out
- *  ("NAME: left out: MESSAGE" for a dropped entry, "NAME: warning: MESSAGE" otherwise); returns
- *  the number of entries left out, or -1 (the reason printed) when the config cannot be used. */
-int ptc_config_check(const ptc_options_t *o, FILE *out);
-
 int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
                        ptc_search_t *search, ptc_downstream_t **out);
 /** Where sampling and elicitation requests of downstream servers go when no call of ours waits

@@ -376,6 +376,8 @@ static int expose_one(mcp_relay_t *r, const char *server, const mcp_relay_tool_t
     mcp__exposed_t *e = NULL;
     char *schema = t->input_schema != NULL ? cJSON_PrintUnformatted(t->input_schema) : NULL;
     char *annotations = t->annotations ? cJSON_PrintUnformatted(t->annotations) : NULL;
+    /* The array holds pointers: its element is the size of one. */
+    // NOLINTNEXTLINE(bugprone-sizeof-expression)
     int rc = ptc_array_reserve(&r->exposed, &r->cap_exposed, r->n_exposed + 1, sizeof *r->exposed,
                                MCP__RELAY_MAX_EXPOSED);
     if (rc == 0 &&

@@ -413,9 +413,8 @@ static void ask_modern(mcp_session_t *s, int id, const char *server)
     receive(s, json);
 }
 
-/* A first round of fake__ask from s (a stateless caller able to sample and elicit) with
- * arguments args; returns the requestState of the InputRequiredResult it gets (copied into
- * state). */
+/* A first round of fake__ask from s (a stateless caller able to sample and elicit), answered
+ * with an InputRequiredResult asking for sampling: its requestState is copied into state. */
 static void first_round(env_t *e, mcp_session_t *s, sink_t *k, int id, char *state, size_t n)
 {
     ask_modern(s, id, "fake");

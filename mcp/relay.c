@@ -194,55 +194,65 @@ static void hold_for(mcp_relay_t *r, const route_t *rt, mcp_client_t *c, mcp_cli
     }
 }
 
+/* Forwards the request on the session of the call it belongs to (else on the one capable
+ * session), or refuses it saying why. */
+static void forward_to(mcp_relay_t *r, const route_t *rt, bool modern, mcp_client_t *c,
+                       mcp_client_peer_req_t *req, const char *cap)
+{
+    const char *method = mcp_client_peer_method(req);
+    mcp_session_t *s = modern || rt->busy != NULL ? NULL
+                       : rt->call != NULL         ? mcp_call_session(rt->call)
+                       : r->srv                   ? mcp_server_pick_session(r->srv, cap)
+                                                  : NULL;
+    bool capable = s != NULL && mcp_session_client_has(s, cap);
+    forwarded_t *f = capable && !rt->ambiguous ? forward_link(r, req) : NULL;
+    cJSON *params = f ? cJSON_Duplicate(mcp_client_peer_params(req), true) : NULL;
+    int rc = MCP_OK;
+    if (params == NULL) {
+        if (f != NULL) forward_unlink(f);
+        free(f);
+        char m[400];
+        refusal(rt, modern, method, mcp_client_name(c), cap, m, sizeof m);
+        mcp_client_peer_fail(req, MCP_JSONRPC_METHOD_NOT_FOUND, m);
+    } else if ((rc = rt->call != NULL
+                         ? mcp_call_request_ex(rt->call, method, params, cap,
+                                               MCP_RELAY_FORWARD_TIMEOUT_MS, forward_done, f,
+                                               &f->out)
+                         : mcp_session_request(s, method, params, cap, MCP_RELAY_FORWARD_TIMEOUT_MS,
+                                               forward_done, f, &f->out)) < 0) {
+        forward_settle(f, NULL, MCP_JSONRPC_INTERNAL_ERROR, mcp_strerror(rc));
+    }
+}
+
 /* The request goes to the call it belongs to: its client's session (a legacy client), or its
  * next round (a stateless client: hold). Over HTTP many sessions share the downstream servers,
  * and each stateless request is a client of its own: another client's user is never asked. */
 static void on_peer_request(mcp_client_t *c, mcp_client_peer_req_t *req, void *data)
 {
     mcp_relay_t *r = data;
-    const char *method = mcp_client_peer_method(req);
-    const char *cap = strcmp(method, "sampling/createMessage") == 0 ? "sampling" : "elicitation";
+    const char *cap = strcmp(mcp_client_peer_method(req), "sampling/createMessage") == 0
+                          ? "sampling"
+                          : "elicitation";
     route_t rt = route_of(r, c, req);
     bool modern = !rt.ambiguous && rt.call != NULL && mcp_call_is_modern(rt.call);
-    if (modern && mcp_call_client_has(rt.call, cap) && rt.owner->asker.hold != NULL) {
+    if (modern && mcp_call_client_has(rt.call, cap) && rt.owner->asker.hold != NULL)
         hold_for(r, &rt, c, req);
-        return;
-    }
-    mcp_session_t *s = modern || rt.busy != NULL ? NULL
-                       : rt.call != NULL         ? mcp_call_session(rt.call)
-                       : r->srv                  ? mcp_server_pick_session(r->srv, cap)
-                                                 : NULL;
-    bool capable = s != NULL && mcp_session_client_has(s, cap);
-    forwarded_t *f = capable && !rt.ambiguous ? forward_link(r, req) : NULL;
-    cJSON *params = f ? cJSON_Duplicate(mcp_client_peer_params(req), true) : NULL;
-    if (params == NULL) {
-        if (f != NULL) forward_unlink(f);
-        free(f);
-        char m[400];
-        refusal(&rt, modern, method, mcp_client_name(c), cap, m, sizeof m);
-        mcp_client_peer_fail(req, MCP_JSONRPC_METHOD_NOT_FOUND, m);
-        return;
-    }
-    int rc = rt.call != NULL
-                 ? mcp_call_request_ex(rt.call, method, params, cap, MCP_RELAY_FORWARD_TIMEOUT_MS,
-                                       forward_done, f, &f->out)
-                 : mcp_session_request(s, method, params, cap, MCP_RELAY_FORWARD_TIMEOUT_MS,
-                                       forward_done, f, &f->out);
-    if (rc < 0) forward_settle(f, NULL, MCP_JSONRPC_INTERNAL_ERROR, mcp_strerror(rc));
+    else
+        forward_to(r, &rt, modern, c, req, cap);
 }
 
 /* Ends f: a forwarded request is cancelled on our client's side (forward_done answers it), a
  * held one is failed and its holder told. */
 static void forward_withdraw(forwarded_t *f, const char *why)
 {
-    if (f->out != NULL) {
-        mcp_outreq_cancel(f->out, why); /* forward_done answered f's request, which freed it */
-        return;
-    }
     mcp_relay_withdrawn_cb cb = f->withdrawn;
     void *cb_data = f->withdrawn_data;
-    forward_settle(f, NULL, MCP_JSONRPC_INTERNAL_ERROR, why);
-    if (cb != NULL) cb(cb_data);
+    if (f->out != NULL) {
+        mcp_outreq_cancel(f->out, why); /* forward_done answered f's request, which freed it */
+    } else {
+        forward_settle(f, NULL, MCP_JSONRPC_INTERNAL_ERROR, why);
+        if (cb != NULL) cb(cb_data);
+    }
 }
 
 static void on_peer_cancelled(mcp_client_t *c, mcp_client_peer_req_t *req, void *data)

@@ -61,18 +61,19 @@ static void proxy_input_required(mcp_call_t *call, const cJSON *result)
     const cJSON *reqs = cJSON_GetObjectItemCaseSensitive(result, "inputRequests");
     const cJSON *state = cJSON_GetObjectItemCaseSensitive(result, "requestState");
     size_t room = MCP_MRTR_MAX_STATE - sizeof STATE_SERVER;
-    if (state != NULL && (!cJSON_IsString(state) || strlen(state->valuestring) > room)) {
+    bool carried = state == NULL || (cJSON_IsString(state) && strlen(state->valuestring) <= room);
+    cJSON *copy = !carried               ? NULL
+                  : cJSON_IsObject(reqs) ? cJSON_Duplicate(reqs, true)
+                                         : cJSON_CreateObject();
+    size_t n = carried && state != NULL ? strlen(state->valuestring) + sizeof STATE_SERVER : 0;
+    char *ours = n > 0 ? malloc(n) : NULL;
+    if (ours != NULL) snprintf(ours, n, STATE_SERVER "%s", state->valuestring);
+    if (!carried) {
         mcp_call_finish_text(call, true,
                              "the downstream server's requestState is not a string of at most %zu "
                              "bytes, so it cannot be carried through this call",
                              room);
-        return;
-    }
-    cJSON *copy = cJSON_IsObject(reqs) ? cJSON_Duplicate(reqs, true) : cJSON_CreateObject();
-    size_t n = state != NULL ? strlen(state->valuestring) + sizeof STATE_SERVER : 0;
-    char *ours = n > 0 ? malloc(n) : NULL;
-    if (ours != NULL) snprintf(ours, n, STATE_SERVER "%s", state->valuestring);
-    if (copy == NULL || (n > 0 && ours == NULL)) {
+    } else if (copy == NULL || (n > 0 && ours == NULL)) {
         cJSON_Delete(copy);
         mcp_call_finish_text(call, true, "out of memory");
     } else {
@@ -220,6 +221,8 @@ static cJSON *held_requests(const mcp_relay_held_t *h)
     return requests;
 }
 
+static void park(proxy_t *p, mcp_relay_held_t *h, cJSON *requests);
+
 /* A legacy server asks a stateless caller's proxied call for sampling or elicitation: the call
  * is answered with the request as its input request, and parks until the round. */
 static int proxy_hold(void *data, mcp_relay_held_t *h, char *msg, size_t n)
@@ -238,12 +241,20 @@ static int proxy_hold(void *data, mcp_relay_held_t *h, char *msg, size_t n)
     if (rc == MCP_OK &&
         (p->timer == NULL || !new_handle(p->handle) || (requests = held_requests(h)) == NULL))
         rc = MCP_ENOMEM;
-    if (rc < 0) {
+    if (rc < 0)
         snprintf(msg, n, "%s",
                  rc == MCP_EBUSY ? "too many proxied calls are waiting for their clients' answers"
                                  : "out of memory");
-        return rc;
-    }
+    else
+        park(p, h, requests);
+    return rc;
+}
+
+/* Answers p's call with requests (taken) and the state naming p's handle, and parks p holding
+ * h until the call's next round, or its expiry. */
+static void park(proxy_t *p, mcp_relay_held_t *h, cJSON *requests)
+{
+    mcp_relay_t *r = p->r;
     char state[MCP_RELAY_HANDLE_MAX + sizeof STATE_HANDLE];
     snprintf(state, sizeof state, STATE_HANDLE "%s", p->handle);
     mcp_call_t *call = p->call;
@@ -260,7 +271,6 @@ static int proxy_hold(void *data, mcp_relay_held_t *h, char *msg, size_t n)
     p->timer->data = p;
     uv_timer_start(p->timer, proxy_expired, r->o.tool_timeout_ms, 0);
     mcp_call_finish_input_required(call, requests, state);
-    return MCP_OK;
 }
 
 /* The parked call behind handle for the call's caller, or NULL (unknown, used, expired, or
@@ -285,28 +295,27 @@ static void proxy_resume(mcp_relay_t *r, mcp_call_t *call, const cJSON *args, co
                              "This call continues a proxied call that is no longer waiting (its "
                              "answer came already, or it waited too long and was cancelled): call "
                              "the tool again without requestState.");
-        return;
-    }
-    if (!cJSON_Compare(p->args, args != NULL ? args : p->args, true)) {
+    } else if (!cJSON_Compare(p->args, args != NULL ? args : p->args, true)) {
         mcp_call_finish_text(call, true,
                              "Invalid arguments: a call with requestState repeats the arguments "
                              "of the call it continues (these differ).");
-        return;
+    } else {
+        proxy_unpark(p);
+        if (p->held != NULL) {
+            const cJSON *answer = cJSON_GetObjectItemCaseSensitive(mcp_call_input_responses(call),
+                                                                   MCP_RELAY_INPUT_KEY);
+            mcp_relay_held_answer(p->held, answer,
+                                  "the client's next round carried no answer to it");
+            p->held = NULL;
+        }
+        if (p->ended) {
+            proxy_answer(call, p->rounds, p->err, p->result, p->message);
+            proxy_free(p);
+        } else {
+            p->call = call;
+            mcp_call_on_cancel(call, proxy_cancel, p);
+        }
     }
-    proxy_unpark(p);
-    if (p->held != NULL) {
-        const cJSON *answer =
-            cJSON_GetObjectItemCaseSensitive(mcp_call_input_responses(call), MCP_RELAY_INPUT_KEY);
-        mcp_relay_held_answer(p->held, answer, "the client's next round carried no answer to it");
-        p->held = NULL;
-    }
-    if (p->ended) {
-        proxy_answer(call, p->rounds, p->err, p->result, p->message);
-        proxy_free(p);
-        return;
-    }
-    p->call = call;
-    mcp_call_on_cancel(call, proxy_cancel, p);
 }
 
 /* A first round (or a stateless server's next one, its state passed through): the call goes
@@ -315,39 +324,40 @@ static void proxy_start(mcp__exposed_t *e, mcp_call_t *call, const cJSON *args, 
 {
     mcp_client_t *c = mcp_relay_client(e->r, e->server);
     proxy_t *p = c != NULL ? calloc(1, sizeof *p) : NULL;
-    if (p == NULL) {
-        mcp_call_finish_text(call, true, "server %s is not configured", e->server);
-        return;
-    }
     size_t sl = strlen(STATE_SERVER);
-    p->r = e->r;
-    p->call = call;
-    /* A stateless caller cannot be sent requests in the middle of its call, but it can be
-     * handed a stateless downstream server's input requests as its own (proxy_done), and a
-     * legacy server's requests as input requests too (proxy_hold, which needs the args). */
-    p->rounds = mcp_call_is_modern(call);
-    if (p->rounds) p->args = args != NULL ? cJSON_Duplicate(args, true) : cJSON_CreateObject();
-    const char *server_state =
-        state != NULL && strncmp(state, STATE_SERVER, sl) == 0 ? state + sl : NULL;
-    mcp_client_progress_cb progress = mcp_call_wants_progress(call) ? proxy_progress : NULL;
-    unsigned timeout = e->r->o.tool_timeout_ms;
-    int rc = p->rounds
+    int rc = p != NULL ? MCP_OK : MCP_ENOMEM;
+    if (p != NULL) {
+        p->r = e->r;
+        p->call = call;
+        /* A stateless caller cannot be sent requests in the middle of its call, but it can be
+         * handed a stateless downstream server's input requests as its own (proxy_done), and a
+         * legacy server's requests as input requests too (proxy_hold, which needs the args). */
+        p->rounds = mcp_call_is_modern(call);
+        if (p->rounds) p->args = args != NULL ? cJSON_Duplicate(args, true) : cJSON_CreateObject();
+        const char *server_state =
+            state != NULL && strncmp(state, STATE_SERVER, sl) == 0 ? state + sl : NULL;
+        mcp_client_progress_cb progress = mcp_call_wants_progress(call) ? proxy_progress : NULL;
+        unsigned timeout = e->r->o.tool_timeout_ms;
+        rc = p->rounds
                  ? mcp_client_call_tool_round(c, e->tool, args, mcp_call_input_responses(call),
                                               server_state, timeout, progress, proxy_done, p,
                                               &p->downstream)
                  : mcp_client_call_tool(c, e->tool, args, timeout, progress, proxy_done, p,
                                         &p->downstream);
-    if (rc < 0) {
+    }
+    char m[400];
+    if (p == NULL) {
+        mcp_call_finish_text(call, true, "server %s is not configured", e->server);
+    } else if (rc < 0) {
         proxy_free(p);
-        char m[400];
         mcp_client_refusal(c, rc, m, sizeof m);
         mcp_call_finish_text(call, true, "%s", m);
-        return;
+    } else {
+        /* No request of the server can come before the loop runs again. */
+        mcp_relay_asker_t asker = {.call = proxy_asker_call, .hold = proxy_hold, .data = p};
+        p->owner = mcp_relay_own(e->r, c, p->downstream, &asker);
+        mcp_call_on_cancel(call, proxy_cancel, p);
     }
-    /* No request of the server can come before the loop runs again. */
-    mcp_relay_asker_t asker = {.call = proxy_asker_call, .hold = proxy_hold, .data = p};
-    p->owner = mcp_relay_own(e->r, c, p->downstream, &asker);
-    mcp_call_on_cancel(call, proxy_cancel, p);
 }
 
 static void proxy_handle(mcp_call_t *call, const cJSON *args, void *data)

@@ -357,12 +357,12 @@ void mcp_relay_free(mcp_relay_t *r)
     while (r->forwarded != NULL)
         // NOLINTNEXTLINE(clang-analyzer-unix.Malloc)
         forward_withdraw(r->forwarded, "ptc-mcp is stopping");
-    /* Every call has finished by now, and with it its notes; this frees what a leak left
-     * (each pass frees the head it unlinks, as above). */
+    /* Calls still in flight fail now (their callbacks end their own notes), then this frees
+     * what a leak left (each pass frees the head it unlinks, as above). */
+    mcp_clients_free(r->clients, r->n_clients);
     while (r->owners != NULL)
         // NOLINTNEXTLINE(clang-analyzer-unix.Malloc)
         mcp_relay_disown(r->owners);
-    mcp_clients_free(r->clients, r->n_clients);
     mcp__relay_proxy_free(r);
     free(r);
 }

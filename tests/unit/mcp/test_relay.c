@@ -413,6 +413,24 @@ static void ask_modern(mcp_session_t *s, int id, const char *server)
     receive(s, json);
 }
 
+/* Freeing the relay with a proxied call in flight answers that call (as cancelled), and its
+ * note goes with it. */
+static void free_answers_a_proxied_call_in_flight(void **state)
+{
+    env_t *e = *state;
+    start_relay(e, 30000, 0);
+    mcp_relay_expose(e->relay, e->srv);
+    initialize(e->a, &e->sa);
+    receive(e->a, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":"
+                  "\"fake__hang\"}}");
+    uv_run(&e->loop, UV_RUN_NOWAIT); /* the call goes out */
+    assert_null(answer_in(&e->sa, 6));
+    mcp_relay_free(e->relay);
+    e->relay = NULL;
+    const cJSON *res = cJSON_GetObjectItem(answer_in(&e->sa, 6), "result");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(res, "isError")));
+}
+
 /* A first round of fake__ask from s (a stateless caller able to sample and elicit), answered
  * with an InputRequiredResult asking for sampling: its requestState is copied into state. */
 static void first_round(env_t *e, mcp_session_t *s, sink_t *k, int id, char *state, size_t n)
@@ -544,6 +562,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(unowned_request_goes_to_the_only_capable_session, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(exposed_tools_are_listed_and_proxied, setup, teardown),
+        cmocka_unit_test_setup_teardown(free_answers_a_proxied_call_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(parked_call_continues_once_for_its_caller_only, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(parked_call_expires, setup, teardown),

@@ -1180,13 +1180,16 @@ void mcp_server_on_task_cancel(mcp_server_t *srv, mcp_task_cancel_fn fn, void *d
 
 typedef struct mcp_relay mcp_relay_t;
 
-#define MCP_RELAY_MAX_PARKED 64u /* default of max_parked */
-#define MCP_RELAY_FORWARD_TIMEOUT_MS                                                               \
-    (10u * 60 * 1000)                        /* a forwarded request: a person may                  \
-                                                be answering it */
-#define MCP_RELAY_HANDLE_PREFIX "proxy-"     /* a parked call's handle: this and */
-#define MCP_RELAY_HANDLE_MAX    40           /* 32 hex digits (128 random bits) */
-#define MCP_RELAY_INPUT_KEY     "downstream" /* a held request's inputRequests key */
+/* The default of mcp_relay_opts_t.max_parked. */
+#define MCP_RELAY_MAX_PARKED 64u
+/* How long a request forwarded to our client may wait for its answer: a person may be
+ * answering it. */
+#define MCP_RELAY_FORWARD_TIMEOUT_MS (10u * 60 * 1000)
+/* A parked call's handle: the prefix and 32 hex digits (128 random bits), with its NUL. */
+#define MCP_RELAY_HANDLE_PREFIX "proxy-"
+#define MCP_RELAY_HANDLE_MAX    40
+/* The key of a held request in a parked call's inputRequests and its round's inputResponses. */
+#define MCP_RELAY_INPUT_KEY "downstream"
 
 /** One downstream tool as the relay lists it on our server (all borrowed). */
 typedef struct mcp_relay_tool {
@@ -1206,7 +1209,7 @@ typedef bool (*mcp_relay_tools_fn)(void *data, const char *server, size_t *pos,
 
 typedef struct mcp_relay_opts {
     unsigned tool_timeout_ms; /* a proxied call's timeout, and how long a parked one waits for
-                                 its round; 0: none */
+                                 its round (0: the call has none, a parked one goes at once) */
     size_t max_parked;        /* proxied calls parked at once; 0: MCP_RELAY_MAX_PARKED */
     mcp_relay_tools_fn tools; /* what mcp_relay_expose lists; NULL: nothing */
     void *tools_data;         /* borrowed; passed to tools */
@@ -1221,7 +1224,8 @@ typedef struct mcp_relay_opts {
 int mcp_relay_new(uv_loop_t *loop, const mcp_relay_opts_t *opts, const mcp_client_hooks_t *hooks,
                   const mcp_logger_t *lg, mcp_relay_t **out);
 /** Creates and starts a client for every entry of cfg (as mcp_clients_start_all; opts
- *  borrowed during the call, opts->http must outlive the relay). Call once. MCP_ENOMEM. */
+ *  borrowed during the call, opts->http must outlive the relay). MCP_ENOMEM; MCP_ESTATE when
+ *  the relay has clients already. */
 int mcp_relay_start(mcp_relay_t *r, const mcp_downstream_config_t *cfg,
                     const mcp_client_opts_t *opts);
 /** The relay's clients (borrowed: the set the mcp_clients_* questions take); *n their count. */
@@ -1231,7 +1235,7 @@ mcp_client_t *mcp_relay_client(const mcp_relay_t *r, const char *name);
 /** The server whose only capable session gets a request no call of ours owns (borrowed). */
 void mcp_relay_set_server(mcp_relay_t *r, mcp_server_t *srv);
 /** Lists every downstream tool on srv (borrowed, as mcp_relay_set_server) under the name
- *  opts.tools gives it, now and whenever a server's tools change, and proxies calls. */
+ *  opts.tools gives it, now and at every mcp_relay_relist, and proxies their calls. */
 void mcp_relay_expose(mcp_relay_t *r, mcp_server_t *srv);
 /** The owner's list of server's tools changed (after its tools_changed hook, say): the exposed
  *  tools of that server are listed again (one list_changed). Nothing before mcp_relay_expose. */

@@ -62,11 +62,11 @@ static void on_tools(mcp_client_t *c, const cJSON *tools, void *data)
     if (rc < 0) {
         mcp_log(d->lg, MCP_LOG_ERROR, "server %s: its tools were not indexed: %s", name,
                 oom ? "out of memory" : msg);
-        return;
+    } else {
+        mcp_log(d->lg, MCP_LOG_INFO, "server %s: %d tools", name, cJSON_GetArraySize(tools));
+        ptc_search_changed(d->search);
+        mcp_relay_relist(d->relay, name); /* --expose-tools: their new registry ids */
     }
-    mcp_log(d->lg, MCP_LOG_INFO, "server %s: %d tools", name, cJSON_GetArraySize(tools));
-    ptc_search_changed(d->search);
-    mcp_relay_relist(d->relay, name);
 }
 
 static void on_state(mcp_client_t *c, mcp_client_state_t state, const char *reason, void *data)

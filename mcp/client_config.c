@@ -89,6 +89,26 @@ void mcp_downstream_config_log(const mcp_downstream_config_t *cfg, const mcp_log
     }
 }
 
+int mcp_downstream_config_check(const cJSON *root, const char *source, FILE *out)
+{
+    mcp_downstream_config_t cfg;
+    char msg[512];
+    int dropped = 0;
+    if (mcp_downstream_config_from_json(root, &cfg, msg, sizeof msg) < 0) {
+        fprintf(out, "downstream servers: %s: %s\n", source, msg);
+        return MCP_EINVAL;
+    }
+    if (cfg.n_problems > 0) fprintf(out, "config problems (%s):\n", source);
+    for (size_t i = 0; i < cfg.n_problems; i++) {
+        const mcp_downstream_problem_t *pr = &cfg.problems[i];
+        fprintf(out, "%s: %s: %s\n", pr->server ? pr->server : "(file)",
+                pr->dropped ? "left out" : "warning", pr->message);
+        dropped += pr->dropped;
+    }
+    mcp_downstream_config_close(&cfg);
+    return dropped;
+}
+
 /* An optional string member: absent or null leaves *out NULL. */
 static int opt_string(const cJSON *entry, const char *key, const char *name, char **out, char *msg,
                       size_t msg_size)

@@ -21,7 +21,7 @@ typedef struct fwd {
     bridge_peer_t *peer;
     unsigned timeout_ms;
     mcp_client_call_t *call;
-    ptc_downstream_owner_t *owner;
+    mcp_relay_owner_t *owner;
 } fwd_t;
 
 static const reg_tool_t *route_find_tool(void *data, const char *server, const char *tool)
@@ -49,7 +49,7 @@ static void fwd_done(void *data, int err, const cJSON *result, const cJSON *erro
     fwd_t *f = data;
     (void)error;
     ptc_bridge_route_done(f->op, err, result, message);
-    ptc_downstream_disown(f->owner);
+    mcp_relay_disown(f->owner);
     free(f);
 }
 
@@ -68,7 +68,7 @@ static mcp_call_t *fwd_asker_call(void *data, const char **busy)
 
 /* A downstream server asks a stateless client's run for sampling or elicitation: the job
  * holds the request (execute_mrtr.c). */
-static int fwd_hold(void *data, ptc_downstream_held_t *h, char *msg, size_t n)
+static int fwd_hold(void *data, mcp_relay_held_t *h, char *msg, size_t n)
 {
     fwd_t *f = data;
     return ptc__mrtr_hold(f->peer->job, h, f->timeout_ms, msg, n);
@@ -84,13 +84,13 @@ static int route_call(void *data, ptc_bridge_route_op_t *op, const char *server,
     *f = (fwd_t){.op = op, .peer = p, .timeout_ms = timeout_ms};
     int rc = mcp_client_call_tool(c, tool, args, timeout_ms, NULL, fwd_done, f, &f->call);
     if (rc < 0) {
-        ptc_downstream_refusal(c, rc, msg, n);
+        mcp_client_refusal(c, rc, msg, n);
         free(f);
         return rc;
     }
     /* No request of the server can come before the loop runs again. */
-    ptc_downstream_asker_t asker = {.call = fwd_asker_call, .hold = fwd_hold, .data = f};
-    f->owner = ptc_downstream_own(p->ex->downstream, c, f->call, &asker);
+    mcp_relay_asker_t asker = {.call = fwd_asker_call, .hold = fwd_hold, .data = f};
+    f->owner = mcp_relay_own(ptc_downstream_relay(p->ex->downstream), c, f->call, &asker);
     *handle = f;
     return 0;
 }

@@ -149,7 +149,7 @@ typedef struct job {
     bool mrtr_linked;          /* mrtr_park != NULL (read by execute_bridge.c) */
     ptc_repair_ask_t *mrtr_ask;
     ptc_bridge_route_op_t *mrtr_op;
-    ptc_downstream_held_t *mrtr_held; /* a downstream server's request passed on, or NULL */
+    mcp_relay_held_t *mrtr_held; /* a downstream server's request passed on, or NULL */
 } job_t;
 
 /* A tool call from sandboxed code waiting for the user's confirmation (bridge/'s router). */
@@ -343,7 +343,7 @@ void ptc__execute_confirm_answer(bridge_op_t *op, const cJSON *result);
  *  (which declared the capability) waits: j's call is answered with it as an input request
  *  and j parks (ptc__mrtr_park, for keep_ms at most) holding h, which the next round answers
  *  (or j's end fails). < 0 with a sentence in msg when it cannot be asked. */
-int ptc__mrtr_hold(job_t *j, ptc_downstream_held_t *h, uint64_t keep_ms, char *msg, size_t n);
+int ptc__mrtr_hold(job_t *j, mcp_relay_held_t *h, uint64_t keep_ms, char *msg, size_t n);
 
 /* --- execute_ends.c: what goes when a client's MCP session ends (issue 12) ------------------ */
 

@@ -29,9 +29,9 @@ void ptc__mrtr_release(job_t *j)
 {
     unlink_job(j);
     if (j->mrtr_held != NULL) {
-        ptc_downstream_held_t *h = j->mrtr_held;
+        mcp_relay_held_t *h = j->mrtr_held;
         j->mrtr_held = NULL;
-        ptc_downstream_held_answer(h, NULL, "the run it came for ended before the client answered");
+        mcp_relay_held_answer(h, NULL, "the run it came for ended before the client answered");
     }
 }
 
@@ -122,16 +122,16 @@ static void held_withdrawn(void *data)
     j->mrtr_held = NULL; /* the round's answer is dropped: the server's call ends as it says */
 }
 
-int ptc__mrtr_hold(job_t *j, ptc_downstream_held_t *h, uint64_t keep_ms, char *msg, size_t n)
+int ptc__mrtr_hold(job_t *j, mcp_relay_held_t *h, uint64_t keep_ms, char *msg, size_t n)
 {
-    const cJSON *p = ptc_downstream_held_params(h);
+    const cJSON *p = mcp_relay_held_params(h);
     cJSON *params = p != NULL ? cJSON_Duplicate(p, true) : cJSON_CreateObject();
     if (params == NULL) {
         snprintf(msg, n, "out of memory");
         return MCP_ENOMEM;
     }
-    int rc = ptc__mrtr_park(j, EXECUTE_MRTR_KEY_DOWNSTREAM, ptc_downstream_held_method(h), params,
-                            keep_ms);
+    int rc =
+        ptc__mrtr_park(j, EXECUTE_MRTR_KEY_DOWNSTREAM, mcp_relay_held_method(h), params, keep_ms);
     if (rc < 0) {
         snprintf(msg, n, "%s",
                  rc == MCP_EBUSY ? "too many runs are waiting for their clients' answers"
@@ -139,7 +139,7 @@ int ptc__mrtr_hold(job_t *j, ptc_downstream_held_t *h, uint64_t keep_ms, char *m
         return rc;
     }
     j->mrtr_held = h;
-    ptc_downstream_held_watch(h, held_withdrawn, j);
+    mcp_relay_held_watch(h, held_withdrawn, j);
     return MCP_OK;
 }
 
@@ -213,7 +213,7 @@ bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, const cJSON *args, ui
     unlink_job(j);
     ptc_repair_ask_t *ask = j->mrtr_ask;
     bridge_op_t *op = j->mrtr_op;
-    ptc_downstream_held_t *held = j->mrtr_held;
+    mcp_relay_held_t *held = j->mrtr_held;
     j->mrtr_ask = NULL;
     j->mrtr_op = NULL;
     j->mrtr_held = NULL;
@@ -223,7 +223,7 @@ bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, const cJSON *args, ui
     /* The server's request is answered even when the run ended meanwhile: it still waits. Its
      * answer reaches the run through the loop, after the call below waits on it. */
     if (held != NULL)
-        ptc_downstream_held_answer(held, answer, "the client's next round carried no answer to it");
+        mcp_relay_held_answer(held, answer, "the client's next round carried no answer to it");
     mcp_call_on_cancel(call, ptc__execute_job_cancelled, j);
     /* The call waits on the job as a long run's next call does (wait_seconds, running). */
     ptc__longrun_attach(j, call, wait_ms); /* with `ended`, answers and may free j */

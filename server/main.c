@@ -243,10 +243,13 @@ static int check_downstream(const ptc_options_t *o)
     ptc_search_t *search = NULL;
     ptc_downstream_t *d = NULL;
     uv_timer_t tick, limit; /* closed below, and freed by the last uv_run: function scope */
-    int dropped = ptc_config_check(o, stdout);
-    int status = dropped != 0 ? 1 : 0; /* -1: unusable, else entries left out */
+    char source[600];
+    snprintf(source, sizeof source, "--config %s", o->config_file ? o->config_file : "");
+    int dropped =
+        o->config_json != NULL ? mcp_downstream_config_check(o->config_json, source, stdout) : 0;
+    int status = dropped != 0 ? 1 : 0; /* < 0: unusable, else entries left out */
     if (dropped < 0) {
-        /* ptc_config_check said why */
+        /* mcp_downstream_config_check said why */
     } else if (ptc_search_new(&loop, &lexical, &quiet, &search) < 0 ||
                ptc_downstream_new(&loop, o, &quiet, search, &d) < 0) {
         printf("downstream servers: cannot start them (out of memory?)\n");

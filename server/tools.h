@@ -17,59 +17,13 @@ typedef struct ptc_downstream ptc_downstream_t;
  * go into search's registry as they arrive. A broken entry is logged and skipped: it never
  * blocks the others. MCP_EINVAL when the config's mcpServers is malformed.
  */
-/** --check's view of --config (config_check.c): prints every problem of every entry to out
- *  ("NAME: left out: MESSAGE" for a dropped entry, "NAME: warning: MESSAGE" otherwise); returns
- *  the number of entries left out, or -1 (the reason printed) when the config cannot be used. */
-int ptc_config_check(const ptc_options_t *o, FILE *out);
-
 int ptc_downstream_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
                        ptc_search_t *search, ptc_downstream_t **out);
-/** Where sampling and elicitation requests of downstream servers go: to the client whose call is
- *  in flight to that server (see ptc_downstream_own), else to srv's only session. */
+/** Where sampling and elicitation requests of downstream servers go when no call of ours waits
+ *  on that server: srv's only session (mcp_relay_set_server). */
 void ptc_downstream_set_server(ptc_downstream_t *d, mcp_server_t *srv);
-/** A note that one of our client's calls has a call in flight to a downstream server. */
-typedef struct ptc_downstream_owner ptc_downstream_owner_t;
-/** A sampling or elicitation request of a downstream server held unanswered (a legacy server's
- *  JSON-RPC request, or a stateless server's input request) while a 2026-07-28 client, asked
- *  for it in an InputRequiredResult, comes back with the answer in its next round. */
-typedef struct ptc_downstream_held ptc_downstream_held_t;
-/** The server withdrew a held request (it cancelled it, died or stops): the request is freed,
- *  its holder must forget it. */
-typedef void (*ptc_downstream_withdrawn_cb)(void *data);
-/** Whom a downstream call is made for, asked when the server sends a request meanwhile. */
-typedef struct ptc_downstream_asker {
-    /** The call the request belongs to now (borrowed), or NULL: then *busy is a sentence when
-     *  that call cannot be asked now (one input at a time), else NULL (no request waits). */
-    mcp_call_t *(*call)(void *data, const char **busy);
-    /** Only for a stateless call that declared the request's capability: the call takes h as
-     *  an input request of its own (answering itself with an InputRequiredResult) and answers
-     *  h later (ptc_downstream_held_answer). 0 when taken; < 0 when not, with a sentence in msg
-     *  (h is then failed with it). NULL: such calls are refused. */
-    int (*hold)(void *data, ptc_downstream_held_t *h, char *msg, size_t n);
-    void *data;
-} ptc_downstream_asker_t;
-/**
- * Notes that a call of ours (asker, copied; its data must outlive the note) is waiting on
- * downstream call dc to server c, so that a sampling or elicitation request c sends meanwhile goes
- * to that call's client, on its stream (or into its InputRequiredResult), and never to another
- * client's session. NULL when d, c or asker is NULL or memory ran out (then c's requests reach a
- * client only when one session is connected).
- */
-ptc_downstream_owner_t *ptc_downstream_own(ptc_downstream_t *d, const mcp_client_t *c,
-                                           const mcp_client_call_t *dc,
-                                           const ptc_downstream_asker_t *asker);
-/** The held request's method ("sampling/createMessage" or "elicitation/create") and params
- *  (borrowed; may be NULL), valid until it is answered or withdrawn. */
-const char *ptc_downstream_held_method(const ptc_downstream_held_t *h);
-const cJSON *ptc_downstream_held_params(const ptc_downstream_held_t *h);
-/** cb(data) is told if the server withdraws h (see ptc_downstream_withdrawn_cb). */
-void ptc_downstream_held_watch(ptc_downstream_held_t *h, ptc_downstream_withdrawn_cb cb,
-                               void *data);
-/** Answers h with the client's result (borrowed, copied) or, when result is NULL, fails it
- *  with why; frees h. */
-void ptc_downstream_held_answer(ptc_downstream_held_t *h, const cJSON *result, const char *why);
-/** Ends the note (NULL: nothing). */
-void ptc_downstream_disown(ptc_downstream_owner_t *o);
+/** The relay of the servers' clients (borrowed; NULL for a NULL d): for mcp_relay_own. */
+mcp_relay_t *ptc_downstream_relay(const ptc_downstream_t *d);
 /** --expose-tools: list every downstream tool on srv under its registry id and proxy calls. */
 void ptc_downstream_expose(ptc_downstream_t *d, mcp_server_t *srv);
 /** One line per server ("NAME: ready, 12 tools" / "NAME: failed, 0 tools; why") into buf, like
@@ -81,8 +35,6 @@ cJSON *ptc_downstream_status_json(const ptc_downstream_t *d);
 size_t ptc_downstream_count(const ptc_downstream_t *d);
 /** Servers that gave up (state failed), for --check's exit status. */
 size_t ptc_downstream_failed(const ptc_downstream_t *d);
-/** Why mcp_client_call_tool on c returned rc, as one sentence naming the server's state. */
-void ptc_downstream_refusal(mcp_client_t *c, int rc, char *buf, size_t size);
 /** The client of a configured server, or NULL (borrowed). */
 mcp_client_t *ptc_downstream_client(const ptc_downstream_t *d, const char *server);
 /** True when every server is ready or failed (for --check). */

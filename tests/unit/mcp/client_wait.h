@@ -5,6 +5,7 @@
 #define PTC_TEST_MCP_CLIENT_WAIT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 typedef struct client_waiter {
@@ -18,6 +19,47 @@ static inline void client_wait_on_prepare(uv_prepare_t *h)
 {
     client_waiter_t *w = h->data;
     if (w->pred(w->arg)) uv_stop(h->loop);
+}
+
+static inline void client_guard_on_fire(uv_timer_t *t)
+{
+    *(bool *)t->data = true;
+    uv_stop(t->loop);
+}
+
+/* Starts guard on loop: when ms pass while a wait runs, *fired is set and the loop stops (the
+ * guard is unref'd between waits, so it never keeps the loop alive). */
+static inline void client_guard_start(uv_loop_t *loop, uv_timer_t *guard, bool *fired, uint64_t ms)
+{
+    uv_timer_init(loop, guard);
+    guard->data = fired;
+    uv_timer_start(guard, client_guard_on_fire, ms, 0);
+    uv_unref((uv_handle_t *)guard);
+}
+
+/* A debug-level logger lg writing into memory (*buf, *len: open_memstream's); NULL on failure. */
+static inline FILE *client_log_open(char **buf, size_t *len, mcp_logger_t *lg)
+{
+    FILE *f = open_memstream(buf, len);
+    lg->out = f;
+    lg->level = MCP_LOG_DEBUG;
+    return f;
+}
+
+static inline void client_close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+/* Closes guard and lets the loop finish what freed clients left (their children stop in the
+ * background), closing any handle still open; the loop can then be closed. */
+static inline void client_loop_drain(uv_loop_t *loop, uv_timer_t *guard)
+{
+    uv_close((uv_handle_t *)guard, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    uv_walk(loop, client_close_walk, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
 }
 
 /* Runs loop until pred(arg) holds; guard (unref'd while idle) sets *guard_fired when it fires,

@@ -59,4 +59,15 @@ static inline void sink_sessions_close(uv_loop_t *loop, mcp_server_t *srv, mcp_s
     if (sb != NULL) sink_clear(sb);
 }
 
+#ifdef PTC_MCP_INTERNAL_H
+/* Makes s a client that authenticated as `name` (a bearer token of that text): two sessions
+ * with different names have different identities (mcp_identity_t). */
+static inline void sink_session_as(mcp_session_t *s, const char *name)
+{
+    unsigned char d[MCP__CRED_BYTES];
+    mcp__credential_digest(name, strlen(name), d);
+    mcp__session_set_credential(s, d);
+}
+#endif
+
 #endif

@@ -275,10 +275,39 @@ static void a_downstream_ptc_mcp_starts_no_processes(void **state)
     mcp_downstream_config_close(&cfg);
 }
 
+/* --check's report: every problem under the source's name, dropped ones counted; an unusable
+ * config says why. */
+static void check_reports_every_problem(void **state)
+{
+    (void)state;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    assert_non_null(out);
+    cJSON *root = cJSON_Parse("{\"mcpServers\":{\"good\":{\"command\":\"true\",\"bogus\":1},"
+                              "\"broken\":{\"args\":[]}}}");
+    assert_int_equal(mcp_downstream_config_check(root, "--config F", out), 1);
+    cJSON_Delete(root);
+    root = cJSON_Parse("{\"mcpServers\":[]}");
+    assert_int_equal(mcp_downstream_config_check(root, "--config G", out), MCP_EINVAL);
+    cJSON_Delete(root);
+    root = cJSON_Parse("{\"mcpServers\":{\"fine\":{\"command\":\"true\"}}}");
+    assert_int_equal(mcp_downstream_config_check(root, "--config H", out), 0);
+    cJSON_Delete(root);
+    fclose(out);
+    assert_non_null(strstr(buf, "config problems (--config F):\n"));
+    assert_non_null(strstr(buf, "broken: left out: mcpServers.broken"));
+    assert_non_null(strstr(buf, "good: warning: mcpServers.good"));
+    assert_non_null(strstr(buf, "downstream servers: --config G: "));
+    assert_null(strstr(buf, "(--config H)")); /* nothing to say */
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parses_stdio_and_http_entries),
+        cmocka_unit_test(check_reports_every_problem),
         cmocka_unit_test(a_config_without_servers_is_empty),
         cmocka_unit_test(errors_name_the_entry_and_field),
         cmocka_unit_test(a_bad_entry_drops_only_itself),

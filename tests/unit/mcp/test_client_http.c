@@ -46,25 +46,13 @@ typedef struct result {
     char *text;
 } result_t;
 
-static void on_guard(uv_timer_t *t)
-{
-    env_t *e = t->data;
-    e->guard_fired = true;
-    uv_stop(&e->loop);
-}
-
 static int setup(void **state)
 {
     env_t *e = calloc(1, sizeof *e);
     assert_non_null(e);
     assert_int_equal(uv_loop_init(&e->loop), 0);
-    uv_timer_init(&e->loop, &e->guard);
-    e->guard.data = e;
-    uv_timer_start(&e->guard, on_guard, GUARD_MS, 0);
-    uv_unref((uv_handle_t *)&e->guard);
-    e->logf = open_memstream(&e->logbuf, &e->loglen);
-    e->lg.out = e->logf;
-    e->lg.level = MCP_LOG_DEBUG;
+    client_guard_start(&e->loop, &e->guard, &e->guard_fired, GUARD_MS);
+    e->logf = client_log_open(&e->logbuf, &e->loglen, &e->lg);
     char here[PATH_MAX], cmd[PATH_MAX + 64];
     FMT(here, sizeof here, "%s", __FILE__);
     FMT(cmd, sizeof cmd, "exec python3 %s/fixtures/fake_http_downstream.py",

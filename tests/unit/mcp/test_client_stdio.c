@@ -61,26 +61,14 @@ typedef struct result {
     char *progress_msg;
 } result_t;
 
-static void on_guard(uv_timer_t *t)
-{
-    env_t *e = t->data;
-    e->guard_fired = true;
-    uv_stop(&e->loop);
-}
-
 static int setup(void **state)
 {
     env_t *e = calloc(1, sizeof *e);
     assert_non_null(e);
     assert_int_equal(uv_loop_init(&e->loop), 0);
-    uv_timer_init(&e->loop, &e->guard);
-    e->guard.data = e;
-    uv_timer_start(&e->guard, on_guard, GUARD_MS, 0);
-    uv_unref((uv_handle_t *)&e->guard);
-    e->logf = open_memstream(&e->logbuf, &e->loglen);
+    client_guard_start(&e->loop, &e->guard, &e->guard_fired, GUARD_MS);
+    e->logf = client_log_open(&e->logbuf, &e->loglen, &e->lg);
     assert_non_null(e->logf);
-    e->lg.out = e->logf;
-    e->lg.level = MCP_LOG_DEBUG;
     /* tests/unit/mcp/this.c -> tests/fixtures */
     char here[PATH_MAX];
     FMT(here, sizeof here, "%s", __FILE__);
@@ -93,12 +81,6 @@ static int setup(void **state)
     return 0;
 }
 
-static void on_close_walk(uv_handle_t *h, void *arg)
-{
-    (void)arg;
-    if (!uv_is_closing(h)) uv_close(h, NULL);
-}
-
 static int teardown(void **state)
 {
     env_t *e = *state;
@@ -107,11 +89,7 @@ static int teardown(void **state)
         for (size_t j = 0; j < e->recs[i].n_states; j++)
             free(e->recs[i].reasons[j]);
     }
-    /* Freed clients stop their children in the background: let that finish. */
-    uv_close((uv_handle_t *)&e->guard, NULL);
-    uv_run(&e->loop, UV_RUN_DEFAULT);
-    uv_walk(&e->loop, on_close_walk, NULL);
-    uv_run(&e->loop, UV_RUN_DEFAULT);
+    client_loop_drain(&e->loop, &e->guard);
     assert_int_equal(uv_loop_close(&e->loop), 0);
     mcp_downstream_config_close(&e->cfg);
     fclose(e->logf);

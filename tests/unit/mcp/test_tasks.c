@@ -83,11 +83,8 @@ static int setup(void **state)
     mcp_server_opts_t o;
     mcp_server_opts_default(&o);
     sink_sessions_open(&e->loop, &e->log, MCP_LOG_ERROR, &o, &e->srv, &e->a, &e->sa, &e->b, &e->sb);
-    unsigned char d[MCP__CRED_BYTES];
-    mcp__credential_digest("alice", 5, d);
-    mcp__session_set_credential(e->a, d);
-    mcp__credential_digest("bob", 3, d);
-    mcp__session_set_credential(e->b, d);
+    sink_session_as(e->a, "alice");
+    sink_session_as(e->b, "bob");
     mcp_tool_def_t hold = {
         .name = "hold", .handler = tool_hold, .data = e, .task_support = MCP_TASK_OPTIONAL};
     mcp_tool_def_t ask = {

@@ -213,6 +213,9 @@ static void forward_to(mcp_relay_t *r, const route_t *rt, bool modern, mcp_clien
         free(f);
         char m[400];
         refusal(rt, modern, method, mcp_client_name(c), cap, m, sizeof m);
+        /* Said in the log too: the server may well swallow the error, and whoever wonders why
+         * a prompt never reached the user finds it there. */
+        mcp_log(r->lg, MCP_LOG_DEBUG, "downstream request not passed on: %s", m);
         mcp_client_peer_fail(req, MCP_JSONRPC_METHOD_NOT_FOUND, m);
     } else if ((rc = rt->call != NULL
                          ? mcp_call_request_ex(rt->call, method, params, cap,

@@ -464,6 +464,19 @@ static const char *next_round(env_t *e, mcp_session_t *s, sink_t *k, int id, int
 
 #define GONE "continues a proxied call that is no longer waiting"
 
+typedef struct log_want {
+    env_t *e;
+    const char *text;
+} log_want_t;
+
+/* The log holds w->text (the relay's refusals are logged at debug level). */
+static bool logged(void *arg)
+{
+    const log_want_t *w = arg;
+    fflush(w->e->logf);
+    return w->e->logbuf != NULL && strstr(w->e->logbuf, w->text) != NULL;
+}
+
 /* A relay exposing its servers' tools, and alice's first round of fake__ask parked in it: its
  * requestState into st. */
 static void park_alices(env_t *e, unsigned tool_timeout_ms, size_t max_parked, char *st, size_t n)
@@ -472,6 +485,11 @@ static void park_alices(env_t *e, unsigned tool_timeout_ms, size_t max_parked, c
     mcp_relay_expose(e->relay, e->srv);
     first_round(e, e->a, &e->sa, 1, st, n);
     assert_int_equal(mcp_relay_parked(e->relay), 1);
+    /* The server asks for an elicitation right after its sampling request: wait until it was
+     * read and refused while the call is parked (read after the call went on, it would be that
+     * call's next input request instead). */
+    log_want_t refused = {e, "(one at a time); refused"};
+    run_until(e, logged, &refused);
 }
 
 static void parked_call_continues_once_for_its_caller_only(void **state)

@@ -67,7 +67,7 @@ struct ptc_execute {
     ptc_downstream_t *downstream;
     ptc_pybundle_cache_t *bundle;
     ptc_startup_t *startup; /* the first runs that use the tools package wait there */
-    ptc_env_t *env;         /* the declared packages and the user's helpers, or NULL */
+    env_host_t *env;        /* the declared packages and the user's helpers, or NULL */
     const cJSON *modules;   /* the tools package's modules last described (borrowed) */
     ptc_bridge_limits_t lim;
     FILE *audit;
@@ -118,17 +118,17 @@ typedef struct job {
     uint64_t run_timeout_ms; /* the current run's, cut to the deadline */
     ptc_bridge_host_t *host; /* NULL when the run has no bridge */
     char run_id[32];
-    ptc_repair_loop_t *loop;         /* attempts, repairs, the journal */
-    bool sampling;                   /* the repairer asked is the client (else the fallback) */
-    outcome_t last;                  /* the last finished run */
-    char *code;                      /* the request's code, until the repair loop holds it */
-    long max_repairs;                /* asked for the request */
-    struct ptc_env_waiter *env_wait; /* waiting for the packages' build, or NULL */
-    uint64_t env_wait_from;          /* uv_now when the wait began */
-    bridge_peer_t peer;              /* the one-shot run's bridge serves this job */
-    ptc_xsession_t *sess;            /* the session the code runs in, or NULL (one-shot) */
-    bool sess_new;                   /* the request made it (session: "new") */
-    bool abandoned;                  /* cancelled: free the job when the cell ends */
+    ptc_repair_loop_t *loop; /* attempts, repairs, the journal */
+    bool sampling;           /* the repairer asked is the client (else the fallback) */
+    outcome_t last;          /* the last finished run */
+    char *code;              /* the request's code, until the repair loop holds it */
+    long max_repairs;        /* asked for the request */
+    env_waiter_t *env_wait;  /* waiting for the packages' build, or NULL */
+    uint64_t env_wait_from;  /* uv_now when the wait began */
+    bridge_peer_t peer;      /* the one-shot run's bridge serves this job */
+    ptc_xsession_t *sess;    /* the session the code runs in, or NULL (one-shot) */
+    bool sess_new;           /* the request made it (session: "new") */
+    bool abandoned;          /* cancelled: free the job when the cell ends */
     /* Long runs (execute_longrun.c): the wait, the run cursor, what was answered so far. */
     uv_timer_t *wait_timer;
     char cursor[PTC_SESSION_HANDLE_MAX]; /* "" until handed back as running */
@@ -197,32 +197,8 @@ void ptc__execute_outcome_clear(outcome_t *o);
 /** Frees the job: its loop (and a repair request in flight), its bridge, the last outcome. */
 void ptc__execute_job_free(job_t *j);
 
-/* --- environment.c: what runs and results need of the environment --------------------- */
+/* --- execute_setup.c ------------------------------------------------------------------------ */
 
-typedef struct ptc_env_waiter ptc_env_waiter_t;
-typedef void (*ptc_env_wait_cb)(void *data);
-typedef enum ptc_env_run {
-    PTC_ENV_RUN,    /* run now (ready, none declared, or failed with --packages-optional) */
-    PTC_ENV_WAIT,   /* the packages are being built */
-    PTC_ENV_REFUSE, /* the build failed and the packages are not optional */
-} ptc_env_run_t;
-
-/** What a run should do now; *building_ms (may be NULL) gets how long the build has run. */
-ptc_env_run_t ptc_env_for_run(const ptc_env_t *e, uint64_t *building_ms);
-/** cb(data) once the build ends or max_ms passed, whichever first; NULL on ENOMEM. */
-ptc_env_waiter_t *ptc_env_wait(ptc_env_t *e, uint64_t max_ms, ptc_env_wait_cb cb, void *data);
-/** No callback afterwards; handle may be NULL. */
-void ptc_env_wait_cancel(ptc_env_waiter_t *handle);
-/** The folders a run puts on sys.path after the tools package: the packages' site folder once
- *  ready, the helpers' folder. Returns how many (at most max); borrowed until the next change. */
-size_t ptc_env_path_dirs(const ptc_env_t *e, const char **dirs, size_t max);
-/** What the tool description says the code can import (malloc'd; NULL on ENOMEM). */
-char *ptc_env_describe(const ptc_env_t *e);
-/** The result's "environment" field while building or after a failure, else NULL (caller
- *  deletes). */
-cJSON *ptc_env_result_json(const ptc_env_t *e);
-/** The result text's note about the packages (failure, building), else NULL (malloc'd). */
-char *ptc_env_result_note(const ptc_env_t *e);
 /** The executor pool (borrowed), for the helpers' scan. */
 exec_pool_t *ptc__execute_pool(const ptc_execute_t *ex);
 

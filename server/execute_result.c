@@ -306,10 +306,10 @@ cJSON *ptc__execute_base_fields(const char *status, int exit_code, const char *s
     return sc;
 }
 
-/* The packages' state while building or after a failure (environment.c), into sc. */
+/* The packages' state while building or after a failure (environment/), into sc. */
 static bool add_env(const ptc_execute_t *ex, cJSON *sc)
 {
-    cJSON *env = ptc_env_result_json(ex->env);
+    cJSON *env = env_host_result_json(ex->env);
     return env == NULL || cJSON_AddItemToObject(sc, "environment", env);
 }
 
@@ -397,7 +397,7 @@ void ptc__execute_finish_job(job_t *j)
         ptc__sb_str(&note, w->valuestring);
     }
     /* A run without the declared packages (--packages-optional after a failed build). */
-    char *env_note = ptc_env_result_note(ex->env);
+    char *env_note = env_host_result_note(ex->env);
     if (env_note != NULL) {
         if (note.len) ptc__sb_str(&note, "\n");
         ptc__sb_str(&note, env_note);

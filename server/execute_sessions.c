@@ -181,7 +181,7 @@ static int start_sandbox(ptc_xsession_t *s, job_t *j)
                                            s->run_id, &s->host);
     if (so.bridge_fd >= 0) so.ro_dir = ptc_pybundle_cache_root(ex->bundle);
     const char *dirs[EXEC_MAX_PATH_DIRS];
-    so.n_path_dirs = ptc_env_path_dirs(ex->env, dirs, EXEC_MAX_PATH_DIRS);
+    so.n_path_dirs = env_host_path_dirs(ex->env, dirs, EXEC_MAX_PATH_DIRS);
     so.path_dirs = dirs;
     int rc = exec_ws_session_start(s->ws, &so);
     if (rc < 0) {

@@ -85,7 +85,7 @@ static const char output_schema[] =
     "\"stderr_bytes\",\"truncated\",\"duration_ms\",\"next_cursor\",\"tool_calls\",\"outputs\","
     "\"attempts\",\"sandbox\"]}";
 
-/* The description is description_head, what the code can import (environment.c: the standard
+/* The description is description_head, what the code can import (environment/: the standard
  * library, the declared packages, the user's helpers), then description. */
 static const char description_head[] =
     "Run Python 3 code in a sandbox and return its output. Each call starts fresh unless it "
@@ -305,7 +305,7 @@ static int register_with(ptc_execute_t *ex, mcp_server_t *srv, const char *desc)
 static char *compose(const ptc_execute_t *ex, const cJSON *modules)
 {
     sbuf_t d = {0};
-    char *libs = ptc_env_describe(ex->env);
+    char *libs = env_host_describe(ex->env);
     ptc__sb_str(&d, description_head);
     if (libs == NULL)
         d.failed = true;
@@ -319,7 +319,7 @@ static char *compose(const ptc_execute_t *ex, const cJSON *modules)
     cJSON_ArrayForEach(m, modules)
     {
         const cJSON *server = cJSON_GetObjectItemCaseSensitive(m, "server");
-        if (!cJSON_IsString(server) || !ptc_env_is_custom(server->valuestring)) served++;
+        if (!cJSON_IsString(server) || !env_is_custom_server(server->valuestring)) served++;
     }
     if (served > 0) {
         ptc__sb_str(&d, " Tools of the connected MCP servers are Python functions here: "
@@ -330,7 +330,7 @@ static char *compose(const ptc_execute_t *ex, const cJSON *modules)
             const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "module");
             const cJSON *server = cJSON_GetObjectItemCaseSensitive(m, "server");
             if (!cJSON_IsString(name)) continue;
-            if (cJSON_IsString(server) && ptc_env_is_custom(server->valuestring)) continue;
+            if (cJSON_IsString(server) && env_is_custom_server(server->valuestring)) continue;
             if (i++ > 0) ptc__sb_str(&d, ", ");
             ptc__sb_str(&d, name->valuestring);
         }
@@ -367,7 +367,7 @@ void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *mod
         exec_run_opts_init(&ro);
         ro.ro_dir = ex->bundle ? ptc_pybundle_cache_root(ex->bundle) : NULL;
         const char *dirs[EXEC_MAX_PATH_DIRS];
-        ro.n_path_dirs = ptc_env_path_dirs(ex->env, dirs, EXEC_MAX_PATH_DIRS);
+        ro.n_path_dirs = env_host_path_dirs(ex->env, dirs, EXEC_MAX_PATH_DIRS);
         ro.path_dirs = dirs;
         if (ro.ro_dir != NULL || ro.n_path_dirs > 0) (void)exec_pool_warm_for_ex(ex->pool, &ro);
     }
@@ -400,7 +400,7 @@ void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_
     ex->bundle = bundle;
 }
 
-void ptc_execute_set_env(ptc_execute_t *ex, ptc_env_t *e)
+void ptc_execute_set_env(ptc_execute_t *ex, env_host_t *e)
 {
     ex->env = e;
 }

@@ -26,7 +26,7 @@ typedef struct app {
     ptc_downstream_t *downstream;
     ptc_pybundle_cache_t *bundle;
     ptc_startup_t *startup;
-    ptc_env_t *env;
+    env_host_t *env;
 } app_t;
 
 static const char instructions[] =
@@ -402,7 +402,7 @@ static int run(const ptc_options_t *o)
     ptc_search_set_startup(app.search, app.startup);
     ptc_downstream_set_startup(app.downstream, app.startup);
     ptc_execute_set_startup(app.exec, app.startup);
-    ptc_env_on_change(app.env, env_changed, &app);
+    env_host_on_change(app.env, env_changed, &app);
     ptc_env_scan_custom(app.env, app.exec, app.search);
     ptc_execute_describe(app.exec, app.srv, NULL);
     ptc_pybundle_cache_refresh(app.bundle);
@@ -436,7 +436,7 @@ out:
     /* A package build and the helpers' scan stop first (the scan is a run of the pool), runs
      * still alive are killed and indexing stops; the loop then reaps the children, lets work in
      * flight finish and runs every close callback. */
-    ptc_env_free(app.env);
+    env_host_free(app.env);
     ptc_execute_free(app.exec);
     /* Indexing batches still in flight and the servers' last state changes come after this:
      * they must not poke a freed gate. */

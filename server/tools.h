@@ -2,6 +2,7 @@
 #ifndef PTC_SERVER_TOOLS_H
 #define PTC_SERVER_TOOLS_H
 
+#include "environment.h"
 #include "mcp.h"
 #include "options.h"
 #include "pybundle.h"
@@ -253,30 +254,23 @@ uv_loop_t *ptc_execute_loop(const ptc_execute_t *ex);
  *  cursor) and ptc://files/{id}/{name} (a file a run returned) (output_resources.c). */
 int ptc_output_resources_register(ptc_execute_t *ex, mcp_server_t *srv);
 
-/* The sandbox's environment: --packages/--requirements and --custom-tools (environment.c). */
-typedef struct ptc_env ptc_env_t;
+/* The sandbox's environment: --packages/--requirements and --custom-tools (environment.c over
+ * environment/'s env_host_t, which runs and results use directly). */
 
 /**
- * Starts installing the declared packages on loop (environment/'s env_start: the build runs in
- * child processes, the state is "building" until it ends) and publishes the user's helpers into
- * the cache (BLOCKS on the file system: call before the loop runs). Pruning of unused package
- * and helper folders starts once the folders in use are known. MCP_EINVAL (logged, naming the
- * flag, spec or path) for a start-up error; *out is then set too and must be freed.
+ * env_host_new from the flags, its lines in lg (borrowed): the packages' build starts on loop
+ * and the helpers are published into the cache (BLOCKS on the file system: call before the loop
+ * runs). MCP_EINVAL (logged, naming the flag, spec or path) for a start-up error; *out is NULL
+ * then. Free with env_host_free.
  */
-int ptc_env_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg, ptc_env_t **out);
-/** cb runs when the packages become ready or fail (the description and warm sandboxes follow). */
-void ptc_env_on_change(ptc_env_t *e, void (*cb)(void *data), void *data);
+int ptc_env_new(uv_loop_t *loop, const ptc_options_t *o, mcp_logger_t *lg, env_host_t **out);
 /** Starts the sandboxed scan of the helpers' functions on ex's pool; they become registry
  *  entries of server "custom" in search's registry. Nothing without --custom-tools. */
-void ptc_env_scan_custom(ptc_env_t *e, ptc_execute_t *ex, ptc_search_t *search);
-/** Stops a build, a scan and pending waits; frees once its handles closed: run the loop. */
-void ptc_env_free(ptc_env_t *e);
+void ptc_env_scan_custom(env_host_t *e, ptc_execute_t *ex, ptc_search_t *search);
 /** --check's report of the packages and helpers; returns 1 when something is wrong. */
 int ptc_env_check(const ptc_options_t *o);
-/** True for the registry's server of the user's helpers ("custom"). */
-bool ptc_env_is_custom(const char *server);
 /** Lets execute_code's runs use e: mounts, waiting, description, results (borrowed). */
-void ptc_execute_set_env(ptc_execute_t *ex, ptc_env_t *e);
+void ptc_execute_set_env(ptc_execute_t *ex, env_host_t *e);
 
 /* The prompts the binary offers (prompts.c): execute_code_guide. */
 int ptc_prompts_register(mcp_server_t *srv);

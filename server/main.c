@@ -397,7 +397,7 @@ static int run(const ptc_options_t *o)
     ptc_search_on_change(app.search, registry_changed, &app);
     ptc_execute_attach(app.exec, app.search, app.downstream, app.bundle);
     /* Counted from here: the servers were started just above. */
-    if ((rc = ptc_startup_new(&app.loop, o->startup_wait, &app.log, &app.startup)) < 0) goto out;
+    if ((rc = ptc_startup_new(&app.loop, o->startup_wait, &app.startup)) < 0) goto out;
     ptc_startup_attach(app.startup, app.downstream, app.search, app.bundle);
     ptc_search_set_startup(app.search, app.startup);
     ptc_downstream_set_startup(app.downstream, app.startup);

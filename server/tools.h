@@ -99,11 +99,11 @@ void ptc_downstream_stop(ptc_downstream_t *d);
 /** Frees; live children are stopped in the background: run the loop afterwards. */
 void ptc_downstream_free(ptc_downstream_t *d);
 
-/* Ready at first contact: --startup-wait (startup.c). */
+/* Ready at first contact: --startup-wait (startup.c, on mcp/'s call gate). */
 typedef struct ptc_startup ptc_startup_t;
 
-/** The gate, its wait counted from now (wait_s <= 0: none). Borrows loop and lg. */
-int ptc_startup_new(uv_loop_t *loop, double wait_s, const mcp_logger_t *lg, ptc_startup_t **out);
+/** The gate, its wait counted from now (wait_s <= 0: none). Borrows loop. MCP_ENOMEM. */
+int ptc_startup_new(uv_loop_t *loop, double wait_s, ptc_startup_t **out);
 /** What it waits for (each may be NULL). */
 void ptc_startup_attach(ptc_startup_t *st, ptc_downstream_t *d, ptc_search_t *search,
                         ptc_pybundle_cache_t *bundle);

@@ -402,6 +402,26 @@ typedef struct exec_files_limits {
     EXEC_FILES_LIMIT_* ceilings. Applies to cells started afterwards. */
 int exec_pool_set_files_limits(exec_pool_t *pool, const exec_files_limits_t *lim);
 
+/* Which bound exec_options_check found passed (the first, in this order). */
+typedef enum exec_bound {
+    EXEC_BOUND_NONE = 0,
+    EXEC_BOUND_CONCURRENT, /* max_concurrent past EXEC_MAX_CONCURRENT */
+    EXEC_BOUND_KEEP_BYTES, /* stdout_keep or stderr_keep past EXEC_MAX_KEEP_BYTES */
+    EXEC_BOUND_WARM,       /* warm_sandboxes past EXEC_MAX_WARM */
+    EXEC_BOUND_CODE_BYTES, /* a host's bound on code past EXEC_MAX_CODE_BYTES */
+    EXEC_BOUND_FILE_BYTES, /* file_bytes or call_bytes past EXEC_FILES_LIMIT_BYTES */
+    EXEC_BOUND_FILE_COUNT, /* count past EXEC_FILES_LIMIT_COUNT */
+} exec_bound_t;
+
+/**
+ * Checks settings before a pool is made (exec_pool_new and exec_pool_set_files_limits check the
+ * same): opts (may be NULL), files (may be NULL; zeros are the defaults) and code_bytes, the
+ * most code a host lets a run have (0: EXEC_MAX_CODE_BYTES). Returns 0, or EXEC_EINVAL with *bad
+ * (may be NULL) naming the first bound passed, so that a host can name its own flag.
+ */
+int exec_options_check(const exec_options_t *opts, const exec_files_limits_t *files,
+                       size_t code_bytes, exec_bound_t *bad);
+
 /* ---- output so far -------------------------------------------------------------------------
  * For an answer of `status: "running"`: the stdout and stderr bytes a run or cell still going
  * has produced so far (the same retention as the final result). The pointers are borrowed and
@@ -545,6 +565,38 @@ void exec_page_clear(exec_page_t *page);
 /** Entries and bytes currently kept (for tests and --check). */
 size_t exec_pages_entries(const exec_pages_t *p);
 size_t exec_pages_bytes(const exec_pages_t *p);
+
+/* ---- a page as a model reads it (page_text.c) -------------------------------------------- */
+#define EXEC_TRACEBACK_LINES 6    /* a failed run's last stderr lines put first */
+#define EXEC_INLINE_OUTPUT   1000 /* past this much stdout on a failed page, they go first too */
+/* One page's text: both streams' parts of a page (each at most what was kept) and the notes. */
+#define EXEC_PAGE_TEXT_MAX (2u * EXEC_MAX_KEEP_BYTES + (1u << 20))
+
+/** What the text of a page says around its output (every pointer borrowed, may be NULL but
+ *  status). */
+typedef struct exec_page_info {
+    const char *status;            /* exec_status_name's, "refused" or "running": not "ok" failed */
+    int exit_code;                 /* < 0: none */
+    const char *signal_name;       /* "SIGKILL", or NULL */
+    bool unsandboxed;              /* the run had no sandbox: a warning goes first */
+    bool truncated;                /* the run's output was cut at the keep bound ... */
+    uint64_t out_total, err_total; /* ... of this many bytes produced */
+    const char *note;              /* sentences for the top (timeouts, warnings, the environment) */
+    const char *err_tail;   /* the run's whole stderr, whose end goes first on a failed page */
+    const char *heal;       /* what self-healing did, before the output it explains */
+    const char *files_text; /* the lines naming the files the run left (first page only) */
+} exec_page_info_t;
+
+/**
+ * The text a model reads for page (first: the run's first page): the warning and the note; on
+ * a failed first page the status line (exit code, signal) and, unless the page shows all of it
+ * anyway, the last EXEC_TRACEBACK_LINES lines of err_tail; heal; stdout (under "--- stdout ---"
+ * when it is not alone) and stderr; "(no output)" for a silent success; the files' lines; the
+ * truncation note (first and last page); the cursor line. No trailing newline. Returns 0 with
+ * *text malloc'd (caller frees), EXEC_EINVAL (no page, no status), EXEC_ENOMEM, EXEC_ETOOBIG
+ * past EXEC_PAGE_TEXT_MAX; *text is NULL then.
+ */
+int exec_page_text(const exec_page_t *page, bool first, const exec_page_info_t *info, char **text);
 
 /* ---- file store -------------------------------------------------------------------------- */
 /* The files runs left in their output folder, kept server-side for resources/read under keys

@@ -15,10 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define PTC_SESSION_HANDLE_MAX  EXEC_WS_HANDLE_MAX /* a prefix, 32 hex digits, NUL */
-#define EXECUTE_TRACEBACK_LINES 6
-/* Past this much stdout on a failed run's page, the traceback's end is repeated up front. */
-#define EXECUTE_INLINE_OUTPUT 1000
+#define PTC_SESSION_HANDLE_MAX EXEC_WS_HANDLE_MAX /* a prefix, 32 hex digits, NUL */
 /* Clients read a message into a bounded buffer (the official SDK's stdio client: 10 MiB), so one
  * result carries at most this many image bytes (4/3 more as base64); the others are listed with
  * their URI. */
@@ -36,16 +33,6 @@ typedef struct bridge_peer {
     struct ptc_execute *ex;
     struct job *job; /* NULL between a session's cells */
 } bridge_peer_t;
-
-/* --- tool_execute.c: the fallback repairer with the binary's logger ----------------------- */
-
-typedef ptc_repair_http_t ptc_repairer_http_t;
-/** ptc_repair_http_new with the HTTP client's lines in lg (borrowed). */
-int ptc_repairer_http_new(uv_loop_t *loop, const char *url, const char *model, const char *key_env,
-                          const char *ca_file, const mcp_logger_t *lg, ptc_repairer_http_t **out,
-                          char *msg, size_t msg_size);
-#define ptc_repairer_http_free ptc_repair_http_free
-#define ptc_repairer_http_name ptc_repair_http_name
 
 struct ptc_execute {
     uv_loop_t *loop;
@@ -75,7 +62,7 @@ struct ptc_execute {
     /* Self-healing: the default budget, the request deadline, the fallback repairer. */
     long max_repairs;
     uint64_t deadline_ms;
-    ptc_repairer_http_t *repairer;
+    ptc_repair_http_t *repairer;
     ptc_repairer_desc_t http_desc; /* how results name it */
     /* The workspace (executor.h): sessions (execute_sessions.c), runs handed back as running
        (execute_longrun.c), jobs parked for a 2026 client's next round (execute_mrtr.c), what
@@ -306,9 +293,6 @@ int ptc__mrtr_park(job_t *j, const char *key, const char *method, cJSON *params,
 bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, const cJSON *args, uint64_t wait_ms);
 /** j waits no more (in ptc__execute_job_free). */
 void ptc__mrtr_release(job_t *j);
-/** Kills and frees every waiting job, then ends the workspace's runs and sessions
- *  (exec_workspace_stop: the server stops). */
-void ptc__mrtr_close_all(ptc_execute_t *ex);
 /** The client cancelled task task_id while its job was parked here (it asked through the
  *  task): the job goes now, its run killed (mcp_server_on_task_cancel). */
 void ptc__mrtr_cancel_task(const char *task_id, const mcp_identity_t *who, void *data);

@@ -58,94 +58,57 @@ static cJSON *meta_of(const cJSON *sc)
     return m;
 }
 
+/* What the page's text says around its output, read from the run's fields in sc. */
+static exec_page_info_t info_of(const cJSON *sc)
+{
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(sc, "exit_code");
+    const cJSON *sig = cJSON_GetObjectItemCaseSensitive(sc, "signal");
+    const cJSON *sandbox = cJSON_GetObjectItemCaseSensitive(sc, "sandbox");
+    return (exec_page_info_t){
+        .status = cJSON_GetObjectItemCaseSensitive(sc, "status")->valuestring,
+        .exit_code = cJSON_IsNumber(code) ? code->valueint : -1,
+        .signal_name = cJSON_IsString(sig) ? sig->valuestring : NULL,
+        .unsandboxed = cJSON_IsString(sandbox) && strcmp(sandbox->valuestring, "none") == 0,
+        .truncated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sc, "truncated")),
+        .out_total = (uint64_t)cJSON_GetObjectItemCaseSensitive(sc, "stdout_bytes")->valuedouble,
+        .err_total = (uint64_t)cJSON_GetObjectItemCaseSensitive(sc, "stderr_bytes")->valuedouble,
+    };
+}
+
 /*
  * Builds the result of one page: sc holds the run's fields (status, codes, byte counts...) and
- * gets the page's stdout, stderr and next_cursor added; the text puts failures' last traceback
- * lines first and always ends with the cursor line when there is more.
+ * gets the page's stdout, stderr and next_cursor added; the text is the executor's
+ * (exec_page_text: failures' last traceback lines first, the cursor line last).
  */
 static void finish_page_with(mcp_call_t *call, cJSON *sc, const exec_page_t *page, bool first,
                              const char *note, const char *err_tail, const char *heal,
                              const char *files_text, cJSON *images)
 {
-    const char *status = cJSON_GetObjectItemCaseSensitive(sc, "status")->valuestring;
-    bool failed = strcmp(status, "ok") != 0;
+    exec_page_info_t in = info_of(sc);
+    bool failed = strcmp(in.status, "ok") != 0;
+    in.note = note;
+    in.err_tail = err_tail;
+    in.heal = heal;
+    in.files_text = files_text;
+    char *text = NULL;
+    int rc = exec_page_text(page, first, &in, &text);
     cJSON_AddStringToObject(sc, "stdout", page->out);
     cJSON_AddStringToObject(sc, "stderr", page->err);
     if (page->cursor)
         cJSON_AddStringToObject(sc, "next_cursor", page->cursor);
     else
         cJSON_AddNullToObject(sc, "next_cursor");
-
-    sbuf_t t = {0};
-    const cJSON *sandbox = cJSON_GetObjectItemCaseSensitive(sc, "sandbox");
-    if (cJSON_IsString(sandbox) && strcmp(sandbox->valuestring, "none") == 0)
-        ptc__sb_str(&t, "WARNING: this code ran WITHOUT a sandbox (--unsafe-no-sandbox).\n");
-    if (note) {
-        ptc__sb_str(&t, note);
-        ptc__sb_str(&t, "\n");
-    }
-    if (failed && first) {
-        const cJSON *code = cJSON_GetObjectItemCaseSensitive(sc, "exit_code");
-        const cJSON *sig = cJSON_GetObjectItemCaseSensitive(sc, "signal");
-        ptc__sb_fmt(&t, "Status: %s", status);
-        if (cJSON_IsNumber(code)) ptc__sb_fmt(&t, " (exit code %d)", code->valueint);
-        if (cJSON_IsString(sig)) ptc__sb_fmt(&t, " (signal %s)", sig->valuestring);
-        ptc__sb_str(&t, "\n");
-        /* The end of the traceback goes first unless the page shows all of it anyway. */
-        bool tail_first = err_tail != NULL && err_tail[0] != '\0' &&
-                          (page->cursor != NULL || strlen(page->err) < strlen(err_tail) ||
-                           strlen(page->out) > EXECUTE_INLINE_OUTPUT);
-        if (tail_first) {
-            ptc__sb_str(&t, "Last lines of stderr:\n");
-            ptc__sb_str(&t, ptc_repair_last_lines(err_tail, EXECUTE_TRACEBACK_LINES));
-            ptc__sb_str(&t, "\n");
-        }
-    }
-    /* What self-healing did comes after the status, before the output it explains. */
-    if (heal != NULL && heal[0] != '\0') {
-        ptc__sb_str(&t, heal);
-        ptc__sb_str(&t, "\n");
-    }
-    if (page->out[0] != '\0') {
-        if (failed || page->err[0] != '\0' || (heal != NULL && heal[0] != '\0'))
-            ptc__sb_str(&t, "--- stdout ---\n");
-        ptc__sb_str(&t, page->out);
-        if (page->out[strlen(page->out) - 1] != '\n') ptc__sb_str(&t, "\n");
-    }
-    if (page->err[0] != '\0') {
-        ptc__sb_str(&t, "--- stderr ---\n");
-        ptc__sb_str(&t, page->err);
-        if (page->err[strlen(page->err) - 1] != '\n') ptc__sb_str(&t, "\n");
-    }
-    if (first && page->out[0] == '\0' && page->err[0] == '\0' && !failed)
-        ptc__sb_str(&t, "(no output)\n");
-    if (first && files_text != NULL) ptc__sb_str(&t, files_text);
-    const cJSON *trunc = cJSON_GetObjectItemCaseSensitive(sc, "truncated");
-    /* The first page says so too: a model reading only it must not take the output as whole. */
-    if (cJSON_IsTrue(trunc) && (first || page->cursor == NULL)) {
-        ptc__sb_fmt(&t,
-                    "[output truncated: %.0f bytes of stdout and %.0f of stderr were produced; "
-                    "only the first part of each was kept (the server's --max-output-bytes)]\n",
-                    cJSON_GetObjectItemCaseSensitive(sc, "stdout_bytes")->valuedouble,
-                    cJSON_GetObjectItemCaseSensitive(sc, "stderr_bytes")->valuedouble);
-    }
-    if (page->cursor)
-        ptc__sb_fmt(&t, "[more output: call execute_code with cursor \"%s\"]", page->cursor);
-    if (t.failed || t.s == NULL) {
-        free(t.s);
+    cJSON *content = rc == 0 ? mcp_text_content(text) : NULL;
+    free(text);
+    if (content == NULL) {
         cJSON_Delete(sc);
         cJSON_Delete(images);
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
     }
-    /* Trailing newline off, so the text ends with the cursor line or the output itself. */
-    while (t.len > 0 && t.s[t.len - 1] == '\n')
-        t.s[--t.len] = '\0';
-    cJSON *content = mcp_text_content(t.s);
-    free(t.s);
     /* The pictures follow the text, as blocks of their own: their bytes are nowhere else. */
     cJSON *img;
-    while (content != NULL && images != NULL && (img = cJSON_DetachItemFromArray(images, 0)))
+    while (images != NULL && (img = cJSON_DetachItemFromArray(images, 0)))
         cJSON_AddItemToArray(content, img);
     cJSON_Delete(images);
     mcp_call_finish(call, content, sc, failed);

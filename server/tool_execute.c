@@ -230,15 +230,6 @@ static const char *repairer_strerror(int err)
     return PTC_ERR_IN_BLOCK(err, PTC_ERR_REPAIR) ? ptc_repair_strerror(err) : mcp_strerror(err);
 }
 
-int ptc_repairer_http_new(uv_loop_t *loop, const char *url, const char *model, const char *key_env,
-                          const char *ca_file, const mcp_logger_t *lg, ptc_repairer_http_t **out,
-                          char *msg, size_t msg_size)
-{
-    /* The hook only reads the logger: dropping const is what its void * costs. */
-    return ptc_repair_http_new(loop, url, model, key_env, ca_file, mcp_log_hook,
-                               (void *)(uintptr_t)lg, out, msg, msg_size);
-}
-
 /* The client's model when it can sample, else the fallback repairer (--repair-url). */
 static const ptc_repairer_desc_t *op_repairer(void *data, char *why, size_t why_size)
 {

@@ -1,4 +1,5 @@
-/* The execute_code output page store: paging, cursors, bounds, expiry, UTF-8 handling. */
+/* The execute_code output page store: paging, cursors, bounds, expiry, UTF-8 handling; and a
+ * page's text as a model reads it (exec_page_text). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -188,6 +189,115 @@ static void invalid_utf8_is_replaced(void **state)
     free(s);
 }
 
+/* The text of a page of out, err and cursor (may be NULL); the caller frees it. */
+static char *text_for(const char *out, const char *err, const char *cursor, bool first,
+                      const exec_page_info_t *in)
+{
+    exec_page_t pg = {.out = strdup(out), .err = strdup(err), .cursor = NULL};
+    if (cursor != NULL) pg.cursor = strdup(cursor);
+    assert_true(pg.out != NULL && pg.err != NULL && (cursor == NULL || pg.cursor != NULL));
+    char *t = NULL;
+    assert_int_equal(exec_page_text(&pg, first, in, &t), 0);
+    assert_non_null(t);
+    exec_page_clear(&pg);
+    return t;
+}
+
+static void a_silent_success_says_no_output_and_a_plain_stdout_has_no_heading(void **state)
+{
+    (void)state;
+    exec_page_info_t in = {.status = "ok", .exit_code = 0};
+    char *t = text_for("", "", NULL, true, &in);
+    assert_string_equal(t, "(no output)");
+    free(t);
+    t = text_for("42\n", "", NULL, true, &in);
+    assert_string_equal(t, "42"); /* trailing newlines off */
+    free(t);
+    /* stderr beside it: both under headings, each ending in a newline */
+    t = text_for("42", "careful", NULL, true, &in);
+    assert_string_equal(t, "--- stdout ---\n42\n--- stderr ---\ncareful");
+    free(t);
+    /* no sandbox: the warning first, then the note */
+    in.unsandboxed = true;
+    in.note = "a note";
+    t = text_for("x", "", NULL, true, &in);
+    assert_string_equal(t, "WARNING: this code ran WITHOUT a sandbox (--unsafe-no-sandbox).\n"
+                           "a note\nx");
+    free(t);
+}
+
+static void
+a_failure_puts_its_status_and_the_tracebacks_end_first_when_the_page_hides_it(void **state)
+{
+    (void)state;
+    const char *tb = "Traceback (most recent call last):\n  l1\n  l2\n  l3\n  l4\n  l5\n"
+                     "ValueError: boom\n";
+    exec_page_info_t in = {.status = "error", .exit_code = 1, .err_tail = tb};
+    /* the whole traceback on the page: no repetition */
+    char *t = text_for("", tb, NULL, true, &in);
+    const char *whole = "Status: error (exit code 1)\n--- stderr ---\nTraceback";
+    assert_true(strncmp(t, whole, strlen(whole)) == 0);
+    assert_null(strstr(t, "Last lines of stderr"));
+    free(t);
+    /* more pages to come: the last EXEC_TRACEBACK_LINES lines go first */
+    t = text_for("", "Traceback (most", "CUR", true, &in);
+    assert_string_equal(t, "Status: error (exit code 1)\nLast lines of stderr:\n"
+                           "  l1\n  l2\n  l3\n  l4\n  l5\nValueError: boom\n\n"
+                           "--- stderr ---\nTraceback (most\n"
+                           "[more output: call execute_code with cursor \"CUR\"]");
+    free(t);
+    /* a long stdout pushes it up too, and a signal is named */
+    char big[EXEC_INLINE_OUTPUT + 2];
+    memset(big, 'o', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    in.exit_code = -1;
+    in.signal_name = "SIGKILL";
+    in.status = "killed";
+    t = text_for(big, tb, NULL, true, &in);
+    const char *head = "Status: killed (signal SIGKILL)\nLast lines of stderr:\n";
+    assert_true(strncmp(t, head, strlen(head)) == 0);
+    assert_non_null(strstr(t, "--- stdout ---\nooo"));
+    free(t);
+    /* a later page repeats no status */
+    t = text_for("rest", "", NULL, false, &in);
+    assert_string_equal(t, "--- stdout ---\nrest");
+    free(t);
+}
+
+static void heal_files_truncation_and_cursor_lines_go_where_a_model_looks(void **state)
+{
+    (void)state;
+    exec_page_info_t in = {.status = "ok",
+                           .heal = "Repaired once.",
+                           .files_text = "Files:\n- a.txt\n",
+                           .truncated = true,
+                           .out_total = 5000,
+                           .err_total = 7};
+    char *t = text_for("out", "", "C1", true, &in);
+    assert_string_equal(t, "Repaired once.\n--- stdout ---\nout\nFiles:\n- a.txt\n"
+                           "[output truncated: 5000 bytes of stdout and 7 of stderr were "
+                           "produced; only the first part of each was kept (the server's "
+                           "--max-output-bytes)]\n[more output: call execute_code with cursor "
+                           "\"C1\"]");
+    free(t);
+    /* a middle page: no files, no truncation note; the last page has the note again */
+    in.heal = NULL;
+    t = text_for("out", "", "C1", false, &in);
+    assert_string_equal(t, "out\n[more output: call execute_code with cursor \"C1\"]");
+    free(t);
+    t = text_for("end", "", NULL, false, &in);
+    assert_non_null(strstr(t, "end\n[output truncated: 5000 bytes"));
+    free(t);
+    /* bad input */
+    char *none = (char *)&none;
+    assert_int_equal(exec_page_text(NULL, true, &in, &none), EXEC_EINVAL);
+    assert_null(none);
+    char o[] = "", e[] = "";
+    exec_page_t pg = {.out = o, .err = e, .cursor = NULL};
+    in.status = NULL;
+    assert_int_equal(exec_page_text(&pg, true, &in, &none), EXEC_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -198,6 +308,10 @@ int main(void)
         cmocka_unit_test(dropping_an_owner_forgets_only_its_outputs),
         cmocka_unit_test(the_store_stays_within_its_entry_and_byte_bounds),
         cmocka_unit_test(invalid_utf8_is_replaced),
+        cmocka_unit_test(a_silent_success_says_no_output_and_a_plain_stdout_has_no_heading),
+        cmocka_unit_test(
+            a_failure_puts_its_status_and_the_tracebacks_end_first_when_the_page_hides_it),
+        cmocka_unit_test(heal_files_truncation_and_cursor_lines_go_where_a_model_looks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -92,6 +92,7 @@ const char *ptc_strerror(int err);
 
 #define PTC_CAP_SEARCH_TEXT    (1u << 20)  /* server: search_tools' text for the model */
 #define PTC_CAP_RESOURCE_TEXT  (64u << 20) /* server: one ptc://output page as text */
+#define PTC_CAP_EXECUTE_TEXT   (64u << 20) /* server: execute_code's notes, files, description */
 #define PTC_CAP_REPAIR_TEXT    (1u << 20)  /* repair: a failure's tail, the self-healing text */
 #define PTC_CAP_REPAIR_CONTENT (16u << 20) /* repair: a model message's text blocks joined */
 

@@ -142,18 +142,6 @@ typedef struct job {
 /* A tool call from sandboxed code waiting for the user's confirmation (bridge/'s router). */
 typedef ptc_bridge_route_op_t bridge_op_t;
 
-/* --- a growable text buffer (the first failure sticks) ------------------------------------- */
-
-typedef struct sbuf {
-    char *s;
-    size_t len, cap;
-    bool failed;
-} sbuf_t;
-
-void ptc__sb_put(sbuf_t *b, const char *s, size_t n);
-void ptc__sb_str(sbuf_t *b, const char *s);
-void ptc__sb_fmt(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /* --- execute_result.c ---------------------------------------------------------------------- */
 
 /** Answers call with one page: sc (taken) holds the run's fields and gets the page's text and
@@ -247,7 +235,7 @@ void ptc__session_bridge_end(job_t *j, outcome_t *o);
 void ptc__session_release(job_t *j);
 /** The result's session fields ("session": handle or null; interrupted, session_ended) and the
  *  sentences about the session for the text (into note). false on ENOMEM. */
-bool ptc__session_result(const job_t *j, cJSON *sc, sbuf_t *note);
+bool ptc__session_result(const job_t *j, cJSON *sc, ptc_buf_t *note);
 
 /* --- execute_longrun.c: runs that go on past the request's wait ------------------------------ */
 

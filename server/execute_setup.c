@@ -218,7 +218,7 @@ static void log_sandbox(const ptc_execute_t *ex)
 }
 
 int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
-                    ptc_execute_t **out)
+                    env_host_t *env, ptc_execute_t **out)
 {
     *out = NULL;
     exec_options_t eo;
@@ -243,6 +243,7 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
     if (rc == MCP_OK) {
         ex->loop = loop;
         ex->lg = lg;
+        ex->env = env;
         ex->page_chars = o->output_page_chars;
         ex->max_timeout_s = o->max_timeout;
         ex->unsafe = o->unsafe_no_sandbox;
@@ -297,15 +298,12 @@ static int register_with(ptc_execute_t *ex, mcp_server_t *srv, const char *desc)
  * modules. NULL on ENOMEM. */
 static char *compose(const ptc_execute_t *ex, const cJSON *modules)
 {
-    sbuf_t d = {0};
+    ptc_buf_t d;
+    ptc_buf_init(&d, PTC_CAP_EXECUTE_TEXT);
     char *libs = env_host_describe(ex->env);
-    ptc__sb_str(&d, description_head);
-    if (libs == NULL)
-        d.failed = true;
-    else
-        ptc__sb_str(&d, libs);
-    free(libs);
-    ptc__sb_str(&d, description);
+    ptc_buf_str(&d, description_head);
+    ptc_buf_str(&d, libs != NULL ? libs : "");
+    ptc_buf_str(&d, description);
     /* The user's helpers (server "custom") are imported directly, not through tools. */
     int served = 0;
     const cJSON *m;
@@ -315,7 +313,7 @@ static char *compose(const ptc_execute_t *ex, const cJSON *modules)
         if (!cJSON_IsString(server) || !env_is_custom_server(server->valuestring)) served++;
     }
     if (served > 0) {
-        ptc__sb_str(&d, " Tools of the connected MCP servers are Python functions here: "
+        ptc_buf_str(&d, " Tools of the connected MCP servers are Python functions here: "
                         "`from tools.MODULE import FUNCTION` (modules: ");
         int i = 0;
         cJSON_ArrayForEach(m, modules)
@@ -324,17 +322,16 @@ static char *compose(const ptc_execute_t *ex, const cJSON *modules)
             const cJSON *server = cJSON_GetObjectItemCaseSensitive(m, "server");
             if (!cJSON_IsString(name)) continue;
             if (cJSON_IsString(server) && env_is_custom_server(server->valuestring)) continue;
-            if (i++ > 0) ptc__sb_str(&d, ", ");
-            ptc__sb_str(&d, name->valuestring);
+            if (i++ > 0) ptc_buf_str(&d, ", ");
+            ptc_buf_str(&d, name->valuestring);
         }
-        ptc__sb_str(&d, "); search_tools gives their signatures. `tools.emit(obj)` returns a JSON "
+        ptc_buf_str(&d, "); search_tools gives their signatures. `tools.emit(obj)` returns a JSON "
                         "record in structuredContent.outputs; failed calls raise tools.ToolError.");
     }
-    if (d.failed) {
-        free(d.s);
-        return NULL;
-    }
-    return d.s;
+    char *text = libs != NULL ? ptc_buf_take(&d, NULL) : NULL;
+    ptc_buf_free(&d);
+    free(libs);
+    return text;
 }
 
 int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv)
@@ -364,38 +361,29 @@ void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *mod
         ro.path_dirs = dirs;
         if (ro.ro_dir != NULL || ro.n_path_dirs > 0) (void)exec_pool_warm_for_ex(ex->pool, &ro);
     }
-    sbuf_t d = {.s = compose(ex, modules)};
-    if (d.s == NULL) return;
+    char *desc = compose(ex, modules);
+    if (desc == NULL) return;
     /* Unchanged (e.g. no servers yet): no re-registration, so no list_changed for nothing. */
-    if (ex->described != NULL && strcmp(ex->described, d.s) == 0) {
-        free(d.s);
+    if (ex->described != NULL && strcmp(ex->described, desc) == 0) {
+        free(desc);
         return;
     }
     mcp_server_hold_notifications(srv, true);
     mcp_server_remove_tool(srv, "execute_code");
-    if (register_with(ex, srv, d.s) < 0)
+    if (register_with(ex, srv, desc) < 0)
         mcp_log(ex->lg, MCP_LOG_ERROR, "execute_code could not be registered again");
     mcp_server_hold_notifications(srv, false);
     free(ex->described);
-    ex->described = d.s;
-}
-
-void ptc_execute_set_startup(ptc_execute_t *ex, ptc_startup_t *st)
-{
-    ex->startup = st;
+    ex->described = desc;
 }
 
 void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_t *downstream,
-                        ptc_pybundle_cache_t *bundle)
+                        ptc_pybundle_cache_t *bundle, ptc_startup_t *st)
 {
     ex->search = search;
     ex->downstream = downstream;
     ex->bundle = bundle;
-}
-
-void ptc_execute_set_env(ptc_execute_t *ex, env_host_t *e)
-{
-    ex->env = e;
+    ex->startup = st;
 }
 
 exec_pool_t *ptc__execute_pool(const ptc_execute_t *ex)

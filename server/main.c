@@ -366,9 +366,8 @@ static int run(const ptc_options_t *o)
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up the sandbox's environment (see above)");
         goto out;
     }
-    if ((rc = ptc_execute_new(&app.loop, o, &app.log, &app.exec)) == 0)
-        ptc_execute_set_env(app.exec, app.env);
-    if (rc < 0 || (rc = ptc_execute_register(app.exec, app.srv)) < 0 ||
+    if ((rc = ptc_execute_new(&app.loop, o, &app.log, app.env, &app.exec)) < 0 ||
+        (rc = ptc_execute_register(app.exec, app.srv)) < 0 ||
         (rc = ptc_output_resources_register(app.exec, app.srv)) < 0) {
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up execute_code: %s", mcp_strerror(rc));
         goto out;
@@ -395,13 +394,12 @@ static int run(const ptc_options_t *o)
         goto out;
     ptc_pybundle_cache_on_built(app.bundle, bundle_built, &app);
     ptc_search_on_change(app.search, registry_changed, &app);
-    ptc_execute_attach(app.exec, app.search, app.downstream, app.bundle);
     /* Counted from here: the servers were started just above. */
     if ((rc = ptc_startup_new(&app.loop, o->startup_wait, &app.startup)) < 0) goto out;
     ptc_startup_attach(app.startup, app.downstream, app.search, app.bundle);
     ptc_search_set_startup(app.search, app.startup);
     ptc_downstream_set_startup(app.downstream, app.startup);
-    ptc_execute_set_startup(app.exec, app.startup);
+    ptc_execute_attach(app.exec, app.search, app.downstream, app.bundle, app.startup);
     env_host_on_change(app.env, env_changed, &app);
     ptc_env_scan_custom(app.env, app.exec, app.search);
     ptc_execute_describe(app.exec, app.srv, NULL);

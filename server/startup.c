@@ -122,19 +122,3 @@ void ptc_startup_free(ptc_startup_t *st)
     mcp_call_gate_free(st->gate);
     free(st);
 }
-
-/* A word "tools" (not part of another name): an import of the package, tools.call, ... A run
- * that only mentions the word waits too, which costs at most the wait at start-up. */
-bool ptc_startup_uses_tools(const char *code)
-{
-    static const char word[] = "tools";
-    for (const char *p = strstr(code, word); p != NULL; p = strstr(p + 1, word)) {
-        char before = p == code ? ' ' : p[-1], after = p[sizeof word - 1];
-        bool ident_before = before == '_' || (before >= '0' && before <= '9') ||
-                            (before >= 'a' && before <= 'z') || (before >= 'A' && before <= 'Z');
-        bool ident_after = after == '_' || (after >= '0' && after <= '9') ||
-                           (after >= 'a' && after <= 'z') || (after >= 'A' && after <= 'Z');
-        if (!ident_before && !ident_after) return true;
-    }
-    return false;
-}

@@ -396,7 +396,7 @@ void ptc__execute_handle(mcp_call_t *call, const cJSON *args, void *data)
         mcp_call_finish_text(call, true, "Invalid arguments: code is required (or a cursor).");
         return;
     }
-    if (ptc_startup_hold(ex->startup, call, args, ptc_startup_uses_tools(code->valuestring),
+    if (ptc_startup_hold(ex->startup, call, args, ptc_pybundle_code_uses(code->valuestring),
                          ptc__execute_handle, ex))
         return;
     double secs = timeout ? timeout->valuedouble : EXECUTE_DEFAULT_TIMEOUT_S;

@@ -121,8 +121,6 @@ void ptc_downstream_set_startup(ptc_downstream_t *d, ptc_startup_t *st);
  */
 bool ptc_startup_hold(ptc_startup_t *st, mcp_call_t *call, const cJSON *args, bool needs_package,
                       mcp_tool_fn fn, void *data);
-/** True when code names the tools package (the word "tools"), so a run waits for it. */
-bool ptc_startup_uses_tools(const char *code);
 /* --expose-tools: tools/list of srv waits like search_tools, for the servers' first listing. */
 void ptc_startup_gate_lists(ptc_startup_t *st, mcp_server_t *srv);
 /** A sentence naming the servers still starting (for results after the wait), or 0 and "". */
@@ -216,12 +214,13 @@ typedef struct ptc_execute ptc_execute_t;
 
 /**
  * Creates the executor pool from the flags (probing the sandbox: blocks for one interpreter
- * start) and the output page store. Borrows loop, o and lg. MCP_EINVAL when the executor
+ * start) and the output page store; runs use env (mounts, waiting, description, results; may be
+ * NULL). Borrows loop, o, lg and env. MCP_EINVAL when the executor
  * cannot be set up at all (a bad flag, no launcher); a host that lacks a mandatory layer still
  * succeeds, and execute_code then answers every run with status "refused" and how to fix it.
  */
 int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
-                    ptc_execute_t **out);
+                    env_host_t *env, ptc_execute_t **out);
 struct exec_options;
 /** Copies the flags that shape every sandbox (interpreter, mounts, memory, /tmp, CPU share,
  *  unsafe mode) into eo, so that --check probes the sandbox runs will get. Borrows o. */
@@ -229,11 +228,10 @@ void ptc_execute_sandbox_options(const ptc_options_t *o, struct exec_options *eo
 /** Adds execute_code to srv. ex must outlive srv's sessions. */
 int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv);
 /** Lets runs call tools: each run then gets a bridge to search's registry and downstream's
- *  servers, and the bundle's `tools` package (once built). All borrowed. */
+ *  servers, and the bundle's `tools` package (once built); the first runs that use it wait at
+ *  st (may be NULL). All borrowed. */
 void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_t *downstream,
-                        ptc_pybundle_cache_t *bundle);
-/** The first runs that use the tools package wait at st (borrowed, may be NULL). */
-void ptc_execute_set_startup(ptc_execute_t *ex, ptc_startup_t *st);
+                        ptc_pybundle_cache_t *bundle, ptc_startup_t *st);
 /** Re-registers execute_code on srv with a description naming the package's modules (one
  *  notifications/tools/list_changed). */
 void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *modules);
@@ -269,8 +267,6 @@ int ptc_env_new(uv_loop_t *loop, const ptc_options_t *o, mcp_logger_t *lg, env_h
 void ptc_env_scan_custom(env_host_t *e, ptc_execute_t *ex, ptc_search_t *search);
 /** --check's report of the packages and helpers; returns 1 when something is wrong. */
 int ptc_env_check(const ptc_options_t *o);
-/** Lets execute_code's runs use e: mounts, waiting, description, results (borrowed). */
-void ptc_execute_set_env(ptc_execute_t *ex, env_host_t *e);
 
 /* The prompts the binary offers (prompts.c): execute_code_guide. */
 int ptc_prompts_register(mcp_server_t *srv);

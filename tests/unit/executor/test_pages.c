@@ -298,6 +298,125 @@ static void heal_files_truncation_and_cursor_lines_go_where_a_model_looks(void *
     assert_int_equal(exec_page_text(&pg, true, &in, &none), EXEC_EINVAL);
 }
 
+/* The note of a session's cell, appended to what the note held. */
+static char *cell_note(const char *before, const exec_cell_end_t *c)
+{
+    ptc_buf_t b;
+    ptc_buf_init(&b, 1 << 16);
+    ptc_buf_str(&b, before);
+    assert_int_equal(exec_cell_end_note(&b, c), 0);
+    char *t = ptc_buf_take(&b, NULL);
+    assert_non_null(t);
+    return t;
+}
+
+static void a_cells_note_says_how_it_ended_and_how_to_go_on(void **state)
+{
+    (void)state;
+    exec_cell_end_t c = {.handle = "H1", .fresh = true, .cells = 1, .max_timeout_s = 300};
+    char *t = cell_note("", &c);
+    assert_string_equal(t, "Session \"H1\" started: pass \"session\": \"H1\" to run more code in "
+                           "this interpreter (variables, imports and files in /tmp are kept); "
+                           "{\"session\": \"H1\", \"close_session\": true} ends it.");
+    free(t);
+    c.fresh = false;
+    c.cells = 3;
+    t = cell_note("Warning: w", &c);
+    assert_string_equal(t, "Warning: w\nSession \"H1\", cell 3.");
+    free(t);
+    c.timed_out = c.interrupted = true;
+    c.timeout_s = 2.5;
+    t = cell_note("", &c);
+    assert_non_null(strstr(t, "hit its 2.5 s timeout (timeout_seconds) and was interrupted"));
+    assert_non_null(
+        strstr(t, "(at most 300, the server's --max-timeout).\nSession \"H1\", cell 3."));
+    free(t);
+    /* killed after the grace: no line about going on */
+    c.interrupted = false;
+    c.session_ended = true;
+    t = cell_note("", &c);
+    assert_non_null(strstr(t, "did not stop within 2 s of the KeyboardInterrupt"));
+    assert_null(strstr(t, "Session \"H1\""));
+    free(t);
+    c.timed_out = false;
+    c.end_reason = "closed by the client";
+    t = cell_note("", &c);
+    assert_string_equal(t, "The session has ended (closed by the client): its state is gone. Start "
+                           "a new one with session: \"new\".");
+    free(t);
+    c.end_reason = NULL;
+    c.cancelled = true;
+    t = cell_note("", &c);
+    assert_non_null(strstr(t, "cancelled (cancel: true) and, as it did not stop"));
+    free(t);
+    c.session_ended = false;
+    t = cell_note("", &c);
+    assert_non_null(strstr(t, "the session lives on with its state.\nSession \"H1\", cell 3."));
+    free(t);
+}
+
+static void a_running_answer_gives_the_new_output_and_the_way_back(void **state)
+{
+    (void)state;
+    exec_running_info_t r = {
+        .elapsed_ms = 45000, .timeout_ms = 60000, .out = "", .err = "", .cursor = "RC"};
+    char *t = NULL;
+    assert_int_equal(exec_running_text(&r, &t), 0);
+    assert_string_equal(t, "Still running after 45.0 s (status running; the run's own limit is "
+                           "60.0 s, timeout_seconds). No new output yet.\n[still running: call "
+                           "execute_code with cursor \"RC\" to wait for more output or the "
+                           "result (wait_seconds sets how long), or with that cursor and cancel: "
+                           "true to stop it]");
+    free(t);
+    r.out = "step 1";
+    r.err = "warn\n";
+    assert_int_equal(exec_running_text(&r, &t), 0);
+    assert_non_null(strstr(t, "Output since the last answer:\nstep 1\n--- stderr ---\nwarn\n"
+                              "[still running"));
+    free(t);
+    r.cursor = NULL;
+    assert_int_equal(exec_running_text(&r, &t), EXEC_EINVAL);
+    assert_null(t);
+}
+
+static void a_runs_note_says_why_it_was_killed_and_lines_stack(void **state)
+{
+    (void)state;
+    ptc_buf_t b;
+    ptc_buf_init(&b, 4096);
+    exec_run_end_t r = {.status = EXEC_STATUS_TIMEOUT, .timeout_s = 30, .max_timeout_s = 300};
+    assert_int_equal(exec_run_end_note(&b, &r), 0);
+    assert_string_equal(ptc_buf_cstr(&b),
+                        "The run hit its 30.0 s timeout (timeout_seconds) and was killed. For "
+                        "more time pass a larger timeout_seconds (at most 300, the server's "
+                        "--max-timeout).");
+    exec_note_line(&b, "Warning: ", "w1");
+    exec_note_line(&b, NULL, NULL); /* nothing */
+    exec_note_line(&b, NULL, "env");
+    assert_non_null(strstr(ptc_buf_cstr(&b), "--max-timeout).\nWarning: w1\nenv"));
+    ptc_buf_truncate(&b, 0);
+    r.deadline_cut = true;
+    assert_int_equal(exec_run_end_note(&b, &r), 0);
+    assert_non_null(strstr(ptc_buf_cstr(&b), "(cut to the request's overall deadline"));
+    ptc_buf_truncate(&b, 0);
+    /* a session's cell: its own note says it (exec_cell_end_note) */
+    r.in_session = true;
+    assert_int_equal(exec_run_end_note(&b, &r), 0);
+    assert_int_equal(ptc_buf_len(&b), 0);
+    r = (exec_run_end_t){.status = EXEC_STATUS_KILLED, .cancelled = true};
+    assert_int_equal(exec_run_end_note(&b, &r), 0);
+    assert_string_equal(ptc_buf_cstr(&b), "The run was cancelled (cancel: true) and killed.");
+    ptc_buf_truncate(&b, 0);
+    r = (exec_run_end_t){.status = EXEC_STATUS_OOM, .in_session = true};
+    assert_int_equal(exec_run_end_note(&b, &r), 0);
+    assert_string_equal(ptc_buf_cstr(&b), "The run hit its memory limit and was killed.");
+    ptc_buf_truncate(&b, 0);
+    r = (exec_run_end_t){.status = EXEC_STATUS_ERROR};
+    assert_int_equal(exec_run_end_note(&b, &r), 0);
+    assert_int_equal(ptc_buf_len(&b), 0);
+    ptc_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -312,6 +431,9 @@ int main(void)
         cmocka_unit_test(
             a_failure_puts_its_status_and_the_tracebacks_end_first_when_the_page_hides_it),
         cmocka_unit_test(heal_files_truncation_and_cursor_lines_go_where_a_model_looks),
+        cmocka_unit_test(a_cells_note_says_how_it_ended_and_how_to_go_on),
+        cmocka_unit_test(a_running_answer_gives_the_new_output_and_the_way_back),
+        cmocka_unit_test(a_runs_note_says_why_it_was_killed_and_lines_stack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
-/* execute_result.c - execute_code's result as a model reads it: the structured fields every
- * result carries, the text (failures' last traceback lines first, what self-healing did, the
- * output, the cursor line), cut into pages kept in the executor's page store. */
+/* execute_result.c - execute_code's result shaped for MCP: the structured fields every result
+ * carries, its notes, the files' listing and image blocks, and the text of each page, which the
+ * executor writes (exec_page_text: failures' last traceback lines first, what self-healing did,
+ * the output, the cursor line) over the pages it keeps (exec_pages_first, exec_pages_next). */
 #include "execute_internal.h"
 
 #include <stdlib.h>

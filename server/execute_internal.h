@@ -1,8 +1,8 @@
 /* execute_internal.h - what the files of the execute_code tool share (not a public header):
  * tool_execute.c (the handler, its arguments, the runs and the repair loop's operations),
  * execute_result.c (the result shaped for MCP, over the executor's pages and texts) and
- * execute_bridge.c (the MCP side of
- * the bridge's routes: downstream calls, confirmations, searches). */
+ * execute_bridge.c (the MCP side of the bridge's routes: downstream calls, confirmations,
+ * searches). */
 #ifndef PTC_SERVER_EXECUTE_INTERNAL_H
 #define PTC_SERVER_EXECUTE_INTERNAL_H
 

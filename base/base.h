@@ -90,11 +90,15 @@ const char *ptc_strerror(int err);
 /* REG_FILE_MAX in registry.h, PTC_PYBUNDLE_FILE_MAX in pybundle.h, the HTTP client's options */
 /* in httpc.h); these are the rest.                                                          */
 
-#define PTC_CAP_SEARCH_TEXT    (1u << 20)  /* server: search_tools' text for the model */
-#define PTC_CAP_RESOURCE_TEXT  (64u << 20) /* server: one ptc://output page as text */
-#define PTC_CAP_EXECUTE_TEXT   (64u << 20) /* server: execute_code's notes, files, description */
-#define PTC_CAP_REPAIR_TEXT    (1u << 20)  /* repair: a failure's tail, the self-healing text */
-#define PTC_CAP_REPAIR_CONTENT (16u << 20) /* repair: a model message's text blocks joined */
+#define PTC_CAP_SEARCH_TEXT     (1u << 20)  /* server: search_tools' text for the model */
+#define PTC_CAP_RESOURCE_TEXT   (64u << 20) /* server: one ptc://output page as text */
+#define PTC_CAP_EXECUTE_TEXT    (64u << 20) /* server: execute_code's notes, files, description */
+#define PTC_CAP_REPAIR_TEXT     (1u << 20)  /* repair: a failure's tail, the self-healing text */
+#define PTC_CAP_REPAIR_CONTENT  (16u << 20) /* repair: a model message's text blocks joined */
+#define PTC_CAP_CLIENT_EXPANDED (64u << 10) /* mcp: ${VAR} expansion, a PATH (NUL counted) */
+/* mcp: an HTTP connection's unparsed input (pipelined requests while a response is pending):
+ * past it the server stops reading, so its buffer holds at most one read more. */
+#define PTC_CAP_HTTP_PENDING_INPUT (256u << 10)
 
 /* ---- the capped buffer ------------------------------------------------------------------- */
 
@@ -128,6 +132,9 @@ size_t ptc_buf_len(const ptc_buf_t *b);
 /** Keeps the first len bytes (len at most the length) and the memory, and clears a failure:
  *  what undoes a run of appends that failed, or empties a buffer for reuse. */
 void ptc_buf_truncate(ptc_buf_t *b, size_t len);
+/** Removes the first n bytes (all of them when n is at least the length), keeping the memory
+ *  and a failure: what a reader does with the bytes it has handled. */
+void ptc_buf_consume(ptc_buf_t *b, size_t n);
 /** The text held ("" when empty; borrowed, valid until the next change). */
 const char *ptc_buf_cstr(const ptc_buf_t *b);
 /** Hands the bytes over (caller frees; "" allocated when empty) and empties the buffer; NULL

@@ -97,6 +97,15 @@ void ptc_buf_truncate(ptc_buf_t *b, size_t len)
     b->err = 0;
 }
 
+void ptc_buf_consume(ptc_buf_t *b, size_t n)
+{
+    if (n >= b->len) n = b->len;
+    if (n == 0) return;
+    memmove(b->p, b->p + n, b->len - n);
+    b->len -= n;
+    b->p[b->len] = '\0';
+}
+
 const char *ptc_buf_cstr(const ptc_buf_t *b)
 {
     return b->p != NULL ? b->p : "";

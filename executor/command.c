@@ -12,7 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* the fixed environment of every run; PYTHON* are ignored under -I but document the intent */
+/* the fixed environment of every run; PYTHON* are ignored under -I but document the intent.
+   PTC_OUTPUT_DIR's value is joined with the folder's name on purpose (not a missing comma); the
+   Landlock-only mode sets its own. */
 static const char *const base_env[] = {
     "PATH=/usr/local/bin:/usr/bin:/bin",
     "LANG=C.UTF-8",
@@ -23,7 +25,7 @@ static const char *const base_env[] = {
     "LOGNAME=sandbox",
     "PYTHONDONTWRITEBYTECODE=1",
     "PYTHONUNBUFFERED=1",
-    "PTC_OUTPUT_DIR=/tmp/" EXEC_OUTPUT_DIR_NAME, /* the Landlock-only mode sets its own */
+    "PTC_OUTPUT_DIR=/tmp/" EXEC_OUTPUT_DIR_NAME, /* NOLINT(bugprone-suspicious-missing-comma) */
     "MPLBACKEND=Agg", /* matplotlib draws to files: there is no display */
 };
 

@@ -42,13 +42,16 @@ static inline void exec__copy(char *dst, size_t len, const char *src)
     dst[n] = '\0';
 }
 
-/* Output retained from one stream: the first keep bytes, and a count of all. */
+/* Output retained from one stream: the first bytes, up to the buffer's cap (the bytes to keep),
+   and a count of all. */
 typedef struct {
-    unsigned char *data;
-    size_t len, cap, keep;
+    ptc_buf_t kept; /* after ENOMEM it holds what it had, and the rest only counts */
     uint64_t total;
 } exec__outbuf_t;
 
+/* An empty stream that keeps its first keep bytes. Allocates nothing. */
+void exec__buf_init(exec__outbuf_t *b, size_t keep);
+void exec__buf_free(exec__outbuf_t *b);
 void exec__buf_append(exec__outbuf_t *b, const char *data, size_t n);
 /* a view of b for a result: data never NULL */
 exec_output_t exec__buf_output(const exec__outbuf_t *b);

@@ -8,6 +8,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -51,8 +52,8 @@ void exec__run_free(exec_run_t *run)
     if (run->pidfd >= 0) close(run->pidfd); /* its poll handle is closed by now */
     free(run->ro_dir);
     free(run->code);
-    free(run->out.data);
-    free(run->err.data);
+    exec__buf_free(&run->out);
+    exec__buf_free(&run->err);
     exec__files_rx_free(&run->rx);
     free(run);
     pool->n_alive--;
@@ -527,10 +528,10 @@ static void run_begin(exec_run_t *run)
         /* CPU seconds follow the wall clock: a spinning run is stopped by either */
         const exec_files_limits_t *lim = &pool->files;
         exec__files_rx_start(&run->rx, lim);
-        int hl = snprintf(run->header, sizeof run->header, "%llu %llu %llu %u%s\n",
-                          (unsigned long long)(run->timeout_ms / 1000 + 2),
-                          (unsigned long long)lim->file_bytes, (unsigned long long)lim->call_bytes,
-                          lim->count, run->bridge_fd >= 0 ? " B" : "");
+        int hl = snprintf(run->header, sizeof run->header, "%" PRIu64 " %llu %llu %u%s\n",
+                          run->timeout_ms / 1000 + 2, (unsigned long long)lim->file_bytes,
+                          (unsigned long long)lim->call_bytes, lim->count,
+                          run->bridge_fd >= 0 ? " B" : "");
         uv_buf_t bufs[2] = {uv_buf_init(run->header, (unsigned)hl),
                             uv_buf_init(run->code, (unsigned)strlen(run->code))};
         unsigned first = 0;
@@ -573,8 +574,8 @@ exec_run_t *exec__run_alloc(exec_pool_t *pool)
     run->pool = pool;
     run->bridge_fd = -1;
     run->pidfd = -1;
-    run->out.keep = pool->keep_out;
-    run->err.keep = pool->keep_err;
+    exec__buf_init(&run->out, pool->keep_out);
+    exec__buf_init(&run->err, pool->keep_err);
     pool->n_alive++;
     return run;
 }

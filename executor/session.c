@@ -65,8 +65,8 @@ static void ses_free(exec_session_t *s)
         pool->sessions = s->next;
     if (s->next) s->next->prev = s->prev;
     exec__files_rx_free(&s->rx);
-    free(s->out.data);
-    free(s->err.data);
+    exec__buf_free(&s->out);
+    exec__buf_free(&s->err);
     free(s);
     pool->n_alive--;
     exec__pool_maybe_free(pool);
@@ -522,10 +522,10 @@ int exec_session_run(exec_session_t *s, const char *code, uint64_t timeout_ms,
         free(w);
         return EXEC_ESESSIONENDED;
     }
-    free(s->out.data);
-    free(s->err.data);
-    s->out = (exec__outbuf_t){.keep = s->pool->keep_out};
-    s->err = (exec__outbuf_t){.keep = s->pool->keep_err};
+    exec__buf_free(&s->out);
+    exec__buf_free(&s->err);
+    exec__buf_init(&s->out, s->pool->keep_out);
+    exec__buf_init(&s->err, s->pool->keep_err);
     exec__files_rx_start(&s->rx, &lim);
     s->busy = true;
     s->cb = *cb;

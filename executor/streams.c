@@ -26,33 +26,33 @@ const char *exec__signal_name(int sig, char *buf, size_t len)
     return buf;
 }
 
+void exec__buf_init(exec__outbuf_t *b, size_t keep)
+{
+    ptc_buf_init(&b->kept, keep);
+    b->total = 0;
+}
+
+void exec__buf_free(exec__outbuf_t *b)
+{
+    ptc_buf_free(&b->kept);
+    b->total = 0;
+}
+
 void exec__buf_append(exec__outbuf_t *b, const char *data, size_t n)
 {
     b->total += n;
-    if (b->len >= b->keep) return;
-    size_t take = b->keep - b->len < n ? b->keep - b->len : n;
-    if (b->len + take > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + take)
-            cap *= 2;
-        if (cap > b->keep) cap = b->keep;
-        unsigned char *p = realloc(b->data, cap);
-        if (!p) { /* keep what we have; the rest only counts */
-            b->keep = b->len;
-            return;
-        }
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, data, take);
-    b->len += take;
+    size_t len = ptc_buf_len(&b->kept), keep = b->kept.max;
+    if (len >= keep) return;
+    /* A failure sticks: after ENOMEM the buffer keeps what it has; the rest only counts. */
+    (void)ptc_buf_append(&b->kept, data, keep - len < n ? keep - len : n);
 }
 
 exec_output_t exec__buf_output(const exec__outbuf_t *b)
 {
-    /* never NULL, so that callers may memcpy/fwrite without a special case */
-    static const unsigned char empty[1] = {0};
-    return (exec_output_t){b->data ? b->data : empty, b->len, b->total, b->total > b->len};
+    /* ptc_buf_cstr is never NULL, so that callers may memcpy/fwrite without a special case */
+    size_t len = ptc_buf_len(&b->kept);
+    return (exec_output_t){(const unsigned char *)ptc_buf_cstr(&b->kept), len, b->total,
+                           b->total > len};
 }
 
 static void report_line(struct exec__report *r, const char *line)

@@ -11,10 +11,12 @@
  *                                     fds 0-3 (stdin socket, stdout, stderr, status pipe)
  *
  * and answers each R, in order, with "P PID" and the child's pidfd (SCM_RIGHTS), or "F ERRNO".
- * The child (os.fork: Python's at-fork handlers run) puts the four on 0-3 and runs the launcher's
- * program from the library, which closes every other descriptor first: from there on it is the
- * launcher, init and the sandbox of a cold or warm run, built by the same code in the same order.
- * Where init's child would exec the interpreter it comes back into this Python instead, copies
+ * The library forks (in C, with Python's own fork hooks around it, as os.fork runs them); the
+ * child puts the four on 0-3 and runs the launcher's program, which closes every other
+ * descriptor first: from there on it is the launcher, init and the sandbox of a cold or warm run,
+ * built by the same code in the same order, and no Python runs in the launcher's and init's
+ * processes (so they copy none of the interpreter's pages). Where init's child would exec the
+ * interpreter it runs Python's after-fork hook and comes back into this Python instead, copies
  * the sandbox's environment into os.environ, puts the package folders on sys.path (what
  * PYTHONPATH would have done: the zygote runs with -I) and runs the ordinary bootstrap, which
  * follows the zygote's code in the same script, so that the run's frames are those of an exec'd
@@ -44,8 +46,11 @@
 /* clang-format off */
 static const char zygote_script[] =
     "def _ptc_zygote():\n"
-    "    import os, sys, _socket, ctypes, signal\n"
+    "    import os, sys, _socket, ctypes, signal, gc\n"
     "    del globals()['_ptc_zygote']\n"
+    /* the first compile() of an interpreter makes the ast module's node types (about 120
+       classes): made here once, not in every run's bootstrap */
+    "    compile('pass', '<string>', 'exec', dont_inherit=True)\n"
     /* launchers are reaped as they end (recvmsg is retried after the handler, PEP 475) */
     "    def reap(*_a):\n"
     "        try:\n"
@@ -61,8 +66,6 @@ static const char zygote_script[] =
     "    ctl = _socket.socket(fileno=3)\n"
     "    sol, rights = _socket.SOL_SOCKET, _socket.SCM_RIGHTS\n"
     "    launch = None\n"
-    /* no gc.freeze(): frozen, __main__ would not be cleared at the run's finalization (its
-       objects' __del__ would never run) */
     "    while True:\n"
     "        try:\n"
     "            msg, anc, _f, _a = ctl.recvmsg(65536, _socket.CMSG_SPACE(16),\n"
@@ -78,21 +81,32 @@ static const char zygote_script[] =
     "            if l == sol and t == rights:\n"
     "                fds += [int.from_bytes(d[i:i + 4], sys.byteorder) for i in range(0, len(d) - 3, 4)]\n"
     "        if msg[:2] == b'L ' and launch is None and not fds:\n"
-    "            launch = ctypes.PyDLL(os.fsdecode(msg[2:])).ptc_zygote_launch\n"
+    "            launch = ctypes.PyDLL(os.fsdecode(msg[2:])).ptc_zygote_fork\n"
     "            launch.restype = ctypes.c_int\n"
-    "            launch.argtypes = (ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int)\n"
-    "            zpid = os.getpid()\n"
+    "            launch.argtypes = (ctypes.POINTER(ctypes.c_int), ctypes.c_int,\n"
+    "                               ctypes.POINTER(ctypes.c_char_p))\n"
+    /* the C variable environ itself (read through at each index): the sandbox's, in the child */
+    "            env = ctypes.POINTER(ctypes.c_char_p).in_dll(ctypes.CDLL(None), 'environ')\n"
     "            continue\n"
     "        pid = -1\n"
     "        err = 22\n"
     "        if msg[:2] == b'R ' and len(fds) == 4 and launch is not None:\n"
+    /* the child's arguments are made here: the launcher's process runs no Python */
+    "            args = msg[2:].split(b'\\0')\n"
+    "            argv = (ctypes.c_char_p * (len(args) + 1))(*args, None)\n"
+    "            fda = (ctypes.c_int * 4)(*fds)\n"
     "            signal.pthread_sigmask(signal.SIG_BLOCK, chld)\n"
-    "            try:\n"
-    "                pid = os.fork()\n"
-    "            except OSError as e:\n"
-    "                err = e.errno\n"
+    /* every object the zygote has goes to the permanent generation: the child's collections
+       (its own as the run allocates, and the one at its end, LAUNCH_BOOTSTRAP_ZYGOTE_END) do
+       not walk them, so they do not write to, and copy, the zygote's pages */
+    "            gc.freeze()\n"
+    /* forks in C (launcher/launch_zygote.c, with os.fork's hooks): returns in the zygote, and
+       in the interpreter's process of the sandbox, its descriptors in place, SIGCHLD unblocked */
+    "            pid = launch(fda, len(args), argv)\n"
+    "            if pid < 0:\n"
+    "                pid, err = -1, -pid\n"
+    "            del args, argv, fda\n"
     "        if pid == 0:\n"
-    "            signal.pthread_sigmask(signal.SIG_UNBLOCK, chld)\n"
     "            break\n"
     "        for fd in fds:\n"
     "            os.close(fd)\n"
@@ -111,33 +125,34 @@ static const char zygote_script[] =
     "            os._exit(0)\n"
     "        if a:\n"
     "            os.close(p)\n"
-    /* the launcher's process: the library closes everything past 3 (the zygote's socket too:
-       detached, so that no object closes that number later) */
+    /* the interpreter's process, in its sandbox: the launcher closed everything past 3, the
+       zygote's socket too (detached, so that no object closes that number later); SIGCHLD as
+       an exec'd one has it (the C side put back the zygote's dispositions); environ is the
+       sandbox's */
     "    ctl.detach()\n"
-    "    for i in range(4):\n"
-    "        os.dup2(fds[i], i)\n"
-    "    args = msg[2:].split(b'\\0')\n"
-    "    argv = (ctypes.c_char_p * (len(args) + 1))(*args, None)\n"
-    "    r = launch(len(args), argv, zpid)\n"
-    "    if r != 1:\n"
-    "        os._exit(r)\n"
-    /* the interpreter's process, in its sandbox: SIGCHLD as an exec'd one has it (the C side
-       put back the zygote's dispositions), environ is the sandbox's */
     "    signal.signal(signal.SIGCHLD, signal.SIG_DFL)\n"
-    "    env = ctypes.POINTER(ctypes.c_char_p).in_dll(ctypes.CDLL(None), 'environ')\n"
     "    kv = []\n"
     "    while env[len(kv)] is not None:\n"
     "        kv.append(env[len(kv)])\n"
-    "    os.environ.clear()\n"
+    /* os.environ's own mapping (encoded names and values, as Python builds it at its start
+       from the same environ), without its unsetenv/putenv per name: environ is already right */
+    "    data = os.environ._data\n"
+    "    data.clear()\n"
     "    for e in kv:\n"
     "        k, s, v = e.partition(b'=')\n"
     "        if s:\n"
-    "            os.environ[os.fsdecode(k)] = os.fsdecode(v)\n"
+    "            data[k] = v\n"
     "    pp = os.environ.get('PYTHONPATH')\n"
     "    if pp:\n"
     "        sys.path[0:0] = [d for d in pp.split(os.pathsep) if d]\n"
+    /* the run's __main__ is a module of its own with -c's names (this script's functions have
+       deleted theirs): at its end it is freed apart from the zygote's (launch.h,
+       LAUNCH_BOOTSTRAP_ZYGOTE_END), and the code cannot reach the bootstrap's globals */
+    "    m = type(sys)('__main__')\n"
+    "    m.__dict__.update(sys.modules['__main__'].__dict__)\n"
+    "    sys.modules['__main__'] = m\n"
     "_ptc_zygote()\n"
-    LAUNCH_BOOTSTRAP;
+    LAUNCH_BOOTSTRAP_RUN LAUNCH_BOOTSTRAP_ZYGOTE_END;
 /* clang-format on */
 
 struct exec__zygote {

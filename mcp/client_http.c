@@ -45,8 +45,7 @@ struct http_post {
     /* A streamed POST (subscriptions/listen): the SSE bytes after the last complete event. */
     bool streamed;
     bool in_chunk, finished; /* its events are being dispatched; its request ended meanwhile */
-    char *pending;
-    size_t pending_len;
+    ptc_buf_t pending;       /* capped at the client's max_message_bytes */
     http_post_t *prev, *next;
 };
 
@@ -72,8 +71,8 @@ static void unlink_post(http_post_t *p)
 /* Delivers each SSE event's data (its data: lines joined by newlines) as one message. */
 static void dispatch_sse(mcp_client_t *c, const char *body, size_t len)
 {
-    char *data = NULL;
-    size_t dlen = 0;
+    ptc_buf_t data; /* never longer than the events it is taken from */
+    ptc_buf_init(&data, len);
     const char *p = body, *end = body + len;
     while (p <= end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -81,8 +80,9 @@ static void dispatch_sse(mcp_client_t *c, const char *body, size_t len)
         size_t ll = (size_t)(le - p);
         if (ll > 0 && p[ll - 1] == '\r') ll--;
         if (ll == 0) {
-            if (dlen > 0) mcp__client_on_line(c, data, dlen, false);
-            dlen = 0;
+            if (ptc_buf_len(&data) > 0)
+                mcp__client_on_line(c, ptc_buf_cstr(&data), ptc_buf_len(&data), false);
+            ptc_buf_truncate(&data, 0);
         } else if (ll >= 5 && strncmp(p, "data:", 5) == 0) {
             const char *v = p + 5;
             size_t vl = ll - 5;
@@ -90,18 +90,19 @@ static void dispatch_sse(mcp_client_t *c, const char *body, size_t len)
                 v++;
                 vl--;
             }
-            char *nd = realloc(data, dlen + vl + 2);
-            if (nd == NULL) break;
-            data = nd;
-            if (dlen > 0) data[dlen++] = '\n';
-            memcpy(data + dlen, v, vl);
-            dlen += vl;
+            size_t had = ptc_buf_len(&data);
+            if (had > 0) (void)ptc_buf_append(&data, "\n", 1);
+            if (ptc_buf_append(&data, v, vl) < 0) { /* out of memory: what came before goes */
+                ptc_buf_truncate(&data, had);
+                break;
+            }
         }
         if (nl == NULL) break;
         p = nl + 1;
     }
-    if (dlen > 0) mcp__client_on_line(c, data, dlen, false);
-    free(data);
+    if (ptc_buf_len(&data) > 0)
+        mcp__client_on_line(c, ptc_buf_cstr(&data), ptc_buf_len(&data), false);
+    ptc_buf_free(&data);
 }
 
 /* Where the last complete SSE event of buf[0..n) ends (after its blank line), or 0. */
@@ -123,7 +124,7 @@ static void release_post(http_post_t *p)
         p->finished = true;
         return;
     }
-    free(p->pending);
+    ptc_buf_free(&p->pending);
     free(p);
 }
 
@@ -135,34 +136,26 @@ static int on_stream_chunk(void *data, int status, const char *content_type, con
     http_post_t *p = data;
     mcp_client_t *c = p->h->c;
     if (c == NULL) return -1;
-    if (p->pending_len + n > c->opts.max_message_bytes) {
+    int rc = ptc_buf_append(&p->pending, at, n);
+    if (rc == PTC_ETOOBIG)
         mcp_log(c->lg, MCP_LOG_WARNING,
                 "downstream server %s: an event of its stream is over %zu bytes; stream ended",
                 c->name, c->opts.max_message_bytes);
-        return -1;
-    }
-    char *grown = realloc(p->pending, p->pending_len + n + 1);
-    if (grown == NULL) return -1;
-    p->pending = grown;
-    memcpy(p->pending + p->pending_len, at, n);
-    p->pending_len += n;
-    p->pending[p->pending_len] = '\0';
+    if (rc < 0) return -1;
     bool sse = status >= 200 && status < 300 && content_type != NULL &&
                strncasecmp(content_type, "text/event-stream", 17) == 0;
-    size_t end = sse ? events_end(p->pending, p->pending_len) : 0;
+    size_t end = sse ? events_end(ptc_buf_cstr(&p->pending), ptc_buf_len(&p->pending)) : 0;
     if (end == 0) return 0;
     p->in_chunk = true;
     mcp__client_enter(c);
-    dispatch_sse(c, p->pending, end);
+    dispatch_sse(c, ptc_buf_cstr(&p->pending), end);
     mcp__client_leave(c);
     p->in_chunk = false;
     if (p->finished) { /* closed while its events were read: the request is over */
         release_post(p);
         return -1;
     }
-    memmove(p->pending, p->pending + end, p->pending_len - end);
-    p->pending_len -= end;
-    p->pending[p->pending_len] = '\0';
+    ptc_buf_consume(&p->pending, end);
     return 0;
 }
 
@@ -176,8 +169,8 @@ static void on_post_done(void *data, int err, const ptc_http_response_t *resp, c
     if (p->streamed && err == 0) {
         /* What was not dispatched as events: a JSON answer, or an unfinished last event. */
         streamed = *resp;
-        streamed.body = p->pending != NULL ? p->pending : "";
-        streamed.body_len = p->pending_len;
+        streamed.body = ptc_buf_cstr(&p->pending);
+        streamed.body_len = ptc_buf_len(&p->pending);
         resp = &streamed;
     }
     if (c == NULL) {
@@ -326,6 +319,7 @@ int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg)
         p->id = id->valuedouble;
     }
     p->h = h;
+    ptc_buf_init(&p->pending, c->opts.max_message_bytes);
     /* The listen stream stays open for the server's life: read as it comes, no total timeout. */
     p->streamed =
         cJSON_IsString(method) && strcmp(method->valuestring, "subscriptions/listen") == 0;

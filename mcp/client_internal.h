@@ -4,8 +4,6 @@
 
 #include "internal.h"
 
-/* Longest value after ${VAR} expansion, and of the PATH we build. */
-#define MCP__CLIENT_MAX_EXPANDED (64u * 1024u)
 /* The tail of stderr kept for failure reasons. */
 #define MCP__CLIENT_LAST_STDERR 240
 
@@ -153,7 +151,7 @@ struct mcp_client {
 
 /* Expands ${NAME} from env (a NULL-terminated "K=V" array). Unset names expand to "" with a
  * warning naming the server. Returns a malloc'd string or NULL (ENOMEM, or longer than
- * MCP__CLIENT_MAX_EXPANDED: *too_long set). */
+ * PTC_CAP_CLIENT_EXPANDED: *too_long set). */
 char *mcp__client_expand(const char *in, char *const *env, const char *server,
                          const mcp_logger_t *lg, bool *too_long);
 /* Value of NAME in env, or NULL. */

@@ -46,9 +46,8 @@ char *mcp__client_expand(const char *in, char *const *env, const char *server,
                          const mcp_logger_t *lg, bool *too_long)
 {
     *too_long = false;
-    size_t cap = strlen(in) + 1, len = 0;
-    char *out = malloc(cap);
-    if (out == NULL) return NULL;
+    ptc_buf_t out;
+    ptc_buf_init(&out, PTC_CAP_CLIENT_EXPANDED - 1); /* the cap counts the NUL */
     const char *p = in;
     while (*p != '\0') {
         const char *val = NULL;
@@ -80,27 +79,11 @@ char *mcp__client_expand(const char *in, char *const *env, const char *server,
             val = p;
             vlen = 1;
         }
-        if (len + vlen + 1 > MCP__CLIENT_MAX_EXPANDED) {
-            free(out);
-            *too_long = true;
-            return NULL;
-        }
-        if (len + vlen + 1 > cap) {
-            size_t ncap = (len + vlen + 1) * 2;
-            char *nb = realloc(out, ncap);
-            if (nb == NULL) {
-                free(out);
-                return NULL;
-            }
-            out = nb;
-            cap = ncap;
-        }
-        memcpy(out + len, val, vlen);
-        len += vlen;
+        if (ptc_buf_append(&out, val, vlen) < 0) break;
         p += skip;
     }
-    out[len] = '\0';
-    return out;
+    *too_long = ptc_buf_error(&out) == PTC_ETOOBIG;
+    return ptc_buf_take(&out, NULL);
 }
 
 char *mcp__client_which(const char *command, char *const *envp, char *why, size_t why_size)
@@ -372,7 +355,8 @@ void mcp__proc_stop(mcp__proc_t *p, bool detach, bool hard)
 
 typedef struct proc_write {
     uv_write_t req;
-    char *buf;
+    char *buf;    /* the message, written with the newline after it */
+    char newline; /* '\n' */
 } proc_write_t;
 
 static void on_written(uv_write_t *req, int status)
@@ -392,20 +376,17 @@ int mcp__proc_send(mcp__proc_t *p, const cJSON *msg)
     if (text == NULL) return MCP_ENOMEM;
     size_t len = strlen(text);
     proc_write_t *w = malloc(sizeof *w);
-    char *buf = realloc(text, len + 2);
-    if (w == NULL || buf == NULL) {
-        free(w);
-        free(buf != NULL ? buf : text);
+    if (w == NULL) {
+        free(text);
         return MCP_ENOMEM;
     }
-    buf[len] = '\n';
-    buf[len + 1] = '\0';
-    w->buf = buf;
+    w->buf = text;
+    w->newline = '\n';
     w->req.data = w;
-    uv_buf_t b = uv_buf_init(buf, (unsigned)(len + 1));
-    int rc = uv_write(&w->req, (uv_stream_t *)&p->in, &b, 1, on_written);
+    uv_buf_t b[2] = {uv_buf_init(text, (unsigned)len), uv_buf_init(&w->newline, 1)};
+    int rc = uv_write(&w->req, (uv_stream_t *)&p->in, b, 2, on_written);
     if (rc < 0) {
-        free(buf);
+        free(text);
         free(w);
         return MCP_EIO;
     }

@@ -421,7 +421,7 @@ static int build_command(mcp_client_t *c, const mcp_downstream_server_t *e, char
     const char *slash = strrchr(c->argv[0], '/');
     size_t total = 6 + (cfg_path ? strlen(cfg_path) : 0) + (base_path ? strlen(base_path) : 0) +
                    (slash ? (size_t)(slash - c->argv[0]) : 0) + 4;
-    if (total > MCP__CLIENT_MAX_EXPANDED) {
+    if (total > PTC_CAP_CLIENT_EXPANDED) {
         too_long = true;
         goto fail;
     }
@@ -448,7 +448,7 @@ fail:
         mcp_log(c->lg, MCP_LOG_ERROR,
                 "downstream server %s: an argument or environment value is longer than %u bytes "
                 "after ${VAR} expansion",
-                c->name, MCP__CLIENT_MAX_EXPANDED);
+                c->name, PTC_CAP_CLIENT_EXPANDED);
     return too_long ? MCP_ETOOBIG : MCP_ENOMEM;
 }
 

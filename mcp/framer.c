@@ -4,13 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FRAMER_INITIAL_CAP 4096
-
 int mcp_framer_init(mcp_framer_t *f, size_t max, mcp_line_cb cb, void *data)
 {
     memset(f, 0, sizeof *f);
     if (max == 0 || cb == NULL) return MCP_EINVAL;
     f->max = max;
+    ptc_buf_init(&f->line, max);
     f->cb = cb;
     f->data = data;
     return MCP_OK;
@@ -26,30 +25,28 @@ static void deliver(mcp_framer_t *f, const char *line, size_t len)
  * endless line costs no memory. */
 static int append(mcp_framer_t *f, const char *p, size_t n)
 {
-    if (f->len + n > f->max) {
-        f->discarding = f->len + n;
-        f->len = 0;
+    size_t len = ptc_buf_len(&f->line);
+    if (len + n > f->max) {
+        f->discarding = len + n;
+        ptc_buf_truncate(&f->line, 0);
         return MCP_OK;
     }
-    if (f->len + n > f->cap) {
-        size_t cap = f->cap != 0 ? f->cap : FRAMER_INITIAL_CAP;
-        while (cap < f->len + n)
-            cap *= 2;
-        if (cap > f->max) cap = f->max;
-        char *nb = realloc(f->buf, cap);
-        if (nb == NULL) {
-            /* Drop this line, reported like an oversized one so that the client gets an
-             * answer; framing resumes at the next newline. */
-            f->discarding = f->len + n > f->max ? f->len + n : f->max + 1;
-            f->len = 0;
-            return MCP_ENOMEM;
-        }
-        f->buf = nb;
-        f->cap = cap;
+    if (ptc_buf_append(&f->line, p, n) < 0) {
+        /* Out of memory: drop this line, reported like an oversized one so that the client
+         * gets an answer; framing resumes at the next newline. */
+        f->discarding = f->max + 1;
+        ptc_buf_truncate(&f->line, 0);
+        return MCP_ENOMEM;
     }
-    memcpy(f->buf + f->len, p, n);
-    f->len += n;
     return MCP_OK;
+}
+
+/* Hands the partial line to the callback, then empties it (its memory is kept for the next).
+ * Every owner goes on using the framer after a feed or a finish: the callback never frees it. */
+static void deliver_partial(mcp_framer_t *f)
+{
+    deliver(f, ptc_buf_cstr(&f->line), ptc_buf_len(&f->line));
+    ptc_buf_truncate(&f->line, 0);
 }
 
 int mcp_framer_feed(mcp_framer_t *f, const char *bytes, size_t n)
@@ -65,7 +62,7 @@ int mcp_framer_feed(mcp_framer_t *f, const char *bytes, size_t n)
                 f->discarding = 0;
                 if (dropped > f->max) f->cb(f->data, NULL, dropped, true);
             }
-        } else if (nl != NULL && f->len == 0) {
+        } else if (nl != NULL && ptc_buf_len(&f->line) == 0) {
             /* Fast path: a whole line inside this read needs no copy. */
             if (chunk > f->max)
                 f->cb(f->data, NULL, chunk, true);
@@ -80,9 +77,7 @@ int mcp_framer_feed(mcp_framer_t *f, const char *bytes, size_t n)
                     f->discarding = 0;
                     if (dropped > f->max) f->cb(f->data, NULL, dropped, true);
                 } else {
-                    size_t len = f->len;
-                    f->len = 0;
-                    deliver(f, f->buf, len);
+                    deliver_partial(f);
                 }
             }
         }
@@ -98,15 +93,13 @@ void mcp_framer_finish(mcp_framer_t *f)
     if (f->discarding > 0) {
         if (f->discarding > f->max) f->cb(f->data, NULL, f->discarding, true);
         f->discarding = 0;
-    } else if (f->len > 0) {
-        size_t len = f->len;
-        f->len = 0;
-        deliver(f, f->buf, len);
+    } else if (ptc_buf_len(&f->line) > 0) {
+        deliver_partial(f);
     }
 }
 
 void mcp_framer_close(mcp_framer_t *f)
 {
-    free(f->buf);
+    ptc_buf_free(&f->line);
     memset(f, 0, sizeof *f);
 }

@@ -20,26 +20,17 @@ typedef struct wreq {
     char data[];
 } wreq_t;
 
-/* --- small buffers ----------------------------------------------------------------------- */
+/* --- buffers ------------------------------------------------------------------------------ */
 
-/* Appends n bytes to a growable buffer capped at max; false past the cap or on ENOMEM. */
-bool mcp__http_buf_add(char **buf, size_t *len, size_t *cap, size_t max, const char *p, size_t n)
+void mcp__hconn_bufs_init(mcp__hconn_t *c)
 {
-    /* Callers may pass different caps for one buffer (one spare byte for a final NUL). */
-    if (*len > max || n > max - *len) return false;
-    if (*len + n > *cap) {
-        size_t nc = *cap ? *cap : 256;
-        while (nc < *len + n)
-            nc *= 2;
-        if (nc > max) nc = max;
-        char *nb = realloc(*buf, nc);
-        if (nb == NULL) return false;
-        *buf = nb;
-        *cap = nc;
-    }
-    memcpy(*buf + *len, p, n);
-    *len += n;
-    return true;
+    /* Input waits at most a read past the point where reading stops. */
+    ptc_buf_init(&c->in, PTC_CAP_HTTP_PENDING_INPUT + MCP__HTTP_READ_CHUNK);
+    ptc_buf_init(&c->tin, PTC_CAP_HTTP_PENDING_INPUT + MCP__HTTP_READ_CHUNK);
+    /* One spare byte for the NUL that ends the last header string. */
+    ptc_buf_init(&c->hbuf, c->hs->o.max_header_bytes + 1);
+    /* One byte past the cap, so that a body over it is seen as such. */
+    ptc_buf_init(&c->body, c->hs->o.max_message_bytes + 1);
 }
 
 /* --- output ------------------------------------------------------------------------------- */
@@ -155,16 +146,14 @@ int mcp__hconn_write(mcp__hconn_t *c, const char *data, size_t len)
 
 void mcp__hconn_reset_request(mcp__hconn_t *c)
 {
-    c->hlen = 0;
+    ptc_buf_truncate(&c->hbuf, 0);
     c->n_hdrs = 0;
     c->in_value = false;
     c->url_len = 0;
-    c->body_len = 0;
-    if (c->body_cap > KEEP_BODY_BUF) {
-        free(c->body);
-        c->body = NULL;
-        c->body_cap = 0;
-    }
+    if (c->body.cap > KEEP_BODY_BUF)
+        ptc_buf_free(&c->body);
+    else
+        ptc_buf_truncate(&c->body, 0);
     c->fail_status = 0;
     c->owner = NULL;
     c->chunked = false;
@@ -311,7 +300,8 @@ void mcp__hconn_abort(mcp__hconn_t *c)
 const char *mcp__hconn_header(const mcp__hconn_t *c, const char *name)
 {
     for (size_t i = 0; i < c->n_hdrs; i++)
-        if (strcasecmp(c->hbuf + c->hdrs[i].name, name) == 0) return c->hbuf + c->hdrs[i].value;
+        if (strcasecmp(ptc_buf_cstr(&c->hbuf) + c->hdrs[i].name, name) == 0)
+            return ptc_buf_cstr(&c->hbuf) + c->hdrs[i].value;
     return NULL;
 }
 
@@ -320,7 +310,7 @@ size_t mcp__hconn_header_lines(const mcp__hconn_t *c, const char *name)
 {
     size_t n = 0;
     for (size_t i = 0; i < c->n_hdrs; i++)
-        if (strcasecmp(c->hbuf + c->hdrs[i].name, name) == 0) n++;
+        if (strcasecmp(ptc_buf_cstr(&c->hbuf) + c->hdrs[i].name, name) == 0) n++;
     return n;
 }
 
@@ -332,11 +322,11 @@ static void on_conn_closed(uv_handle_t *h)
     if (--c->handles > 0) return;
     mcp_http_server_t *hs = c->hs;
     if (c->tls_on) mbedtls_ssl_free(&c->ssl);
-    free(c->in);
-    free(c->tin);
-    free(c->hbuf);
+    ptc_buf_free(&c->in);
+    ptc_buf_free(&c->tin);
+    ptc_buf_free(&c->hbuf);
     free(c->hdrs);
-    free(c->body);
+    ptc_buf_free(&c->body);
     free(c);
     hs->refs--;
     mcp__http_maybe_done(hs);
@@ -365,12 +355,11 @@ void mcp__hconn_close(mcp__hconn_t *c, bool tell_owner)
 void mcp__hconn_plain_in(mcp__hconn_t *c, const char *data, size_t n)
 {
     if (c->phase == MCP__PH_LINGER) return;
-    if (!mcp__http_buf_add(&c->in, &c->in_len, &c->in_cap,
-                           MCP__HTTP_MAX_PENDING_INPUT + MCP__HTTP_READ_CHUNK, data, n)) {
+    if (ptc_buf_append(&c->in, data, n) < 0) {
         mcp__hconn_close(c, true);
         return;
     }
-    if (c->in_len > MCP__HTTP_MAX_PENDING_INPUT && c->reading) {
+    if (ptc_buf_len(&c->in) > PTC_CAP_HTTP_PENDING_INPUT && c->reading) {
         uv_read_stop((uv_stream_t *)&c->tcp);
         c->reading = false;
     }

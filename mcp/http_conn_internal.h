@@ -13,9 +13,6 @@
 
 /* Bytes read from a socket at a time (one buffer per server). */
 #define MCP__HTTP_READ_CHUNK 65536
-/* Unparsed input held while a response is pending (pipelined requests): past it we stop
- * reading until the response is done. */
-#define MCP__HTTP_MAX_PENDING_INPUT (256u << 10)
 
 typedef enum mcp__hphase {
     MCP__PH_HANDSHAKE, /* TLS handshake */
@@ -41,23 +38,20 @@ struct mcp__hconn {
     mcp__hphase_t phase;
     http_parser parser;
 
-    char *in; /* plaintext not parsed yet */
-    size_t in_len, in_cap;
+    ptc_buf_t in; /* plaintext not parsed yet */
     bool reading, read_eof, processing, resume;
 
     bool tls_on, handshake_done;
     mbedtls_ssl_context ssl;
-    char *tin; /* ciphertext not consumed by mbedTLS yet */
-    size_t tin_len, tin_off, tin_cap;
+    ptc_buf_t tin;  /* ciphertext not consumed by mbedTLS yet ... */
+    size_t tin_off; /* ... from here on */
 
-    char *hbuf; /* URL, then header names and values, NUL-terminated */
-    size_t hlen, hcap;
+    ptc_buf_t hbuf; /* URL, then header names and values, NUL-terminated */
     mcp__hhdr_t *hdrs;
     size_t n_hdrs;
     bool in_value;
     size_t url_len;
-    char *body;
-    size_t body_len, body_cap;
+    ptc_buf_t body;
     int fail_status;
     bool keep_alive;
 
@@ -69,8 +63,8 @@ struct mcp__hconn {
 };
 
 /* http_conn.c */
-/* Appends n bytes to a growable buffer capped at max; false past the cap or on ENOMEM. */
-bool mcp__http_buf_add(char **buf, size_t *len, size_t *cap, size_t max, const char *p, size_t n);
+/* Sets up c's buffers with their caps (a new connection, allocated zeroed). */
+void mcp__hconn_bufs_init(mcp__hconn_t *c);
 /* Queues bytes on the socket as they are (ciphertext with TLS). */
 int mcp__hconn_raw_write(mcp__hconn_t *c, const char *data, size_t len);
 /* Writes response bytes (through TLS when on); closes the connection on failure or when the

@@ -15,8 +15,10 @@ static mcp__hconn_t *conn_of(http_parser *p)
 
 static bool hbuf_add(mcp__hconn_t *c, const char *p, size_t n)
 {
-    /* One spare byte for the NUL that ends the last string. */
-    if (!mcp__http_buf_add(&c->hbuf, &c->hlen, &c->hcap, c->hs->o.max_header_bytes, p, n)) {
+    /* The buffer's spare byte (its cap is one more) is for the NUL that ends the last string. */
+    size_t len = ptc_buf_len(&c->hbuf);
+    if (len > c->hs->o.max_header_bytes || n > c->hs->o.max_header_bytes - len ||
+        ptc_buf_append(&c->hbuf, p, n) < 0) {
         c->fail_status = 431;
         return false;
     }
@@ -25,7 +27,7 @@ static bool hbuf_add(mcp__hconn_t *c, const char *p, size_t n)
 
 static bool hbuf_nul(mcp__hconn_t *c)
 {
-    return mcp__http_buf_add(&c->hbuf, &c->hlen, &c->hcap, c->hs->o.max_header_bytes + 1, "", 1);
+    return ptc_buf_append(&c->hbuf, "", 1) == 0;
 }
 
 static int on_message_begin(http_parser *p)
@@ -54,7 +56,7 @@ static int on_header_field(http_parser *p, const char *at, size_t n)
 {
     mcp__hconn_t *c = conn_of(p);
     if (c->phase == MCP__PH_BODY) return 0; /* trailers of a chunked body: ignored */
-    if (c->n_hdrs == 0 && !c->in_value && c->hlen == c->url_len) {
+    if (c->n_hdrs == 0 && !c->in_value && ptc_buf_len(&c->hbuf) == c->url_len) {
         if (!hbuf_nul(c)) return -1; /* ends the URL */
     }
     if (c->in_value || c->n_hdrs == 0) {
@@ -63,7 +65,7 @@ static int on_header_field(http_parser *p, const char *at, size_t n)
             c->fail_status = 431;
             return -1;
         }
-        c->hdrs[c->n_hdrs].name = c->hlen;
+        c->hdrs[c->n_hdrs].name = ptc_buf_len(&c->hbuf);
         c->hdrs[c->n_hdrs].value = 0;
         c->n_hdrs++;
         c->in_value = false;
@@ -77,7 +79,7 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
     if (c->phase == MCP__PH_BODY) return 0;
     if (!c->in_value) {
         if (!hbuf_nul(c)) return -1; /* ends the name */
-        c->hdrs[c->n_hdrs - 1].value = c->hlen;
+        c->hdrs[c->n_hdrs - 1].value = ptc_buf_len(&c->hbuf);
         c->in_value = true;
     }
     return hbuf_add(c, at, n) ? 0 : -1;
@@ -86,12 +88,12 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
 static int on_headers_complete(http_parser *p)
 {
     mcp__hconn_t *c = conn_of(p);
-    if (c->n_hdrs == 0 && c->hlen == c->url_len && !hbuf_nul(c)) return -1;
+    if (c->n_hdrs == 0 && ptc_buf_len(&c->hbuf) == c->url_len && !hbuf_nul(c)) return -1;
     if (c->in_value && !hbuf_nul(c)) return -1;
     if (c->n_hdrs > 0 && !c->in_value) {
         /* A name without a value: give it an empty one. */
         if (!hbuf_nul(c)) return -1;
-        c->hdrs[c->n_hdrs - 1].value = c->hlen - 1;
+        c->hdrs[c->n_hdrs - 1].value = ptc_buf_len(&c->hbuf) - 1;
     }
     c->in_value = false;
     if (p->http_major != 1) {
@@ -113,9 +115,7 @@ static int on_headers_complete(http_parser *p)
 static int on_body(http_parser *p, const char *at, size_t n)
 {
     mcp__hconn_t *c = conn_of(p);
-    if (!mcp__http_buf_add(&c->body, &c->body_len, &c->body_cap, c->hs->o.max_message_bytes + 1, at,
-                           n) ||
-        c->body_len > c->hs->o.max_message_bytes) {
+    if (ptc_buf_append(&c->body, at, n) < 0 || ptc_buf_len(&c->body) > c->hs->o.max_message_bytes) {
         c->fail_status = 413;
         return -1;
     }
@@ -176,10 +176,10 @@ static void dispatch(mcp__hconn_t *c)
     mcp_http_server_t *hs = c->hs;
     mcp__hreq_t req = {
         .method = (int)c->parser.method,
-        .target = c->hbuf,
-        .path_len = mcp__http_path_len(c->hbuf),
-        .body = c->body != NULL ? c->body : "",
-        .body_len = c->body_len,
+        .target = ptc_buf_cstr(&c->hbuf),
+        .path_len = mcp__http_path_len(ptc_buf_cstr(&c->hbuf)),
+        .body = ptc_buf_cstr(&c->body),
+        .body_len = ptc_buf_len(&c->body),
     };
     if (req.path_len == 8 && strncmp(req.target, "/healthz", 8) == 0) {
         if (req.method != HTTP_GET && req.method != HTTP_HEAD) {
@@ -252,9 +252,10 @@ void mcp__hconn_process(mcp__hconn_t *c)
     if (c->processing) return;
     c->processing = true;
     size_t off = 0;
-    while (!c->closing && !c->shutting && off < c->in_len &&
+    while (!c->closing && !c->shutting && off < ptc_buf_len(&c->in) &&
            (c->phase == MCP__PH_IDLE || c->phase == MCP__PH_HEADERS || c->phase == MCP__PH_BODY)) {
-        size_t n = http_parser_execute(&c->parser, &settings, c->in + off, c->in_len - off);
+        size_t n = http_parser_execute(&c->parser, &settings, ptc_buf_cstr(&c->in) + off,
+                                       ptc_buf_len(&c->in) - off);
         off += n;
         enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
         if (e == HPE_PAUSED) {
@@ -266,19 +267,16 @@ void mcp__hconn_process(mcp__hconn_t *c)
                 mcp_log(c->hs->lg, MCP_LOG_DEBUG, "http: malformed request: %s",
                         http_errno_description(e));
             fail(c, c->fail_status ? c->fail_status : 400);
-            off = c->in_len;
+            off = ptc_buf_len(&c->in);
             break;
         }
     }
     if (!c->closing) {
-        if (off > 0) {
-            memmove(c->in, c->in + off, c->in_len - off);
-            c->in_len -= off;
-        }
-        if (c->read_eof && !c->shutting && c->in_len == 0) {
+        ptc_buf_consume(&c->in, off);
+        if (c->read_eof && !c->shutting && ptc_buf_len(&c->in) == 0) {
             /* The client half-closed: answer what it asked, then close. */
             if (c->phase == MCP__PH_HEADERS || c->phase == MCP__PH_BODY) {
-                if (c->hlen > 0 || c->phase == MCP__PH_BODY)
+                if (ptc_buf_len(&c->hbuf) > 0 || c->phase == MCP__PH_BODY)
                     fail(c, 400);
                 else
                     mcp__hconn_close(c, true);
@@ -286,7 +284,7 @@ void mcp__hconn_process(mcp__hconn_t *c)
                 mcp__hconn_finish(c); /* after the last answer has been written */
             }
         }
-        if (!c->closing && !c->reading && c->in_len < MCP__HTTP_MAX_PENDING_INPUT / 2)
+        if (!c->closing && !c->reading && ptc_buf_len(&c->in) < PTC_CAP_HTTP_PENDING_INPUT / 2)
             mcp__hconn_start_reading(c);
     }
     c->processing = false;
@@ -302,7 +300,7 @@ void mcp__hconn_next(mcp__hconn_t *c)
     }
     http_parser_pause(&c->parser, 0);
     mcp__hconn_start_reading(c);
-    if (c->in_len > 0 || c->read_eof) {
+    if (ptc_buf_len(&c->in) > 0 || c->read_eof) {
         /* Pipelined input (or a half-close) is handled from a fresh loop turn: we may be inside
          * the session that just answered, which must not be entered again from here. */
         c->resume = true;

@@ -38,6 +38,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     c->hs = hs;
+    mcp__hconn_bufs_init(c);
     c->tcp.data = c;
     c->handles = 1;
     hs->refs++;

@@ -16,10 +16,10 @@ static int bio_send(void *ctx, const unsigned char *buf, size_t len)
 static int bio_recv(void *ctx, unsigned char *buf, size_t len)
 {
     mcp__hconn_t *c = ctx;
-    if (c->tin_off == c->tin_len) return MBEDTLS_ERR_SSL_WANT_READ;
-    size_t n = c->tin_len - c->tin_off;
+    if (c->tin_off == ptc_buf_len(&c->tin)) return MBEDTLS_ERR_SSL_WANT_READ;
+    size_t n = ptc_buf_len(&c->tin) - c->tin_off;
     if (n > len) n = len;
-    memcpy(buf, c->tin + c->tin_off, n);
+    memcpy(buf, ptc_buf_cstr(&c->tin) + c->tin_off, n);
     c->tin_off += n;
     return (int)n;
 }
@@ -36,13 +36,9 @@ int mcp__hconn_tls_begin(mcp__hconn_t *c)
 
 void mcp__hconn_tls_in(mcp__hconn_t *c, const char *data, size_t n)
 {
-    if (c->tin_off > 0) {
-        memmove(c->tin, c->tin + c->tin_off, c->tin_len - c->tin_off);
-        c->tin_len -= c->tin_off;
-        c->tin_off = 0;
-    }
-    if (!mcp__http_buf_add(&c->tin, &c->tin_len, &c->tin_cap,
-                           MCP__HTTP_MAX_PENDING_INPUT + MCP__HTTP_READ_CHUNK, data, n)) {
+    ptc_buf_consume(&c->tin, c->tin_off);
+    c->tin_off = 0;
+    if (ptc_buf_append(&c->tin, data, n) < 0) {
         mcp__hconn_close(c, true);
         return;
     }

@@ -20,10 +20,12 @@
 
 static void sub_free(mcp_session_t *s, mcp__sub_t *sub)
 {
-    if (sub->prev)
-        sub->prev->next = sub->next;
-    else if (s->subs == sub)
+    /* The head first: what unlinks it does not depend on its prev being NULL (clang-tidy's
+     * analyzer, which does not keep that invariant, then saw the head read after its free). */
+    if (s->subs == sub)
         s->subs = sub->next;
+    else if (sub->prev)
+        sub->prev->next = sub->next;
     if (sub->next) sub->next->prev = sub->prev;
     cJSON_Delete(sub->id);
     cJSON_Delete(sub->uris);

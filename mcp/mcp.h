@@ -141,8 +141,8 @@ int mcp_jsonrpc_print(const cJSON *item, struct ptc_buf *b);
 typedef void (*mcp_line_cb)(void *data, const char *line, size_t len, bool too_big);
 
 typedef struct mcp_framer {
-    char *buf;
-    size_t len, cap, max;
+    ptc_buf_t line; /* the partial line, capped at max */
+    size_t max;
     size_t discarding; /* > 0 while skipping the rest of an oversized line */
     mcp_line_cb cb;
     void *data;

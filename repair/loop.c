@@ -18,6 +18,7 @@ struct ptc_repair_loop {
     uint64_t timeout_ms;             /* asked for each run */
     size_t code_max;                 /* a repair longer than this holds no usable code */
     uint64_t t0, deadline;           /* uv_now() at the start, and when the request must end */
+    uint64_t last_read;              /* the clock's last reading (ms since t0) */
     long max_repairs, repairs_used;  /* max_repairs 0: no self-healing */
     bool no_repairer;                /* asked for, but nobody can repair (known at the start) */
     unsigned attempt;                /* 1-based, the current run's */
@@ -115,9 +116,14 @@ bool ptc_repair_loop_asking(const ptc_repair_loop_t *l)
     return l->ask != NULL;
 }
 
-void ptc_repair_loop_clock(const ptc_repair_loop_t *l, double *elapsed_ms, double *total_ms)
+void ptc_repair_loop_clock(ptc_repair_loop_t *l, double *elapsed_ms, double *total_ms)
 {
-    *elapsed_ms = (double)(uv_now(l->uv) - l->t0);
+    /* uv_now() stands still within a loop iteration, and an MCP progress update whose value did
+     * not increase is not sent: a run's last tick and the "attempt N failed; asking ..." that
+     * follows its end in the same millisecond would lose the second. */
+    uint64_t now = uv_now(l->uv) - l->t0;
+    l->last_read = now > l->last_read ? now : l->last_read + 1;
+    *elapsed_ms = (double)l->last_read;
     *total_ms = (double)(l->deadline - l->t0);
 }
 
@@ -143,8 +149,8 @@ static void progress(ptc_repair_loop_t *l, const char *msg)
     l->ops->progress(l->data, elapsed, total, msg);
 }
 
-void ptc_repair_loop_run_progress(const ptc_repair_loop_t *l, uint64_t elapsed_ms,
-                                  uint64_t output_bytes, uint64_t tool_calls)
+void ptc_repair_loop_run_progress(ptc_repair_loop_t *l, uint64_t elapsed_ms, uint64_t output_bytes,
+                                  uint64_t tool_calls)
 {
     if (l->ops->progress == NULL) return;
     char msg[160];

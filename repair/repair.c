@@ -434,8 +434,7 @@ bool ptc_repair_same_code(const char *a, const char *b)
     if (x != NULL && y != NULL) {
         const char *p = x, *q = y, *pe = x + strlen(x), *qe = y + strlen(y);
         line_t l, m;
-        same = true;
-        for (;;) {
+        for (;;) { /* every way out says whether the code is the same */
             bool hl = next_line(&p, pe, &l), hm = next_line(&q, qe, &m);
             if (!hl || !hm) {
                 same = hl == hm;

@@ -389,13 +389,15 @@ const char *ptc_repair_loop_code(const ptc_repair_loop_t *l);
 ptc_journal_t *ptc_repair_loop_journal(const ptc_repair_loop_t *l);
 /** True while a repair request is in flight. */
 bool ptc_repair_loop_asking(const ptc_repair_loop_t *l);
-/** Time since the request began and the whole of its deadline, in ms. */
-void ptc_repair_loop_clock(const ptc_repair_loop_t *l, double *elapsed_ms, double *total_ms);
+/** Time since the request began and the whole of its deadline, in ms. Every reading is later
+ * than the one before (by 1 ms when the loop's time has not moved), so that progress updates
+ * made from it all increase. */
+void ptc_repair_loop_clock(ptc_repair_loop_t *l, double *elapsed_ms, double *total_ms);
 /** Progress of the current run (elapsed_ms of it, its output and tool calls so far) through
  *  ops->progress: "attempt N of M: running ..." against the request's deadline with
  *  self-healing, else "running ..." against the run's timeout. */
-void ptc_repair_loop_run_progress(const ptc_repair_loop_t *l, uint64_t elapsed_ms,
-                                  uint64_t output_bytes, uint64_t tool_calls);
+void ptc_repair_loop_run_progress(ptc_repair_loop_t *l, uint64_t elapsed_ms, uint64_t output_bytes,
+                                  uint64_t tool_calls);
 /** Why the repairs stopped ("" when they did not: success, or no self-healing). */
 const char *ptc_repair_loop_stopped(const ptc_repair_loop_t *l);
 /**

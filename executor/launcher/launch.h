@@ -78,9 +78,10 @@ _Static_assert(EXEC_BRIDGE_FD == 3, "LAUNCH_BRIDGE_FD_STR must follow EXEC_BRIDG
     "    sys.meta_path.insert(0, _PtcPlotHook)\n"
 
 /* The interpreter's first code in a one-shot run (launch_child.c says what it does), also what a
-   zygote's child runs once it is in its sandbox (executor/zygote.c). Indented code that needs
+   zygote's child runs once it is in its sandbox (executor/zygote.c), up to the program's end:
+   LAUNCH_BOOTSTRAP_END or LAUNCH_BOOTSTRAP_ZYGOTE_END follows. Indented code that needs
    LAUNCH_PLOT_HOOK above. */
-#define LAUNCH_BOOTSTRAP                                                                           \
+#define LAUNCH_BOOTSTRAP_RUN                                                                       \
     "def _ptc_boot():\n"                                                                           \
     "    import os, sys, _socket\n"                                                                \
     "    del globals()['_ptc_boot']\n"                                                             \
@@ -107,9 +108,7 @@ _Static_assert(EXEC_BRIDGE_FD == 3, "LAUNCH_BRIDGE_FD_STR must follow EXEC_BRIDG
     "    d = sys.modules['__main__'].__dict__\n"                                                   \
     "    x = None\n"                                                                               \
     "    try:\n"                                                                                   \
-    "        c = compile(src, '<string>', 'exec', dont_inherit=True)\n"                            \
-    "        del src\n"                                                                            \
-    "        exec(c, d)\n"                                                                         \
+    "        exec(src, d)\n"                                                                       \
     "    except SystemExit as e:\n"                                                                \
     "        x = e\n"                                                                              \
     "    except BaseException as e:\n"                                                             \
@@ -137,10 +136,58 @@ _Static_assert(EXEC_BRIDGE_FD == 3, "LAUNCH_BRIDGE_FD_STR must follow EXEC_BRIDG
     "            if (e.st_dev, e.st_ino) == i:\n"                                                  \
     "                os.write(0, b'E %d\\n' % (n & 255))\n"                                        \
     "        except OSError:\n"                                                                    \
-    "            pass\n"                                                                           \
+    "            pass\n"
+
+/* The exec'd interpreter's end: Python's own (Py_FinalizeEx, with SystemExit's status). */
+#define LAUNCH_BOOTSTRAP_END                                                                       \
     "    if x is not None:\n"                                                                      \
     "        raise x\n"                                                                            \
     "_ptc_boot()\n"
+
+/* A zygote child's end (docs/sandbox.md, "A fork server (zygote)"): Py_FinalizeEx in a forked
+   interpreter frees every object of the zygote's heap too, which writes to nearly every page of
+   it and so copies them all (about 3 ms and 600 page faults of a 14 ms run here). After the
+   answer, what a run can still see of the finalization is done instead: its __main__ (a module
+   of its own, executor/zygote.c) leaves sys.modules and is freed as at Python's end (its
+   functions make a cycle with its globals: the collection below frees them, running their
+   __del__ methods), with the file objects the run opened held until after that collection and
+   then flushed (the collection finalizes a cycle's objects in no set order, so it could close
+   a file's descriptor before its buffer is written: python3 -c can lose that data, this end
+   does not); files held by a module the zygote had imported are flushed the same way, as the
+   clearing of that module would have closed them. Then stdout and stderr, and the process ends
+   with the program's status; the zygote's objects are frozen, so nothing here walks them. The
+   file objects are found by their C base class (_io._IOBase, which every io class and every
+   subclass of io.IOBase has), not by the io.IOBase ABC, whose isinstance costs about 1 us an
+   object (and a weak reference a type) where the C check costs a tenth of that. A
+   SystemExit whose code is not an int (Python prints it) still takes Python's own end. */
+#define LAUNCH_BOOTSTRAP_ZYGOTE_END                                                                \
+    "    import gc\n"                                                                              \
+    "    if isinstance(n, int) and -2**31 <= n < 2**31:\n"                                         \
+    "        import _io, builtins as B\n"                                                          \
+    "        x = src = None\n"                                                                     \
+    "        for a in ('last_type', 'last_value', 'last_traceback'):\n"                            \
+    "            sys.__dict__.pop(a, None)\n"                                                      \
+    "        k = (_io.FileIO, _io.BufferedWriter, _io.BufferedRandom, _io.TextIOWrapper)\n"        \
+    "        k = [o for o in gc.get_objects() if B.isinstance(o, k)]\n"                            \
+    "        sys.modules.pop('__main__', None)\n"                                                  \
+    "        d = None\n"                                                                           \
+    "        gc.collect()\n"                                                                       \
+    "        for o in gc.get_objects():\n"                                                         \
+    "            if B.isinstance(o, _io._IOBase):\n"                                               \
+    "                try:\n"                                                                       \
+    "                    if not o.closed:\n"                                                       \
+    "                        o.flush()\n"                                                          \
+    "                except B.BaseException:\n"                                                    \
+    "                    pass\n"                                                                   \
+    "        for f in (sys.stdout, sys.stderr):\n"                                                 \
+    "            try:\n"                                                                           \
+    "                f.flush()\n"                                                                  \
+    "            except B.BaseException:\n"                                                        \
+    "                pass\n"                                                                       \
+    "        os._exit(n & 255)\n"                                                                  \
+    "    gc.unfreeze()\n" LAUNCH_BOOTSTRAP_END
+
+#define LAUNCH_BOOTSTRAP LAUNCH_BOOTSTRAP_RUN LAUNCH_BOOTSTRAP_END
 
 struct launch_mount {
     const char *src;

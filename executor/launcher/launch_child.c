@@ -456,9 +456,12 @@ static void set_module_path(const struct launch_cfg *cfg, const struct launch_pl
 /* The interpreter's own first code, run before the user's code is known. It waits on fd 3
    for one byte ('B' with the bridge descriptor attached, or '-') and the code up to EOF, puts
    the bridge on fd 3 (closing the channel first), then runs the code in __main__ as `-c`
-   would: same globals, "<string>" as the file name, no inherited future flags, and an uncaught
-   exception printed through sys.excepthook without the bootstrap's own frame, exit status 1.
-   It deletes its own name first, so the code sees the __main__ that -c gives.
+   would: same globals, "<string>" as the file name, no inherited future flags (exec of the
+   text: the bootstrap has none to give; not compile(), whose first call in an interpreter makes
+   the ast module's 120 node types, 1-1.5 ms of every run here, to check whether its argument
+   is a tree), and an uncaught exception printed through sys.excepthook without the bootstrap's
+   own frame, exit status 1. It deletes its own name first, so the code sees the __main__ that
+   -c gives.
    The end of the program (docs/sandbox.md, "The answer before the interpreter's end"): what
    Py_FinalizeEx does first and the run can see - wait for non-daemon threads, the atexit
    handlers, flush stdout and stderr - then "E STATUS\n" on stdin, which is the channel too (a

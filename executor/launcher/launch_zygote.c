@@ -3,33 +3,36 @@
  *
  * The zygote is the sandbox's interpreter itself, started once by the pool and pre-imported,
  * running a small fork server (executor/zygote.c holds its Python source). For each sandbox it
- * forks (os.fork, so Python's own at-fork handlers run), and the child calls
- * ptc_zygote_launch() from this library through ctypes with the launcher's command line: the
- * very program ptc-sandbox-launch runs (the same parse, namespaces, id maps, cgroup, init, view,
- * credentials, rlimits, no_new_privs, Landlock, seccomp, in the same order). Where init's child
- * would exec the interpreter, it returns here instead, and from here to the zygote's Python,
- * which reads the run's code from its channel as the exec'd bootstrap does.
+ * calls ptc_zygote_fork() from this library through ctypes (a PyDLL: the GIL is held) with the
+ * launcher's descriptors and command line. That forks here, in C, with Python's own fork hooks
+ * around it (PyOS_BeforeFork and PyOS_AfterFork_Parent, as os.fork runs them), and the child
+ * runs the very program ptc-sandbox-launch runs (the same parse, namespaces, id maps, cgroup,
+ * init, view, credentials, rlimits, no_new_privs, Landlock, seccomp, in the same order) without
+ * running any Python: the launcher's and init's processes never touch the interpreter's objects,
+ * so they copy none of its pages. Where init's child would exec the interpreter, it comes back
+ * here instead, runs PyOS_AfterFork_Child (what os.fork's child runs) and returns to the
+ * zygote's Python, which reads the run's code from its channel as the exec'd bootstrap does.
  *
  * Built as a shared library without the sanitizers: it is loaded into an uninstrumented
  * interpreter.
  */
 #include "launch.h"
 
+#include <dlfcn.h>
+#include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
-/* Returns the launcher's exit status in the launcher's process (the zygote's child exits with
-   it; 125 at once when the zygote is already gone), and 1 in the interpreter's process, inside its
-   sandbox: fds 0-3 as the exec'd interpreter would have them and nothing else open, the signal
-   dispositions the zygote had, the sandbox's environment in environ (Python's os.environ still
-   holds the zygote's: the caller copies it over). argv is modified (the launcher parses in place).
- */
-__attribute__((visibility("default"))) int ptc_zygote_launch(int argc, char **argv, pid_t zygote);
-
-int ptc_zygote_launch(int argc, char **argv, pid_t zygote)
+/* The launcher's program in the zygote's child. Returns the launcher's exit status in the
+   launcher's process (125 at once when the zygote is already gone), and 1 in the interpreter's
+   process, inside its sandbox: fds 0-3 as the exec'd interpreter would have them and nothing
+   else open, the signal dispositions the zygote had, the sandbox's environment in environ
+   (Python's os.environ still holds the zygote's: the caller copies it over). argv is modified
+   (the launcher parses in place). */
+static int zygote_launch(int argc, char **argv, pid_t zygote)
 {
     /* the launcher sets its PDEATHSIG too, but a zygote that died since the fork would not send
        it: check once it is set (zygote: the parent's pid before the fork) */
@@ -57,4 +60,49 @@ int ptc_zygote_launch(int argc, char **argv, pid_t zygote)
         return 1;
     }
     return launch_main(argc, argv, &resume);
+}
+
+/* Forks one sandbox: fds are the launcher's 0-3 (stdin socket, stdout, stderr, status pipe),
+   argv its command line (argc strings). Returns the launcher's pid in the zygote, 0 in the
+   interpreter's process of the sandbox (see zygote_launch), -errno when the fork failed or the
+   interpreter has no fork hooks. The launcher's process ends in here with the launcher's
+   status. Called with SIGCHLD blocked (the zygote's reaper waits for the pidfd). */
+__attribute__((visibility("default"))) int ptc_zygote_fork(const int *fds, int argc, char **argv);
+
+typedef void (*py_fork_hook_t)(void);
+
+int ptc_zygote_fork(const int *fds, int argc, char **argv)
+{
+    /* the interpreter that loaded us exports them (extension modules link against them) */
+    py_fork_hook_t before = (py_fork_hook_t)dlsym(RTLD_DEFAULT, "PyOS_BeforeFork");
+    py_fork_hook_t parent = (py_fork_hook_t)dlsym(RTLD_DEFAULT, "PyOS_AfterFork_Parent");
+    py_fork_hook_t child = (py_fork_hook_t)dlsym(RTLD_DEFAULT, "PyOS_AfterFork_Child");
+    int ret;
+    if (!before || !parent || !child) {
+        ret = -ENOSYS;
+    } else {
+        pid_t zygote = getpid();
+        before();
+        pid_t pid = fork();
+        if (pid != 0) {
+            int e = errno;
+            parent();
+            ret = pid < 0 ? -e : (int)pid;
+        } else {
+            sigset_t chld;
+            sigemptyset(&chld);
+            sigaddset(&chld, SIGCHLD);
+            sigprocmask(SIG_UNBLOCK, &chld, NULL);
+            /* the zygote's descriptors are all past 3 but 0-3 themselves (its control socket,
+               stdout, stderr): dup2 in order cannot overwrite one still to be moved */
+            for (int i = 0; i < 4; i++)
+                if (fds[i] != i && dup2(fds[i], i) < 0) _exit(125);
+            int r = zygote_launch(argc, argv, zygote);
+            if (r != 1) _exit(r);
+            /* the interpreter's process: Python's own state after a fork, as os.fork's child */
+            child();
+            ret = 0;
+        }
+    }
+    return ret;
 }

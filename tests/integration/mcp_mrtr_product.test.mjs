@@ -44,8 +44,17 @@ async function connect(transport, { era = 'modern', args = [], env, handlers = {
   }
   const stderr = await connectSdk2(client, transport, { args, env, url });
   assert.equal(client.getProtocolEra(), era);
+  // Every message the server sent, in the order the transport delivered them: the SDK runs a
+  // notification's handler in a microtask but an answer's at once, so a progress update read
+  // together with its call's answer finds its handler gone and never reaches onprogress.
+  const wire = [];
+  const deliver = client.transport.onmessage;
+  client.transport.onmessage = (message, extra) => {
+    wire.push(message);
+    deliver(message, extra);
+  };
   await client.listTools(); // the SDK validates structuredContent against the outputSchema
-  return { client, asked, stderr, close: () => client.close() };
+  return { client, era, asked, wire, stderr, close: () => client.close() };
 }
 
 const reply = (text) => ({ model: 'test-model', role: 'assistant', content: { type: 'text', text } });
@@ -71,11 +80,20 @@ async function assertRepaired(c) {
   assert.equal(c.asked[0].includeContext, 'none');
   assert.equal(programOf(c.asked[0]), broken);
   assert.match(c.asked[0].messages[0].content.text, /NameError: name 'totl' is not defined/);
-  // The attempt texts of a legacy client's progress (updates closer than the server's interval
-  // are merged, and the SDK's stdio client drops a first leg's update that shares a read with
-  // its answer: the raw test below reads the first round's on the wire).
+  // Before the model is asked (a 2026 client: the first leg's answer is the input request; a
+  // legacy one: a sampling request) the server said that attempt 1 failed. It is read on the
+  // wire: the SDK runs a progress handler in a microtask but an answer's at once, so an update
+  // read together with the answer it precedes is dropped (and the SDK sends a 2026 call's next
+  // round without a progress token). A legacy call's handler lives until its answer, which
+  // comes after the sampling: there onprogress must show it too.
+  const failed = /^attempt 1 of 3 failed \(NameError.*asking the client's model for a fix/;
+  const asking = c.wire.findIndex((m) => m.result?.resultType === 'input_required' || m.method === 'sampling/createMessage');
+  assert.ok(asking > 0, JSON.stringify(c.wire));
+  const said = c.wire.slice(0, asking).filter((m) => m.method === 'notifications/progress').map((m) => m.params.message);
+  assert.ok(said.some((m) => failed.test(m)), JSON.stringify(c.wire.slice(0, asking + 1)));
   const texts = progress.map((p) => p.message ?? '');
-  assert.ok(texts.some((m) => /^attempt [12] of 3/.test(m)), JSON.stringify(texts));
+  if (c.era === 'legacy') assert.ok(texts.some((m) => failed.test(m)), JSON.stringify(texts));
+  else assert.ok(texts.includes("Fulfilling input required by 'tools/call' (round 1)"), JSON.stringify(texts));
 }
 
 test('stdio, 2026: a failed run is repaired through MRTR sampling and the result shows both attempts', async () => {

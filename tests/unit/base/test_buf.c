@@ -50,6 +50,30 @@ static void test_an_append_past_the_cap_is_refused_and_sticks(void **state)
     ptc_buf_free(&b);
 }
 
+/* What a reader does with the bytes it handled: the rest moves to the front, the NUL follows
+ * it, and the room freed takes appends again up to the cap. */
+static void test_consume_drops_the_first_bytes(void **state)
+{
+    (void)state;
+    ptc_buf_t b;
+    ptc_buf_init(&b, 6);
+    ptc_buf_consume(&b, 3); /* nothing held: nothing to do */
+    assert_int_equal(ptc_buf_len(&b), 0);
+    assert_int_equal(ptc_buf_str(&b, "abcdef"), 0);
+    ptc_buf_consume(&b, 0);
+    assert_string_equal(ptc_buf_cstr(&b), "abcdef");
+    ptc_buf_consume(&b, 4);
+    assert_string_equal(ptc_buf_cstr(&b), "ef");
+    assert_int_equal(ptc_buf_len(&b), 2);
+    assert_int_equal(ptc_buf_str(&b, "ghij"), 0);
+    assert_string_equal(ptc_buf_cstr(&b), "efghij");
+    assert_int_equal(ptc_buf_str(&b, "k"), PTC_ETOOBIG);
+    ptc_buf_consume(&b, 100); /* more than held: empty, the failure kept */
+    assert_string_equal(ptc_buf_cstr(&b), "");
+    assert_int_equal(ptc_buf_error(&b), PTC_ETOOBIG);
+    ptc_buf_free(&b);
+}
+
 static void test_printf_formats_any_length_within_the_cap(void **state)
 {
     (void)state;
@@ -230,6 +254,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_appends_grow_and_keep_a_nul),
         cmocka_unit_test(test_an_append_past_the_cap_is_refused_and_sticks),
+        cmocka_unit_test(test_consume_drops_the_first_bytes),
         cmocka_unit_test(test_printf_formats_any_length_within_the_cap),
         cmocka_unit_test(test_take_hands_the_bytes_over),
         cmocka_unit_test(test_allocation_failure_is_an_error_that_sticks),

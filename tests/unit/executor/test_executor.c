@@ -141,28 +141,100 @@ static void start(exec_pool_t *pool, const char *code, uint64_t timeout, capture
     assert_int_equal(exec_run_start(pool, code, timeout, &cb, run), 0);
 }
 
-/* one run on a fresh default pool */
-static void run1(const char *code, uint64_t timeout, capture_t *c)
-{
+/* ---- the fixture: a loop and a pool per test, made from the base options and what the test
+   changes in them (data only, given as the test's prestate; NULL: the base options) ---- */
+
+typedef struct {
+    unsigned max_concurrent, max_queue, cpu_millis, progress_ms; /* 0: the base's */
+    size_t stdout_keep, stderr_keep;                             /* 0: the base's */
+    unsigned warm_sandboxes, warm_idle_ms;                       /* 0: the base's */
+    bool cold;                                                   /* keep_warm off */
+    bool unsafe_no_sandbox, zygote;                              /* false: the base's */
+    const char *test_disable_layer;                              /* NULL: none */
+    const char *python;                                          /* NULL: PYTHON */
+    const char *const *mounts;
+    size_t n_mounts;
+    const char *const *pass_env;
+    size_t n_pass_env;
+} pool_opts_t;
+
+typedef struct {
     uv_loop_t loop;
-    uv_loop_init(&loop);
+    exec_pool_t *pool; /* NULL once a test freed it itself */
+} fixture_t;
+
+#define SET_IF(field)                                                                              \
+    do {                                                                                           \
+        if (want->field) o.field = want->field;                                                    \
+    } while (0)
+
+/* A loop and a pool made from the base options and want (NULL: the base options alone). */
+static fixture_t *fixture_open(const pool_opts_t *want)
+{
+    static const pool_opts_t base = {0};
+    if (want == NULL) want = &base;
+    fixture_t *fx = calloc(1, sizeof *fx);
+    assert_non_null(fx);
+    assert_int_equal(uv_loop_init(&fx->loop), 0);
     exec_options_t o;
     base_opts(&o);
-    exec_pool_t *pool = new_pool(&loop, &o);
-    start(pool, code, timeout, c, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    SET_IF(max_concurrent);
+    SET_IF(max_queue);
+    SET_IF(cpu_millis);
+    SET_IF(progress_ms);
+    SET_IF(stdout_keep);
+    SET_IF(stderr_keep);
+    SET_IF(warm_sandboxes);
+    SET_IF(warm_idle_ms);
+    SET_IF(unsafe_no_sandbox);
+    SET_IF(zygote);
+    SET_IF(test_disable_layer);
+    SET_IF(python);
+    SET_IF(mounts);
+    SET_IF(n_mounts);
+    SET_IF(pass_env);
+    SET_IF(n_pass_env);
+    if (want->cold) o.keep_warm = false;
+    fx->pool = new_pool(&fx->loop, &o);
+    return fx;
+}
+
+/* Frees the pool, lets its handles close and checks that nothing was left on the loop. */
+static void fixture_close(fixture_t *fx)
+{
+    if (fx->pool != NULL) exec_pool_free(fx->pool);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&fx->loop), 0);
+    free(fx);
+}
+
+/* cmocka's per-test fixture: the prestate is the test's pool_opts_t (or NULL). */
+static int pool_setup(void **state)
+{
+    *state = fixture_open(*state);
+    return 0;
+}
+
+static int pool_teardown(void **state)
+{
+    fixture_close(*state);
+    return 0;
+}
+
+/* one run on the test's pool (the base options) */
+static void run1(fixture_t *fx, const char *code, uint64_t timeout, capture_t *c)
+{
+    start(fx->pool, code, timeout, c, NULL);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_true(c->done);
     assert_int_equal(c->calls, 1);
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    assert_int_equal(uv_loop_close(&loop), 0);
 }
 
 static void test_hello_world_runs_in_the_sandbox(void **state)
 {
-    (void)state;
+    fixture_t *fx = *state;
     capture_t c = {0};
-    run1("print('hello world')", T_TIMEOUT_MS, &c);
+    run1(fx, "print('hello world')", T_TIMEOUT_MS, &c);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     assert_int_equal(c.exit_code, 0);
     assert_int_equal(c.sig, 0);
@@ -176,9 +248,10 @@ static void test_hello_world_runs_in_the_sandbox(void **state)
 
 static void test_identity_inside_is_unprivileged(void **state)
 {
-    (void)state;
+    fixture_t *fx = *state;
     capture_t c = {0};
-    run1("import os\n"
+    run1(fx,
+         "import os\n"
          "st = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines() "
          "if ':\\t' in l)\n"
          "print(os.getuid(), os.getgid(), os.getpid(), os.getcwd(), st['CapEff'], st['CapBnd'], "
@@ -191,9 +264,9 @@ static void test_identity_inside_is_unprivileged(void **state)
 
 static void test_exception_is_error_with_traceback(void **state)
 {
-    (void)state;
+    fixture_t *fx = *state;
     capture_t c = {0};
-    run1("print('before')\n1/0\n", T_TIMEOUT_MS, &c);
+    run1(fx, "print('before')\n1/0\n", T_TIMEOUT_MS, &c);
     assert_int_equal(c.status, EXEC_STATUS_ERROR);
     assert_int_equal(c.exit_code, 1);
     assert_string_equal((char *)c.out, "before\n");
@@ -204,9 +277,9 @@ static void test_exception_is_error_with_traceback(void **state)
 
 static void test_exit_code_is_reported(void **state)
 {
-    (void)state;
+    fixture_t *fx = *state;
     capture_t c = {0};
-    run1("import sys; sys.exit(7)", T_TIMEOUT_MS, &c);
+    run1(fx, "import sys; sys.exit(7)", T_TIMEOUT_MS, &c);
     assert_int_equal(c.status, EXEC_STATUS_ERROR);
     assert_int_equal(c.exit_code, 7);
     assert_int_equal(c.sig, 0);
@@ -215,9 +288,9 @@ static void test_exit_code_is_reported(void **state)
 
 static void test_signal_death_is_killed_with_its_name(void **state)
 {
-    (void)state;
+    fixture_t *fx = *state;
     capture_t c = {0};
-    run1("import os; os.abort()", T_TIMEOUT_MS, &c);
+    run1(fx, "import os; os.abort()", T_TIMEOUT_MS, &c);
     assert_int_equal(c.status, EXEC_STATUS_KILLED);
     assert_int_equal(c.exit_code, -1);
     assert_string_equal(c.signame, "SIGABRT");
@@ -226,9 +299,9 @@ static void test_signal_death_is_killed_with_its_name(void **state)
 
 static void test_stdin_is_empty(void **state)
 {
-    (void)state;
+    fixture_t *fx = *state;
     capture_t c = {0};
-    run1("import sys; print(repr(sys.stdin.read()))", T_TIMEOUT_MS, &c);
+    run1(fx, "import sys; print(repr(sys.stdin.read()))", T_TIMEOUT_MS, &c);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     assert_string_equal((char *)c.out, "''\n");
     capture_free(&c);
@@ -236,9 +309,10 @@ static void test_stdin_is_empty(void **state)
 
 static void test_unicode_and_invalid_utf8_pass_through(void **state)
 {
-    (void)state;
+    fixture_t *fx = *state;
     capture_t c = {0};
-    run1("import sys\n"
+    run1(fx,
+         "import sys\n"
          "print('h\\u00e9llo \\u2713 \\U0001F600')\n"
          "sys.stdout.flush()\n"
          "sys.stdout.buffer.write(b'\\xff\\xfe\\x00end')\n"
@@ -255,20 +329,14 @@ static void test_unicode_and_invalid_utf8_pass_through(void **state)
 
 static void test_output_beyond_the_cap_is_counted_not_kept(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.stdout_keep = 1000;
-    o.stderr_keep = 10;
-    exec_pool_t *pool = new_pool(&loop, &o);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     capture_t c = {0};
     start(pool,
           "import sys\nsys.stdout.write('a' * 300000)\nsys.stderr.write('e' * 50)\n"
           "sys.stdout.write('z')\n",
           T_TIMEOUT_MS, &c, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     assert_int_equal(c.out_len, 1000);
     assert_int_equal(c.out_total, 300001);
@@ -277,17 +345,14 @@ static void test_output_beyond_the_cap_is_counted_not_kept(void **state)
     assert_int_equal(c.err_len, 10);
     assert_int_equal(c.err_total, 50);
     assert_true(c.err_trunc);
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
     capture_free(&c);
 }
 
 static void test_timeout_kills_a_spinning_run(void **state)
 {
-    (void)state;
+    fixture_t *fx = *state;
     capture_t c = {0};
-    run1("print('spinning', flush=True)\nwhile True: pass", 700, &c);
+    run1(fx, "print('spinning', flush=True)\nwhile True: pass", 700, &c);
     assert_int_equal(c.status, EXEC_STATUS_TIMEOUT);
     assert_string_equal(c.signame, "SIGKILL");
     assert_string_equal((char *)c.out, "spinning\n"); /* output before the kill survives */
@@ -303,12 +368,8 @@ static void test_timeout_returns_the_files_written_before(void **state)
     (void)state;
     const char *layers[] = {NULL, "pid-ns", "user-ns"};
     for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
-        uv_loop_t loop;
-        uv_loop_init(&loop);
-        exec_options_t o;
-        base_opts(&o);
-        o.test_disable_layer = layers[i];
-        exec_pool_t *pool = new_pool(&loop, &o);
+        fixture_t *fx = fixture_open(&(pool_opts_t){.test_disable_layer = layers[i]});
+        exec_pool_t *pool = fx->pool;
         capture_t c = {0};
         start(pool,
               "import os, time\n"
@@ -316,7 +377,7 @@ static void test_timeout_returns_the_files_written_before(void **state)
               "if os.fork() == 0:\n    time.sleep(60)\n"
               "print('waiting', flush=True)\nwhile True: time.sleep(0.05)\n",
               1000, &c, NULL);
-        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_run(&fx->loop, UV_RUN_DEFAULT);
         assert_int_equal(c.status, EXEC_STATUS_TIMEOUT);
         assert_string_equal((char *)c.out, "waiting\n");
         assert_int_equal(c.n_files, 1);
@@ -324,9 +385,7 @@ static void test_timeout_returns_the_files_written_before(void **state)
         assert_string_equal(c.data0, "before");
         /* the files' grace (1 s), not the kill's: the sleeping child did not hold the end up */
         assert_true(c.duration_ms < 1000 + EXEC_TIMEOUT_FILES_MS + 500);
-        exec_pool_free(pool);
-        uv_run(&loop, UV_RUN_DEFAULT);
-        uv_loop_close(&loop);
+        fixture_close(fx);
         capture_free(&c);
     }
 }
@@ -335,13 +394,8 @@ static void test_timeout_returns_the_files_written_before(void **state)
    more of a core than that (the bound holds on a loaded machine too: load only lowers it) */
 static void test_cpu_share_is_the_cgroup_quota(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.cpu_millis = 100;
-    exec_pool_t *pool = new_pool(&loop, &o);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     const exec_probe_t *p = exec_pool_probe(pool);
     bool cpu_cg = p->state[EXEC_LAYER_CGROUP_CPU] == EXEC_LAYER_ACTIVE;
     if (cpu_cg) assert_non_null(strstr(p->reason[EXEC_LAYER_CGROUP_CPU], "0.100 CPU"));
@@ -351,37 +405,26 @@ static void test_cpu_share_is_the_cgroup_quota(void **state)
           "while time.monotonic() - t < 1.5: pass\n"
           "print(int(1000 * (time.process_time() - c) / (time.monotonic() - t)))\n",
           T_TIMEOUT_MS, &c, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     if (cpu_cg) assert_true(strtol((char *)c.out, NULL, 10) <= 180); /* thousandths of a core */
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
     capture_free(&c);
 }
 
 static void test_queue_time_does_not_count_against_timeout(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.max_concurrent = 1;
-    exec_pool_t *pool = new_pool(&loop, &o);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     capture_t a = {0}, b = {0};
     start(pool, "import time; time.sleep(2.5)", T_TIMEOUT_MS, &a, NULL);
     /* b waits ~2.5 s in the queue; it would time out if the queue counted */
     start(pool, "print('b ran')", 2000, &b, NULL);
     assert_int_equal(exec_pool_running(pool), 1);
     assert_int_equal(exec_pool_queued(pool), 1);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_int_equal(a.status, EXEC_STATUS_OK);
     assert_int_equal(b.status, EXEC_STATUS_OK);
     assert_string_equal((char *)b.out, "b ran\n");
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
     capture_free(&a);
     capture_free(&b);
 }
@@ -389,12 +432,8 @@ static void test_queue_time_does_not_count_against_timeout(void **state)
 #define N_CONC 20
 static void test_twenty_concurrent_runs_all_correct(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    exec_pool_t *pool = new_pool(&loop, &o);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     capture_t c[N_CONC];
     memset(c, 0, sizeof c);
     for (int i = 0; i < N_CONC; i++) {
@@ -405,7 +444,7 @@ static void test_twenty_concurrent_runs_all_correct(void **state)
                  i, i);
         start(pool, code, T_TIMEOUT_MS, &c[i], NULL);
     }
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     for (int i = 0; i < N_CONC; i++) {
         char want[64];
         snprintf(want, sizeof want, "%d %d ['me', 'outputs']\n", i * 3, i);
@@ -413,45 +452,29 @@ static void test_twenty_concurrent_runs_all_correct(void **state)
         assert_string_equal((char *)c[i].out, want);
         capture_free(&c[i]);
     }
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
 }
 
 static void test_concurrent_runs_do_not_share_tmp(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    exec_pool_t *pool = new_pool(&loop, &o);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     capture_t a = {0}, b = {0};
     start(pool, "import time; open('/tmp/secret-a', 'w').write('x'); time.sleep(2)", T_TIMEOUT_MS,
           &a, NULL);
     start(pool, "import os, time; time.sleep(0.8); print(os.listdir('/tmp'))", T_TIMEOUT_MS, &b,
           NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_int_equal(a.status, EXEC_STATUS_OK);
     assert_int_equal(b.status, EXEC_STATUS_OK);
     assert_string_equal((char *)b.out, "['outputs']\n");
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
     capture_free(&a);
     capture_free(&b);
 }
 
 static void test_full_queue_is_an_error(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.max_concurrent = 1;
-    o.max_queue = 1;
-    exec_pool_t *pool = new_pool(&loop, &o);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     capture_t a = {0}, b = {0};
     start(pool, "import time; time.sleep(0.5)", T_TIMEOUT_MS, &a, NULL);
     start(pool, "print(2)", T_TIMEOUT_MS, &b, NULL);
@@ -460,12 +483,9 @@ static void test_full_queue_is_an_error(void **state)
     assert_int_equal(exec_run_start(pool, "print(3)", T_TIMEOUT_MS, &cb, &third), EXEC_EQUEUEFULL);
     assert_null(third);
     assert_non_null(strstr(exec_error_hint(EXEC_EQUEUEFULL), "--max-queue"));
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_int_equal(a.status, EXEC_STATUS_OK);
     assert_string_equal((char *)b.out, "2\n");
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
     capture_free(&a);
     capture_free(&b);
 }
@@ -484,13 +504,8 @@ static void cancel_cb(uv_timer_t *t)
 
 static void test_cancel_kills_a_running_run_without_callback(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.max_concurrent = 1;
-    exec_pool_t *pool = new_pool(&loop, &o);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     capture_t a = {0}, b = {0}, q = {0};
     cancel_ctx_t x;
     start(pool, "import time\nwhile True: time.sleep(1)", T_TIMEOUT_MS, &a, &x.run);
@@ -498,65 +513,49 @@ static void test_cancel_kills_a_running_run_without_callback(void **state)
     start(pool, "print('queued')", T_TIMEOUT_MS, &q, &queued);
     exec_run_cancel(queued); /* still in the queue: dropped at once */
     assert_int_equal(exec_pool_queued(pool), 0);
-    uv_timer_init(&loop, &x.timer);
+    uv_timer_init(&fx->loop, &x.timer);
     x.timer.data = &x;
     uv_timer_start(&x.timer, cancel_cb, 500, 0);
     uint64_t t0 = uv_hrtime();
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     /* the loop ended long before the 20 s timeout: the tree is gone, nothing called back */
     assert_true((uv_hrtime() - t0) / 1000000u < T_TIMEOUT_MS);
     assert_false(a.done);
     assert_false(q.done);
     assert_int_equal(exec_pool_running(pool), 0);
     start(pool, "print('after')", T_TIMEOUT_MS, &b, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_string_equal((char *)b.out, "after\n");
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
     capture_free(&b);
 }
 
 static void test_progress_reports_time_and_bytes(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.progress_ms = 100;
-    exec_pool_t *pool = new_pool(&loop, &o);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     capture_t c = {0};
     start(pool, "import time\nprint('x' * 99)\ntime.sleep(1.2)", T_TIMEOUT_MS, &c, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     assert_true(c.progress_calls >= 2);
     assert_true(c.last_elapsed >= 100);
     assert_int_equal(c.last_bytes, 100);
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
     capture_free(&c);
 }
 
 static void test_pool_free_with_live_runs_calls_nothing(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.max_concurrent = 1;
-    exec_pool_t *pool = new_pool(&loop, &o);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     capture_t a = {0}, b = {0};
     start(pool, "while True: pass", T_TIMEOUT_MS, &a, NULL);
     start(pool, "print(1)", T_TIMEOUT_MS, &b, NULL);
-    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_run(&fx->loop, UV_RUN_NOWAIT);
     exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    fx->pool = NULL; /* the teardown checks that the loop has nothing left */
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_false(a.done);
     assert_false(b.done);
-    assert_int_equal(uv_loop_close(&loop), 0);
 }
 
 static void test_probe_finds_the_mandatory_layers(void **state)
@@ -619,25 +618,17 @@ static void test_missing_launcher_refuses_runs(void **state)
 
 static void test_unsafe_mode_runs_without_a_sandbox(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.unsafe_no_sandbox = true;
-    exec_pool_t *pool = new_pool(&loop, &o);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     capture_t c = {0};
     char code[128];
     snprintf(code, sizeof code, "import os; print(os.getuid() == %d, os.getpid() != 2)",
              (int)getuid());
     start(pool, code, T_TIMEOUT_MS, &c, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     assert_int_equal(c.sandbox, EXEC_SANDBOX_NONE);
     assert_string_equal((char *)c.out, "True True\n");
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
     capture_free(&c);
 }
 
@@ -647,18 +638,11 @@ static void run_with_mount(const char *dir, const char *mode, const char *code, 
     char spec[256];
     snprintf(spec, sizeof spec, "%s:/data%s", dir, mode);
     const char *mounts[] = {spec};
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.mounts = mounts;
-    o.n_mounts = 1;
-    exec_pool_t *pool = new_pool(&loop, &o);
+    fixture_t *fx = fixture_open(&(pool_opts_t){.mounts = mounts, .n_mounts = 1});
+    exec_pool_t *pool = fx->pool;
     start(pool, code, T_TIMEOUT_MS, c, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
+    fixture_close(fx);
 }
 
 static void test_mounts_are_read_only_unless_rw(void **state)
@@ -731,28 +715,21 @@ static void test_only_passed_variables_reach_the_run(void **state)
     setenv("PTC_TEST_PASSED", "yes", 1);
     setenv("PTC_TEST_SECRET", "hidden", 1);
     const char *names[] = {"PTC_TEST_PASSED", "PTC_TEST_UNSET_VAR"};
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.pass_env = names;
-    o.n_pass_env = 2;
-    exec_pool_t *pool = new_pool(&loop, &o);
+    fixture_t *fx = fixture_open(&(pool_opts_t){.pass_env = names, .n_pass_env = 2});
+    exec_pool_t *pool = fx->pool;
     capture_t c = {0};
     start(pool,
           "import os\nprint(sorted(k for k in os.environ if k not in ('LC_CTYPE',)))\n"
           "print(os.environ['PTC_TEST_PASSED'], os.environ['HOME'], os.environ['LANG'])",
           T_TIMEOUT_MS, &c, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     assert_string_equal((char *)c.out,
                         "['HOME', 'LANG', 'LC_ALL', 'LOGNAME', 'MPLBACKEND', 'PATH', "
                         "'PTC_OUTPUT_DIR', 'PTC_TEST_PASSED', 'PYTHONDONTWRITEBYTECODE', "
                         "'PYTHONUNBUFFERED', 'TMPDIR', 'USER']\n"
                         "yes /tmp C.UTF-8\n");
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    fixture_close(fx);
     capture_free(&c);
 }
 
@@ -869,28 +846,23 @@ static void free_pool_cb(exec_run_t *run, const exec_result_t *r, void *user)
 
 static void test_pool_free_inside_on_done(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.max_concurrent = 1;
-    exec_pool_t *pool = new_pool(&loop, &o);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     capture_t a = {0}, b = {0};
     void *ctx[2] = {&a, pool};
     exec_callbacks_t cb = {.on_done = free_pool_cb, .user = ctx};
     assert_int_equal(exec_run_start(pool, "print('a')", T_TIMEOUT_MS, &cb, NULL), 0);
     start(pool, "print('b')", T_TIMEOUT_MS, &b, NULL); /* queued, dropped by the free */
-    uv_run(&loop, UV_RUN_DEFAULT);
+    fx->pool = NULL; /* free_pool_cb frees it; the teardown checks the loop is left empty */
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_string_equal((char *)a.out, "a\n");
     assert_false(b.done);
-    assert_int_equal(uv_loop_close(&loop), 0);
     capture_free(&a);
 }
 
 static void test_largest_code_runs(void **state)
 {
-    (void)state;
+    fixture_t *fx = *state;
     char *code = malloc(EXEC_MAX_CODE_BYTES + 1);
     assert_non_null(code);
     const char *tail = "\nprint('big ok')";
@@ -900,7 +872,7 @@ static void test_largest_code_runs(void **state)
     memcpy(code + fill, tail, strlen(tail) + 1);
     assert_int_equal(strlen(code), EXEC_MAX_CODE_BYTES);
     capture_t c = {0};
-    run1(code, T_TIMEOUT_MS, &c);
+    run1(fx, code, T_TIMEOUT_MS, &c);
     free(code);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     assert_string_equal((char *)c.out, "big ok\n");
@@ -911,28 +883,22 @@ static void test_cold_and_warm_starts_give_the_same_result(void **state)
 {
     (void)state;
     for (int warm = 0; warm < 2; warm++) {
-        uv_loop_t loop;
-        uv_loop_init(&loop);
-        exec_options_t o;
-        base_opts(&o);
-        o.keep_warm = warm;
-        exec_pool_t *pool = new_pool(&loop, &o);
+        fixture_t *fx = fixture_open(&(pool_opts_t){.cold = !warm});
+        exec_pool_t *pool = fx->pool;
         /* sequential runs: with keep_warm each one takes the sandbox the previous end made */
         for (int i = 0; i < 3; i++) {
             capture_t c = {0};
             char code[64];
             snprintf(code, sizeof code, "import os; print(%d, os.getpid(), os.listdir('/tmp'))", i);
             start(pool, code, T_TIMEOUT_MS, &c, NULL);
-            uv_run(&loop, UV_RUN_DEFAULT);
+            uv_run(&fx->loop, UV_RUN_DEFAULT);
             char want[64];
             snprintf(want, sizeof want, "%d 2 ['outputs']\n", i);
             assert_int_equal(c.status, EXEC_STATUS_OK);
             assert_string_equal((char *)c.out, want);
             capture_free(&c);
         }
-        exec_pool_free(pool);
-        uv_run(&loop, UV_RUN_DEFAULT);
-        assert_int_equal(uv_loop_close(&loop), 0);
+        fixture_close(fx);
     }
 }
 
@@ -958,12 +924,8 @@ static void test_python_prefix_outside_usr_is_bound_read_only(void **state)
         assert_int_equal(write(outfd, buf, (size_t)n), n);
     close(in);
     close(outfd);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.python = py;
-    exec_pool_t *pool = new_pool(&loop, &o);
+    fixture_t *fx = fixture_open(&(pool_opts_t){.python = py});
+    exec_pool_t *pool = fx->pool;
     capture_t c = {0};
     char code[256];
     snprintf(code, sizeof code,
@@ -972,14 +934,12 @@ static void test_python_prefix_outside_usr_is_bound_read_only(void **state)
              "    print(errno.errorcode[e.errno])\n",
              dir);
     start(pool, code, T_TIMEOUT_MS, &c, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     char want[160];
     snprintf(want, sizeof want, "%s\nEROFS\n", py);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     assert_string_equal((char *)c.out, want);
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    fixture_close(fx);
     capture_free(&c);
     unlink(py);
     rmdir(bin);
@@ -1031,19 +991,14 @@ static int wait_gone_with(const char *token, int timeout_ms)
 /* root: namespaces without a user namespace; an ordinary user: the Landlock-only mode */
 static void test_without_user_namespace_still_confines(void **state)
 {
-    (void)state;
+    fixture_t *fx = *state;
     char secret[] = "/tmp/ptc-secret-XXXXXX";
     int fd = mkstemp(secret);
     assert_true(fd >= 0);
     assert_int_equal(write(fd, "s", 1), 1);
     close(fd);
     chmod(secret, 0644);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.test_disable_layer = "user-ns";
-    exec_pool_t *pool = new_pool(&loop, &o);
+    exec_pool_t *pool = fx->pool;
     capture_t c = {0};
     char token[64], code[1024];
     snprintf(token, sizeof token, "ptc-nouserns-%d", (int)getpid());
@@ -1061,15 +1016,12 @@ static void test_without_user_namespace_still_confines(void **state)
              "os.wait()\n",
              token, secret);
     start(pool, code, T_TIMEOUT_MS, &c, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     assert_string_equal((char *)c.out, "True True\nx\nsecret True\n");
     assert_int_equal(c.sandbox, EXEC_SANDBOX_DEGRADED);
     /* the setsid grandchild did not survive the run */
     assert_int_equal(wait_gone_with(token, 3000), 0);
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
     capture_free(&c);
     unlink(secret);
 }
@@ -1083,21 +1035,15 @@ static void test_cancel_while_the_code_is_in_flight(void **state)
     memset(code, '#', EXEC_MAX_CODE_BYTES);
     code[EXEC_MAX_CODE_BYTES] = 0;
     for (int warm = 0; warm < 2; warm++) {
-        uv_loop_t loop;
-        uv_loop_init(&loop);
-        exec_options_t o;
-        base_opts(&o);
-        o.keep_warm = warm;
-        exec_pool_t *pool = new_pool(&loop, &o);
+        fixture_t *fx = fixture_open(&(pool_opts_t){.cold = !warm});
+        exec_pool_t *pool = fx->pool;
         capture_t c = {0};
         exec_run_t *run = NULL;
         start(pool, code, T_TIMEOUT_MS, &c, &run);
         exec_run_cancel(run);
-        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_run(&fx->loop, UV_RUN_DEFAULT);
         assert_false(c.done);
-        exec_pool_free(pool);
-        uv_run(&loop, UV_RUN_DEFAULT);
-        assert_int_equal(uv_loop_close(&loop), 0);
+        fixture_close(fx);
     }
     free(code);
 }
@@ -1120,16 +1066,6 @@ static void idle(uv_loop_t *loop, uint64_t ms)
     uv_run(loop, UV_RUN_DEFAULT);
 }
 
-static exec_pool_t *warm_pool(uv_loop_t *loop)
-{
-    exec_options_t o;
-    base_opts(&o);
-    o.max_concurrent = 1;
-    o.keep_warm = true;
-    o.warm_sandboxes = 2;
-    return new_pool(loop, &o);
-}
-
 static void warm_run(uv_loop_t *loop, exec_pool_t *pool, const char *code, uint64_t timeout,
                      capture_t *c)
 {
@@ -1140,21 +1076,12 @@ static void warm_run(uv_loop_t *loop, exec_pool_t *pool, const char *code, uint6
     assert_true(c->warm);
 }
 
-static void pool_end(uv_loop_t *loop, exec_pool_t *pool)
-{
-    exec_pool_free(pool);
-    uv_run(loop, UV_RUN_DEFAULT);
-    assert_int_equal(uv_loop_close(loop), 0);
-}
-
 static void test_warm_runs_share_no_state(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_pool_t *pool = warm_pool(&loop);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     capture_t c = {0};
-    warm_run(&loop, pool,
+    warm_run(&fx->loop, pool,
              "import builtins, json, os, sys\n"
              "open('/tmp/leak', 'w').write('x')\n"
              "leak_var = 1\n"
@@ -1170,7 +1097,7 @@ static void test_warm_runs_share_no_state(void **state)
     capture_free(&c);
     /* the next runs take sandboxes made ahead (before and after the first run): none of it */
     for (int i = 0; i < 3; i++) {
-        warm_run(&loop, pool,
+        warm_run(&fx->loop, pool,
                  "import builtins, json, os, sys\n"
                  "print(os.path.exists('/tmp/leak'), 'leak_var' in globals(), hasattr(json, "
                  "'leak'), hasattr(builtins, 'leak'), 'PTC_LEAK' in os.environ, 'leakmod' in "
@@ -1181,18 +1108,15 @@ static void test_warm_runs_share_no_state(void **state)
                             "False False False False False False False ['outputs'] 2\n");
         capture_free(&c);
     }
-    pool_end(&loop, pool);
 }
 
 /* a run looks like `python3 -c CODE`: globals, argv, tracebacks without the bootstrap */
 static void test_warm_run_looks_like_python_c(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_pool_t *pool = warm_pool(&loop);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     capture_t c = {0};
-    warm_run(&loop, pool,
+    warm_run(&fx->loop, pool,
              "from __future__ import annotations\n"
              "import sys\n"
              "print(sys.argv, sorted(globals()), __name__)\n"
@@ -1210,47 +1134,41 @@ static void test_warm_run_looks_like_python_c(void **state)
                                        "  File \"<string>\", line 5, in f\n"
                                        "ValueError: v\n");
     capture_free(&c);
-    warm_run(&loop, pool, "x = (\n", T_TIMEOUT_MS, &c);
+    warm_run(&fx->loop, pool, "x = (\n", T_TIMEOUT_MS, &c);
     assert_int_equal(c.status, EXEC_STATUS_ERROR);
     assert_non_null(strstr((char *)c.err, "SyntaxError"));
     assert_null(strstr((char *)c.err, "Traceback"));
     capture_free(&c);
-    pool_end(&loop, pool);
 }
 
 /* the sandbox waited 1.5 s before the code came; the 1 s timeout still counts from the code */
 static void test_warm_run_timeout_counts_from_the_code(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_pool_t *pool = warm_pool(&loop);
-    idle(&loop, 1500);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
+    idle(&fx->loop, 1500);
     capture_t c = {0};
-    warm_run(&loop, pool, "import time; time.sleep(0.3); print('ok')", 1000, &c);
+    warm_run(&fx->loop, pool, "import time; time.sleep(0.3); print('ok')", 1000, &c);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     assert_string_equal((char *)c.out, "ok\n");
     capture_free(&c);
-    warm_run(&loop, pool, "print('spinning', flush=True)\nwhile True: pass", 700, &c);
+    warm_run(&fx->loop, pool, "print('spinning', flush=True)\nwhile True: pass", 700, &c);
     assert_int_equal(c.status, EXEC_STATUS_TIMEOUT);
     assert_string_equal((char *)c.out, "spinning\n");
     assert_true(c.duration_ms >= 700);
     capture_free(&c);
-    pool_end(&loop, pool);
 }
 
 /* RLIMIT_CPU is the run's (timeout + 2 s, plus the start-up's whole second at most), not the
    ceiling the waiting interpreter had */
 static void test_warm_run_cpu_limit_is_the_runs(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_pool_t *pool = warm_pool(&loop);
-    idle(&loop, 300);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
+    idle(&fx->loop, 300);
     capture_t c = {0};
-    warm_run(&loop, pool, "import resource; print(*resource.getrlimit(resource.RLIMIT_CPU))", 5000,
-             &c);
+    warm_run(&fx->loop, pool, "import resource; print(*resource.getrlimit(resource.RLIMIT_CPU))",
+             5000, &c);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     char *end;
     long soft = strtol((char *)c.out, &end, 10);
@@ -1258,26 +1176,23 @@ static void test_warm_run_cpu_limit_is_the_runs(void **state)
     assert_int_equal(soft, hard);
     assert_true(soft >= 7 && soft <= 8);
     capture_free(&c);
-    pool_end(&loop, pool);
 }
 
 static void test_warm_run_memory_bomb_is_contained(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_pool_t *pool = warm_pool(&loop);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     bool memcg = exec_pool_probe(pool)->state[EXEC_LAYER_CGROUP_MEMORY] == EXEC_LAYER_ACTIVE;
     capture_t c = {0};
-    warm_run(&loop, pool, "x = []\nwhile True: x.append(bytearray(16 << 20))", T_TIMEOUT_MS, &c);
+    warm_run(&fx->loop, pool, "x = []\nwhile True: x.append(bytearray(16 << 20))", T_TIMEOUT_MS,
+             &c);
     /* the memory cgroup OOM-kills; without one RLIMIT_AS makes it a MemoryError */
     assert_int_equal(c.status, memcg ? EXEC_STATUS_OOM : EXEC_STATUS_ERROR);
     if (!memcg) assert_non_null(strstr((char *)c.err, "MemoryError"));
     capture_free(&c);
-    warm_run(&loop, pool, "print('after')", T_TIMEOUT_MS, &c);
+    warm_run(&fx->loop, pool, "print('after')", T_TIMEOUT_MS, &c);
     assert_string_equal((char *)c.out, "after\n");
     capture_free(&c);
-    pool_end(&loop, pool);
 }
 
 /* a warm run cancelled, and a queued run that a warm sandbox took over, cancelled through the
@@ -1321,16 +1236,11 @@ static size_t live_children(pid_t *out, size_t max)
 /* A warm sandbox that dies unused (a stray kill) is replaced: warm start stays on. */
 static void test_a_warm_sandbox_killed_while_idle_is_replaced(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.warm_sandboxes = 1;
-    exec_pool_t *pool = new_pool(&loop, &o);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     capture_t c = {0};
     start(pool, "print(1)", T_TIMEOUT_MS, &c, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     capture_free(&c);
     /* The run's end made one warm sandbox: kill its launcher and let the pool see it go. With
@@ -1341,37 +1251,34 @@ static void test_a_warm_sandbox_killed_while_idle_is_replaced(void **state)
     if (exec_pool_probe(pool)->zygote) {
         pid_t zygote = kids[0];
         for (int i = 0; i < 500 && (n = children_of(zygote, kids, 8)) == 0; i++)
-            idle(&loop, 10);
+            idle(&fx->loop, 10);
         assert_int_equal(n, 1);
     }
     assert_int_equal(kill(kids[0], SIGKILL), 0);
     /* Reaped (kill(pid, 0) fails) only once libuv's child watcher ran, which marks it exited;
      * a ref'd timer makes each turn really wait for events. */
     uv_timer_t tick;
-    uv_timer_init(&loop, &tick);
+    uv_timer_init(&fx->loop, &tick);
     for (int i = 0; i < 500 && kill(kids[0], 0) == 0; i++) {
         uv_timer_start(&tick, noop_timer, 10, 0);
-        uv_run(&loop, UV_RUN_ONCE);
+        uv_run(&fx->loop, UV_RUN_ONCE);
     }
     uv_close((uv_handle_t *)&tick, NULL);
-    uv_run(&loop, UV_RUN_NOWAIT);
+    uv_run(&fx->loop, UV_RUN_NOWAIT);
     assert_int_equal(kill(kids[0], 0), -1);
     assert_int_equal(errno, ESRCH);
     /* The pool makes new warm sandboxes (by this run's end at the latest): the next run is warm.
      * (Before, one death turned warm start off for good.) */
     start(pool, "print(2)", T_TIMEOUT_MS, &c, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     capture_free(&c);
     start(pool, "print(3)", T_TIMEOUT_MS, &c, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     assert_string_equal((char *)c.out, "3\n");
     assert_true(c.warm);
     capture_free(&c);
-    exec_pool_free(pool);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    assert_int_equal(uv_loop_close(&loop), 0);
 }
 
 /* the zygote's command line holds its script, which names itself (executor/zygote.c) */
@@ -1405,31 +1312,23 @@ static unsigned children(void)
    each warm_idle_ms without a run halves it, down to 1 */
 static void test_warm_sandboxes_follow_demand(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.keep_warm = true;
-    o.warm_sandboxes = 4;
-    o.warm_idle_ms = 4000;
-    exec_pool_t *pool = new_pool(&loop, &o);
-    idle(&loop, 1000);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
+    idle(&fx->loop, 1000);
     assert_int_equal(children(), 2);
     capture_t c[4] = {{0}};
     for (int i = 0; i < 4; i++)
         start(pool, "print(1)", T_TIMEOUT_MS, &c[i], NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(c[i].status, EXEC_STATUS_OK);
         capture_free(&c[i]);
     }
     assert_int_equal(children(), 4);
-    idle(&loop, 5000);
+    idle(&fx->loop, 5000);
     assert_int_equal(children(), 2);
-    idle(&loop, 4000);
+    idle(&fx->loop, 4000);
     assert_int_equal(children(), 1);
-    pool_end(&loop, pool);
 }
 
 /* The answer goes when the program has ended (docs/sandbox.md, "The answer before the
@@ -1438,11 +1337,9 @@ static void test_warm_sandboxes_follow_demand(void **state)
    gone, so a run started meanwhile waits for that. */
 static void test_the_answer_does_not_wait_for_finalization(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_pool_t *pool = warm_pool(&loop);
-    idle(&loop, 300);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
+    idle(&fx->loop, 300);
     capture_t c = {0}, d = {0};
     uint64_t t0 = uv_hrtime();
     start(pool,
@@ -1454,88 +1351,116 @@ static void test_the_answer_does_not_wait_for_finalization(void **state)
           "print('done')\n",
           T_TIMEOUT_MS, &c, NULL);
     while (!c.done)
-        uv_run(&loop, UV_RUN_ONCE);
+        uv_run(&fx->loop, UV_RUN_ONCE);
     assert_int_equal(c.status, EXEC_STATUS_OK);
     assert_string_equal((char *)c.out, "done\n");
     assert_true(c.done_ns - t0 < 2500ull * 1000000u);
     assert_int_equal(exec_pool_running(pool), 1); /* still being torn down */
     start(pool, "print(2)", T_TIMEOUT_MS, &d, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_true(d.done);
     assert_string_equal((char *)d.out, "2\n");
     assert_true(d.done_ns - t0 >= 2900ull * 1000000u);
     capture_free(&c);
     capture_free(&d);
-    pool_end(&loop, pool);
+}
+
+/* one run to its end in a warm sandbox; with the zygote on, its sandbox must come from it */
+static void end_run(uv_loop_t *loop, exec_pool_t *pool, const char *code, capture_t *c)
+{
+    start(pool, code, T_TIMEOUT_MS, c, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    assert_true(c->done);
+    if (!c->warm) fprintf(stderr, "not warm: %s\n", c->message);
+    assert_true(c->warm);
+    assert_int_equal(c->zygote, exec_pool_probe(pool)->zygote);
 }
 
 /* What python3 -c shows at its end is in the answer: non-daemon threads are waited for, atexit
    handlers run (after them), the exit status is SystemExit's (mod 256); a SystemExit with a
-   message, os._exit and a file left open in the output folder take the ordinary end. */
-static void test_the_end_of_the_program_is_as_with_python_c(void **state)
+   message, os._exit and a file left open in the output folder take the ordinary end. What the
+   interpreter's finalization does to files left open is in them: a file held by __main__, by a
+   module the interpreter had before the run, and what a __del__ writes into a global made after
+   its object (__main__'s globals go in the order they were made; a file in a reference cycle
+   loses its buffer in python3 -c too: its objects' finalizers run in no set order). A
+   zygote's child ends in its own way (launch.h, LAUNCH_BOOTSTRAP_ZYGOTE_END): the same must
+   hold there. */
+static void check_the_end_of_the_program(uv_loop_t *loop, exec_pool_t *pool)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_pool_t *pool = warm_pool(&loop);
     capture_t c = {0};
-    warm_run(&loop, pool,
-             "import atexit, sys, threading, time\n"
-             "atexit.register(print, 'atexit')\n"
-             "def late():\n"
-             "    time.sleep(0.3)\n"
-             "    print('thread')\n"
-             "threading.Thread(target=late).start()\n"
-             "print('main')\n"
-             "sys.exit(-1)\n",
-             T_TIMEOUT_MS, &c);
+    static const struct {
+        const char *code, *data;
+    } left_open[] = {
+        {"f = open('/tmp/outputs/a.txt', 'w')\nf.write('left open')\n", "left open"},
+        {"import os\nos.ptc_f = open('/tmp/outputs/c.txt', 'w')\nos.ptc_f.write('in a module')\n",
+         "in a module"},
+        {"class D:\n    def __del__(self):\n        log.write('from __del__')\nd = D()\n"
+         "log = open('/tmp/outputs/d.txt', 'w')\n",
+         "from __del__"},
+    };
+    for (size_t i = 0; i < sizeof left_open / sizeof left_open[0]; i++) {
+        end_run(loop, pool, left_open[i].code, &c);
+        assert_int_equal(c.status, EXEC_STATUS_OK);
+        assert_int_equal(c.n_files, 1);
+        assert_string_equal(c.data0, left_open[i].data);
+        capture_free(&c);
+    }
+    end_run(loop, pool,
+            "import atexit, sys, threading, time\n"
+            "atexit.register(print, 'atexit')\n"
+            "def late():\n"
+            "    time.sleep(0.3)\n"
+            "    print('thread')\n"
+            "threading.Thread(target=late).start()\n"
+            "print('main')\n"
+            "sys.exit(-1)\n",
+            &c);
     assert_int_equal(c.status, EXEC_STATUS_ERROR);
     assert_int_equal(c.exit_code, 255);
     assert_string_equal((char *)c.out, "main\nthread\natexit\n");
     capture_free(&c);
-    warm_run(&loop, pool, "import sys; sys.exit('bye')", T_TIMEOUT_MS, &c);
+    end_run(loop, pool, "import sys; sys.exit('bye')", &c);
     assert_int_equal(c.exit_code, 1);
     assert_string_equal((char *)c.err, "bye\n");
     capture_free(&c);
-    warm_run(&loop, pool, "import os; print('x', flush=True); os._exit(4)", T_TIMEOUT_MS, &c);
+    end_run(loop, pool, "import os; print('x', flush=True); os._exit(4)", &c);
     assert_int_equal(c.exit_code, 4);
     assert_string_equal((char *)c.out, "x\n");
     capture_free(&c);
-    warm_run(&loop, pool, "f = open('/tmp/outputs/a.txt', 'w')\nf.write('left open')\n",
-             T_TIMEOUT_MS, &c);
-    assert_int_equal(c.status, EXEC_STATUS_OK);
-    assert_int_equal(c.n_files, 1);
-    assert_string_equal(c.data0, "left open");
-    capture_free(&c);
-    warm_run(&loop, pool, "raise KeyError('k')", T_TIMEOUT_MS, &c);
+    end_run(loop, pool, "raise KeyError('k')", &c);
     assert_int_equal(c.exit_code, 1);
     assert_non_null(strstr((char *)c.err, "KeyError: 'k'"));
     capture_free(&c);
-    pool_end(&loop, pool);
+}
+
+static void test_the_end_of_the_program_is_as_with_python_c(void **state)
+{
+    fixture_t *fx = *state;
+    check_the_end_of_the_program(&fx->loop, fx->pool);
+}
+
+/* the same in sandboxes forked by the zygote (where the probe turns it off: by the launcher) */
+static void test_the_end_of_the_program_in_the_zygote(void **state)
+{
+    fixture_t *fx = *state;
+    check_the_end_of_the_program(&fx->loop, fx->pool);
 }
 
 static void test_warm_and_queued_runs_cancel(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.max_concurrent = 1;
-    o.warm_sandboxes = 2;
-    o.progress_ms = 50;
-    exec_pool_t *pool = new_pool(&loop, &o);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     capture_t a = {0}, b = {0}, d = {0};
     exec_run_t *run = NULL;
     start(pool, "while True: pass", T_TIMEOUT_MS, &a, &run);
     exec_run_cancel(run);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_false(a.done);
     start(pool, "import time; time.sleep(0.5); print('a')", T_TIMEOUT_MS, &a, NULL);
     b.cancel_on_progress = true;
     start(pool, "import time; time.sleep(30)", T_TIMEOUT_MS, &b, NULL);
     assert_int_equal(exec_pool_queued(pool), 1);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_true(a.done);
     assert_true(a.warm);
     assert_string_equal((char *)a.out, "a\n");
@@ -1546,23 +1471,12 @@ static void test_warm_and_queued_runs_cancel(void **state)
     start(pool, "import time; time.sleep(0.3); print('a2')", T_TIMEOUT_MS, &a, NULL);
     start(pool, "print('d')", T_TIMEOUT_MS, &d, NULL);
     assert_int_equal(exec_pool_queued(pool), 1);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
     assert_string_equal((char *)d.out, "d\n");
     assert_true(d.warm);
     capture_free(&a);
     capture_free(&b);
     capture_free(&d);
-    pool_end(&loop, pool);
-}
-
-/* a pool with the zygote's switch on (used where the probe finds user namespaces) */
-static exec_pool_t *zygote_pool(uv_loop_t *loop)
-{
-    uv_loop_init(loop);
-    exec_options_t o;
-    base_opts(&o);
-    o.zygote = true;
-    return new_pool(loop, &o);
 }
 
 /* The zygote (docs/sandbox.md, "A fork server (zygote)"): with the switch on and user namespaces
@@ -1573,9 +1487,8 @@ static exec_pool_t *zygote_pool(uv_loop_t *loop)
    off, the runs must say so (never zygote), and the test says why it checked no more. */
 static void test_the_zygote_forks_every_sandbox(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    exec_pool_t *pool = zygote_pool(&loop);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     const exec_probe_t *p = exec_pool_probe(pool);
     const char *code = "import os, sys, random, uuid\n"
                        "print(os.getpid(), os.getuid(),\n"
@@ -1588,7 +1501,7 @@ static void test_the_zygote_forks_every_sandbox(void **state)
     for (int i = 0; i < 3; i++) {
         capture_t c = {0};
         start(pool, code, T_TIMEOUT_MS, &c, NULL);
-        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_run(&fx->loop, UV_RUN_DEFAULT);
         assert_int_equal(c.status, EXEC_STATUS_OK);
         assert_int_equal(c.zygote, p->zygote);
         char *save = NULL, *line = strtok_r((char *)c.out, "\n", &save);
@@ -1616,92 +1529,109 @@ static void test_the_zygote_forks_every_sandbox(void **state)
         printf("zygote inactive here (%s): the runs were started by the launcher\n",
                p->zygote_reason);
     }
-    pool_end(&loop, pool);
 }
 
 /* A zygote that dies (a stray kill) takes its sandboxes with it; the next runs are started by
    the launcher as without it, and the probe says why the zygote is off. */
 static void test_a_dead_zygote_leaves_the_launcher(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    exec_pool_t *pool = zygote_pool(&loop);
+    fixture_t *fx = *state;
+    exec_pool_t *pool = fx->pool;
     if (!exec_pool_probe(pool)->zygote) {
         printf("zygote inactive here (%s): nothing to kill\n",
                exec_pool_probe(pool)->zygote_reason);
-        pool_end(&loop, pool);
         return;
     }
-    idle(&loop, 500);
+    idle(&fx->loop, 500);
     pid_t kids[8];
     size_t n = children_of(getpid(), kids, 8);
     assert_int_equal(n, 1);
     assert_true(is_zygote(kids[0]));
     assert_int_equal(kill(kids[0], SIGKILL), 0);
     for (int i = 0; i < 500 && exec_pool_probe(pool)->zygote; i++)
-        idle(&loop, 10);
+        idle(&fx->loop, 10);
     assert_false(exec_pool_probe(pool)->zygote);
     assert_non_null(strstr(exec_pool_probe(pool)->zygote_reason, "the zygote ended"));
     for (int i = 0; i < 3; i++) {
         capture_t c = {0};
         start(pool, "print(7)", T_TIMEOUT_MS, &c, NULL);
-        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_run(&fx->loop, UV_RUN_DEFAULT);
         assert_int_equal(c.status, EXEC_STATUS_OK);
         assert_string_equal((char *)c.out, "7\n");
         assert_false(c.zygote);
         capture_free(&c);
     }
-    pool_end(&loop, pool);
 }
+
+/* a test run on the fixture: a pool made from the base options and opts (NULL: none) */
+#define POOL_TEST(f, opts)                                                                         \
+    cmocka_unit_test_prestate_setup_teardown(f, pool_setup, pool_teardown, opts)
 
 int main(void)
 {
+    /* What the tests' pools change in the base options (the prestate of pool_setup); keep_warm
+       is on in the base options. */
+    pool_opts_t one_slot = {.max_concurrent = 1};
+    pool_opts_t one_slot_one_queued = {.max_concurrent = 1, .max_queue = 1};
+    pool_opts_t small_keep = {.stdout_keep = 1000, .stderr_keep = 10};
+    pool_opts_t tenth_cpu = {.cpu_millis = 100};
+    pool_opts_t fast_progress = {.progress_ms = 100};
+    pool_opts_t unsandboxed = {.unsafe_no_sandbox = true};
+    pool_opts_t no_user_ns = {.test_disable_layer = "user-ns"};
+    pool_opts_t one_warm = {.warm_sandboxes = 1};
+    pool_opts_t warm_pair = {.max_concurrent = 1, .warm_sandboxes = 2};
+    pool_opts_t zygote_on = {.zygote = true};
+    pool_opts_t warm_pair_fast_progress = {
+        .max_concurrent = 1, .warm_sandboxes = 2, .progress_ms = 50};
+    pool_opts_t warm_on_demand = {.warm_sandboxes = 4, .warm_idle_ms = 4000};
+    pool_opts_t with_zygote = {.zygote = true};
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_round_trip),
-        cmocka_unit_test(test_a_warm_sandbox_killed_while_idle_is_replaced),
-        cmocka_unit_test(test_the_zygote_forks_every_sandbox),
-        cmocka_unit_test(test_a_dead_zygote_leaves_the_launcher),
-        cmocka_unit_test(test_hello_world_runs_in_the_sandbox),
-        cmocka_unit_test(test_identity_inside_is_unprivileged),
-        cmocka_unit_test(test_exception_is_error_with_traceback),
-        cmocka_unit_test(test_exit_code_is_reported),
-        cmocka_unit_test(test_signal_death_is_killed_with_its_name),
-        cmocka_unit_test(test_stdin_is_empty),
-        cmocka_unit_test(test_unicode_and_invalid_utf8_pass_through),
-        cmocka_unit_test(test_output_beyond_the_cap_is_counted_not_kept),
-        cmocka_unit_test(test_timeout_kills_a_spinning_run),
+        POOL_TEST(test_a_warm_sandbox_killed_while_idle_is_replaced, &one_warm),
+        POOL_TEST(test_the_zygote_forks_every_sandbox, &with_zygote),
+        POOL_TEST(test_a_dead_zygote_leaves_the_launcher, &with_zygote),
+        POOL_TEST(test_hello_world_runs_in_the_sandbox, NULL),
+        POOL_TEST(test_identity_inside_is_unprivileged, NULL),
+        POOL_TEST(test_exception_is_error_with_traceback, NULL),
+        POOL_TEST(test_exit_code_is_reported, NULL),
+        POOL_TEST(test_signal_death_is_killed_with_its_name, NULL),
+        POOL_TEST(test_stdin_is_empty, NULL),
+        POOL_TEST(test_unicode_and_invalid_utf8_pass_through, NULL),
+        POOL_TEST(test_output_beyond_the_cap_is_counted_not_kept, &small_keep),
+        POOL_TEST(test_timeout_kills_a_spinning_run, NULL),
         cmocka_unit_test(test_timeout_returns_the_files_written_before),
-        cmocka_unit_test(test_cpu_share_is_the_cgroup_quota),
-        cmocka_unit_test(test_queue_time_does_not_count_against_timeout),
-        cmocka_unit_test(test_twenty_concurrent_runs_all_correct),
-        cmocka_unit_test(test_concurrent_runs_do_not_share_tmp),
-        cmocka_unit_test(test_full_queue_is_an_error),
-        cmocka_unit_test(test_cancel_kills_a_running_run_without_callback),
-        cmocka_unit_test(test_progress_reports_time_and_bytes),
-        cmocka_unit_test(test_pool_free_with_live_runs_calls_nothing),
+        POOL_TEST(test_cpu_share_is_the_cgroup_quota, &tenth_cpu),
+        POOL_TEST(test_queue_time_does_not_count_against_timeout, &one_slot),
+        POOL_TEST(test_twenty_concurrent_runs_all_correct, NULL),
+        POOL_TEST(test_concurrent_runs_do_not_share_tmp, NULL),
+        POOL_TEST(test_full_queue_is_an_error, &one_slot_one_queued),
+        POOL_TEST(test_cancel_kills_a_running_run_without_callback, &one_slot),
+        POOL_TEST(test_progress_reports_time_and_bytes, &fast_progress),
+        POOL_TEST(test_pool_free_with_live_runs_calls_nothing, &one_slot),
         cmocka_unit_test(test_probe_finds_the_mandatory_layers),
         cmocka_unit_test(test_missing_launcher_refuses_runs),
-        cmocka_unit_test(test_unsafe_mode_runs_without_a_sandbox),
+        POOL_TEST(test_unsafe_mode_runs_without_a_sandbox, &unsandboxed),
         cmocka_unit_test(test_mounts_are_read_only_unless_rw),
         cmocka_unit_test(test_rw_mount_files_belong_to_the_folder_owner),
         cmocka_unit_test(test_only_passed_variables_reach_the_run),
         cmocka_unit_test(test_bad_options_are_rejected),
         cmocka_unit_test(test_utf8_text_replaces_invalid_bytes),
-        cmocka_unit_test(test_pool_free_inside_on_done),
-        cmocka_unit_test(test_largest_code_runs),
+        POOL_TEST(test_pool_free_inside_on_done, &one_slot),
+        POOL_TEST(test_largest_code_runs, NULL),
         cmocka_unit_test(test_cold_and_warm_starts_give_the_same_result),
         cmocka_unit_test(test_python_prefix_outside_usr_is_bound_read_only),
-        cmocka_unit_test(test_without_user_namespace_still_confines),
+        POOL_TEST(test_without_user_namespace_still_confines, &no_user_ns),
         cmocka_unit_test(test_cancel_while_the_code_is_in_flight),
-        cmocka_unit_test(test_warm_runs_share_no_state),
-        cmocka_unit_test(test_warm_run_looks_like_python_c),
-        cmocka_unit_test(test_warm_run_timeout_counts_from_the_code),
-        cmocka_unit_test(test_warm_run_cpu_limit_is_the_runs),
-        cmocka_unit_test(test_warm_run_memory_bomb_is_contained),
-        cmocka_unit_test(test_warm_and_queued_runs_cancel),
-        cmocka_unit_test(test_the_answer_does_not_wait_for_finalization),
-        cmocka_unit_test(test_the_end_of_the_program_is_as_with_python_c),
-        cmocka_unit_test(test_warm_sandboxes_follow_demand),
+        POOL_TEST(test_warm_runs_share_no_state, &warm_pair),
+        POOL_TEST(test_warm_run_looks_like_python_c, &warm_pair),
+        POOL_TEST(test_warm_run_timeout_counts_from_the_code, &warm_pair),
+        POOL_TEST(test_warm_run_cpu_limit_is_the_runs, &warm_pair),
+        POOL_TEST(test_warm_run_memory_bomb_is_contained, &warm_pair),
+        POOL_TEST(test_warm_and_queued_runs_cancel, &warm_pair_fast_progress),
+        POOL_TEST(test_the_answer_does_not_wait_for_finalization, &warm_pair),
+        POOL_TEST(test_the_end_of_the_program_is_as_with_python_c, &warm_pair),
+        POOL_TEST(test_the_end_of_the_program_in_the_zygote, &zygote_on),
+        POOL_TEST(test_warm_sandboxes_follow_demand, &warm_on_demand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,6 +30,21 @@ static inline void sink_clear(sink_t *s)
     s->n = 0;
 }
 
+/* The set-up the session tests share, sink_sessions_close's mirror: a loop, a server made with
+ * o that logs to stderr from level on, and session a sending to sink sa (and b to sb unless b
+ * is NULL). */
+static inline void sink_sessions_open(uv_loop_t *loop, mcp_logger_t *log, mcp_level_t level,
+                                      const mcp_server_opts_t *o, mcp_server_t **srv,
+                                      mcp_session_t **a, sink_t *sa, mcp_session_t **b, sink_t *sb)
+{
+    assert_int_equal(uv_loop_init(loop), 0);
+    log->out = stderr;
+    log->level = level;
+    assert_int_equal(mcp_server_new(loop, o, log, srv), 0);
+    assert_int_equal(mcp_session_new(*srv, &sink_ops, sa, a), 0);
+    if (b != NULL) assert_int_equal(mcp_session_new(*srv, &sink_ops, sb, b), 0);
+}
+
 /* The teardown the session tests share: frees the sessions (b and sb may be NULL), lets the
  * loop finish what they left, frees the server, closes the loop and empties the sinks. */
 static inline void sink_sessions_close(uv_loop_t *loop, mcp_server_t *srv, mcp_session_t *a,

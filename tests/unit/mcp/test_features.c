@@ -30,15 +30,12 @@ static int setup(void **state)
 {
     env_t *e = calloc(1, sizeof *e);
     assert_non_null(e);
-    assert_int_equal(uv_loop_init(&e->loop), 0);
-    e->log.out = stderr;
-    e->log.level = MCP_LOG_EMERGENCY; /* the refusals below are logged on purpose */
     mcp_server_opts_t o;
     mcp_server_opts_default(&o);
     o.list_page_size = 3;
-    assert_int_equal(mcp_server_new(&e->loop, &o, &e->log, &e->srv), 0);
-    assert_int_equal(mcp_session_new(e->srv, &sink_ops, &e->sa, &e->a), 0);
-    assert_int_equal(mcp_session_new(e->srv, &sink_ops, &e->sb, &e->b), 0);
+    /* the refusals below are logged on purpose: only emergencies are shown */
+    sink_sessions_open(&e->loop, &e->log, MCP_LOG_EMERGENCY, &o, &e->srv, &e->a, &e->sa, &e->b,
+                       &e->sb);
     *state = e;
     return 0;
 }

@@ -60,15 +60,13 @@ static void add_tool(env_t *e, const char *name, mcp_tool_fn fn)
 static int setup(void **state)
 {
     env_t *e = calloc(1, sizeof *e);
-    uv_loop_init(&e->loop);
-    e->log.out = stderr;
-    e->log.level = MCP_LOG_ERROR;
+    assert_non_null(e);
     mcp_server_opts_t o;
     mcp_server_opts_default(&o);
     o.list_page_size = 3;
     o.shutdown_grace_ms = 10;
-    assert_int_equal(mcp_server_new(&e->loop, &o, &e->log, &e->srv), 0);
-    assert_int_equal(mcp_session_new(e->srv, &sink_ops, &e->sink, &e->sess), 0);
+    sink_sessions_open(&e->loop, &e->log, MCP_LOG_ERROR, &o, &e->srv, &e->sess, &e->sink, NULL,
+                       NULL);
     *state = e;
     return 0;
 }

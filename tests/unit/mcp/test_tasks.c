@@ -79,14 +79,10 @@ static void tool_ask(mcp_call_t *call, const cJSON *args, void *data)
 static int setup(void **state)
 {
     env_t *e = calloc(1, sizeof *e);
-    uv_loop_init(&e->loop);
-    e->log.out = stderr;
-    e->log.level = MCP_LOG_ERROR;
+    assert_non_null(e);
     mcp_server_opts_t o;
     mcp_server_opts_default(&o);
-    assert_int_equal(mcp_server_new(&e->loop, &o, &e->log, &e->srv), 0);
-    assert_int_equal(mcp_session_new(e->srv, &sink_ops, &e->sa, &e->a), 0);
-    assert_int_equal(mcp_session_new(e->srv, &sink_ops, &e->sb, &e->b), 0);
+    sink_sessions_open(&e->loop, &e->log, MCP_LOG_ERROR, &o, &e->srv, &e->a, &e->sa, &e->b, &e->sb);
     unsigned char d[MCP__CRED_BYTES];
     mcp__credential_digest("alice", 5, d);
     mcp__session_set_credential(e->a, d);

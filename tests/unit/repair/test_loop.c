@@ -481,6 +481,23 @@ static void test_run_progress_counts_attempts_against_the_deadline(void **state)
     fake_close(&f);
 }
 
+/* Progress made from the clock must increase: two readings in one loop iteration (uv_now() does
+ * not move) still differ, and the total stays the deadline. */
+static void test_clock_always_advances(void **state)
+{
+    (void)state;
+    fake_t f;
+    fake_init(&f);
+    assert_int_equal(
+        ptc_repair_loop_new(&f.uv, "print(1)\n", 1000, 3, 60000, 1 << 16, &ops, &f, &f.loop), 0);
+    double first, second, total;
+    ptc_repair_loop_clock(f.loop, &first, &total);
+    ptc_repair_loop_clock(f.loop, &second, &total);
+    assert_true(second > first);
+    assert_true(total == 60000.0);
+    fake_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -498,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_refused_and_unstartable),
         cmocka_unit_test(test_report),
         cmocka_unit_test(test_run_progress_counts_attempts_against_the_deadline),
+        cmocka_unit_test(test_clock_always_advances),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -92,6 +92,7 @@ const char *ptc_strerror(int err);
 
 #define PTC_CAP_SEARCH_TEXT     (1u << 20)  /* server: search_tools' text for the model */
 #define PTC_CAP_RESOURCE_TEXT   (64u << 20) /* server: one ptc://output page as text */
+#define PTC_CAP_EXECUTE_TEXT    (64u << 20) /* server: execute_code's notes, files, description */
 #define PTC_CAP_REPAIR_TEXT     (1u << 20)  /* repair: a failure's tail, the self-healing text */
 #define PTC_CAP_REPAIR_CONTENT  (16u << 20) /* repair: a model message's text blocks joined */
 #define PTC_CAP_CLIENT_EXPANDED (64u << 10) /* mcp: ${VAR} expansion, a PATH (NUL counted) */
@@ -181,6 +182,9 @@ size_t ptc_utf8_cut(const char *s, size_t n, size_t max);
 /** The length of the valid sequence at s[0..n) (1..4), or 0 when none starts there; *cp (may
  *  be NULL) gets its code point. */
 size_t ptc_utf8_decode(const char *s, size_t n, unsigned *cp);
+/** The start of the last n lines of s (inside s; trailing newlines ignored, and kept): a
+ *  traceback's end for a repair request or a failed run's result. */
+const char *ptc_text_last_lines(const char *s, unsigned n);
 
 /* ---- strict decimal numbers -------------------------------------------------------------- */
 /* Digits only: no sign (but ptc_parse_int's '-'), no blanks, no overflow (PTC_ERANGE). With end */

@@ -86,3 +86,16 @@ size_t ptc_utf8_cut(const char *s, size_t n, size_t max)
         cut--;
     return cut;
 }
+
+const char *ptc_text_last_lines(const char *s, unsigned lines)
+{
+    size_t n = strlen(s);
+    while (n > 0 && s[n - 1] == '\n')
+        n--;
+    const char *p = s + n;
+    while (p > s) {
+        if (p[-1] == '\n' && --lines == 0) break;
+        p--;
+    }
+    return p;
+}

@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
 #include <uv.h>
 
 #include "base.h"
@@ -68,6 +69,9 @@ extern "C" {
 #define ENV_PRUNE_TMP_AGE_S           (24L * 60 * 60)      /* a dead builder's temporary folder */
 #define ENV_TEXT_MAX                  (1u << 20)  /* env_describe's and env_result_note's text */
 #define ENV_SCAN_OUTPUT_MAX           (16u << 20) /* the scan output env_scan_parse reads */
+#define ENV_MAX_INSTALL_TIMEOUT_S     86400u      /* a day: far from the unsigned's range */
+#define ENV_SCAN_TIMEOUT_MS           10000u      /* the helpers' sandboxed scan */
+#define ENV_CUSTOM_SERVER             "custom"    /* the catalog's server of the helpers */
 
 /* ---- errors ------------------------------------------------------------------------------ */
 /* The codes of the environment builder (base.h's error space): errno values, and extras from
@@ -393,6 +397,110 @@ int env_prune_start(uv_loop_t *loop, const char *cache_dir, const char *keep_env
 
 /** No callback afterwards (a removal begun still ends); p may be NULL, never after its cb. */
 void env_prune_cancel(env_prune_t *p);
+
+/* ---- the environment of one server process: env_host_t --------------------------------------- */
+/*
+ * What a server keeps of the above for its life: the packages' build (its lines and its outcome
+ * in the host's log), the helpers published, the pruning started once the folders in use are
+ * known, what runs and results see, the helpers' scan as a sandboxed run of the executor whose
+ * functions become tool entries, and `--check`'s report of both. On the loop's thread, but
+ * env_host_new and env_host_check, which BLOCK on the file system (call them before the loop
+ * runs).
+ */
+struct exec_pool;
+struct exec_options;
+
+typedef struct env_host_options {
+    /* The packages (build.n_specs 0 and no requirements_file: none declared) and the cache
+       folder (needed when packages or helpers are declared). build.log, build.on_done and their
+       user pointers are the host's own: whatever is set there is ignored. */
+    env_options_t build;
+    bool optional;                   /* a failed build lets runs go on without the packages */
+    const char *const *custom_paths; /* the user's helpers (env_custom_publish) */
+    size_t n_custom;
+    /* Optional: every line for the host's log (the build's prefixed "packages: "), valid only
+       during the call; called on the loop's thread (env_host_new's from the caller's). */
+    void (*log)(env_log_level_t level, const char *line, void *user);
+    void *log_user;
+} env_host_options_t;
+
+typedef struct env_host env_host_t;
+
+/**
+ * Starts the packages' build (env_start: the state is BUILDING until it ends) and publishes the
+ * helpers (env_custom_publish: BLOCKS on the file system). Options are copied. A failed build is
+ * a state, never an error here. Returns 0 with *out owned by the caller (env_host_free), or
+ * ENV_EINVAL (also for no cache folder while something is declared, an install timeout over
+ * ENV_MAX_INSTALL_TIMEOUT_S, a bad spec or helper path: a line in the log says which),
+ * ENV_ETOOBIG, ENV_EIO, ENV_ENOMEM; *out is NULL then.
+ */
+int env_host_new(uv_loop_t *loop, const env_host_options_t *opts, env_host_t **out);
+
+/** cb(data) runs when the packages become ready or fail (after their log lines). h may be NULL. */
+void env_host_on_change(env_host_t *h, void (*cb)(void *data), void *data);
+
+/** Stops a build, the scan and the pruning's callback; the build's handles close as the loop runs
+ *  on (keep running it). Waiters are let go without a call: their owners cancel them as before.
+ *  h may be NULL. */
+void env_host_free(env_host_t *h);
+
+typedef enum env_run {
+    ENV_RUN_NOW,    /* ready, none declared, or failed while optional */
+    ENV_RUN_WAIT,   /* the packages are being built */
+    ENV_RUN_REFUSE, /* the build failed and the packages are not optional */
+} env_run_t;
+
+/** What a run should do now; *building_ms (may be NULL) gets how long the build has run. h may be
+ *  NULL (nothing declared). */
+env_run_t env_host_for_run(const env_host_t *h, uint64_t *building_ms);
+
+/** env_wait on h's build: cb(data) once it ends or max_ms passed. NULL without a build, on ENOMEM
+ *  or while closing. Cancel with env_wait_cancel. */
+env_waiter_t *env_host_wait(env_host_t *h, uint64_t max_ms, void (*cb)(void *data), void *data);
+
+/** env_path_dirs of h's packages and helpers (h may be NULL: none). */
+size_t env_host_path_dirs(const env_host_t *h, const char **dirs, size_t max);
+
+/** env_describe of h's packages and helpers (malloc'd; NULL on ENOMEM). h may be NULL. */
+char *env_host_describe(const env_host_t *h);
+
+/** env_result_note of h's packages with h's optional (malloc'd, or NULL). h may be NULL. */
+char *env_host_result_note(const env_host_t *h);
+
+/**
+ * The packages' state for a run's result while BUILDING or after FAILED: {"state", "packages":
+ * [specs as given], and once failed "failed_package" (or null), "message", "pip_tail",
+ * "optional"}; NULL in any other state, for h NULL, or on ENOMEM. The caller deletes it.
+ */
+cJSON *env_host_result_json(const env_host_t *h);
+
+/** True for the catalog's server of the user's helpers (ENV_CUSTOM_SERVER). */
+bool env_is_custom_server(const char *server);
+
+/** The scan's functions as catalog tool entries [{"name", "description", "inputSchema"}] (the
+ *  caller deletes them); NULL on ENOMEM. */
+cJSON *env_scan_tools_json(const env_scan_t *scan);
+
+/** Hands the helpers' tool entries (env_scan_tools_json, borrowed) to the host's catalog: 0, or
+ *  < 0 with a sentence in msg (size len). */
+typedef int (*env_host_publish_fn)(const cJSON *tools, char *msg, size_t len, void *user);
+
+/**
+ * Starts the sandboxed scan of the helpers' functions as a run of pool (the helpers' folder its
+ * read-only folder, ENV_SCAN_TIMEOUT_MS): once it ends, its errors are logged and its functions
+ * go to publish(tools, ..., user), and a line says how many were listed. Nothing without
+ * helpers. Returns 0, ENV_EINVAL (NULL arguments, a scan already started), or the executor's
+ * code when the run could not start (logged too). env_host_free cancels the run.
+ */
+int env_host_scan_start(env_host_t *h, struct exec_pool *pool, env_host_publish_fn publish,
+                        void *user);
+
+/**
+ * `--check`'s report of opts to out: the packages (env_report), then the helpers published and
+ * scanned in one sandboxed run of a private loop with the sandbox options given (warm sandboxes
+ * off), or "custom helpers: none". BLOCKS. Returns 0, or 1 when something is wrong.
+ */
+int env_host_check(FILE *out, const env_host_options_t *opts, const struct exec_options *sandbox);
 
 #ifdef __cplusplus
 }

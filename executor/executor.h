@@ -402,6 +402,26 @@ typedef struct exec_files_limits {
     EXEC_FILES_LIMIT_* ceilings. Applies to cells started afterwards. */
 int exec_pool_set_files_limits(exec_pool_t *pool, const exec_files_limits_t *lim);
 
+/* Which bound exec_options_check found passed (the first, in this order). */
+typedef enum exec_bound {
+    EXEC_BOUND_NONE = 0,
+    EXEC_BOUND_CONCURRENT, /* max_concurrent past EXEC_MAX_CONCURRENT */
+    EXEC_BOUND_KEEP_BYTES, /* stdout_keep or stderr_keep past EXEC_MAX_KEEP_BYTES */
+    EXEC_BOUND_WARM,       /* warm_sandboxes past EXEC_MAX_WARM */
+    EXEC_BOUND_CODE_BYTES, /* a host's bound on code past EXEC_MAX_CODE_BYTES */
+    EXEC_BOUND_FILE_BYTES, /* file_bytes or call_bytes past EXEC_FILES_LIMIT_BYTES */
+    EXEC_BOUND_FILE_COUNT, /* count past EXEC_FILES_LIMIT_COUNT */
+} exec_bound_t;
+
+/**
+ * Checks settings before a pool is made (exec_pool_new and exec_pool_set_files_limits check the
+ * same): opts (may be NULL), files (may be NULL; zeros are the defaults) and code_bytes, the
+ * most code a host lets a run have (0: EXEC_MAX_CODE_BYTES). Returns 0, or EXEC_EINVAL with *bad
+ * (may be NULL) naming the first bound passed, so that a host can name its own flag.
+ */
+int exec_options_check(const exec_options_t *opts, const exec_files_limits_t *files,
+                       size_t code_bytes, exec_bound_t *bad);
+
 /* ---- output so far -------------------------------------------------------------------------
  * For an answer of `status: "running"`: the stdout and stderr bytes a run or cell still going
  * has produced so far (the same retention as the final result). The pointers are borrowed and
@@ -546,6 +566,98 @@ void exec_page_clear(exec_page_t *page);
 size_t exec_pages_entries(const exec_pages_t *p);
 size_t exec_pages_bytes(const exec_pages_t *p);
 
+/* ---- a page as a model reads it (page_text.c) -------------------------------------------- */
+#define EXEC_TRACEBACK_LINES 6    /* a failed run's last stderr lines put first */
+#define EXEC_INLINE_OUTPUT   1000 /* past this much stdout on a failed page, they go first too */
+/* One page's text: both streams' parts of a page (each at most what was kept) and the notes. */
+#define EXEC_PAGE_TEXT_MAX (2u * EXEC_MAX_KEEP_BYTES + (1u << 20))
+
+/** What the text of a page says around its output (every pointer borrowed, may be NULL but
+ *  status). */
+typedef struct exec_page_info {
+    const char *status;            /* exec_status_name's, "refused" or "running": not "ok" failed */
+    int exit_code;                 /* < 0: none */
+    const char *signal_name;       /* "SIGKILL", or NULL */
+    bool unsandboxed;              /* the run had no sandbox: a warning goes first */
+    bool truncated;                /* the run's output was cut at the keep bound ... */
+    uint64_t out_total, err_total; /* ... of this many bytes produced */
+    const char *note;              /* sentences for the top (timeouts, warnings, the environment) */
+    const char *err_tail;   /* the run's whole stderr, whose end goes first on a failed page */
+    const char *heal;       /* what self-healing did, before the output it explains */
+    const char *files_text; /* the lines naming the files the run left (first page only) */
+} exec_page_info_t;
+
+/**
+ * The text a model reads for page (first: the run's first page): the warning and the note; on
+ * a failed first page the status line (exit code, signal) and, unless the page shows all of it
+ * anyway, the last EXEC_TRACEBACK_LINES lines of err_tail; heal; stdout (under "--- stdout ---"
+ * when it is not alone) and stderr; "(no output)" for a silent success; the files' lines; the
+ * truncation note (first and last page); the cursor line. No trailing newline. Returns 0 with
+ * *text malloc'd (caller frees), EXEC_EINVAL (no page, no status), EXEC_ENOMEM, EXEC_ETOOBIG
+ * past EXEC_PAGE_TEXT_MAX; *text is NULL then.
+ */
+int exec_page_text(const exec_page_t *page, bool first, const exec_page_info_t *info, char **text);
+
+/** A run still going when its request stops waiting (status "running"). */
+typedef struct exec_running_info {
+    uint64_t elapsed_ms; /* since the run started */
+    uint64_t timeout_ms; /* the run's own limit */
+    const char *out;     /* stdout new since the last answer (UTF-8, may be "") */
+    const char *err;     /* stderr new since the last answer */
+    const char *cursor;  /* the run's cursor, to wait again or cancel */
+} exec_running_info_t;
+
+/**
+ * The text a model reads for a run still going: how long it has run against its limit, the
+ * output new since the last answer (stderr under "--- stderr ---") or that there is none, and
+ * the cursor line saying how to wait for more or cancel. Returns 0 with *text malloc'd (caller
+ * frees), EXEC_EINVAL, EXEC_ENOMEM or EXEC_ETOOBIG (past EXEC_PAGE_TEXT_MAX); *text NULL then.
+ */
+int exec_running_text(const exec_running_info_t *r, char **text);
+
+/** How a run ended, for the first sentence of its result's text. */
+typedef struct exec_run_end {
+    exec_status_t status;
+    bool cancelled;       /* a cancel ended it */
+    bool in_session;      /* a session's cell: exec_cell_end_note says how it ended */
+    double timeout_s;     /* the run's timeout */
+    bool deadline_cut;    /* that timeout was cut to the request's overall deadline */
+    double max_timeout_s; /* the most a request may ask for */
+} exec_run_end_t;
+
+/**
+ * Appends to note the sentence saying why a run was killed (its timeout, and how to get more
+ * time; a cancel; its memory limit); nothing for a run that ended by itself. Returns ptc_buf's
+ * code.
+ */
+int exec_run_end_note(ptc_buf_t *note, const exec_run_end_t *r);
+
+/** Appends prefix (may be NULL) and s to note, on a new line when note is not empty; nothing
+ *  when s is NULL. */
+void exec_note_line(ptc_buf_t *note, const char *prefix, const char *s);
+
+/** What a cell's end means for its session, for the text of its result. */
+typedef struct exec_cell_end {
+    const char *handle;     /* the session's handle */
+    bool fresh;             /* the request made the session (its first cell) */
+    unsigned long cells;    /* cells run in the session so far */
+    bool timed_out;         /* the cell hit its timeout */
+    bool cancelled;         /* the cell was cancelled */
+    bool interrupted;       /* KeyboardInterrupt ended the cell; the session lives */
+    bool session_ended;     /* the session is gone */
+    const char *end_reason; /* why it ended, or NULL: its interpreter stopped */
+    double timeout_s;       /* the cell's timeout */
+    double max_timeout_s;   /* the most a request may ask for */
+} exec_cell_end_t;
+
+/**
+ * Appends to note the sentences a model reads about a session after one of its cells: how a
+ * cancel or a timeout ended it (interrupted and alive, or killed with its state gone) or why the
+ * session ended; then, for a session that lives, how to use it again (a new one: its handle and
+ * how to close it; else its cell count), on a line of its own. Returns ptc_buf's code.
+ */
+int exec_cell_end_note(ptc_buf_t *note, const exec_cell_end_t *c);
+
 /* ---- file store -------------------------------------------------------------------------- */
 /* The files runs left in their output folder, kept server-side for resources/read under keys
  * "<32 hex digits>/<escaped name>" (filestore.c): 128 random bits each, so a key is a capability
@@ -578,6 +690,39 @@ int exec_filestore_get(exec_filestore_t *s, const unsigned char *owner, const ch
 size_t exec_filestore_drop_owner(exec_filestore_t *s, const unsigned char *owner);
 size_t exec_filestore_entries(const exec_filestore_t *s);
 size_t exec_filestore_bytes(const exec_filestore_t *s);
+
+/* A file a run left, as a result lists it (filestore_keep.c). */
+typedef struct exec_kept_file {
+    char *name;         /* the file's name as valid UTF-8 (U+FFFD for bad bytes); owned */
+    const char *mime;   /* static */
+    char *key;          /* its key in the store, or NULL when omitted; owned */
+    uint64_t size;      /* the file's size in the sandbox */
+    bool truncated;     /* only its first bytes were kept */
+    bool omitted;       /* none of its bytes are kept */
+    bool picture;       /* show it as an image (kept whole, an image type, within the bounds) */
+    bool noted;         /* reason is the note why an image is not shown */
+    const char *reason; /* why it was cut or left out, or the image's note, or NULL; static */
+} exec_kept_file_t;
+
+/* The bounds on images shown in one result. */
+typedef struct exec_keep_bounds {
+    size_t image_max;  /* one image's bytes */
+    size_t images_max; /* all the images' bytes in one result */
+} exec_keep_bounds_t;
+
+/**
+ * Keeps f for owner in s (unless the run omitted it; a file larger than the whole store is
+ * omitted so, saying why) and fills *k: its name, type, key, and whether it is shown as an image,
+ * with *shown (the image bytes of the result so far) counted on. Returns 0, EXEC_EINVAL,
+ * EXEC_ENOMEM (then *k holds nothing). Clear *k with exec_kept_file_clear.
+ */
+int exec_filestore_keep(exec_filestore_t *s, const unsigned char *owner, const exec_file_t *f,
+                        uint64_t now_ms, const exec_keep_bounds_t *b, size_t *shown,
+                        exec_kept_file_t *k);
+void exec_kept_file_clear(exec_kept_file_t *k);
+/** The file's line in a result's text: "- NAME (TYPE, N bytes[; omitted|truncated|note: WHY])
+ *  [URI][ [shown as an image]]\n" (uri may be NULL). Returns ptc_buf's code. */
+int exec_kept_file_line(ptc_buf_t *text, const exec_kept_file_t *k, const char *uri);
 /** name percent-encoded as one URI path segment (RFC 3986 unreserved kept); malloc'd. */
 char *exec_filestore_escape(const char *name);
 /** A file's MIME type (static): png, jpeg, gif and webp only when the bytes' magic number and the

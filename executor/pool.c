@@ -586,9 +586,7 @@ int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out
 {
     if (!loop || !opts || !out) return EXEC_EINVAL;
     *out = NULL;
-    if (opts->max_concurrent > EXEC_MAX_CONCURRENT || opts->stdout_keep > EXEC_MAX_KEEP_BYTES ||
-        opts->stderr_keep > EXEC_MAX_KEEP_BYTES)
-        return EXEC_EINVAL;
+    if (exec_options_check(opts, NULL, 0, NULL) < 0) return EXEC_EINVAL;
     exec_pool_t *pool = calloc(1, sizeof *pool);
     if (!pool) return EXEC_ENOMEM;
     pool->loop = loop;
@@ -607,11 +605,6 @@ int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out
     pool->progress_ms = opts->progress_ms;
     pool->unsafe = opts->unsafe_no_sandbox;
     pool->test_switch = opts->test_disable_layer != NULL;
-    if (opts->warm_sandboxes > EXEC_MAX_WARM) {
-        exec__cmd_free(&pool->cmd);
-        free(pool);
-        return EXEC_EINVAL;
-    }
     pool->warm_idle_ms = opts->warm_idle_ms ? opts->warm_idle_ms : EXEC_WARM_IDLE_MS;
     pool->warm_target =
         opts->keep_warm ? (opts->warm_sandboxes ? opts->warm_sandboxes : EXEC_DEFAULT_WARM) : 0;

@@ -456,9 +456,7 @@ int exec_pool_set_files_limits(exec_pool_t *pool, const exec_files_limits_t *lim
     if (!l.file_bytes) l.file_bytes = EXEC_FILES_MAX_FILE_BYTES;
     if (!l.call_bytes) l.call_bytes = EXEC_FILES_MAX_CALL_BYTES;
     if (!l.count) l.count = EXEC_FILES_MAX_COUNT;
-    if (l.file_bytes > EXEC_FILES_LIMIT_BYTES || l.call_bytes > EXEC_FILES_LIMIT_BYTES ||
-        l.count > EXEC_FILES_LIMIT_COUNT)
-        return EXEC_EINVAL;
+    if (exec_options_check(NULL, &l, 0, NULL) < 0) return EXEC_EINVAL;
     pool->files = l;
     return 0;
 }

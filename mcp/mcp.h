@@ -235,6 +235,48 @@ typedef bool (*mcp_list_gate_fn)(void *data);
 void mcp_server_set_list_gate(mcp_server_t *srv, mcp_list_gate_fn gate, void *data);
 /** Answers every parked tools/list now with the tools as they are. */
 void mcp_server_release_lists(mcp_server_t *srv);
+
+/*
+ * The call gate (callgate.c): tool calls parked at first contact, never blocking the loop, until
+ * what they need is there (e.g. the downstream servers' first listing, their tools indexed), or
+ * until a wait is over. It has opts.levels levels that open in order and stay open for good: the
+ * gate asks is_open(data, level) for the lowest closed one, and a call that needs level L goes
+ * once L is open. The host pokes the gate when something it waits for changed; one timer fires
+ * when the wait ends, and then every level opens. All on the loop's thread.
+ */
+typedef struct mcp_call_gate mcp_call_gate_t;
+
+typedef struct mcp_call_gate_opts {
+    uint64_t wait_ms; /* from mcp_call_gate_new; 0: every level open at once */
+    unsigned levels;  /* at least 1 */
+    /** Whether level (every lower one being open) may open now. */
+    bool (*is_open)(void *data, unsigned level);
+    void *data;                 /* borrowed: it must outlive the gate */
+    const char *cancelled_text; /* the answer (isError) of a parked call its client cancelled */
+    const char *closed_text;    /* the answer (isError) of a call parked at mcp_call_gate_free */
+} mcp_call_gate_opts_t;
+
+/** A gate on loop with opts (copied, texts too). MCP_EINVAL for a NULL is_open, no level or a
+ *  NULL text, MCP_ENOMEM; *out is NULL then. Free with mcp_call_gate_free. */
+int mcp_call_gate_new(uv_loop_t *loop, const mcp_call_gate_opts_t *opts, mcp_call_gate_t **out);
+/**
+ * At the start of a tool handler: true when the call is parked (args copied) until level is open,
+ * then fn(call, args, data) runs from the loop as if the call had just come. false: go on now
+ * (the level is open, the wait is over, level >= opts.levels, g is NULL, or out of memory). A
+ * parked call its client cancels is answered with cancelled_text.
+ */
+bool mcp_call_gate_hold(mcp_call_gate_t *g, mcp_call_t *call, const cJSON *args, unsigned level,
+                        mcp_tool_fn fn, void *data);
+/** Something the gate waits for may have changed: parked calls look again from the next loop
+ *  turn (never from inside the poker). g may be NULL. */
+void mcp_call_gate_poke(mcp_call_gate_t *g);
+/** srv's tools/list waits (mcp_server_set_list_gate) until level is open. */
+void mcp_call_gate_lists(mcp_call_gate_t *g, mcp_server_t *srv, unsigned level);
+/** True once the wait is over (or for g NULL). */
+bool mcp_call_gate_over(const mcp_call_gate_t *g);
+/** Answers calls still parked with closed_text, lets srv's lists go and ungates them, frees (the
+ *  timer on the loop's next turn: run the loop). g may be NULL. */
+void mcp_call_gate_free(mcp_call_gate_t *g);
 /** Removes a tool by name; MCP_EINVAL if absent. Calls in flight keep running. */
 int mcp_server_remove_tool(mcp_server_t *srv, const char *name);
 /** The only initialized session, if its client declared `capability` (NULL: any); NULL when

@@ -788,3 +788,17 @@ int ptc_pybundle_build(const reg_catalog_t *cat, const char *cache_dir, ptc_pybu
     info->skipped = g.skipped;
     return PTC_PYBUNDLE_OK;
 }
+
+static bool ident_char(char c)
+{
+    return c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+bool ptc_pybundle_code_uses(const char *code)
+{
+    static const char word[] = "tools";
+    bool uses = false;
+    for (const char *p = strstr(code, word); !uses && p != NULL; p = strstr(p + 1, word))
+        uses = (p == code || !ident_char(p[-1])) && !ident_char(p[sizeof word - 1]);
+    return uses;
+}

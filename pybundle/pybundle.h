@@ -81,6 +81,13 @@ typedef struct ptc_pybundle_info {
 const char *ptc_pybundle_strerror(int err);
 
 /**
+ * True when code names the package: the word "tools" not inside another name (an import of
+ * it, tools.call, ...). A mere mention counts too, which costs a run at most the wait for the
+ * package at start-up.
+ */
+bool ptc_pybundle_code_uses(const char *code);
+
+/**
  * Computes the cache key of a catalog into key (65 bytes: 64 hex digits and a NUL).
  * Borrows cat. Returns 0 or a negative PTC_PYBUNDLE_* code.
  */

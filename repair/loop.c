@@ -270,7 +270,7 @@ static void error_tail(const ptc_repair_run_t *r, ptc_buf_t *b)
     else if (strcmp(r->status, "killed") == 0)
         ptc_buf_printf(b, "(the run was killed by %s)\n",
                        r->signal_name ? r->signal_name : "a signal");
-    ptc_buf_str(b, ptc_repair_last_lines(r->err ? r->err : "", PTC_REPAIR_ERROR_LINES));
+    ptc_buf_str(b, ptc_text_last_lines(r->err ? r->err : "", PTC_REPAIR_ERROR_LINES));
 }
 
 static void on_deadline(uv_timer_t *t)

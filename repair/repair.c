@@ -286,19 +286,6 @@ void ptc_repair_code_line(const char *code, unsigned n, char *out, size_t size)
     }
 }
 
-const char *ptc_repair_last_lines(const char *s, int lines)
-{
-    size_t n = strlen(s);
-    while (n > 0 && s[n - 1] == '\n')
-        n--;
-    const char *p = s + n;
-    while (p > s) {
-        if (p[-1] == '\n' && --lines == 0) break;
-        p--;
-    }
-    return p;
-}
-
 /* ---------------------------------------------------------------------------------------- */
 /* Code out of a reply                                                                       */
 

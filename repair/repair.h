@@ -75,9 +75,6 @@ unsigned ptc_repair_failing_line(const char *err_text);
  *  when code has no such line. */
 void ptc_repair_code_line(const char *code, unsigned n, char *out, size_t size);
 
-/** The start of the last n lines of s (inside s; trailing newlines ignored). */
-const char *ptc_repair_last_lines(const char *s, int n);
-
 /**
  * The program in a model's reply: the first fenced block whose info string is python, py or
  * python3; else the first fenced block of any kind (``` or ~~~, an unclosed one runs to the

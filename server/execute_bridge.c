@@ -40,7 +40,7 @@ static bool route_served(void *data, const char *server)
 static bool route_is_custom(void *data, const char *server)
 {
     (void)data;
-    return ptc_env_is_custom(server);
+    return env_is_custom_server(server);
 }
 
 static void fwd_done(void *data, int err, const cJSON *result, const cJSON *error,

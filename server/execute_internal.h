@@ -1,7 +1,8 @@
 /* execute_internal.h - what the files of the execute_code tool share (not a public header):
  * tool_execute.c (the handler, its arguments, the runs and the repair loop's operations),
- * execute_result.c (the result a model reads, in pages) and execute_bridge.c (the MCP side of
- * the bridge's routes: downstream calls, confirmations, searches). */
+ * execute_result.c (the result shaped for MCP, over the executor's pages and texts) and
+ * execute_bridge.c (the MCP side of the bridge's routes: downstream calls, confirmations,
+ * searches). */
 #ifndef PTC_SERVER_EXECUTE_INTERNAL_H
 #define PTC_SERVER_EXECUTE_INTERNAL_H
 
@@ -15,10 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define PTC_SESSION_HANDLE_MAX  EXEC_WS_HANDLE_MAX /* a prefix, 32 hex digits, NUL */
-#define EXECUTE_TRACEBACK_LINES 6
-/* Past this much stdout on a failed run's page, the traceback's end is repeated up front. */
-#define EXECUTE_INLINE_OUTPUT 1000
+#define PTC_SESSION_HANDLE_MAX EXEC_WS_HANDLE_MAX /* a prefix, 32 hex digits, NUL */
 /* Clients read a message into a bounded buffer (the official SDK's stdio client: 10 MiB), so one
  * result carries at most this many image bytes (4/3 more as base64); the others are listed with
  * their URI. */
@@ -36,16 +34,6 @@ typedef struct bridge_peer {
     struct ptc_execute *ex;
     struct job *job; /* NULL between a session's cells */
 } bridge_peer_t;
-
-/* --- tool_execute.c: the fallback repairer with the binary's logger ----------------------- */
-
-typedef ptc_repair_http_t ptc_repairer_http_t;
-/** ptc_repair_http_new with the HTTP client's lines in lg (borrowed). */
-int ptc_repairer_http_new(uv_loop_t *loop, const char *url, const char *model, const char *key_env,
-                          const char *ca_file, const mcp_logger_t *lg, ptc_repairer_http_t **out,
-                          char *msg, size_t msg_size);
-#define ptc_repairer_http_free ptc_repair_http_free
-#define ptc_repairer_http_name ptc_repair_http_name
 
 struct ptc_execute {
     uv_loop_t *loop;
@@ -67,7 +55,7 @@ struct ptc_execute {
     ptc_downstream_t *downstream;
     ptc_pybundle_cache_t *bundle;
     ptc_startup_t *startup; /* the first runs that use the tools package wait there */
-    ptc_env_t *env;         /* the declared packages and the user's helpers, or NULL */
+    env_host_t *env;        /* the declared packages and the user's helpers, or NULL */
     const cJSON *modules;   /* the tools package's modules last described (borrowed) */
     ptc_bridge_limits_t lim;
     FILE *audit;
@@ -75,7 +63,7 @@ struct ptc_execute {
     /* Self-healing: the default budget, the request deadline, the fallback repairer. */
     long max_repairs;
     uint64_t deadline_ms;
-    ptc_repairer_http_t *repairer;
+    ptc_repair_http_t *repairer;
     ptc_repairer_desc_t http_desc; /* how results name it */
     /* The workspace (executor.h): sessions (execute_sessions.c), runs handed back as running
        (execute_longrun.c), jobs parked for a 2026 client's next round (execute_mrtr.c), what
@@ -118,17 +106,17 @@ typedef struct job {
     uint64_t run_timeout_ms; /* the current run's, cut to the deadline */
     ptc_bridge_host_t *host; /* NULL when the run has no bridge */
     char run_id[32];
-    ptc_repair_loop_t *loop;         /* attempts, repairs, the journal */
-    bool sampling;                   /* the repairer asked is the client (else the fallback) */
-    outcome_t last;                  /* the last finished run */
-    char *code;                      /* the request's code, until the repair loop holds it */
-    long max_repairs;                /* asked for the request */
-    struct ptc_env_waiter *env_wait; /* waiting for the packages' build, or NULL */
-    uint64_t env_wait_from;          /* uv_now when the wait began */
-    bridge_peer_t peer;              /* the one-shot run's bridge serves this job */
-    ptc_xsession_t *sess;            /* the session the code runs in, or NULL (one-shot) */
-    bool sess_new;                   /* the request made it (session: "new") */
-    bool abandoned;                  /* cancelled: free the job when the cell ends */
+    ptc_repair_loop_t *loop; /* attempts, repairs, the journal */
+    bool sampling;           /* the repairer asked is the client (else the fallback) */
+    outcome_t last;          /* the last finished run */
+    char *code;              /* the request's code, until the repair loop holds it */
+    long max_repairs;        /* asked for the request */
+    env_waiter_t *env_wait;  /* waiting for the packages' build, or NULL */
+    uint64_t env_wait_from;  /* uv_now when the wait began */
+    bridge_peer_t peer;      /* the one-shot run's bridge serves this job */
+    ptc_xsession_t *sess;    /* the session the code runs in, or NULL (one-shot) */
+    bool sess_new;           /* the request made it (session: "new") */
+    bool abandoned;          /* cancelled: free the job when the cell ends */
     /* Long runs (execute_longrun.c): the wait, the run cursor, what was answered so far. */
     uv_timer_t *wait_timer;
     char cursor[PTC_SESSION_HANDLE_MAX]; /* "" until handed back as running */
@@ -154,18 +142,6 @@ typedef struct job {
 
 /* A tool call from sandboxed code waiting for the user's confirmation (bridge/'s router). */
 typedef ptc_bridge_route_op_t bridge_op_t;
-
-/* --- a growable text buffer (the first failure sticks) ------------------------------------- */
-
-typedef struct sbuf {
-    char *s;
-    size_t len, cap;
-    bool failed;
-} sbuf_t;
-
-void ptc__sb_put(sbuf_t *b, const char *s, size_t n);
-void ptc__sb_str(sbuf_t *b, const char *s);
-void ptc__sb_fmt(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* --- execute_result.c ---------------------------------------------------------------------- */
 
@@ -197,32 +173,8 @@ void ptc__execute_outcome_clear(outcome_t *o);
 /** Frees the job: its loop (and a repair request in flight), its bridge, the last outcome. */
 void ptc__execute_job_free(job_t *j);
 
-/* --- environment.c: what runs and results need of the environment --------------------- */
+/* --- execute_setup.c ------------------------------------------------------------------------ */
 
-typedef struct ptc_env_waiter ptc_env_waiter_t;
-typedef void (*ptc_env_wait_cb)(void *data);
-typedef enum ptc_env_run {
-    PTC_ENV_RUN,    /* run now (ready, none declared, or failed with --packages-optional) */
-    PTC_ENV_WAIT,   /* the packages are being built */
-    PTC_ENV_REFUSE, /* the build failed and the packages are not optional */
-} ptc_env_run_t;
-
-/** What a run should do now; *building_ms (may be NULL) gets how long the build has run. */
-ptc_env_run_t ptc_env_for_run(const ptc_env_t *e, uint64_t *building_ms);
-/** cb(data) once the build ends or max_ms passed, whichever first; NULL on ENOMEM. */
-ptc_env_waiter_t *ptc_env_wait(ptc_env_t *e, uint64_t max_ms, ptc_env_wait_cb cb, void *data);
-/** No callback afterwards; handle may be NULL. */
-void ptc_env_wait_cancel(ptc_env_waiter_t *handle);
-/** The folders a run puts on sys.path after the tools package: the packages' site folder once
- *  ready, the helpers' folder. Returns how many (at most max); borrowed until the next change. */
-size_t ptc_env_path_dirs(const ptc_env_t *e, const char **dirs, size_t max);
-/** What the tool description says the code can import (malloc'd; NULL on ENOMEM). */
-char *ptc_env_describe(const ptc_env_t *e);
-/** The result's "environment" field while building or after a failure, else NULL (caller
- *  deletes). */
-cJSON *ptc_env_result_json(const ptc_env_t *e);
-/** The result text's note about the packages (failure, building), else NULL (malloc'd). */
-char *ptc_env_result_note(const ptc_env_t *e);
 /** The executor pool (borrowed), for the helpers' scan. */
 exec_pool_t *ptc__execute_pool(const ptc_execute_t *ex);
 
@@ -284,7 +236,7 @@ void ptc__session_bridge_end(job_t *j, outcome_t *o);
 void ptc__session_release(job_t *j);
 /** The result's session fields ("session": handle or null; interrupted, session_ended) and the
  *  sentences about the session for the text (into note). false on ENOMEM. */
-bool ptc__session_result(const job_t *j, cJSON *sc, sbuf_t *note);
+bool ptc__session_result(const job_t *j, cJSON *sc, ptc_buf_t *note);
 
 /* --- execute_longrun.c: runs that go on past the request's wait ------------------------------ */
 
@@ -330,9 +282,6 @@ int ptc__mrtr_park(job_t *j, const char *key, const char *method, cJSON *params,
 bool ptc__mrtr_resume(ptc_execute_t *ex, mcp_call_t *call, const cJSON *args, uint64_t wait_ms);
 /** j waits no more (in ptc__execute_job_free). */
 void ptc__mrtr_release(job_t *j);
-/** Kills and frees every waiting job, then ends the workspace's runs and sessions
- *  (exec_workspace_stop: the server stops). */
-void ptc__mrtr_close_all(ptc_execute_t *ex);
 /** The client cancelled task task_id while its job was parked here (it asked through the
  *  task): the job goes now, its run killed (mcp_server_on_task_cancel). */
 void ptc__mrtr_cancel_task(const char *task_id, const mcp_identity_t *who, void *data);

@@ -58,16 +58,14 @@ static void hand_back(job_t *j)
     size_t page = ex->page_chars;
     size_t on = fresh_part(&out, j->out_sent, page);
     size_t en = fresh_part(&err, j->err_sent, page > on ? page - on : 0);
-    size_t out_len = 0, err_len = 0;
-    char *o = exec_pages_utf8_sanitize((const char *)out.data + j->out_sent, on, &out_len);
-    char *e = exec_pages_utf8_sanitize((const char *)err.data + j->err_sent, en, &err_len);
+    char *o = exec_pages_utf8_sanitize((const char *)out.data + j->out_sent, on, NULL);
+    char *e = exec_pages_utf8_sanitize((const char *)err.data + j->err_sent, en, NULL);
     uint64_t now = uv_now(ex->loop);
     ptc_bridge_counters_t c = {0};
     ptc_bridge_host_t *host = j->sess != NULL ? ptc__session_host(j->sess) : j->host;
     if (host != NULL) ptc_bridge_host_counters(host, &c);
     cJSON *sc = ptc__execute_base_fields("running", -1, NULL, out.total, err.total, false,
                                          now - j->started_ms, ex->unsafe ? "none" : "full");
-    sbuf_t t = {0};
     bool ok = sc != NULL && o != NULL && e != NULL &&
               cJSON_AddStringToObject(sc, "stdout", o) != NULL &&
               cJSON_AddStringToObject(sc, "stderr", e) != NULL &&
@@ -78,29 +76,17 @@ static void hand_back(job_t *j)
     if (ok)
         cJSON_ReplaceItemInObjectCaseSensitive(
             sc, "tool_calls", cJSON_CreateNumber((double)(c.tool_calls + c.replayed)));
-    ptc__sb_fmt(&t,
-                "Still running after %.1f s (status running; the run's own limit is %.1f s, "
-                "timeout_seconds). ",
-                (double)(now - j->started_ms) / 1000.0, (double)j->timeout_ms / 1000.0);
-    ptc__sb_str(&t, on + en > 0 ? "Output since the last answer:\n" : "No new output yet.\n");
-    if (ok && out_len) {
-        ptc__sb_str(&t, o);
-        if (o[out_len - 1] != '\n') ptc__sb_str(&t, "\n");
-    }
-    if (ok && err_len) {
-        ptc__sb_str(&t, "--- stderr ---\n");
-        ptc__sb_str(&t, e);
-        if (e[err_len - 1] != '\n') ptc__sb_str(&t, "\n");
-    }
-    ptc__sb_fmt(&t,
-                "[still running: call execute_code with cursor \"%s\" to wait for more output or "
-                "the result (wait_seconds sets how long), or with that cursor and cancel: true "
-                "to stop it]",
-                j->cursor);
+    const exec_running_info_t ri = {.elapsed_ms = now - j->started_ms,
+                                    .timeout_ms = j->timeout_ms,
+                                    .out = o,
+                                    .err = e,
+                                    .cursor = j->cursor};
+    char *text = NULL;
+    if (ok) ok = exec_running_text(&ri, &text) == 0;
     free(o);
     free(e);
-    cJSON *content = ok && !t.failed ? mcp_text_content(t.s) : NULL;
-    free(t.s);
+    cJSON *content = ok ? mcp_text_content(text) : NULL;
+    free(text);
     if (content == NULL) {
         cJSON_Delete(sc);
         if (added) { /* nobody got the cursor */

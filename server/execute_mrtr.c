@@ -245,9 +245,3 @@ void ptc__mrtr_cancel_task(const char *task_id, const mcp_identity_t *who, void 
             task_id);
     kill_job(exec_ws_park_user(p), "was stopped: its task was cancelled (tasks/cancel)");
 }
-
-void ptc__mrtr_close_all(ptc_execute_t *ex)
-{
-    /* Parked jobs first (their on_park_end kills them), then the runs and sessions. */
-    exec_workspace_stop(ex->ws);
-}

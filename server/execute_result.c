@@ -1,49 +1,13 @@
-/* execute_result.c - execute_code's result as a model reads it: the structured fields every
- * result carries, the text (failures' last traceback lines first, what self-healing did, the
- * output, the cursor line), cut into pages kept in the executor's page store. */
+/* execute_result.c - execute_code's result shaped for MCP: the structured fields every result
+ * carries, its notes, the files' listing and image blocks, and the text of each page, which the
+ * executor writes (exec_page_text: failures' last traceback lines first, what self-healing did,
+ * the output, the cursor line) over the pages it keeps (exec_pages_first, exec_pages_next). */
 #include "execute_internal.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* --- the model-facing text ----------------------------------------------------------------- */
-
-void ptc__sb_put(sbuf_t *b, const char *s, size_t n)
-{
-    if (b->failed) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *ns = realloc(b->s, cap);
-        if (ns == NULL) {
-            b->failed = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-void ptc__sb_str(sbuf_t *b, const char *s)
-{
-    ptc__sb_put(b, s, strlen(s));
-}
-
-void ptc__sb_fmt(sbuf_t *b, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    ptc__sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
 
 static cJSON *meta_of(const cJSON *sc)
 {
@@ -58,94 +22,57 @@ static cJSON *meta_of(const cJSON *sc)
     return m;
 }
 
+/* What the page's text says around its output, read from the run's fields in sc. */
+static exec_page_info_t info_of(const cJSON *sc)
+{
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(sc, "exit_code");
+    const cJSON *sig = cJSON_GetObjectItemCaseSensitive(sc, "signal");
+    const cJSON *sandbox = cJSON_GetObjectItemCaseSensitive(sc, "sandbox");
+    return (exec_page_info_t){
+        .status = cJSON_GetObjectItemCaseSensitive(sc, "status")->valuestring,
+        .exit_code = cJSON_IsNumber(code) ? code->valueint : -1,
+        .signal_name = cJSON_IsString(sig) ? sig->valuestring : NULL,
+        .unsandboxed = cJSON_IsString(sandbox) && strcmp(sandbox->valuestring, "none") == 0,
+        .truncated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sc, "truncated")),
+        .out_total = (uint64_t)cJSON_GetObjectItemCaseSensitive(sc, "stdout_bytes")->valuedouble,
+        .err_total = (uint64_t)cJSON_GetObjectItemCaseSensitive(sc, "stderr_bytes")->valuedouble,
+    };
+}
+
 /*
  * Builds the result of one page: sc holds the run's fields (status, codes, byte counts...) and
- * gets the page's stdout, stderr and next_cursor added; the text puts failures' last traceback
- * lines first and always ends with the cursor line when there is more.
+ * gets the page's stdout, stderr and next_cursor added; the text is the executor's
+ * (exec_page_text: failures' last traceback lines first, the cursor line last).
  */
 static void finish_page_with(mcp_call_t *call, cJSON *sc, const exec_page_t *page, bool first,
                              const char *note, const char *err_tail, const char *heal,
                              const char *files_text, cJSON *images)
 {
-    const char *status = cJSON_GetObjectItemCaseSensitive(sc, "status")->valuestring;
-    bool failed = strcmp(status, "ok") != 0;
+    exec_page_info_t in = info_of(sc);
+    bool failed = strcmp(in.status, "ok") != 0;
+    in.note = note;
+    in.err_tail = err_tail;
+    in.heal = heal;
+    in.files_text = files_text;
+    char *text = NULL;
+    int rc = exec_page_text(page, first, &in, &text);
     cJSON_AddStringToObject(sc, "stdout", page->out);
     cJSON_AddStringToObject(sc, "stderr", page->err);
     if (page->cursor)
         cJSON_AddStringToObject(sc, "next_cursor", page->cursor);
     else
         cJSON_AddNullToObject(sc, "next_cursor");
-
-    sbuf_t t = {0};
-    const cJSON *sandbox = cJSON_GetObjectItemCaseSensitive(sc, "sandbox");
-    if (cJSON_IsString(sandbox) && strcmp(sandbox->valuestring, "none") == 0)
-        ptc__sb_str(&t, "WARNING: this code ran WITHOUT a sandbox (--unsafe-no-sandbox).\n");
-    if (note) {
-        ptc__sb_str(&t, note);
-        ptc__sb_str(&t, "\n");
-    }
-    if (failed && first) {
-        const cJSON *code = cJSON_GetObjectItemCaseSensitive(sc, "exit_code");
-        const cJSON *sig = cJSON_GetObjectItemCaseSensitive(sc, "signal");
-        ptc__sb_fmt(&t, "Status: %s", status);
-        if (cJSON_IsNumber(code)) ptc__sb_fmt(&t, " (exit code %d)", code->valueint);
-        if (cJSON_IsString(sig)) ptc__sb_fmt(&t, " (signal %s)", sig->valuestring);
-        ptc__sb_str(&t, "\n");
-        /* The end of the traceback goes first unless the page shows all of it anyway. */
-        bool tail_first = err_tail != NULL && err_tail[0] != '\0' &&
-                          (page->cursor != NULL || strlen(page->err) < strlen(err_tail) ||
-                           strlen(page->out) > EXECUTE_INLINE_OUTPUT);
-        if (tail_first) {
-            ptc__sb_str(&t, "Last lines of stderr:\n");
-            ptc__sb_str(&t, ptc_repair_last_lines(err_tail, EXECUTE_TRACEBACK_LINES));
-            ptc__sb_str(&t, "\n");
-        }
-    }
-    /* What self-healing did comes after the status, before the output it explains. */
-    if (heal != NULL && heal[0] != '\0') {
-        ptc__sb_str(&t, heal);
-        ptc__sb_str(&t, "\n");
-    }
-    if (page->out[0] != '\0') {
-        if (failed || page->err[0] != '\0' || (heal != NULL && heal[0] != '\0'))
-            ptc__sb_str(&t, "--- stdout ---\n");
-        ptc__sb_str(&t, page->out);
-        if (page->out[strlen(page->out) - 1] != '\n') ptc__sb_str(&t, "\n");
-    }
-    if (page->err[0] != '\0') {
-        ptc__sb_str(&t, "--- stderr ---\n");
-        ptc__sb_str(&t, page->err);
-        if (page->err[strlen(page->err) - 1] != '\n') ptc__sb_str(&t, "\n");
-    }
-    if (first && page->out[0] == '\0' && page->err[0] == '\0' && !failed)
-        ptc__sb_str(&t, "(no output)\n");
-    if (first && files_text != NULL) ptc__sb_str(&t, files_text);
-    const cJSON *trunc = cJSON_GetObjectItemCaseSensitive(sc, "truncated");
-    /* The first page says so too: a model reading only it must not take the output as whole. */
-    if (cJSON_IsTrue(trunc) && (first || page->cursor == NULL)) {
-        ptc__sb_fmt(&t,
-                    "[output truncated: %.0f bytes of stdout and %.0f of stderr were produced; "
-                    "only the first part of each was kept (the server's --max-output-bytes)]\n",
-                    cJSON_GetObjectItemCaseSensitive(sc, "stdout_bytes")->valuedouble,
-                    cJSON_GetObjectItemCaseSensitive(sc, "stderr_bytes")->valuedouble);
-    }
-    if (page->cursor)
-        ptc__sb_fmt(&t, "[more output: call execute_code with cursor \"%s\"]", page->cursor);
-    if (t.failed || t.s == NULL) {
-        free(t.s);
+    cJSON *content = rc == 0 ? mcp_text_content(text) : NULL;
+    free(text);
+    if (content == NULL) {
         cJSON_Delete(sc);
         cJSON_Delete(images);
         mcp_call_finish_rpc_error(call, MCP_JSONRPC_INTERNAL_ERROR, "out of memory");
         return;
     }
-    /* Trailing newline off, so the text ends with the cursor line or the output itself. */
-    while (t.len > 0 && t.s[t.len - 1] == '\n')
-        t.s[--t.len] = '\0';
-    cJSON *content = mcp_text_content(t.s);
-    free(t.s);
     /* The pictures follow the text, as blocks of their own: their bytes are nowhere else. */
     cJSON *img;
-    while (content != NULL && images != NULL && (img = cJSON_DetachItemFromArray(images, 0)))
+    while (images != NULL && (img = cJSON_DetachItemFromArray(images, 0)))
         cJSON_AddItemToArray(content, img);
     cJSON_Delete(images);
     mcp_call_finish(call, content, sc, failed);
@@ -171,88 +98,40 @@ static cJSON *image_block(const exec_file_t *f, const char *mime)
 
 /* One entry of structuredContent.files (and its line of text); keeps the bytes in the store. */
 static bool keep_one(ptc_execute_t *ex, const mcp_identity_t *owner, const exec_file_t *f,
-                     outcome_t *o, sbuf_t *text, size_t *shown)
+                     outcome_t *o, ptc_buf_t *text, size_t *shown)
 {
-    size_t name_len;
-    char *name = exec_pages_utf8_sanitize(f->name, strlen(f->name), &name_len);
-    cJSON *e = cJSON_CreateObject();
-    if (name == NULL || e == NULL || !cJSON_AddItemToArray(o->files, e)) {
-        free(name);
-        cJSON_Delete(e);
+    const exec_keep_bounds_t b = {.image_max = ex->image_max_bytes,
+                                  .images_max = EXECUTE_IMAGES_MAX_RESULT_BYTES};
+    exec_kept_file_t k;
+    if (exec_filestore_keep(ex->files, owner->b, f, uv_now(ex->loop), &b, shown, &k) < 0)
         return false;
-    }
-    const char *mime =
-        f->omitted ? "application/octet-stream" : exec_file_mime_type(f->name, f->data, f->len);
-    const char *reason = f->reason;
-    char *key = NULL;
-    bool omitted = f->omitted;
-    if (!omitted) {
-        int rc = exec_filestore_put(ex->files, owner->b, f->name, f->data, f->len, mime,
-                                    uv_now(ex->loop), &key);
-        if (rc == EXEC_ENOMEM) {
-            free(name);
-            return false;
-        }
-        if (rc < 0) {
-            omitted = true;
-            reason = "larger than the server's whole file store (--file-store-bytes)";
-        }
-    }
     char *uri = NULL;
-    if (key != NULL) {
-        size_t pl = strlen(FILES_URI_PREFIX), kl = strlen(key);
-        uri = malloc(pl + kl + 1);
-        if (uri != NULL) {
+    cJSON *e = cJSON_CreateObject();
+    bool ok = e != NULL && cJSON_AddItemToArray(o->files, e);
+    if (!ok) cJSON_Delete(e);
+    if (ok && k.key != NULL) {
+        size_t pl = strlen(FILES_URI_PREFIX), kl = strlen(k.key);
+        ok = (uri = malloc(pl + kl + 1)) != NULL;
+        if (ok) {
             memcpy(uri, FILES_URI_PREFIX, pl);
-            memcpy(uri + pl, key, kl + 1);
-        }
-        free(key);
-        if (uri == NULL) {
-            free(name);
-            return false;
+            memcpy(uri + pl, k.key, kl + 1);
         }
     }
-    /* A cut image would show broken; a big one would fill the client's context. */
-    bool picture = uri != NULL && !f->truncated && exec_mime_is_image(mime);
-    const char *img_note = NULL;
-    if (picture && f->len > ex->image_max_bytes) {
-        picture = false;
-        img_note = "larger than the image bound (--max-image-bytes): not shown, read it by uri";
-    } else if (picture && *shown + f->len > EXECUTE_IMAGES_MAX_RESULT_BYTES) {
-        picture = false;
-        img_note = "not shown: the result's images would pass what one message may carry; read "
-                   "it by uri";
-    }
-    if (picture) *shown += f->len;
-    bool ok = cJSON_AddStringToObject(e, "name", name) &&
-              cJSON_AddStringToObject(e, "mime_type", mime) &&
-              cJSON_AddNumberToObject(e, "bytes", (double)f->size) &&
-              (uri ? cJSON_AddStringToObject(e, "uri", uri) : cJSON_AddNullToObject(e, "uri"));
-    if (ok && f->truncated) ok = cJSON_AddBoolToObject(e, "truncated", true);
-    if (ok && omitted) ok = cJSON_AddBoolToObject(e, "omitted", true);
-    if (ok && (reason || img_note))
-        ok = cJSON_AddStringToObject(e, "reason", reason ? reason : img_note);
-    if (ok && picture) {
-        cJSON *blk = image_block(f, mime);
+    ok = ok && cJSON_AddStringToObject(e, "name", k.name) &&
+         cJSON_AddStringToObject(e, "mime_type", k.mime) &&
+         cJSON_AddNumberToObject(e, "bytes", (double)k.size) &&
+         (uri ? cJSON_AddStringToObject(e, "uri", uri) : cJSON_AddNullToObject(e, "uri"));
+    if (ok && k.truncated) ok = cJSON_AddBoolToObject(e, "truncated", true);
+    if (ok && k.omitted) ok = cJSON_AddBoolToObject(e, "omitted", true);
+    if (ok && k.reason) ok = cJSON_AddStringToObject(e, "reason", k.reason);
+    if (ok && k.picture) {
+        cJSON *blk = image_block(f, k.mime);
         ok = blk != NULL && cJSON_AddItemToArray(o->images, blk);
         if (!ok) cJSON_Delete(blk);
     }
-    ptc__sb_fmt(text, "- %.300s (%s, %llu bytes", name, mime, (unsigned long long)f->size);
-    if (omitted || f->truncated || img_note)
-        ptc__sb_fmt(text, "; %s: %s",
-                    omitted        ? "omitted"
-                    : f->truncated ? "truncated"
-                                   : "note",
-                    reason ? reason : img_note);
-    ptc__sb_str(text, ")");
-    if (uri) {
-        ptc__sb_str(text, " ");
-        ptc__sb_str(text, uri);
-    }
-    if (picture) ptc__sb_str(text, " [shown as an image]");
-    ptc__sb_str(text, "\n");
+    if (ok) (void)exec_kept_file_line(text, &k, uri); /* the buffer's failure is checked once */
     free(uri);
-    free(name);
+    exec_kept_file_clear(&k);
     return ok;
 }
 
@@ -263,20 +142,16 @@ int ptc__execute_keep_files(ptc_execute_t *ex, const mcp_identity_t *owner, cons
     o->images = cJSON_CreateArray();
     if (o->files == NULL || o->images == NULL) return MCP_ENOMEM;
     if (r->n_files == 0) return 0;
-    sbuf_t text = {0};
-    ptc__sb_fmt(&text, "Files in %s (readable through resources/read):\n", EXEC_OUTPUT_DIR);
+    ptc_buf_t text;
+    ptc_buf_init(&text, PTC_CAP_EXECUTE_TEXT);
+    ptc_buf_printf(&text, "Files in %s (readable through resources/read):\n", EXEC_OUTPUT_DIR);
     size_t shown = 0;
-    for (size_t i = 0; i < r->n_files; i++)
-        if (!keep_one(ex, owner, &r->files[i], o, &text, &shown)) {
-            free(text.s);
-            return MCP_ENOMEM;
-        }
-    if (text.failed) {
-        free(text.s);
-        return MCP_ENOMEM;
-    }
-    o->files_text = text.s;
-    return 0;
+    bool ok = true;
+    for (size_t i = 0; ok && i < r->n_files; i++)
+        ok = keep_one(ex, owner, &r->files[i], o, &text, &shown);
+    o->files_text = ok ? ptc_buf_take(&text, NULL) : NULL;
+    ptc_buf_free(&text);
+    return o->files_text != NULL ? 0 : MCP_ENOMEM;
 }
 
 /* The fields every result carries, before the page's own. Takes nothing. */
@@ -306,10 +181,10 @@ cJSON *ptc__execute_base_fields(const char *status, int exit_code, const char *s
     return sc;
 }
 
-/* The packages' state while building or after a failure (environment.c), into sc. */
+/* The packages' state while building or after a failure (environment/), into sc. */
 static bool add_env(const ptc_execute_t *ex, cJSON *sc)
 {
-    cJSON *env = ptc_env_result_json(ex->env);
+    cJSON *env = env_host_result_json(ex->env);
     return env == NULL || cJSON_AddItemToObject(sc, "environment", env);
 }
 
@@ -375,42 +250,30 @@ void ptc__execute_finish_job(job_t *j)
     cJSON *sc = ptc__execute_base_fields(exec_status_name(o->status), o->exit_code, o->signal_name,
                                          o->out_total, o->err_total, o->truncated, o->duration_ms,
                                          exec_sandbox_level_name(o->sandbox));
-    sbuf_t note = {0};
-    if (o->status == EXEC_STATUS_TIMEOUT && j->sess == NULL) /* a session's cell: see below */
-        ptc__sb_fmt(&note,
-                    "The run hit its %.1f s timeout%s and was killed. For more time pass a larger "
-                    "timeout_seconds (at most %g, the server's --max-timeout).",
-                    (double)o->timeout_ms / 1000.0,
-                    o->deadline_cut ? " (cut to the request's overall deadline, --request-deadline)"
-                                    : " (timeout_seconds)",
-                    ex->max_timeout_s);
-    else if (o->cancelled && j->sess == NULL)
-        ptc__sb_str(&note, "The run was cancelled (cancel: true) and killed.");
-    else if (o->status == EXEC_STATUS_OOM)
-        ptc__sb_str(&note, "The run hit its memory limit and was killed.");
+    ptc_buf_t note;
+    ptc_buf_init(&note, PTC_CAP_EXECUTE_TEXT);
+    const exec_run_end_t end = {.status = o->status,
+                                .cancelled = o->cancelled,
+                                .in_session = j->sess != NULL, /* see ptc__session_result */
+                                .timeout_s = (double)o->timeout_ms / 1000.0,
+                                .deadline_cut = o->deadline_cut,
+                                .max_timeout_s = ex->max_timeout_s};
+    (void)exec_run_end_note(&note, &end); /* the buffer's failure is checked once, below */
     const cJSON *w;
     cJSON_ArrayForEach(w, o->warnings)
     {
-        if (!cJSON_IsString(w)) continue;
-        if (note.len) ptc__sb_str(&note, "\n");
-        ptc__sb_str(&note, "Warning: ");
-        ptc__sb_str(&note, w->valuestring);
+        if (cJSON_IsString(w)) exec_note_line(&note, "Warning: ", w->valuestring);
     }
     /* A run without the declared packages (--packages-optional after a failed build). */
-    char *env_note = ptc_env_result_note(ex->env);
-    if (env_note != NULL) {
-        if (note.len) ptc__sb_str(&note, "\n");
-        ptc__sb_str(&note, env_note);
-        free(env_note);
-    }
+    char *env_note = env_host_result_note(ex->env);
+    exec_note_line(&note, NULL, env_note);
+    free(env_note);
     /* A failed run past --startup-wait may have missed a server's module: say which are
      * still starting, rather than let "No module named 'tools.X'" stand alone. */
     char starting[800];
     if (o->status != EXEC_STATUS_OK &&
-        ptc_startup_still_starting(ex->startup, starting, sizeof starting) > 0) {
-        if (note.len) ptc__sb_str(&note, "\n");
-        ptc__sb_str(&note, starting);
-    }
+        ptc_startup_still_starting(ex->startup, starting, sizeof starting) > 0)
+        exec_note_line(&note, NULL, starting);
     /* What self-healing did: the history, why it stopped, the final code, the packet. */
     char *heal = NULL;
     cJSON *packet = NULL;
@@ -456,9 +319,9 @@ void ptc__execute_finish_job(job_t *j)
     char *files_text = o->files_text;
     o->files_text = NULL;
     ptc__execute_job_free(j);
-    if (rc < 0 || !ok || note.failed) {
+    if (rc < 0 || !ok || ptc_buf_error(&note) != 0) {
         free(err);
-        free(note.s);
+        ptc_buf_free(&note);
         free(heal);
         free(files_text);
         cJSON_Delete(images);
@@ -468,8 +331,9 @@ void ptc__execute_finish_job(job_t *j)
                                   "out of memory building the result");
         return;
     }
-    finish_page_with(call, sc, &page, true, note.s, err, heal, files_text, images);
-    free(note.s);
+    finish_page_with(call, sc, &page, true, ptc_buf_len(&note) ? ptc_buf_cstr(&note) : NULL, err,
+                     heal, files_text, images);
+    ptc_buf_free(&note);
     free(heal);
     free(err);
     free(files_text);

@@ -181,7 +181,7 @@ static int start_sandbox(ptc_xsession_t *s, job_t *j)
                                            s->run_id, &s->host);
     if (so.bridge_fd >= 0) so.ro_dir = ptc_pybundle_cache_root(ex->bundle);
     const char *dirs[EXEC_MAX_PATH_DIRS];
-    so.n_path_dirs = ptc_env_path_dirs(ex->env, dirs, EXEC_MAX_PATH_DIRS);
+    so.n_path_dirs = env_host_path_dirs(ex->env, dirs, EXEC_MAX_PATH_DIRS);
     so.path_dirs = dirs;
     int rc = exec_ws_session_start(s->ws, &so);
     if (rc < 0) {
@@ -237,7 +237,7 @@ void ptc__session_release(job_t *j)
     exec_ws_session_release(s->ws, j, j->sess_new); /* may free s */
 }
 
-bool ptc__session_result(const job_t *j, cJSON *sc, sbuf_t *note)
+bool ptc__session_result(const job_t *j, cJSON *sc, ptc_buf_t *note)
 {
     const ptc_xsession_t *s = j->sess;
     if (s == NULL) return cJSON_AddNullToObject(sc, "session") != NULL;
@@ -246,43 +246,17 @@ bool ptc__session_result(const job_t *j, cJSON *sc, sbuf_t *note)
     bool ok = cJSON_AddStringToObject(sc, "session", handle) != NULL &&
               cJSON_AddBoolToObject(sc, "interrupted", o->interrupted) != NULL &&
               cJSON_AddBoolToObject(sc, "session_ended", o->session_ended) != NULL;
-    if (!ok) return false;
-    if (note->len) ptc__sb_str(note, "\n");
-    double secs = (double)o->timeout_ms / 1000.0;
-    if (o->cancelled)
-        ptc__sb_str(note, o->session_ended
-                              ? "The cell was cancelled (cancel: true) and, as it did not stop on "
-                                "KeyboardInterrupt, the session was killed: its state is gone."
-                              : "The cell was cancelled (cancel: true) and interrupted "
-                                "(KeyboardInterrupt); the session lives on with its state.");
-    else if (o->status == EXEC_STATUS_TIMEOUT && o->interrupted)
-        ptc__sb_fmt(note,
-                    "The cell hit its %.1f s timeout (timeout_seconds) and was interrupted "
-                    "(KeyboardInterrupt); the session lives on with its state. For more time pass "
-                    "a larger timeout_seconds (at most %g, the server's --max-timeout).",
-                    secs, j->ex->max_timeout_s);
-    else if (o->status == EXEC_STATUS_TIMEOUT && o->session_ended)
-        ptc__sb_fmt(note,
-                    "The cell hit its %.1f s timeout (timeout_seconds) and did not stop within "
-                    "%.0f s of the KeyboardInterrupt, so the session was killed: its state is "
-                    "gone. Start a new one with session: \"new\"; for more time pass a larger "
-                    "timeout_seconds (at most %g, the server's --max-timeout).",
-                    secs, EXEC_SESSION_INTERRUPT_GRACE_MS / 1000.0, j->ex->max_timeout_s);
-    else if (o->session_ended)
-        ptc__sb_fmt(note,
-                    "The session has ended (%s): its state is gone. Start a new one with "
-                    "session: \"new\".",
-                    exec_ws_session_end_reason(s->ws) ? exec_ws_session_end_reason(s->ws)
-                                                      : "its interpreter stopped");
-    if (o->session_ended) return true;
-    if (note->len && note->s[note->len - 1] != '\n') ptc__sb_str(note, "\n");
-    if (j->sess_new)
-        ptc__sb_fmt(note,
-                    "Session \"%s\" started: pass \"session\": \"%s\" to run more code in this "
-                    "interpreter (variables, imports and files in /tmp are kept); "
-                    "{\"session\": \"%s\", \"close_session\": true} ends it.",
-                    handle, handle, handle);
-    else
-        ptc__sb_fmt(note, "Session \"%s\", cell %lu.", handle, exec_ws_session_cells(s->ws));
-    return true;
+    const exec_cell_end_t c = {
+        .handle = handle,
+        .fresh = j->sess_new,
+        .cells = exec_ws_session_cells(s->ws),
+        .timed_out = o->status == EXEC_STATUS_TIMEOUT,
+        .cancelled = o->cancelled,
+        .interrupted = o->interrupted,
+        .session_ended = o->session_ended,
+        .end_reason = exec_ws_session_end_reason(s->ws),
+        .timeout_s = (double)o->timeout_ms / 1000.0,
+        .max_timeout_s = j->ex->max_timeout_s,
+    };
+    return ok && exec_cell_end_note(note, &c) == 0;
 }

@@ -85,7 +85,7 @@ static const char output_schema[] =
     "\"stderr_bytes\",\"truncated\",\"duration_ms\",\"next_cursor\",\"tool_calls\",\"outputs\","
     "\"attempts\",\"sandbox\"]}";
 
-/* The description is description_head, what the code can import (environment.c: the standard
+/* The description is description_head, what the code can import (environment/: the standard
  * library, the declared packages, the user's helpers), then description. */
 static const char description_head[] =
     "Run Python 3 code in a sandbox and return its output. Each call starts fresh unless it "
@@ -112,126 +112,73 @@ void ptc_execute_sandbox_options(const ptc_options_t *o, exec_options_t *eo)
     if (o->cpu_limit > 0) eo->cpu_millis = (unsigned)(o->cpu_limit * 1000.0 + 0.5);
 }
 
-int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
-                    ptc_execute_t **out)
+/* The flags the executor bounds (exec_options_check), and the server's own: a sentence naming
+ * the flag for each one passed. MCP_EINVAL then. */
+static int check_flags(const ptc_options_t *o, const exec_options_t *eo,
+                       const exec_files_limits_t *fl, size_t code_bytes, const mcp_logger_t *lg)
 {
-    *out = NULL;
-    ptc_execute_t *ex = calloc(1, sizeof *ex);
-    if (ex == NULL) return MCP_ENOMEM;
-    ex->loop = loop;
-    ex->lg = lg;
-    ex->page_chars = o->output_page_chars;
-    ex->max_timeout_s = o->max_timeout;
-    ex->unsafe = o->unsafe_no_sandbox;
-    ex->lim.tool_timeout_ms = (unsigned)(o->tool_timeout * 1000.0);
-    ex->confirm_writes = o->confirm_writes;
-    ex->lim.allow_tools = o->allow_tools;
-    ex->lim.deny_tools = o->deny_tools;
-    if (o->audit_log != NULL) {
-        ex->audit = fopen(o->audit_log, "ae");
-        if (ex->audit == NULL) {
-            mcp_log(lg, MCP_LOG_ERROR, "--audit-log %s: %s", o->audit_log, strerror(errno));
-            free(ex);
-            return MCP_EINVAL;
-        }
-    }
-    ex->lim.audit = ex->audit;
-    ex->max_repairs = o->max_repairs;
-    if (ex->max_repairs > PTC_REPAIR_MAX) {
+    exec_bound_t bad = EXEC_BOUND_NONE;
+    (void)exec_options_check(eo, fl, code_bytes, &bad);
+    if (bad == EXEC_BOUND_CODE_BYTES)
+        mcp_log(lg, MCP_LOG_ERROR,
+                "--max-code-bytes: at most %u (the code travels to the sandbox as one argument)",
+                (unsigned)EXEC_MAX_CODE_BYTES);
+    else if (bad == EXEC_BOUND_KEEP_BYTES)
+        mcp_log(lg, MCP_LOG_ERROR, "--max-output-bytes: at most %u", (unsigned)EXEC_MAX_KEEP_BYTES);
+    else if (bad == EXEC_BOUND_FILE_BYTES || bad == EXEC_BOUND_FILE_COUNT)
+        mcp_log(lg, MCP_LOG_ERROR,
+                "--max-file-bytes and --max-call-files-bytes: at most %u MiB; --max-files: at "
+                "most %u",
+                (unsigned)(EXEC_FILES_LIMIT_BYTES >> 20), (unsigned)EXEC_FILES_LIMIT_COUNT);
+    else if (bad != EXEC_BOUND_NONE)
+        mcp_log(lg, MCP_LOG_ERROR, "executor: %s. %s", exec_strerror(EXEC_EINVAL),
+                exec_error_hint(EXEC_EINVAL));
+    else if (o->max_repairs > PTC_REPAIR_MAX)
         mcp_log(lg, MCP_LOG_ERROR, "--max-repairs: at most %d", PTC_REPAIR_MAX);
-        if (ex->audit != NULL) fclose(ex->audit);
-        free(ex);
-        return MCP_EINVAL;
-    }
-    if (o->request_deadline > EXECUTE_REQUEST_DEADLINE_MAX_S) {
+    else if (o->request_deadline > EXECUTE_REQUEST_DEADLINE_MAX_S)
         mcp_log(lg, MCP_LOG_ERROR, "--request-deadline: at most %d seconds",
                 EXECUTE_REQUEST_DEADLINE_MAX_S);
-        if (ex->audit != NULL) fclose(ex->audit);
-        free(ex);
-        return MCP_EINVAL;
-    }
-    ex->wait_ms = (uint64_t)(o->wait_seconds * 1000.0);
-    ex->deadline_ms = (uint64_t)(o->request_deadline * 1000.0);
-    if (ex->deadline_ms == 0) ex->deadline_ms = 1;
-    if (o->repair_url != NULL || o->repair_model != NULL || o->repair_key_env != NULL) {
-        char msg[600];
-        int rrc =
-            o->repair_url == NULL
-                ? (snprintf(msg, sizeof msg,
-                            "--repair-model and --repair-key-env need --repair-url (the "
-                            "chat-completions endpoint)"),
-                   MCP_EINVAL)
-                : ptc_repairer_http_new(loop, o->repair_url, o->repair_model, o->repair_key_env,
-                                        o->ca_file, lg, &ex->repairer, msg, sizeof msg);
-        if (rrc < 0) {
-            mcp_log(lg, MCP_LOG_ERROR, "%s", msg);
-            if (ex->audit != NULL) fclose(ex->audit);
-            free(ex);
-            return MCP_EINVAL;
-        }
-        mcp_log(lg, MCP_LOG_INFO, "fallback repairer: %s", ptc_repairer_http_name(ex->repairer));
-        ex->http_desc = (ptc_repairer_desc_t){.id = "http",
-                                              .who = "fallback repairer",
-                                              .by = "the fallback repairer",
-                                              .asking = ptc_repairer_http_name(ex->repairer)};
-    }
-    exec_options_t eo;
-    ptc_execute_sandbox_options(o, &eo);
-    if (o->max_concurrent) eo.max_concurrent = (unsigned)o->max_concurrent;
-    eo.max_queue = (unsigned)o->max_queue;
-    eo.pass_env = o->pass_env;
-    eo.n_pass_env = o->n_pass_env;
-    eo.test_disable_layer = getenv("PTC_TEST_DISABLE_LAYER");
-    if (o->max_output_bytes) eo.stdout_keep = eo.stderr_keep = o->max_output_bytes;
-    /* The code goes to the launcher as one argv string (MAX_ARG_STRLEN is 128 KiB): the flag
-       can lower the bound, not raise it past what the executor passes. */
-    ex->max_code_bytes = o->max_code_bytes ? o->max_code_bytes : EXEC_MAX_CODE_BYTES;
-    ex->image_max_bytes = o->max_image_bytes ? o->max_image_bytes : EXECUTE_IMAGE_MAX_BYTES;
-    if (ex->max_code_bytes > EXEC_MAX_CODE_BYTES || eo.stdout_keep > EXEC_MAX_KEEP_BYTES) {
+    else if (o->repair_url == NULL && (o->repair_model != NULL || o->repair_key_env != NULL))
         mcp_log(lg, MCP_LOG_ERROR,
-                ex->max_code_bytes > EXEC_MAX_CODE_BYTES
-                    ? "--max-code-bytes: at most %u (the code travels to the sandbox as one "
-                      "argument)"
-                    : "--max-output-bytes: at most %u",
-                ex->max_code_bytes > EXEC_MAX_CODE_BYTES ? (unsigned)EXEC_MAX_CODE_BYTES
-                                                         : (unsigned)EXEC_MAX_KEEP_BYTES);
-        ptc_repairer_http_free(ex->repairer);
-        if (ex->audit != NULL) fclose(ex->audit);
-        free(ex);
+                "--repair-model and --repair-key-env need --repair-url (the "
+                "chat-completions endpoint)");
+    else
+        return MCP_OK;
+    return MCP_EINVAL;
+}
+
+/* The fallback repairer of --repair-url, its lines in ex's log. */
+static int open_repairer(ptc_execute_t *ex, const ptc_options_t *o)
+{
+    char msg[600];
+    /* The hook only reads the logger: dropping const is what its void * costs. */
+    int rc = ptc_repair_http_new(ex->loop, o->repair_url, o->repair_model, o->repair_key_env,
+                                 o->ca_file, mcp_log_hook, (void *)(uintptr_t)ex->lg, &ex->repairer,
+                                 msg, sizeof msg);
+    if (rc < 0) {
+        mcp_log(ex->lg, MCP_LOG_ERROR, "%s", msg);
         return MCP_EINVAL;
     }
+    mcp_log(ex->lg, MCP_LOG_INFO, "fallback repairer: %s", ptc_repair_http_name(ex->repairer));
+    ex->http_desc = (ptc_repairer_desc_t){.id = "http",
+                                          .who = "fallback repairer",
+                                          .by = "the fallback repairer",
+                                          .asking = ptc_repair_http_name(ex->repairer)};
+    return MCP_OK;
+}
+
+/* The executor's pool, page and file stores and workspace; logs why not. */
+static int open_executor(ptc_execute_t *ex, const ptc_options_t *o, const exec_options_t *eo,
+                         const exec_files_limits_t *fl)
+{
     int rc = exec_pages_new(EXECUTE_PAGES_MAX_BYTES, EXECUTE_PAGES_MAX_RUNS, EXECUTE_PAGES_TTL_MS,
                             &ex->pages);
     if (rc == 0)
         rc = exec_filestore_new(o->file_store_bytes ? o->file_store_bytes
                                                     : EXECUTE_FILES_STORE_BYTES,
                                 EXECUTE_FILES_STORE_ENTRIES, EXECUTE_PAGES_TTL_MS, &ex->files);
-    if (rc < 0) {
-        exec_pages_free(ex->pages);
-        ptc_repairer_http_free(ex->repairer);
-        if (ex->audit != NULL) fclose(ex->audit);
-        free(ex);
-        return MCP_ENOMEM;
-    }
-    rc = exec_pool_new(loop, &eo, &ex->pool);
-    bool limits_bad = false;
-    if (rc == 0) {
-        const exec_files_limits_t fl = {.file_bytes = o->max_file_bytes ? o->max_file_bytes
-                                                                        : EXECUTE_FILE_MAX_BYTES,
-                                        .call_bytes = o->max_call_files_bytes,
-                                        .count = (unsigned)o->max_files};
-        if (o->max_files > EXEC_FILES_LIMIT_COUNT ||
-            exec_pool_set_files_limits(ex->pool, &fl) < 0) {
-            mcp_log(lg, MCP_LOG_ERROR,
-                    "--max-file-bytes and --max-call-files-bytes: at most %u MiB; --max-files: "
-                    "at most %u",
-                    (unsigned)(EXEC_FILES_LIMIT_BYTES >> 20), (unsigned)EXEC_FILES_LIMIT_COUNT);
-            exec_pool_free(ex->pool);
-            ex->pool = NULL;
-            rc = EXEC_EINVAL;
-            limits_bad = true;
-        }
-    }
+    if (rc == 0) rc = exec_pool_new(ex->loop, eo, &ex->pool);
+    if (rc == 0) rc = exec_pool_set_files_limits(ex->pool, fl);
     if (rc == 0) {
         const exec_ws_options_t wo = {
             .pool = ex->pool,
@@ -249,35 +196,82 @@ int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t 
             .owner_dropped = ptc__ends_dropped,
             .data = ex,
         };
-        rc = exec_workspace_new(loop, &wo, &wcb, &ex->ws);
-        if (rc < 0) {
-            exec_pool_free(ex->pool);
-            ex->pool = NULL;
-            rc = EXEC_ENOMEM;
-        }
+        rc = exec_workspace_new(ex->loop, &wo, &wcb, &ex->ws);
     }
-    if (rc < 0) {
-        if (!limits_bad)
-            mcp_log(lg, MCP_LOG_ERROR, "executor: %s. %s", exec_strerror(rc), exec_error_hint(rc));
-        exec_pages_free(ex->pages);
-        exec_filestore_free(ex->files);
-        ptc_repairer_http_free(ex->repairer);
-        if (ex->audit != NULL) fclose(ex->audit);
-        free(ex);
-        return MCP_EINVAL;
-    }
+    if (rc < 0)
+        mcp_log(ex->lg, MCP_LOG_ERROR, "executor: %s. %s", exec_strerror(rc), exec_error_hint(rc));
+    return rc < 0 ? MCP_EINVAL : MCP_OK;
+}
+
+/* What the sandbox level means for the runs to come, in the log. */
+static void log_sandbox(const ptc_execute_t *ex)
+{
     const exec_probe_t *probe = exec_pool_probe(ex->pool);
-    if (o->unsafe_no_sandbox) {
-        mcp_log(lg, MCP_LOG_WARNING,
+    if (ex->unsafe)
+        mcp_log(ex->lg, MCP_LOG_WARNING,
                 "--unsafe-no-sandbox: execute_code runs code WITHOUT isolation, with this "
                 "server's rights");
-    } else if (exec_pool_refusing(ex->pool)) {
-        mcp_log(lg, MCP_LOG_ERROR, "execute_code will refuse to run: %s", probe->message);
-    } else {
-        mcp_log(lg, MCP_LOG_INFO, "sandbox: %s", exec_sandbox_level_name(probe->level));
+    else if (exec_pool_refusing(ex->pool))
+        mcp_log(ex->lg, MCP_LOG_ERROR, "execute_code will refuse to run: %s", probe->message);
+    else
+        mcp_log(ex->lg, MCP_LOG_INFO, "sandbox: %s", exec_sandbox_level_name(probe->level));
+}
+
+int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
+                    env_host_t *env, ptc_execute_t **out)
+{
+    *out = NULL;
+    exec_options_t eo;
+    ptc_execute_sandbox_options(o, &eo);
+    if (o->max_concurrent) eo.max_concurrent = (unsigned)o->max_concurrent;
+    eo.max_queue = (unsigned)o->max_queue;
+    eo.pass_env = o->pass_env;
+    eo.n_pass_env = o->n_pass_env;
+    eo.test_disable_layer = getenv("PTC_TEST_DISABLE_LAYER");
+    if (o->max_output_bytes) eo.stdout_keep = eo.stderr_keep = o->max_output_bytes;
+    const exec_files_limits_t fl = {
+        .file_bytes = o->max_file_bytes ? o->max_file_bytes : EXECUTE_FILE_MAX_BYTES,
+        .call_bytes = o->max_call_files_bytes,
+        .count = o->max_files > EXEC_FILES_LIMIT_COUNT ? EXEC_FILES_LIMIT_COUNT + 1u
+                                                       : (unsigned)o->max_files};
+    /* The code goes to the launcher as one argv string (MAX_ARG_STRLEN is 128 KiB): the flag
+       can lower the bound, not raise it past what the executor passes. */
+    size_t code_bytes = o->max_code_bytes ? o->max_code_bytes : EXEC_MAX_CODE_BYTES;
+    int rc = check_flags(o, &eo, &fl, code_bytes, lg);
+    ptc_execute_t *ex = rc == MCP_OK ? calloc(1, sizeof *ex) : NULL;
+    if (rc == MCP_OK && ex == NULL) rc = MCP_ENOMEM;
+    if (rc == MCP_OK) {
+        ex->loop = loop;
+        ex->lg = lg;
+        ex->env = env;
+        ex->page_chars = o->output_page_chars;
+        ex->max_timeout_s = o->max_timeout;
+        ex->unsafe = o->unsafe_no_sandbox;
+        ex->lim.tool_timeout_ms = (unsigned)(o->tool_timeout * 1000.0);
+        ex->confirm_writes = o->confirm_writes;
+        ex->lim.allow_tools = o->allow_tools;
+        ex->lim.deny_tools = o->deny_tools;
+        ex->max_repairs = o->max_repairs;
+        ex->wait_ms = (uint64_t)(o->wait_seconds * 1000.0);
+        ex->deadline_ms = (uint64_t)(o->request_deadline * 1000.0);
+        if (ex->deadline_ms == 0) ex->deadline_ms = 1;
+        ex->max_code_bytes = code_bytes;
+        ex->image_max_bytes = o->max_image_bytes ? o->max_image_bytes : EXECUTE_IMAGE_MAX_BYTES;
     }
-    *out = ex;
-    return MCP_OK;
+    if (rc == MCP_OK && o->audit_log != NULL &&
+        (ex->audit = ex->lim.audit = fopen(o->audit_log, "ae")) == NULL) {
+        mcp_log(lg, MCP_LOG_ERROR, "--audit-log %s: %s", o->audit_log, strerror(errno));
+        rc = MCP_EINVAL;
+    }
+    if (rc == MCP_OK && o->repair_url != NULL) rc = open_repairer(ex, o);
+    if (rc == MCP_OK) rc = open_executor(ex, o, &eo, &fl);
+    if (rc == MCP_OK) {
+        log_sandbox(ex);
+        *out = ex;
+    } else {
+        ptc_execute_free(ex);
+    }
+    return rc;
 }
 
 static int register_with(ptc_execute_t *ex, mcp_server_t *srv, const char *desc)
@@ -304,25 +298,22 @@ static int register_with(ptc_execute_t *ex, mcp_server_t *srv, const char *desc)
  * modules. NULL on ENOMEM. */
 static char *compose(const ptc_execute_t *ex, const cJSON *modules)
 {
-    sbuf_t d = {0};
-    char *libs = ptc_env_describe(ex->env);
-    ptc__sb_str(&d, description_head);
-    if (libs == NULL)
-        d.failed = true;
-    else
-        ptc__sb_str(&d, libs);
-    free(libs);
-    ptc__sb_str(&d, description);
+    ptc_buf_t d;
+    ptc_buf_init(&d, PTC_CAP_EXECUTE_TEXT);
+    char *libs = env_host_describe(ex->env);
+    ptc_buf_str(&d, description_head);
+    ptc_buf_str(&d, libs != NULL ? libs : "");
+    ptc_buf_str(&d, description);
     /* The user's helpers (server "custom") are imported directly, not through tools. */
     int served = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, modules)
     {
         const cJSON *server = cJSON_GetObjectItemCaseSensitive(m, "server");
-        if (!cJSON_IsString(server) || !ptc_env_is_custom(server->valuestring)) served++;
+        if (!cJSON_IsString(server) || !env_is_custom_server(server->valuestring)) served++;
     }
     if (served > 0) {
-        ptc__sb_str(&d, " Tools of the connected MCP servers are Python functions here: "
+        ptc_buf_str(&d, " Tools of the connected MCP servers are Python functions here: "
                         "`from tools.MODULE import FUNCTION` (modules: ");
         int i = 0;
         cJSON_ArrayForEach(m, modules)
@@ -330,18 +321,17 @@ static char *compose(const ptc_execute_t *ex, const cJSON *modules)
             const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "module");
             const cJSON *server = cJSON_GetObjectItemCaseSensitive(m, "server");
             if (!cJSON_IsString(name)) continue;
-            if (cJSON_IsString(server) && ptc_env_is_custom(server->valuestring)) continue;
-            if (i++ > 0) ptc__sb_str(&d, ", ");
-            ptc__sb_str(&d, name->valuestring);
+            if (cJSON_IsString(server) && env_is_custom_server(server->valuestring)) continue;
+            if (i++ > 0) ptc_buf_str(&d, ", ");
+            ptc_buf_str(&d, name->valuestring);
         }
-        ptc__sb_str(&d, "); search_tools gives their signatures. `tools.emit(obj)` returns a JSON "
+        ptc_buf_str(&d, "); search_tools gives their signatures. `tools.emit(obj)` returns a JSON "
                         "record in structuredContent.outputs; failed calls raise tools.ToolError.");
     }
-    if (d.failed) {
-        free(d.s);
-        return NULL;
-    }
-    return d.s;
+    char *text = libs != NULL ? ptc_buf_take(&d, NULL) : NULL;
+    ptc_buf_free(&d);
+    free(libs);
+    return text;
 }
 
 int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv)
@@ -367,42 +357,33 @@ void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *mod
         exec_run_opts_init(&ro);
         ro.ro_dir = ex->bundle ? ptc_pybundle_cache_root(ex->bundle) : NULL;
         const char *dirs[EXEC_MAX_PATH_DIRS];
-        ro.n_path_dirs = ptc_env_path_dirs(ex->env, dirs, EXEC_MAX_PATH_DIRS);
+        ro.n_path_dirs = env_host_path_dirs(ex->env, dirs, EXEC_MAX_PATH_DIRS);
         ro.path_dirs = dirs;
         if (ro.ro_dir != NULL || ro.n_path_dirs > 0) (void)exec_pool_warm_for_ex(ex->pool, &ro);
     }
-    sbuf_t d = {.s = compose(ex, modules)};
-    if (d.s == NULL) return;
+    char *desc = compose(ex, modules);
+    if (desc == NULL) return;
     /* Unchanged (e.g. no servers yet): no re-registration, so no list_changed for nothing. */
-    if (ex->described != NULL && strcmp(ex->described, d.s) == 0) {
-        free(d.s);
+    if (ex->described != NULL && strcmp(ex->described, desc) == 0) {
+        free(desc);
         return;
     }
     mcp_server_hold_notifications(srv, true);
     mcp_server_remove_tool(srv, "execute_code");
-    if (register_with(ex, srv, d.s) < 0)
+    if (register_with(ex, srv, desc) < 0)
         mcp_log(ex->lg, MCP_LOG_ERROR, "execute_code could not be registered again");
     mcp_server_hold_notifications(srv, false);
     free(ex->described);
-    ex->described = d.s;
-}
-
-void ptc_execute_set_startup(ptc_execute_t *ex, ptc_startup_t *st)
-{
-    ex->startup = st;
+    ex->described = desc;
 }
 
 void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_t *downstream,
-                        ptc_pybundle_cache_t *bundle)
+                        ptc_pybundle_cache_t *bundle, ptc_startup_t *st)
 {
     ex->search = search;
     ex->downstream = downstream;
     ex->bundle = bundle;
-}
-
-void ptc_execute_set_env(ptc_execute_t *ex, ptc_env_t *e)
-{
-    ex->env = e;
+    ex->startup = st;
 }
 
 exec_pool_t *ptc__execute_pool(const ptc_execute_t *ex)
@@ -414,11 +395,11 @@ void ptc_execute_free(ptc_execute_t *ex)
 {
     if (ex == NULL) return;
     if (ex->audit != NULL) fclose(ex->audit);
-    ptc_repairer_http_free(ex->repairer);
+    ptc_repair_http_free(ex->repairer);
     free(ex->described);
     ptc__ends_free(ex);
-    ptc__mrtr_close_all(ex);
-    /* Long runs, then sessions; before the pool: their sandboxes are its children. */
+    /* Parked jobs, long runs, then sessions (exec_workspace_free stops them first); before the
+       pool: their sandboxes are its children. */
     exec_workspace_free(ex->ws);
     exec_pool_free(ex->pool);
     exec_pages_free(ex->pages);
@@ -428,7 +409,7 @@ void ptc_execute_free(ptc_execute_t *ex)
 
 void ptc_execute_stop(ptc_execute_t *ex)
 {
-    ptc__mrtr_close_all(ex);
+    /* Parked jobs first (their on_park_end kills them), then the runs and sessions. */
     exec_workspace_stop(ex->ws);
 }
 

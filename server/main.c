@@ -26,7 +26,7 @@ typedef struct app {
     ptc_downstream_t *downstream;
     ptc_pybundle_cache_t *bundle;
     ptc_startup_t *startup;
-    ptc_env_t *env;
+    env_host_t *env;
 } app_t;
 
 static const char instructions[] =
@@ -369,9 +369,8 @@ static int run(const ptc_options_t *o)
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up the sandbox's environment (see above)");
         goto out;
     }
-    if ((rc = ptc_execute_new(&app.loop, o, &app.log, &app.exec)) == 0)
-        ptc_execute_set_env(app.exec, app.env);
-    if (rc < 0 || (rc = ptc_execute_register(app.exec, app.srv)) < 0 ||
+    if ((rc = ptc_execute_new(&app.loop, o, &app.log, app.env, &app.exec)) < 0 ||
+        (rc = ptc_execute_register(app.exec, app.srv)) < 0 ||
         (rc = ptc_output_resources_register(app.exec, app.srv)) < 0) {
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up execute_code: %s", mcp_strerror(rc));
         goto out;
@@ -398,14 +397,13 @@ static int run(const ptc_options_t *o)
         goto out;
     ptc_pybundle_cache_on_built(app.bundle, bundle_built, &app);
     ptc_search_on_change(app.search, registry_changed, &app);
-    ptc_execute_attach(app.exec, app.search, app.downstream, app.bundle);
     /* Counted from here: the servers were started just above. */
-    if ((rc = ptc_startup_new(&app.loop, o->startup_wait, &app.log, &app.startup)) < 0) goto out;
+    if ((rc = ptc_startup_new(&app.loop, o->startup_wait, &app.startup)) < 0) goto out;
     ptc_startup_attach(app.startup, app.downstream, app.search, app.bundle);
     ptc_search_set_startup(app.search, app.startup);
     ptc_downstream_set_startup(app.downstream, app.startup);
-    ptc_execute_set_startup(app.exec, app.startup);
-    ptc_env_on_change(app.env, env_changed, &app);
+    ptc_execute_attach(app.exec, app.search, app.downstream, app.bundle, app.startup);
+    env_host_on_change(app.env, env_changed, &app);
     ptc_env_scan_custom(app.env, app.exec, app.search);
     ptc_execute_describe(app.exec, app.srv, NULL);
     ptc_pybundle_cache_refresh(app.bundle);
@@ -439,7 +437,7 @@ out:
     /* A package build and the helpers' scan stop first (the scan is a run of the pool), runs
      * still alive are killed and indexing stops; the loop then reaps the children, lets work in
      * flight finish and runs every close callback. */
-    ptc_env_free(app.env);
+    env_host_free(app.env);
     ptc_execute_free(app.exec);
     /* Indexing batches still in flight and the servers' last state changes come after this:
      * they must not poke a freed gate. */

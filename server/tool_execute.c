@@ -18,7 +18,7 @@
 
 void ptc__execute_job_free(job_t *j)
 {
-    ptc_env_wait_cancel(j->env_wait);
+    env_wait_cancel(j->env_wait);
     ptc__mrtr_release(j);
     ptc_repair_loop_free(j->loop); /* cancels a repair request in flight */
     ptc__execute_close_bridge(j, NULL);
@@ -187,7 +187,7 @@ static int op_run(void *data, const char *code, uint64_t timeout_ms, char *msg, 
     if (ro.bridge_fd >= 0) ro.ro_dir = ptc_pybundle_cache_root(ex->bundle);
     /* The packages (once ready) and the helpers, with or without a bridge. */
     const char *dirs[EXEC_MAX_PATH_DIRS];
-    ro.n_path_dirs = ptc_env_path_dirs(ex->env, dirs, EXEC_MAX_PATH_DIRS);
+    ro.n_path_dirs = env_host_path_dirs(ex->env, dirs, EXEC_MAX_PATH_DIRS);
     ro.path_dirs = dirs;
     int rc = exec_run_start_ex(ex->pool, code, timeout_ms, &ro, &cb, &j->run);
     if (rc >= 0) return 0;
@@ -228,15 +228,6 @@ static void op_finish(void *data)
 static const char *repairer_strerror(int err)
 {
     return PTC_ERR_IN_BLOCK(err, PTC_ERR_REPAIR) ? ptc_repair_strerror(err) : mcp_strerror(err);
-}
-
-int ptc_repairer_http_new(uv_loop_t *loop, const char *url, const char *model, const char *key_env,
-                          const char *ca_file, const mcp_logger_t *lg, ptc_repairer_http_t **out,
-                          char *msg, size_t msg_size)
-{
-    /* The hook only reads the logger: dropping const is what its void * costs. */
-    return ptc_repair_http_new(loop, url, model, key_env, ca_file, mcp_log_hook,
-                               (void *)(uintptr_t)lg, out, msg, msg_size);
 }
 
 /* The client's model when it can sample, else the fallback repairer (--repair-url). */
@@ -405,7 +396,7 @@ void ptc__execute_handle(mcp_call_t *call, const cJSON *args, void *data)
         mcp_call_finish_text(call, true, "Invalid arguments: code is required (or a cursor).");
         return;
     }
-    if (ptc_startup_hold(ex->startup, call, args, ptc_startup_uses_tools(code->valuestring),
+    if (ptc_startup_hold(ex->startup, call, args, ptc_pybundle_code_uses(code->valuestring),
                          ptc__execute_handle, ex))
         return;
     double secs = timeout ? timeout->valuedouble : EXECUTE_DEFAULT_TIMEOUT_S;
@@ -467,16 +458,16 @@ static void start_job(job_t *j)
 {
     ptc_execute_t *ex = j->ex;
     mcp_call_t *call = j->call;
-    ptc_env_run_t what = ptc_env_for_run(ex->env, NULL);
-    if (what == PTC_ENV_WAIT && j->env_wait_from == 0) {
+    env_run_t what = env_host_for_run(ex->env, NULL);
+    if (what == ENV_RUN_WAIT && j->env_wait_from == 0) {
         uint64_t max = j->timeout_ms < EXECUTE_ENV_WAIT_MS ? j->timeout_ms : EXECUTE_ENV_WAIT_MS;
         j->env_wait_from = uv_now(ex->loop);
-        j->env_wait = ptc_env_wait(ex->env, max, env_waited, j);
+        j->env_wait = env_host_wait(ex->env, max, env_waited, j);
         if (j->env_wait != NULL) return;
     }
     /* Still building after the wait (or out of memory), or failed and not optional. */
-    if (what != PTC_ENV_RUN) {
-        char *note = ptc_env_result_note(ex->env);
+    if (what != ENV_RUN_NOW) {
+        char *note = env_host_result_note(ex->env);
         ptc__execute_job_free(j);
         ptc__execute_finish_refused(ex, call, note ? note : "the declared packages are not ready");
         free(note);

@@ -2,6 +2,7 @@
 #ifndef PTC_SERVER_TOOLS_H
 #define PTC_SERVER_TOOLS_H
 
+#include "environment.h"
 #include "mcp.h"
 #include "options.h"
 #include "pybundle.h"
@@ -50,11 +51,11 @@ void ptc_downstream_stop(ptc_downstream_t *d);
 /** Frees; live children are stopped in the background: run the loop afterwards. */
 void ptc_downstream_free(ptc_downstream_t *d);
 
-/* Ready at first contact: --startup-wait (startup.c). */
+/* Ready at first contact: --startup-wait (startup.c, on mcp/'s call gate). */
 typedef struct ptc_startup ptc_startup_t;
 
-/** The gate, its wait counted from now (wait_s <= 0: none). Borrows loop and lg. */
-int ptc_startup_new(uv_loop_t *loop, double wait_s, const mcp_logger_t *lg, ptc_startup_t **out);
+/** The gate, its wait counted from now (wait_s <= 0: none). Borrows loop. MCP_ENOMEM. */
+int ptc_startup_new(uv_loop_t *loop, double wait_s, ptc_startup_t **out);
 /** What it waits for (each may be NULL). */
 void ptc_startup_attach(ptc_startup_t *st, ptc_downstream_t *d, ptc_search_t *search,
                         ptc_pybundle_cache_t *bundle);
@@ -72,8 +73,6 @@ void ptc_downstream_set_startup(ptc_downstream_t *d, ptc_startup_t *st);
  */
 bool ptc_startup_hold(ptc_startup_t *st, mcp_call_t *call, const cJSON *args, bool needs_package,
                       mcp_tool_fn fn, void *data);
-/** True when code names the tools package (the word "tools"), so a run waits for it. */
-bool ptc_startup_uses_tools(const char *code);
 /* --expose-tools: tools/list of srv waits like search_tools, for the servers' first listing. */
 void ptc_startup_gate_lists(ptc_startup_t *st, mcp_server_t *srv);
 /** A sentence naming the servers still starting (for results after the wait), or 0 and "". */
@@ -167,12 +166,13 @@ typedef struct ptc_execute ptc_execute_t;
 
 /**
  * Creates the executor pool from the flags (probing the sandbox: blocks for one interpreter
- * start) and the output page store. Borrows loop, o and lg. MCP_EINVAL when the executor
+ * start) and the output page store; runs use env (mounts, waiting, description, results; may be
+ * NULL). Borrows loop, o, lg and env. MCP_EINVAL when the executor
  * cannot be set up at all (a bad flag, no launcher); a host that lacks a mandatory layer still
  * succeeds, and execute_code then answers every run with status "refused" and how to fix it.
  */
 int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
-                    ptc_execute_t **out);
+                    env_host_t *env, ptc_execute_t **out);
 struct exec_options;
 /** Copies the flags that shape every sandbox (interpreter, mounts, memory, /tmp, CPU share,
  *  unsafe mode) into eo, so that --check probes the sandbox runs will get. Borrows o. */
@@ -180,11 +180,10 @@ void ptc_execute_sandbox_options(const ptc_options_t *o, struct exec_options *eo
 /** Adds execute_code to srv. ex must outlive srv's sessions. */
 int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv);
 /** Lets runs call tools: each run then gets a bridge to search's registry and downstream's
- *  servers, and the bundle's `tools` package (once built). All borrowed. */
+ *  servers, and the bundle's `tools` package (once built); the first runs that use it wait at
+ *  st (may be NULL). All borrowed. */
 void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_t *downstream,
-                        ptc_pybundle_cache_t *bundle);
-/** The first runs that use the tools package wait at st (borrowed, may be NULL). */
-void ptc_execute_set_startup(ptc_execute_t *ex, ptc_startup_t *st);
+                        ptc_pybundle_cache_t *bundle, ptc_startup_t *st);
 /** Re-registers execute_code on srv with a description naming the package's modules (one
  *  notifications/tools/list_changed). */
 void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *modules);
@@ -205,30 +204,21 @@ uv_loop_t *ptc_execute_loop(const ptc_execute_t *ex);
  *  cursor) and ptc://files/{id}/{name} (a file a run returned) (output_resources.c). */
 int ptc_output_resources_register(ptc_execute_t *ex, mcp_server_t *srv);
 
-/* The sandbox's environment: --packages/--requirements and --custom-tools (environment.c). */
-typedef struct ptc_env ptc_env_t;
+/* The sandbox's environment: --packages/--requirements and --custom-tools (environment.c over
+ * environment/'s env_host_t, which runs and results use directly). */
 
 /**
- * Starts installing the declared packages on loop (environment/'s env_start: the build runs in
- * child processes, the state is "building" until it ends) and publishes the user's helpers into
- * the cache (BLOCKS on the file system: call before the loop runs). Pruning of unused package
- * and helper folders starts once the folders in use are known. MCP_EINVAL (logged, naming the
- * flag, spec or path) for a start-up error; *out is then set too and must be freed.
+ * env_host_new from the flags, its lines in lg (borrowed): the packages' build starts on loop
+ * and the helpers are published into the cache (BLOCKS on the file system: call before the loop
+ * runs). MCP_EINVAL (logged, naming the flag, spec or path) for a start-up error; *out is NULL
+ * then. Free with env_host_free.
  */
-int ptc_env_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg, ptc_env_t **out);
-/** cb runs when the packages become ready or fail (the description and warm sandboxes follow). */
-void ptc_env_on_change(ptc_env_t *e, void (*cb)(void *data), void *data);
+int ptc_env_new(uv_loop_t *loop, const ptc_options_t *o, mcp_logger_t *lg, env_host_t **out);
 /** Starts the sandboxed scan of the helpers' functions on ex's pool; they become registry
  *  entries of server "custom" in search's registry. Nothing without --custom-tools. */
-void ptc_env_scan_custom(ptc_env_t *e, ptc_execute_t *ex, ptc_search_t *search);
-/** Stops a build, a scan and pending waits; frees once its handles closed: run the loop. */
-void ptc_env_free(ptc_env_t *e);
+void ptc_env_scan_custom(env_host_t *e, ptc_execute_t *ex, ptc_search_t *search);
 /** --check's report of the packages and helpers; returns 1 when something is wrong. */
 int ptc_env_check(const ptc_options_t *o);
-/** True for the registry's server of the user's helpers ("custom"). */
-bool ptc_env_is_custom(const char *server);
-/** Lets execute_code's runs use e: mounts, waiting, description, results (borrowed). */
-void ptc_execute_set_env(ptc_execute_t *ex, ptc_env_t *e);
 
 /* The prompts the binary offers (prompts.c): execute_code_guide. */
 int ptc_prompts_register(mcp_server_t *srv);

@@ -102,6 +102,15 @@ static void test_sanitize_replaces_bad_bytes_and_nul_with_fffd(void **state)
     allocs_left = -1;
 }
 
+static void test_last_lines_start_where_the_last_n_lines_do(void **state)
+{
+    (void)state;
+    assert_string_equal(ptc_text_last_lines("a\nb\nc\nd\n\n", 2), "c\nd\n\n");
+    assert_string_equal(ptc_text_last_lines("only", 5), "only");
+    assert_string_equal(ptc_text_last_lines("", 3), "");
+    assert_string_equal(ptc_text_last_lines("x\ny", 1), "y");
+}
+
 static void test_cut_never_splits_a_character(void **state)
 {
     (void)state;
@@ -124,6 +133,7 @@ static void test_cut_never_splits_a_character(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_last_lines_start_where_the_last_n_lines_do),
         cmocka_unit_test(test_file_read_gives_the_bytes_and_a_nul),
         cmocka_unit_test(test_file_read_refuses_what_is_not_a_readable_file),
         cmocka_unit_test(test_file_read_allocation_failure),

@@ -1,11 +1,12 @@
 /* env_test.h - what the environment module's test programs share: writing a small file, joining
- * two paths, and the fixture's folder and loop. Header-only; include it after <cmocka.h>,
- * environment.h and ../test_util.h. */
+ * two paths, the fixture's folder and loop, and stand-in interpreters. Header-only; include it
+ * after <cmocka.h>, environment.h and ../test_util.h. */
 #ifndef PTC_ENV_TEST_H
 #define PTC_ENV_TEST_H
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 /* Writes text to path (created or truncated); fails the test when it cannot. */
 static inline void write_text(const char *path, const char *text)
@@ -44,6 +45,32 @@ static inline void env_fixture_close(char *base, char *cache, uv_loop_t *loop)
     tu_remove_tree(base);
     free(base);
     free(cache);
+}
+
+/* Stand-in interpreters (shell scripts) for builds without pip or network. */
+#define FAKE_PKG "ptc-fake-pkg"
+
+/* The version question is `python -I -S -c CODE`; pip's command starts `python -I -c`. */
+#define FAKE_VERSION                                                                               \
+    "#!/bin/sh\n"                                                                                  \
+    "if [ \"$2\" = \"-S\" ]; then echo '3.99.0 (stand-in)'; echo 'fake-399'; echo 'linux-x';"      \
+    " exit 0; fi\n"
+/* pip fails naming the package, as pip does */
+#define FAKE_PIP_FAILS                                                                             \
+    FAKE_VERSION "echo 'Collecting " FAKE_PKG "'\n"                                                \
+                 "echo 'ERROR: No matching distribution found for " FAKE_PKG "'\nexit 1\n"
+/* the version question takes a second, then fails: BUILDING for that second */
+#define FAKE_SLOW_FAILURE "#!/bin/sh\nsleep 1\nexit 3\n"
+/* the version question never answers in time: BUILDING until env_free */
+#define FAKE_STALLS "#!/bin/sh\nsleep 30\n"
+
+/* A stand-in interpreter named name in folder base, running script (caller frees the path). */
+static inline char *fake_python_in(const char *base, const char *name, const char *script)
+{
+    char *p = path_join(base, name);
+    write_text(p, script);
+    assert_int_equal(chmod(p, 0755), 0);
+    return p;
 }
 
 #endif

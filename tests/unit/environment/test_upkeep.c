@@ -23,22 +23,6 @@
 #include "../test_util.h"
 #include "env_test.h"
 
-#define FAKE_PKG "ptc-fake-pkg"
-
-/* The version question is `python -I -S -c CODE`; pip's command starts `python -I -c`. */
-#define FAKE_VERSION                                                                               \
-    "#!/bin/sh\n"                                                                                  \
-    "if [ \"$2\" = \"-S\" ]; then echo '3.99.0 (stand-in)'; echo 'fake-399'; echo 'linux-x';"      \
-    " exit 0; fi\n"
-/* pip fails naming the package, as pip does */
-#define FAKE_PIP_FAILS                                                                             \
-    FAKE_VERSION "echo 'Collecting " FAKE_PKG "'\n"                                                \
-                 "echo 'ERROR: No matching distribution found for " FAKE_PKG "'\nexit 1\n"
-/* the version question takes a second, then fails: BUILDING for that second */
-#define FAKE_SLOW_FAILURE "#!/bin/sh\nsleep 1\nexit 3\n"
-/* the version question never answers in time: BUILDING until env_free */
-#define FAKE_STALLS "#!/bin/sh\nsleep 30\n"
-
 typedef struct fixture {
     char *base, *cache;
     uv_loop_t loop;
@@ -47,10 +31,7 @@ typedef struct fixture {
 /* A stand-in interpreter named name in the fixture's folder (caller frees the path). */
 static char *fake_python(fixture_t *fx, const char *name, const char *script)
 {
-    char *p = path_join(fx->base, name);
-    write_text(p, script);
-    assert_int_equal(chmod(p, 0755), 0);
-    return p;
+    return fake_python_in(fx->base, name, script);
 }
 
 static int setup(void **state)

@@ -1,5 +1,5 @@
 /* The file store behind ptc://files/ URIs: keys, bounds (bytes, entries, TTL), LRU order, name
- * escaping and MIME types. */
+ * escaping and MIME types; a run's files kept as a result lists them (exec_filestore_keep). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -244,6 +244,82 @@ static void dropping_an_owner_forgets_only_its_files(void **state)
     exec_filestore_free(s);
 }
 
+/* A file as a run hands it back. */
+static exec_file_t file_of(const char *name, const unsigned char *data, size_t len)
+{
+    return (exec_file_t){.name = name, .data = data, .len = len, .size = len};
+}
+
+static char *line_of(const exec_kept_file_t *k, const char *uri)
+{
+    ptc_buf_t b;
+    ptc_buf_init(&b, 4096);
+    assert_int_equal(exec_kept_file_line(&b, k, uri), 0);
+    char *t = ptc_buf_take(&b, NULL);
+    assert_non_null(t);
+    return t;
+}
+
+static void kept_files_are_stored_and_shown_as_images_within_bounds(void **state)
+{
+    (void)state;
+    exec_filestore_t *s;
+    assert_int_equal(exec_filestore_new(64, 8, 60000, &s), 0);
+    const exec_keep_bounds_t b = {.image_max = 1000, .images_max = sizeof png + 4};
+    size_t shown = 0;
+    exec_kept_file_t k;
+    exec_file_t f = file_of("plot.png", png, sizeof png);
+    assert_int_equal(exec_filestore_keep(s, A, &f, 0, &b, &shown, &k), 0);
+    assert_string_equal(k.mime, "image/png");
+    assert_non_null(k.key);
+    assert_true(k.picture);
+    assert_null(k.reason);
+    assert_int_equal(shown, sizeof png);
+    exec_stored_file_t got;
+    assert_int_equal(exec_filestore_get(s, A, k.key, 1, &got), 0);
+    char *t = line_of(&k, "ptc://files/K");
+    assert_string_equal(t, "- plot.png (image/png, 17 bytes) ptc://files/K [shown as an image]\n");
+    free(t);
+    exec_kept_file_clear(&k);
+
+    /* a second image passes what one result may carry: kept, not shown, with a note */
+    assert_int_equal(exec_filestore_keep(s, A, &f, 0, &b, &shown, &k), 0);
+    assert_false(k.picture);
+    assert_true(k.noted);
+    assert_non_null(strstr(k.reason, "one message may carry"));
+    t = line_of(&k, NULL);
+    assert_non_null(strstr(t, "; note: not shown: the result's images"));
+    free(t);
+    exec_kept_file_clear(&k);
+
+    /* larger than the whole store: omitted, saying why; a bad name byte is U+FFFD */
+    unsigned char big[100] = {0};
+    f = file_of("big\xff.bin", big, sizeof big);
+    assert_int_equal(exec_filestore_keep(s, A, &f, 0, &b, &shown, &k), 0);
+    assert_true(k.omitted);
+    assert_null(k.key);
+    assert_string_equal(k.name, "big\xef\xbf\xbd.bin");
+    t = line_of(&k, NULL);
+    assert_non_null(strstr(t, "100 bytes; omitted: larger than the server's whole file store"));
+    free(t);
+    exec_kept_file_clear(&k);
+
+    /* what the run cut or left out stays so */
+    f = file_of("cut.png", png, 8);
+    f.size = 5000;
+    f.truncated = true;
+    f.reason = "larger than the file bound";
+    assert_int_equal(exec_filestore_keep(s, A, &f, 0, &b, &shown, &k), 0);
+    assert_false(k.picture); /* a cut image would show broken */
+    assert_non_null(k.key);
+    t = line_of(&k, NULL);
+    assert_non_null(strstr(t, "5000 bytes; truncated: larger than the file bound)"));
+    free(t);
+    exec_kept_file_clear(&k);
+    assert_int_equal(exec_filestore_keep(NULL, A, &f, 0, &b, &shown, &k), EXEC_EINVAL);
+    exec_filestore_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -257,6 +333,7 @@ int main(void)
         cmocka_unit_test(bad_arguments_are_refused),
         cmocka_unit_test(names_escape_to_one_uri_segment),
         cmocka_unit_test(mime_types_need_magic_and_extension_for_images),
+        cmocka_unit_test(kept_files_are_stored_and_shown_as_images_within_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,5 @@
-/* The execute_code output page store: paging, cursors, bounds, expiry, UTF-8 handling. */
+/* The execute_code output page store: paging, cursors, bounds, expiry, UTF-8 handling; and a
+ * page's text as a model reads it (exec_page_text). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -188,6 +189,234 @@ static void invalid_utf8_is_replaced(void **state)
     free(s);
 }
 
+/* The text of a page of out, err and cursor (may be NULL); the caller frees it. */
+static char *text_for(const char *out, const char *err, const char *cursor, bool first,
+                      const exec_page_info_t *in)
+{
+    exec_page_t pg = {.out = strdup(out), .err = strdup(err), .cursor = NULL};
+    if (cursor != NULL) pg.cursor = strdup(cursor);
+    assert_true(pg.out != NULL && pg.err != NULL && (cursor == NULL || pg.cursor != NULL));
+    char *t = NULL;
+    assert_int_equal(exec_page_text(&pg, first, in, &t), 0);
+    assert_non_null(t);
+    exec_page_clear(&pg);
+    return t;
+}
+
+static void a_silent_success_says_no_output_and_a_plain_stdout_has_no_heading(void **state)
+{
+    (void)state;
+    exec_page_info_t in = {.status = "ok", .exit_code = 0};
+    char *t = text_for("", "", NULL, true, &in);
+    assert_string_equal(t, "(no output)");
+    free(t);
+    t = text_for("42\n", "", NULL, true, &in);
+    assert_string_equal(t, "42"); /* trailing newlines off */
+    free(t);
+    /* stderr beside it: both under headings, each ending in a newline */
+    t = text_for("42", "careful", NULL, true, &in);
+    assert_string_equal(t, "--- stdout ---\n42\n--- stderr ---\ncareful");
+    free(t);
+    /* no sandbox: the warning first, then the note */
+    in.unsandboxed = true;
+    in.note = "a note";
+    t = text_for("x", "", NULL, true, &in);
+    assert_string_equal(t, "WARNING: this code ran WITHOUT a sandbox (--unsafe-no-sandbox).\n"
+                           "a note\nx");
+    free(t);
+}
+
+static void
+a_failure_puts_its_status_and_the_tracebacks_end_first_when_the_page_hides_it(void **state)
+{
+    (void)state;
+    const char *tb = "Traceback (most recent call last):\n  l1\n  l2\n  l3\n  l4\n  l5\n"
+                     "ValueError: boom\n";
+    exec_page_info_t in = {.status = "error", .exit_code = 1, .err_tail = tb};
+    /* the whole traceback on the page: no repetition */
+    char *t = text_for("", tb, NULL, true, &in);
+    const char *whole = "Status: error (exit code 1)\n--- stderr ---\nTraceback";
+    assert_true(strncmp(t, whole, strlen(whole)) == 0);
+    assert_null(strstr(t, "Last lines of stderr"));
+    free(t);
+    /* more pages to come: the last EXEC_TRACEBACK_LINES lines go first */
+    t = text_for("", "Traceback (most", "CUR", true, &in);
+    assert_string_equal(t, "Status: error (exit code 1)\nLast lines of stderr:\n"
+                           "  l1\n  l2\n  l3\n  l4\n  l5\nValueError: boom\n\n"
+                           "--- stderr ---\nTraceback (most\n"
+                           "[more output: call execute_code with cursor \"CUR\"]");
+    free(t);
+    /* a long stdout pushes it up too, and a signal is named */
+    char big[EXEC_INLINE_OUTPUT + 2];
+    memset(big, 'o', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    in.exit_code = -1;
+    in.signal_name = "SIGKILL";
+    in.status = "killed";
+    t = text_for(big, tb, NULL, true, &in);
+    const char *head = "Status: killed (signal SIGKILL)\nLast lines of stderr:\n";
+    assert_true(strncmp(t, head, strlen(head)) == 0);
+    assert_non_null(strstr(t, "--- stdout ---\nooo"));
+    free(t);
+    /* a later page repeats no status */
+    t = text_for("rest", "", NULL, false, &in);
+    assert_string_equal(t, "--- stdout ---\nrest");
+    free(t);
+}
+
+static void heal_files_truncation_and_cursor_lines_go_where_a_model_looks(void **state)
+{
+    (void)state;
+    exec_page_info_t in = {.status = "ok",
+                           .heal = "Repaired once.",
+                           .files_text = "Files:\n- a.txt\n",
+                           .truncated = true,
+                           .out_total = 5000,
+                           .err_total = 7};
+    char *t = text_for("out", "", "C1", true, &in);
+    assert_string_equal(t, "Repaired once.\n--- stdout ---\nout\nFiles:\n- a.txt\n"
+                           "[output truncated: 5000 bytes of stdout and 7 of stderr were "
+                           "produced; only the first part of each was kept (the server's "
+                           "--max-output-bytes)]\n[more output: call execute_code with cursor "
+                           "\"C1\"]");
+    free(t);
+    /* a middle page: no files, no truncation note; the last page has the note again */
+    in.heal = NULL;
+    t = text_for("out", "", "C1", false, &in);
+    assert_string_equal(t, "out\n[more output: call execute_code with cursor \"C1\"]");
+    free(t);
+    t = text_for("end", "", NULL, false, &in);
+    assert_non_null(strstr(t, "end\n[output truncated: 5000 bytes"));
+    free(t);
+    /* bad input */
+    char *none = (char *)&none;
+    assert_int_equal(exec_page_text(NULL, true, &in, &none), EXEC_EINVAL);
+    assert_null(none);
+    char o[] = "", e[] = "";
+    exec_page_t pg = {.out = o, .err = e, .cursor = NULL};
+    in.status = NULL;
+    assert_int_equal(exec_page_text(&pg, true, &in, &none), EXEC_EINVAL);
+}
+
+/* The note of a session's cell, appended to what the note held. */
+static char *cell_note(const char *before, const exec_cell_end_t *c)
+{
+    ptc_buf_t b;
+    ptc_buf_init(&b, 1 << 16);
+    ptc_buf_str(&b, before);
+    assert_int_equal(exec_cell_end_note(&b, c), 0);
+    char *t = ptc_buf_take(&b, NULL);
+    assert_non_null(t);
+    return t;
+}
+
+static void a_cells_note_says_how_it_ended_and_how_to_go_on(void **state)
+{
+    (void)state;
+    exec_cell_end_t c = {.handle = "H1", .fresh = true, .cells = 1, .max_timeout_s = 300};
+    char *t = cell_note("", &c);
+    assert_string_equal(t, "Session \"H1\" started: pass \"session\": \"H1\" to run more code in "
+                           "this interpreter (variables, imports and files in /tmp are kept); "
+                           "{\"session\": \"H1\", \"close_session\": true} ends it.");
+    free(t);
+    c.fresh = false;
+    c.cells = 3;
+    t = cell_note("Warning: w", &c);
+    assert_string_equal(t, "Warning: w\nSession \"H1\", cell 3.");
+    free(t);
+    c.timed_out = c.interrupted = true;
+    c.timeout_s = 2.5;
+    t = cell_note("", &c);
+    assert_non_null(strstr(t, "hit its 2.5 s timeout (timeout_seconds) and was interrupted"));
+    assert_non_null(
+        strstr(t, "(at most 300, the server's --max-timeout).\nSession \"H1\", cell 3."));
+    free(t);
+    /* killed after the grace: no line about going on */
+    c.interrupted = false;
+    c.session_ended = true;
+    t = cell_note("", &c);
+    assert_non_null(strstr(t, "did not stop within 2 s of the KeyboardInterrupt"));
+    assert_null(strstr(t, "Session \"H1\""));
+    free(t);
+    c.timed_out = false;
+    c.end_reason = "closed by the client";
+    t = cell_note("", &c);
+    assert_string_equal(t, "The session has ended (closed by the client): its state is gone. Start "
+                           "a new one with session: \"new\".");
+    free(t);
+    c.end_reason = NULL;
+    c.cancelled = true;
+    t = cell_note("", &c);
+    assert_non_null(strstr(t, "cancelled (cancel: true) and, as it did not stop"));
+    free(t);
+    c.session_ended = false;
+    t = cell_note("", &c);
+    assert_non_null(strstr(t, "the session lives on with its state.\nSession \"H1\", cell 3."));
+    free(t);
+}
+
+static void a_running_answer_gives_the_new_output_and_the_way_back(void **state)
+{
+    (void)state;
+    exec_running_info_t r = {
+        .elapsed_ms = 45000, .timeout_ms = 60000, .out = "", .err = "", .cursor = "RC"};
+    char *t = NULL;
+    assert_int_equal(exec_running_text(&r, &t), 0);
+    assert_string_equal(t, "Still running after 45.0 s (status running; the run's own limit is "
+                           "60.0 s, timeout_seconds). No new output yet.\n[still running: call "
+                           "execute_code with cursor \"RC\" to wait for more output or the "
+                           "result (wait_seconds sets how long), or with that cursor and cancel: "
+                           "true to stop it]");
+    free(t);
+    r.out = "step 1";
+    r.err = "warn\n";
+    assert_int_equal(exec_running_text(&r, &t), 0);
+    assert_non_null(strstr(t, "Output since the last answer:\nstep 1\n--- stderr ---\nwarn\n"
+                              "[still running"));
+    free(t);
+    r.cursor = NULL;
+    assert_int_equal(exec_running_text(&r, &t), EXEC_EINVAL);
+    assert_null(t);
+}
+
+static void a_runs_note_says_why_it_was_killed_and_lines_stack(void **state)
+{
+    (void)state;
+    ptc_buf_t b;
+    ptc_buf_init(&b, 4096);
+    exec_run_end_t r = {.status = EXEC_STATUS_TIMEOUT, .timeout_s = 30, .max_timeout_s = 300};
+    assert_int_equal(exec_run_end_note(&b, &r), 0);
+    assert_string_equal(ptc_buf_cstr(&b),
+                        "The run hit its 30.0 s timeout (timeout_seconds) and was killed. For "
+                        "more time pass a larger timeout_seconds (at most 300, the server's "
+                        "--max-timeout).");
+    exec_note_line(&b, "Warning: ", "w1");
+    exec_note_line(&b, NULL, NULL); /* nothing */
+    exec_note_line(&b, NULL, "env");
+    assert_non_null(strstr(ptc_buf_cstr(&b), "--max-timeout).\nWarning: w1\nenv"));
+    ptc_buf_truncate(&b, 0);
+    r.deadline_cut = true;
+    assert_int_equal(exec_run_end_note(&b, &r), 0);
+    assert_non_null(strstr(ptc_buf_cstr(&b), "(cut to the request's overall deadline"));
+    ptc_buf_truncate(&b, 0);
+    /* a session's cell: its own note says it (exec_cell_end_note) */
+    r.in_session = true;
+    assert_int_equal(exec_run_end_note(&b, &r), 0);
+    assert_int_equal(ptc_buf_len(&b), 0);
+    r = (exec_run_end_t){.status = EXEC_STATUS_KILLED, .cancelled = true};
+    assert_int_equal(exec_run_end_note(&b, &r), 0);
+    assert_string_equal(ptc_buf_cstr(&b), "The run was cancelled (cancel: true) and killed.");
+    ptc_buf_truncate(&b, 0);
+    r = (exec_run_end_t){.status = EXEC_STATUS_OOM, .in_session = true};
+    assert_int_equal(exec_run_end_note(&b, &r), 0);
+    assert_string_equal(ptc_buf_cstr(&b), "The run hit its memory limit and was killed.");
+    ptc_buf_truncate(&b, 0);
+    r = (exec_run_end_t){.status = EXEC_STATUS_ERROR};
+    assert_int_equal(exec_run_end_note(&b, &r), 0);
+    assert_int_equal(ptc_buf_len(&b), 0);
+    ptc_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -198,6 +427,13 @@ int main(void)
         cmocka_unit_test(dropping_an_owner_forgets_only_its_outputs),
         cmocka_unit_test(the_store_stays_within_its_entry_and_byte_bounds),
         cmocka_unit_test(invalid_utf8_is_replaced),
+        cmocka_unit_test(a_silent_success_says_no_output_and_a_plain_stdout_has_no_heading),
+        cmocka_unit_test(
+            a_failure_puts_its_status_and_the_tracebacks_end_first_when_the_page_hides_it),
+        cmocka_unit_test(heal_files_truncation_and_cursor_lines_go_where_a_model_looks),
+        cmocka_unit_test(a_cells_note_says_how_it_ended_and_how_to_go_on),
+        cmocka_unit_test(a_running_answer_gives_the_new_output_and_the_way_back),
+        cmocka_unit_test(a_runs_note_says_why_it_was_killed_and_lines_stack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -958,6 +958,20 @@ static void signatures_list_called_named_and_module_tools(void **state)
     reg_catalog_free(cat);
 }
 
+static void code_uses_the_package_when_it_names_the_word_tools(void **state)
+{
+    (void)state;
+    assert_true(ptc_pybundle_code_uses("from tools.github import search"));
+    assert_true(ptc_pybundle_code_uses("import tools\n"));
+    assert_true(ptc_pybundle_code_uses("x = tools.search('q')"));
+    assert_true(ptc_pybundle_code_uses("tools"));
+    assert_true(ptc_pybundle_code_uses("print('my tools')")); /* a mention waits too */
+    assert_false(ptc_pybundle_code_uses("import mytools\nprint(tools_x)"));
+    assert_false(ptc_pybundle_code_uses("print(1)"));
+    assert_false(ptc_pybundle_code_uses(""));
+    assert_false(ptc_pybundle_code_uses("_tools toolsy 9tools"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -975,6 +989,7 @@ int main(void)
         cmocka_unit_test(bridge_answers_are_single_json_lines),
         cmocka_unit_test(python_calls_tools_through_the_bridge),
         cmocka_unit_test(random_hostile_catalog_round_trips_through_python),
+        cmocka_unit_test(code_uses_the_package_when_it_names_the_word_tools),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

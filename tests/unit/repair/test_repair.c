@@ -131,8 +131,6 @@ static void the_failing_line_is_the_innermost_frame_of_the_program(void **state)
     assert_string_equal(line, "return json.loads('')");
     ptc_repair_code_line("one\n", 9, line, sizeof line);
     assert_string_equal(line, "");
-    assert_string_equal(ptc_repair_last_lines("a\nb\nc\nd\n\n", 2), "c\nd\n\n");
-    assert_string_equal(ptc_repair_last_lines("only", 5), "only");
 }
 
 static void extract(const char *reply, const char *want)

@@ -1,6 +1,7 @@
 /* env_test.h - what the environment module's test programs share: writing a small file, joining
- * two paths, the fixture's folder and loop, and stand-in interpreters. Header-only; include it
- * after <cmocka.h>, environment.h and ../test_util.h. */
+ * two paths, the fixture's folder and loop, a sandbox pool for one run, and stand-in
+ * interpreters. Header-only; include it after <cmocka.h>, environment.h and ../test_util.h
+ * (and executor.h for the pool). */
 #ifndef PTC_ENV_TEST_H
 #define PTC_ENV_TEST_H
 
@@ -46,6 +47,28 @@ static inline void env_fixture_close(char *base, char *cache, uv_loop_t *loop)
     free(base);
     free(cache);
 }
+
+#ifdef TEST_LAUNCHER
+/* A cold pool of the real launcher for one sandboxed run, or NULL where the sandbox refuses runs
+ * here (the pool is then freed and a note names what goes unchecked). Include executor.h first. */
+static inline exec_pool_t *env_test_pool(uv_loop_t *loop, const char *unchecked)
+{
+    exec_options_t eo;
+    exec_options_init(&eo);
+    eo.python = TEST_PYTHON;
+    eo.launcher = TEST_LAUNCHER;
+    eo.keep_warm = false;
+    exec_pool_t *pool;
+    assert_int_equal(exec_pool_new(loop, &eo, &pool), 0);
+    if (exec_pool_refusing(pool)) {
+        fprintf(stderr, "note: sandbox refuses runs here; %s is not checked\n", unchecked);
+        exec_pool_free(pool);
+        uv_run(loop, UV_RUN_DEFAULT);
+        pool = NULL;
+    }
+    return pool;
+}
+#endif
 
 /* Stand-in interpreters (shell scripts) for builds without pip or network. */
 #define FAKE_PKG "ptc-fake-pkg"

@@ -560,17 +560,8 @@ static void package_imports_in_a_sandboxed_run_and_is_read_only(void **state)
     assert_int_equal(build(&fx->loop, &o, &env), ENV_STATE_READY);
     env_status_t st;
     env_status(env, &st);
-    exec_options_t eo;
-    exec_options_init(&eo);
-    eo.python = TEST_PYTHON;
-    eo.launcher = TEST_LAUNCHER;
-    eo.keep_warm = false;
-    exec_pool_t *pool;
-    assert_int_equal(exec_pool_new(&fx->loop, &eo, &pool), 0);
-    if (exec_pool_refusing(pool)) {
-        fprintf(stderr, "note: sandbox refuses runs here; the sandboxed import is not checked\n");
-        exec_pool_free(pool);
-        uv_run(&fx->loop, UV_RUN_DEFAULT);
+    exec_pool_t *pool = env_test_pool(&fx->loop, "the sandboxed import");
+    if (pool == NULL) {
         free_env(&fx->loop, env);
         return;
     }

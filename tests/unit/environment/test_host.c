@@ -258,29 +258,10 @@ static int publish(const cJSON *tools, char *msg, size_t len, void *user)
     return p->refuse ? -1 : 0;
 }
 
-/* A pool for the scan, or NULL (the test then returns) where the sandbox refuses runs. */
-static exec_pool_t *scan_pool(fixture_t *fx)
-{
-    exec_options_t eo;
-    exec_options_init(&eo);
-    eo.python = TEST_PYTHON;
-    eo.launcher = TEST_LAUNCHER;
-    eo.keep_warm = false;
-    exec_pool_t *pool;
-    assert_int_equal(exec_pool_new(&fx->loop, &eo, &pool), 0);
-    if (exec_pool_refusing(pool)) {
-        fprintf(stderr, "note: sandbox refuses runs here; the helpers' scan is not checked\n");
-        exec_pool_free(pool);
-        uv_run(&fx->loop, UV_RUN_DEFAULT);
-        pool = NULL;
-    }
-    return pool;
-}
-
 static void the_helpers_scan_hands_their_functions_to_the_catalog(void **state)
 {
     fixture_t *fx = *state;
-    exec_pool_t *pool = scan_pool(fx);
+    exec_pool_t *pool = env_test_pool(&fx->loop, "the helpers' scan");
     if (pool == NULL) return;
     char *path;
     write_helper(fx, &path);

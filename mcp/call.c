@@ -2,6 +2,7 @@
  * notifications, cancellation and the final result. */
 #include "internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -306,8 +307,25 @@ bool mcp_call_wants_progress(const mcp_call_t *call)
     return call->progress_token != NULL && call->s != NULL && !call->cancelled;
 }
 
+/* A value above last by one unit of its 15th significant digit, rounded to 15 digits: the next
+ * double would do for the protocol, but cJSON prints a number with 15 digits when they read back
+ * within an epsilon, which shows that one equal to last on the wire. */
+static double raised(double last)
+{
+    double unit = pow(10.0, floor(log10(fmax(fabs(last), 1.0))) - 14.0);
+    char num[32];
+    snprintf(num, sizeof num, "%.14e", last + unit);
+    return strtod(num, NULL); /* over last: the rounding moves it by half a unit at most */
+}
+
 static void send_progress(mcp_call_t *c, double progress, double total, const char *message)
 {
+    /* MCP wants each value above the one before, but the message of an update that is not (two
+     * updates in one loop turn, a new message at the same step) is still news: the value is
+     * raised just above the last one sent rather than the update dropped. A value that is not
+     * a number (JSON has no NaN nor infinity) is treated as one that does not increase. */
+    if (!isfinite(progress)) progress = c->sent_progress ? c->last_progress : 0;
+    if (c->sent_progress && !(progress > c->last_progress)) progress = raised(c->last_progress);
     cJSON *p = cJSON_CreateObject();
     cJSON *tok = cJSON_Duplicate(c->progress_token, true);
     if (p == NULL || tok == NULL || !cJSON_AddItemToObject(p, "progressToken", tok)) {
@@ -316,7 +334,8 @@ static void send_progress(mcp_call_t *c, double progress, double total, const ch
         return;
     }
     bool ok = cJSON_AddNumberToObject(p, "progress", progress) != NULL;
-    if (ok && total >= 0) ok = cJSON_AddNumberToObject(p, "total", total) != NULL;
+    if (ok && total >= 0 && isfinite(total))
+        ok = cJSON_AddNumberToObject(p, "total", total) != NULL;
     /* The message field arrived with 2025-03-26. */
     if (ok && message != NULL && mcp_protocol_cmp(c->protocol, "2025-03-26") >= 0)
         ok = cJSON_AddStringToObject(p, "message", message) != NULL;
@@ -341,7 +360,7 @@ static void on_progress_timer(uv_timer_t *t)
 void mcp_call_progress(mcp_call_t *c, double progress, double total, const char *message)
 {
     if (!mcp_call_wants_progress(c)) return;
-    if (c->sent_progress && progress <= c->last_progress) return; /* must increase */
+    /* An update whose value does not increase is kept like any other: send_progress raises it. */
     uint64_t now = mcp__now_ms();
     unsigned gap = c->s->srv->progress_ms;
     if (!c->sent_progress || now - c->last_progress_ms >= gap) {
@@ -367,8 +386,12 @@ void mcp_call_progress(mcp_call_t *c, double progress, double total, const char 
         }
         c->progress_timer->data = c;
     }
-    if (!uv_is_active((uv_handle_t *)c->progress_timer))
+    if (!uv_is_active((uv_handle_t *)c->progress_timer)) {
+        /* A timer counts from the loop's clock, read when this turn began: brought up to now, or
+         * a long turn would let the update out before the interval has passed. */
+        uv_update_time(c->s->srv->loop);
         uv_timer_start(c->progress_timer, on_progress_timer, gap - (now - c->last_progress_ms), 0);
+    }
 }
 
 cJSON *mcp_text_content(const char *text)

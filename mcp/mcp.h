@@ -435,9 +435,15 @@ bool mcp_call_cancelled(const mcp_call_t *call);
 /** Registers the function run (once) when the call is cancelled; replaces any earlier one. */
 void mcp_call_on_cancel(mcp_call_t *call, void (*cb)(mcp_call_t *call, void *data), void *data);
 /**
- * Sends notifications/progress if the request carried _meta.progressToken. Progress values
- * that do not increase are dropped; updates closer than the rate limit are coalesced (the
- * newest is sent when the interval passes). total < 0 and message NULL are omitted.
+ * Sends notifications/progress if the request carried _meta.progressToken. No update is lost:
+ * updates closer than the rate limit (progress_min_interval_ms) are coalesced, the newest
+ * (value, total and message) replacing the one waiting, which is sent when the interval passes
+ * or, at the latest, just before the call's response. MCP wants the value to increase with each
+ * notification: a value that does not (the same step with a new message, two updates in one
+ * loop turn, NaN or infinity) is sent raised by one unit of the 15th significant digit of the
+ * last value sent (5 -> 5.00000000000001), so its message still reaches the client; when the
+ * last value sent was total, that is a hair above total. total < 0 (or not finite) and
+ * message NULL are omitted.
  */
 void mcp_call_progress(mcp_call_t *call, double progress, double total, const char *message);
 /** True if the client asked for progress on this call. */

@@ -62,6 +62,22 @@ static inline void client_loop_drain(uv_loop_t *loop, uv_timer_t *guard)
     uv_run(loop, UV_RUN_DEFAULT);
 }
 
+/* The teardown's check: lets the loop finish what freed clients left (their children stop in
+ * the background), then closes guard and asserts that nothing else was left on loop, which
+ * closes empty. guard is rearmed for ms (unref'd: it never keeps the loop alive, but a handle
+ * that never ends is stopped by it and fails the check instead of hanging). */
+static inline void client_loop_close_empty(uv_loop_t *loop, uv_timer_t *guard, bool *fired,
+                                           uint64_t ms)
+{
+    *fired = false;
+    uv_timer_start(guard, client_guard_on_fire, ms, 0);
+    uv_run(loop, UV_RUN_DEFAULT);
+    assert_false(*fired);
+    uv_close((uv_handle_t *)guard, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(loop), 0);
+}
+
 /* Runs loop until pred(arg) holds; guard (unref'd while idle) sets *guard_fired when it fires,
  * and then the test fails with what logf (a memstream over *logbuf) holds. */
 static inline void client_run_until(uv_loop_t *loop, uv_timer_t *guard, const bool *guard_fired,

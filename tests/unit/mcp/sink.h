@@ -8,6 +8,7 @@
 
 typedef struct sink {
     cJSON *msgs[SINK_MAX];
+    uint64_t at_ns[SINK_MAX]; /* when each was sent (uv_hrtime) */
     size_t n;
 } sink_t;
 
@@ -17,6 +18,7 @@ static inline int sink_send(void *tdata, const char *json, size_t len)
     assert_true(s->n < SINK_MAX);
     s->msgs[s->n] = cJSON_ParseWithLength(json, len);
     assert_non_null(s->msgs[s->n]);
+    s->at_ns[s->n] = uv_hrtime();
     s->n++;
     return 0;
 }

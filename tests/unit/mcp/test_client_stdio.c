@@ -47,8 +47,8 @@ typedef struct env {
     mcp_logger_t lg;
     mcp_downstream_config_t cfg;
     rec_t recs[2];
-    char script[PATH_MAX];
     char fixtures[PATH_MAX];
+    char pathvar[4096]; /* "PATH=" ours, the last of a spec's environment */
 } env_t;
 
 typedef struct result {
@@ -61,7 +61,8 @@ typedef struct result {
     char *progress_msg;
 } result_t;
 
-static int setup(void **state)
+/* The loop, its guard, the log and the fixtures folder: what every test has. */
+static env_t *env_open(void)
 {
     env_t *e = calloc(1, sizeof *e);
     assert_non_null(e);
@@ -76,11 +77,10 @@ static int setup(void **state)
     char raw[PATH_MAX];
     FMT(raw, sizeof raw, "%s/fixtures", dir);
     assert_non_null(realpath(raw, e->fixtures));
-    FMT(e->script, sizeof e->script, "%s/fake_downstream.py", e->fixtures);
-    *state = e;
-    return 0;
+    return e;
 }
 
+/* Frees the clients and checks that they left nothing on the loop, which closes empty. */
 static int teardown(void **state)
 {
     env_t *e = *state;
@@ -89,8 +89,7 @@ static int teardown(void **state)
         for (size_t j = 0; j < e->recs[i].n_states; j++)
             free(e->recs[i].reasons[j]);
     }
-    client_loop_drain(&e->loop, &e->guard);
-    assert_int_equal(uv_loop_close(&e->loop), 0);
+    client_loop_close_empty(&e->loop, &e->guard, &e->guard_fired, GUARD_MS);
     mcp_downstream_config_close(&e->cfg);
     fclose(e->logf);
     free(e->logbuf);
@@ -196,10 +195,27 @@ static mcp_client_t *make_client(env_t *e, int idx, const char *config,
 }
 
 /* A config with the fake server and extra args (a JSON fragment of strings, may be ""). */
-static void fake_config(env_t *e, char *buf, size_t n, const char *args)
+static void fake_config(const env_t *e, char *buf, size_t n, const char *args)
 {
-    FMT(buf, n, "{\"mcpServers\": {\"fake\": {\"command\": \"python3\", \"args\": [\"%s\"%s%s]}}}",
-        e->script, args[0] ? ", " : "", args);
+    FMT(buf, n,
+        "{\"mcpServers\": {\"fake\": {\"command\": \"python3\", \"args\": "
+        "[\"%s/fake_downstream.py\"%s%s]}}}",
+        e->fixtures, args[0] ? ", " : "", args);
+}
+
+/* A config from a template in which @FIXTURES@ stands for the fixtures folder. */
+static void expand_config(const env_t *e, const char *tpl, char *buf, size_t n)
+{
+    static const char token[] = "@FIXTURES@";
+    size_t len = 0;
+    buf[0] = '\0';
+    while (*tpl != '\0') {
+        const char *t = strstr(tpl, token);
+        size_t k = t != NULL ? (size_t)(t - tpl) : strlen(tpl);
+        FMT(buf + len, n - len, "%.*s%s", (int)k, tpl, t != NULL ? e->fixtures : "");
+        len += strlen(buf + len);
+        tpl += k + (t != NULL ? sizeof token - 1 : 0);
+    }
 }
 
 static bool is_ready(void *arg)
@@ -212,6 +228,16 @@ static bool is_failed(void *arg)
 {
     rec_t *r = arg;
     return mcp_client_state(r->c, NULL) == MCP_CLIENT_FAILED;
+}
+
+/* Runs the loop until client idx has failed; returns the reason it gives. */
+static const char *failure(env_t *e, int idx)
+{
+    run_until(e, is_failed, &e->recs[idx]);
+    const char *reason = NULL;
+    mcp_client_state(e->recs[idx].c, &reason);
+    assert_non_null(reason);
+    return reason;
 }
 
 static bool call_done(void *arg)
@@ -283,46 +309,61 @@ static bool has_tool(const mcp_client_t *c, const char *name)
     return false;
 }
 
-typedef struct stopped_flag {
+typedef struct stopped {
     int done;
-} stopped_flag_t;
+} stopped_t;
 
-static void on_stopped_flag(mcp_client_t *c, void *data)
+static void on_stopped(mcp_client_t *c, void *data)
 {
-    stopped_flag_t *s = data;
-    (void)c;
+    stopped_t *s = data;
+    assert_int_equal(mcp_client_state(c, NULL), MCP_CLIENT_STOPPED);
     s->done++;
 }
 
-/* --- the fixture of the tests against one fake server --------------------------------------- */
+static bool stop_done(void *arg)
+{
+    stopped_t *s = arg;
+    return s->done > 0;
+}
 
-/* How far setup_fake takes the client before the test runs. */
+/* --- the fixture: the clients a test's spec asks for ----------------------------------------- */
+
+/* How far setup takes the clients before the test runs. */
 typedef enum up { UP_CREATED, UP_STARTED, UP_READY } up_t;
 
-/* A test's fixture: the fake server's extra args and the options that differ from test_opts()
- * (0 and false: test_opts() as it is). */
+/* A test's fixture, given as its prestate: the config and the options that differ from
+ * test_opts() (0, false and NULL: test_opts() as it is). */
 typedef struct spec {
-    const char *args; /* a JSON fragment of strings; NULL: none */
-    bool peer;        /* the owner answers sampling (on_peer) */
+    const char *config; /* a template for expand_config; NULL: the fake server with args */
+    const char *args;   /* the fake server's extra args, a JSON fragment of strings; NULL: none */
+    bool second;        /* client 1 too, for the config's second entry, with test_opts() alone */
+    bool library_defaults; /* client 0 with the library's defaults (NULL options) */
+    bool peer;             /* the owner answers sampling (on_peer) */
     bool hold_peers;
     bool can_sample, has_roots;
-    unsigned stop_grace_ms, restart_max, restart_base_ms, healthy_ms;
+    unsigned start_timeout_ms, stop_grace_ms, restart_max, restart_base_ms, healthy_ms;
     size_t max_message_bytes, max_stderr_line, max_calls;
+    const char *environ; /* the base environment, "K=V" lines, PATH=ours (e->pathvar) added */
+    const char *const *withheld_env; /* NULL-terminated, as the options' */
     up_t up;
 } spec_t;
 
-/* setup, then client 0 on the fake server as the spec says, in recs[0].c. */
-static int setup_fake(void **state)
+/* Client 0 (and 1) made from the config and options the prestate's spec_t gives, in recs[i].c,
+ * taken as far as its up says. */
+static int setup(void **state)
 {
     const spec_t *s = *state;
-    assert_int_equal(setup(state), 0);
-    env_t *e = *state;
-    char cfg[1024];
-    fake_config(e, cfg, sizeof cfg, s->args != NULL ? s->args : "");
+    env_t *e = env_open();
+    char cfg[2048];
+    if (s->config != NULL)
+        expand_config(e, s->config, cfg, sizeof cfg);
+    else
+        fake_config(e, cfg, sizeof cfg, s->args != NULL ? s->args : "");
     mcp_client_opts_t o;
     test_opts(&o);
     o.can_sample = s->can_sample;
     o.has_roots = s->has_roots;
+    if (s->start_timeout_ms != 0) o.start_timeout_ms = s->start_timeout_ms;
     if (s->stop_grace_ms != 0) o.stop_grace_ms = s->stop_grace_ms;
     if (s->restart_max != 0) o.restart_max = s->restart_max;
     if (s->restart_base_ms != 0) o.restart_base_ms = s->restart_base_ms;
@@ -330,17 +371,44 @@ static int setup_fake(void **state)
     if (s->max_message_bytes != 0) o.max_message_bytes = s->max_message_bytes;
     if (s->max_stderr_line != 0) o.max_stderr_line = s->max_stderr_line;
     if (s->max_calls != 0) o.max_calls = s->max_calls;
+    o.withheld_env = s->withheld_env;
+    /* The options borrow the environment for mcp_client_new only: a copy cut into lines. */
+    char *lines = NULL, *envp[16] = {NULL};
+    if (s->environ != NULL) {
+        const char *path = getenv("PATH");
+        FMT(e->pathvar, sizeof e->pathvar, "PATH=%s", path != NULL ? path : "/usr/bin:/bin");
+        lines = strdup(s->environ);
+        assert_non_null(lines);
+        size_t n = 0;
+        for (char *save = NULL, *kv = strtok_r(lines, "\n", &save); kv != NULL;
+             kv = strtok_r(NULL, "\n", &save)) {
+            assert_true(n + 2 < sizeof envp / sizeof envp[0]);
+            envp[n++] = kv;
+        }
+        envp[n] = e->pathvar;
+        o.environ = envp;
+    }
     e->recs[0].hold_peers = s->hold_peers;
-    mcp_client_t *c = make_client(e, 0, cfg, &o, s->peer);
-    if (s->up >= UP_STARTED) assert_int_equal(mcp_client_start(c), 0);
-    if (s->up == UP_READY) run_until(e, is_ready, &e->recs[0]);
+    make_client(e, 0, cfg, s->library_defaults ? NULL : &o, s->peer);
+    free(lines);
+    if (s->second) {
+        mcp_client_opts_t o1;
+        test_opts(&o1);
+        make_client(e, 1, cfg, &o1, false);
+    }
+    int n = s->second ? 2 : 1;
+    for (int i = 0; i < n && s->up >= UP_STARTED; i++)
+        assert_int_equal(mcp_client_start(e->recs[i].c), 0);
+    for (int i = 0; i < n && s->up == UP_READY; i++)
+        run_until(e, is_ready, &e->recs[i]);
+    *state = e;
     return 0;
 }
 
-/* A test run with setup_fake and the spec given by the designated initialisers. */
-#define FAKE(test, ...)                                                                            \
+/* A test run with setup and the spec given by the designated initialisers. */
+#define FIXTURE(test, ...)                                                                         \
     {                                                                                              \
-#test, test, setup_fake, teardown, &(spec_t)                                               \
+#test, test, setup, teardown, &(spec_t)                                                    \
         {                                                                                          \
             __VA_ARGS__                                                                            \
         }                                                                                          \
@@ -435,35 +503,22 @@ static void garbage_and_huge_lines_are_dropped(void **state)
     assert_true(log_has(e, "no longer logged"));
 }
 
+/* A fake server that never answers the handshake (client 0) and one that is fine (client 1). */
+static const char mute_and_fine[] =
+    "{\"mcpServers\": {\"mute\": {\"command\": \"python3\", \"args\": "
+    "[\"@FIXTURES@/fake_downstream.py\", \"--mode\", \"silent\"]}, \"fine\": {\"command\": "
+    "\"python3\", \"args\": [\"@FIXTURES@/fake_downstream.py\"]}}}";
+
 static void silent_server_times_out_without_blocking_others(void **state)
 {
     env_t *e = *state;
-    char cfg[2048];
-    FMT(cfg, sizeof cfg,
-        "{\"mcpServers\": {\"mute\": {\"command\": \"python3\", \"args\": [\"%s\", "
-        "\"--mode\", \"silent\"]}, \"fine\": {\"command\": \"python3\", \"args\": "
-        "[\"%s\"]}}}",
-        e->script, e->script);
-    mcp_client_opts_t o;
-    test_opts(&o);
-    /* The timeout only has to outlast the fine server's start (a python3 start and a handshake),
-     * which the ordering below checks: on a loaded 2-core machine that took more than 1.5 s. */
-    o.start_timeout_ms = 5000;
-    mcp_client_t *mute = make_client(e, 0, cfg, &o, false);
-    mcp_client_opts_t o2;
-    test_opts(&o2);
-    mcp_client_t *fine = make_client(e, 1, cfg, &o2, false);
-    assert_int_equal(mcp_client_start(mute), 0);
-    assert_int_equal(mcp_client_start(fine), 0);
+    mcp_client_t *mute = e->recs[0].c, *fine = e->recs[1].c;
     /* A call made while the mute server starts waits, then fails with the reason. */
     result_t res = {0};
     assert_int_equal(mcp_client_call_tool(mute, "echo", NULL, 0, NULL, on_result, &res, NULL), 0);
     run_until(e, is_ready, &e->recs[1]);
     assert_int_equal(mcp_client_state(mute, NULL), MCP_CLIENT_STARTING);
-    run_until(e, is_failed, &e->recs[0]);
-    const char *reason = NULL;
-    mcp_client_state(mute, &reason);
-    assert_non_null(strstr(reason, "did not finish the handshake"));
+    assert_non_null(strstr(failure(e, 0), "did not finish the handshake"));
     run_until(e, call_done, &res);
     assert_int_equal(res.err, MCP_ESTATE);
     assert_non_null(strstr(res.text, "did not finish the handshake"));
@@ -547,18 +602,14 @@ static void a_healthy_period_resets_the_restart_budget(void **state)
     assert_true(reason_seen(&e->recs[0], "restarting in 10 ms (attempt 1 of 1)"));
 }
 
+static const char quits[] = "{\"mcpServers\": {\"quits\": {\"command\": \"sh\", \"args\": "
+                            "[\"-c\", \"echo bad config >&2; exit 4\"]}}}";
+
 static void exiting_before_the_handshake_fails_with_the_exit_status(void **state)
 {
     env_t *e = *state;
-    const char *cfg = "{\"mcpServers\": {\"quits\": {\"command\": \"sh\", \"args\": [\"-c\", "
-                      "\"echo bad config >&2; exit 4\"]}}}";
-    mcp_client_opts_t o;
-    test_opts(&o);
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_failed, &e->recs[0]);
-    const char *reason = NULL;
-    mcp_client_state(c, &reason);
+    mcp_client_t *c = e->recs[0].c;
+    const char *reason = failure(e, 0);
     assert_non_null(strstr(reason, "exited with status 4"));
     assert_non_null(strstr(reason, "bad config"));
     assert_non_null(strstr(reason, "before the handshake finished"));
@@ -693,26 +744,17 @@ static void many_calls_in_flight_get_their_own_answers(void **state)
     }
 }
 
+/* The command has no slash: it is found through the entry's PATH; python3 (for the script's
+ * #!) through ours. */
+static const char vars[] =
+    "{\"mcpServers\": {\"vars\": {\"command\": \"fake_downstream.py\", \"args\": "
+    "[\"x${PTC_T_A}y\", \"${PTC_T_UNSET}\", \"$PTC_T_A\", \"${not closed\"], "
+    "\"env\": {\"FOO\": \"${PTC_T_A}-z\", \"PATH\": \"@FIXTURES@\"}, \"cwd\": \"@FIXTURES@\"}}}";
+
 static void expands_vars_and_finds_the_command_on_the_entry_path(void **state)
 {
     env_t *e = *state;
-    char cfg[2048];
-    /* The command has no slash: it is found through the entry's PATH; python3 (for the
-     * script's #!) through ours. */
-    FMT(cfg, sizeof cfg,
-        "{\"mcpServers\": {\"vars\": {\"command\": \"fake_downstream.py\", \"args\": "
-        "[\"x${PTC_T_A}y\", \"${PTC_T_UNSET}\", \"$PTC_T_A\", \"${not closed\"], "
-        "\"env\": {\"FOO\": \"${PTC_T_A}-z\", \"PATH\": \"%s\"}, \"cwd\": \"%s\"}}}",
-        e->fixtures, e->fixtures);
-    const char *path = getenv("PATH");
-    char pathvar[4096];
-    FMT(pathvar, sizeof pathvar, "PATH=%s", path != NULL ? path : "/usr/bin:/bin");
-    char a[] = "PTC_T_A=hello", foo[] = "FOO=outer";
-    char *const environ_[] = {a, foo, pathvar, NULL};
-    mcp_client_opts_t o;
-    test_opts(&o);
-    o.environ = environ_;
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
+    mcp_client_t *c = e->recs[0].c;
     assert_true(log_has(e, "${PTC_T_UNSET} is not set"));
     assert_int_equal(mcp_client_start(c), 0);
     run_until(e, is_ready, &e->recs[0]);
@@ -730,7 +772,7 @@ static void expands_vars_and_finds_the_command_on_the_entry_path(void **state)
     const char *child_path = cJSON_GetObjectItem(r, "path")->valuestring;
     /* The entry's PATH, then ours (an interpreter shim such as pyenv's may prepend more). */
     char want[8192];
-    FMT(want, sizeof want, "%s:%s", e->fixtures, pathvar + 5);
+    FMT(want, sizeof want, "%s:%s", e->fixtures, e->pathvar + 5);
     assert_non_null(strstr(child_path, want));
     /* Every child carries the marker that stops a ptc-mcp started by us from starting more. */
     const cJSON *marker = cJSON_GetObjectItem(r, "parent_marker");
@@ -744,31 +786,23 @@ static void expands_vars_and_finds_the_command_on_the_entry_path(void **state)
     cJSON_Delete(r);
 }
 
+static const char passes_env[] =
+    "{\"mcpServers\": {\"env\": {\"command\": \"@FIXTURES@/fake_downstream.py\", \"env\": "
+    "{\"MINE\": \"${PTC_T_SECRET}\", \"PTC_T_KEY\": \"given\"}}}}";
+
+/* The base environment of the test below (PATH, ours, is added). */
+static const char an_environ[] = "HOME=/home/t\nUSER=t\nLANG=C.UTF-8\nLC_TIME=en_GB.UTF-8\n"
+                                 "TERM=() { :; }\nPTC_T_SECRET=s3\nPTC_T_TOKEN=t0k\n"
+                                 "SHELL=/bin/sh\nPTC_T_KEY=k3y\nLC_ALL=C";
+
+/* SHELL is in the default set but withheld: the exclusion wins. PTC_T_KEY is withheld too, but
+ * the entry names it with its own value: that is the user's choice. */
+static const char *const withheld[] = {"PTC_T_TOKEN", "SHELL", "PTC_T_KEY", "LC_ALL", NULL};
+
 static void a_child_inherits_only_the_default_set_never_a_withheld_name(void **state)
 {
     env_t *e = *state;
-    char cfg[2048];
-    FMT(cfg, sizeof cfg,
-        "{\"mcpServers\": {\"env\": {\"command\": \"%s/fake_downstream.py\", \"env\": "
-        "{\"MINE\": \"${PTC_T_SECRET}\", \"PTC_T_KEY\": \"given\"}}}}",
-        e->fixtures);
-    const char *path = getenv("PATH");
-    char pathvar[4096];
-    FMT(pathvar, sizeof pathvar, "PATH=%s", path != NULL ? path : "/usr/bin:/bin");
-    char home[] = "HOME=/home/t", user[] = "USER=t", lang[] = "LANG=C.UTF-8",
-         lc[] = "LC_TIME=en_GB.UTF-8", term[] = "TERM=() { :; }", secret[] = "PTC_T_SECRET=s3",
-         token[] = "PTC_T_TOKEN=t0k", shell[] = "SHELL=/bin/sh", key[] = "PTC_T_KEY=k3y",
-         lcw[] = "LC_ALL=C";
-    char *const environ_[] = {home,  user,  lang, lc,  term,    secret,
-                              token, shell, key,  lcw, pathvar, NULL};
-    /* SHELL is in the default set but withheld: the exclusion wins. PTC_T_KEY is withheld too,
-     * but the entry names it with its own value: that is the user's choice. */
-    const char *withheld[] = {"PTC_T_TOKEN", "SHELL", "PTC_T_KEY", "LC_ALL", NULL};
-    mcp_client_opts_t o;
-    test_opts(&o);
-    o.environ = environ_;
-    o.withheld_env = withheld;
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
+    mcp_client_t *c = e->recs[0].c;
     assert_true(log_has(e, "its \"env\" passes PTC_T_KEY"));
     assert_int_equal(mcp_client_start(c), 0);
     run_until(e, is_ready, &e->recs[0]);
@@ -826,8 +860,8 @@ static void a_stderr_flood_is_counted_not_logged(void **state)
     env_t *e = *state;
     mcp_client_t *c = e->recs[0].c;
     /* The count is logged when the next second begins or stderr ends: stop the server. */
-    stopped_flag_t s = {0};
-    mcp_client_stop(c, on_stopped_flag, &s);
+    stopped_t s = {0};
+    mcp_client_stop(c, on_stopped, &s);
     run_until(e, log_has_suppressed, e);
     fflush(e->logf);
     size_t lines = 0;
@@ -837,19 +871,15 @@ static void a_stderr_flood_is_counted_not_logged(void **state)
     assert_true(lines < 20000);
 }
 
+static const char no_such_command[] =
+    "{\"mcpServers\": {\"nope\": {\"command\": \"ptc-no-such-command-anywhere\"}}}";
+
 static void unknown_command_fails_at_once(void **state)
 {
     env_t *e = *state;
-    const char *cfg =
-        "{\"mcpServers\": {\"nope\": {\"command\": \"ptc-no-such-command-anywhere\"}}}";
-    mcp_client_opts_t o;
-    test_opts(&o);
-    mcp_client_t *c = make_client(e, 0, cfg, &o, false);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_failed, &e->recs[0]);
-    const char *reason = NULL;
-    mcp_client_state(c, &reason);
-    assert_non_null(strstr(reason, "\"ptc-no-such-command-anywhere\" was not found in PATH"));
+    mcp_client_t *c = e->recs[0].c;
+    assert_non_null(
+        strstr(failure(e, 0), "\"ptc-no-such-command-anywhere\" was not found in PATH"));
     result_t res = {0};
     assert_int_equal(mcp_client_call_tool(c, "x", NULL, 0, NULL, on_result, &res, NULL),
                      MCP_ESTATE);
@@ -981,23 +1011,6 @@ static void reports_progress(void **state)
     result_clear(&res);
 }
 
-typedef struct stopped {
-    int done;
-} stopped_t;
-
-static void on_stopped(mcp_client_t *c, void *data)
-{
-    stopped_t *s = data;
-    assert_int_equal(mcp_client_state(c, NULL), MCP_CLIENT_STOPPED);
-    s->done++;
-}
-
-static bool stop_done(void *arg)
-{
-    stopped_t *s = arg;
-    return s->done > 0;
-}
-
 static void stop_escalates_to_sigkill(void **state)
 {
     env_t *e = *state;
@@ -1019,30 +1032,22 @@ static void stop_escalates_to_sigkill(void **state)
     assert_int_equal(mcp_client_pid(c), 0);
 }
 
+static const char an_http_entry[] =
+    "{\"mcpServers\": {\"remote\": {\"type\": \"http\", \"url\": \"http://127.0.0.1:9/mcp\"}}}";
+
 static void http_entries_without_an_http_client_fail_clearly(void **state)
 {
     env_t *e = *state;
-    const char *cfg =
-        "{\"mcpServers\": {\"remote\": {\"type\": \"http\", \"url\": \"http://127.0.0.1:9/mcp\"}}}";
-    mcp_client_t *c = make_client(e, 0, cfg, NULL, false);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_failed, &e->recs[0]);
-    const char *reason = NULL;
-    mcp_client_state(c, &reason);
-    assert_non_null(strstr(reason, "need ptc-mcp's HTTP client"));
+    assert_non_null(strstr(failure(e, 0), "need ptc-mcp's HTTP client"));
 }
+
+static const char a_legacy_sse_entry[] =
+    "{\"mcpServers\": {\"old\": {\"type\": \"sse\", \"url\": \"http://127.0.0.1:9/sse\"}}}";
 
 static void legacy_sse_entries_fail_clearly(void **state)
 {
     env_t *e = *state;
-    const char *cfg =
-        "{\"mcpServers\": {\"old\": {\"type\": \"sse\", \"url\": \"http://127.0.0.1:9/sse\"}}}";
-    mcp_client_t *c = make_client(e, 0, cfg, NULL, false);
-    assert_int_equal(mcp_client_start(c), 0);
-    run_until(e, is_failed, &e->recs[0]);
-    const char *reason = NULL;
-    mcp_client_state(c, &reason);
-    assert_non_null(strstr(reason, "legacy SSE transport"));
+    assert_non_null(strstr(failure(e, 0), "legacy SSE transport"));
 }
 
 static void free_with_calls_in_flight_cancels_them(void **state)
@@ -1067,52 +1072,56 @@ int main(void)
     const char *only = getenv("CLIENT_TEST");
     if (only != NULL) cmocka_set_test_filter(only);
     const struct CMUnitTest tests[] = {
-        FAKE(lists_every_page_and_says_who_we_are, .args = "\"--tools\", \"7\", \"--page\", \"3\"",
-             .up = UP_CREATED),
-        FAKE(declares_what_the_owner_can_forward, .can_sample = true, .has_roots = true,
-             .peer = true, .up = UP_READY),
-        FAKE(list_changed_relists, .args = "\"--page\", \"4\"", .up = UP_READY),
-        FAKE(garbage_and_huge_lines_are_dropped, .args = "\"--mode\", \"garbage\"",
-             .max_message_bytes = 1u << 20, .up = UP_READY),
-        cmocka_unit_test_setup_teardown(silent_server_times_out_without_blocking_others, setup,
-                                        teardown),
-        FAKE(crash_fails_the_call_and_restarts, .up = UP_READY),
-        FAKE(gives_up_after_the_restart_budget,
-             .args = "\"--mode\", \"die-after-ready\", \"--exit-code\", \"3\"", .restart_max = 2,
-             .restart_base_ms = 20, .up = UP_STARTED),
+        FIXTURE(lists_every_page_and_says_who_we_are,
+                .args = "\"--tools\", \"7\", \"--page\", \"3\"", .up = UP_CREATED),
+        FIXTURE(declares_what_the_owner_can_forward, .can_sample = true, .has_roots = true,
+                .peer = true, .up = UP_READY),
+        FIXTURE(list_changed_relists, .args = "\"--page\", \"4\"", .up = UP_READY),
+        FIXTURE(garbage_and_huge_lines_are_dropped, .args = "\"--mode\", \"garbage\"",
+                .max_message_bytes = 1u << 20, .up = UP_READY),
+        /* The timeout only has to outlast the fine server's start (a python3 start and a
+         * handshake), which the test's ordering checks: on a loaded 2-core machine that took more
+         * than 1.5 s. */
+        FIXTURE(silent_server_times_out_without_blocking_others, .config = mute_and_fine,
+                .second = true, .start_timeout_ms = 5000, .up = UP_STARTED),
+        FIXTURE(crash_fails_the_call_and_restarts, .up = UP_READY),
+        FIXTURE(gives_up_after_the_restart_budget,
+                .args = "\"--mode\", \"die-after-ready\", \"--exit-code\", \"3\"", .restart_max = 2,
+                .restart_base_ms = 20, .up = UP_STARTED),
         /* Each run stays up far longer than the healthy period before it dies. */
-        FAKE(a_healthy_period_resets_the_restart_budget,
-             .args = "\"--mode\", \"die-after-ready\", \"--die-after-ms\", \"1000\"",
-             .restart_max = 1, .restart_base_ms = 10, .healthy_ms = 50, .up = UP_STARTED),
-        cmocka_unit_test_setup_teardown(exiting_before_the_handshake_fails_with_the_exit_status,
-                                        setup, teardown),
-        FAKE(freeing_from_a_callback_is_safe, .up = UP_READY),
-        FAKE(timeout_cancels_downstream_and_drops_late_answer, .up = UP_READY),
-        FAKE(cancel_calls_back_once, .up = UP_READY),
-        FAKE(many_calls_in_flight_get_their_own_answers, .up = UP_STARTED),
-        cmocka_unit_test_setup_teardown(expands_vars_and_finds_the_command_on_the_entry_path, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(a_child_inherits_only_the_default_set_never_a_withheld_name,
-                                        setup, teardown),
-        FAKE(stderr_lines_go_to_the_log_cut_to_size, .args = "\"--long-stderr\", \"10000\"",
-             .max_stderr_line = 100, .up = UP_STARTED),
-        FAKE(a_stderr_flood_is_counted_not_logged, .args = "\"--stderr-flood\", \"20000\"",
-             .up = UP_READY),
-        cmocka_unit_test_setup_teardown(unknown_command_fails_at_once, setup, teardown),
-        FAKE(answers_the_servers_requests, .can_sample = true, .has_roots = true, .peer = true,
-             .up = UP_CREATED),
-        FAKE(refuses_sampling_without_an_owner, .up = UP_READY),
-        FAKE(server_cancels_its_own_request, .can_sample = true, .hold_peers = true, .peer = true,
-             .up = UP_READY),
-        FAKE(logs_server_messages_and_sends_roots_changes, .has_roots = true, .up = UP_READY),
-        FAKE(calls_beyond_the_limit_are_refused, .max_calls = 2, .up = UP_STARTED),
-        FAKE(reports_progress, .up = UP_READY),
-        FAKE(stop_escalates_to_sigkill, .args = "\"--mode\", \"stubborn\"", .stop_grace_ms = 200,
-             .up = UP_READY),
-        cmocka_unit_test_setup_teardown(http_entries_without_an_http_client_fail_clearly, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(legacy_sse_entries_fail_clearly, setup, teardown),
-        FAKE(free_with_calls_in_flight_cancels_them, .up = UP_READY),
+        FIXTURE(a_healthy_period_resets_the_restart_budget,
+                .args = "\"--mode\", \"die-after-ready\", \"--die-after-ms\", \"1000\"",
+                .restart_max = 1, .restart_base_ms = 10, .healthy_ms = 50, .up = UP_STARTED),
+        FIXTURE(exiting_before_the_handshake_fails_with_the_exit_status, .config = quits,
+                .up = UP_STARTED),
+        FIXTURE(freeing_from_a_callback_is_safe, .up = UP_READY),
+        FIXTURE(timeout_cancels_downstream_and_drops_late_answer, .up = UP_READY),
+        FIXTURE(cancel_calls_back_once, .up = UP_READY),
+        FIXTURE(many_calls_in_flight_get_their_own_answers, .up = UP_STARTED),
+        FIXTURE(expands_vars_and_finds_the_command_on_the_entry_path, .config = vars,
+                .environ = "PTC_T_A=hello\nFOO=outer", .up = UP_CREATED),
+        FIXTURE(a_child_inherits_only_the_default_set_never_a_withheld_name, .config = passes_env,
+                .environ = an_environ, .withheld_env = withheld, .up = UP_CREATED),
+        FIXTURE(stderr_lines_go_to_the_log_cut_to_size, .args = "\"--long-stderr\", \"10000\"",
+                .max_stderr_line = 100, .up = UP_STARTED),
+        FIXTURE(a_stderr_flood_is_counted_not_logged, .args = "\"--stderr-flood\", \"20000\"",
+                .up = UP_READY),
+        FIXTURE(unknown_command_fails_at_once, .config = no_such_command, .up = UP_STARTED),
+        FIXTURE(answers_the_servers_requests, .can_sample = true, .has_roots = true, .peer = true,
+                .up = UP_CREATED),
+        FIXTURE(refuses_sampling_without_an_owner, .up = UP_READY),
+        FIXTURE(server_cancels_its_own_request, .can_sample = true, .hold_peers = true,
+                .peer = true, .up = UP_READY),
+        FIXTURE(logs_server_messages_and_sends_roots_changes, .has_roots = true, .up = UP_READY),
+        FIXTURE(calls_beyond_the_limit_are_refused, .max_calls = 2, .up = UP_STARTED),
+        FIXTURE(reports_progress, .up = UP_READY),
+        FIXTURE(stop_escalates_to_sigkill, .args = "\"--mode\", \"stubborn\"", .stop_grace_ms = 200,
+                .up = UP_READY),
+        FIXTURE(http_entries_without_an_http_client_fail_clearly, .config = an_http_entry,
+                .library_defaults = true, .up = UP_STARTED),
+        FIXTURE(legacy_sse_entries_fail_clearly, .config = a_legacy_sse_entry,
+                .library_defaults = true, .up = UP_STARTED),
+        FIXTURE(free_with_calls_in_flight_cancels_them, .up = UP_READY),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

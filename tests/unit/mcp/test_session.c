@@ -1,11 +1,12 @@
 /* Sessions driven directly through a capturing transport: lifecycle, paging, list_changed,
- * server-to-client request routing, cancellation and shutdown. */
+ * server-to-client request routing, cancellation and shutdown, progress. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -233,6 +234,92 @@ static void shutdown_waits_for_calls_then_cancels_after_grace(void **state)
     cJSON *r = e->sink.msgs[e->sink.n - 1];
     assert_int_equal(cJSON_GetObjectItem(r, "id")->valueint, 5);
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "isError")));
+}
+
+/* --- progress ------------------------------------------------------------------------------ */
+
+/* Starts a held call (id 5) whose client asked for progress. */
+static void call_with_progress(env_t *e)
+{
+    add_tool(e, "hold", tool_hold);
+    init(e);
+    feed(e, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
+            "\"hold\",\"_meta\":{\"progressToken\":\"tok\"}}}");
+    assert_non_null(e->held);
+    assert_int_equal(e->sink.n, 0);
+}
+
+/* Message i of the sink, a notifications/progress for the call: checks its token and total
+ * (10, as every update of these tests gives) and returns its value; *text gets its message. */
+static double progress_at(env_t *e, size_t i, const char **text)
+{
+    assert_true(i < e->sink.n);
+    const cJSON *m = e->sink.msgs[i];
+    assert_string_equal(cJSON_GetObjectItem(m, "method")->valuestring, "notifications/progress");
+    const cJSON *p = cJSON_GetObjectItem(m, "params");
+    assert_string_equal(cJSON_GetObjectItem(p, "progressToken")->valuestring, "tok");
+    const cJSON *total = cJSON_GetObjectItem(p, "total");
+    assert_true(cJSON_IsNumber(total) && total->valuedouble == 10.0);
+    const cJSON *v = cJSON_GetObjectItem(p, "progress");
+    assert_true(cJSON_IsNumber(v));
+    const cJSON *msg = cJSON_GetObjectItem(p, "message");
+    assert_true(cJSON_IsString(msg));
+    *text = msg->valuestring;
+    return v->valuedouble;
+}
+
+/* Finishes the held call and checks that its response is the sink's last message, after n
+ * progress notifications whose values strictly increase. */
+static void finish_after_progress(env_t *e, size_t n)
+{
+    mcp_call_finish_text(e->held, false, "done");
+    e->held = NULL;
+    assert_int_equal(e->sink.n, n + 1);
+    assert_int_equal(cJSON_GetObjectItem(last(&e->sink), "id")->valueint, 5);
+    assert_non_null(cJSON_GetObjectItem(last(&e->sink), "result"));
+    const char *text;
+    for (size_t i = 1; i < n; i++)
+        assert_true(progress_at(e, i, &text) > progress_at(e, i - 1, &text));
+}
+
+static void an_update_at_the_same_value_is_sent_raised_with_its_message(void **state)
+{
+    env_t *e = *state;
+    call_with_progress(e);
+    /* Two updates in one loop turn at the same step: the second's message is news. */
+    mcp_call_progress(e->held, 5, 10, "step 5: compiling");
+    mcp_call_progress(e->held, 5, 10, "step 5: linking");
+    assert_int_equal(e->sink.n, 1); /* the second waits out the rate limit (100 ms) */
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    assert_int_equal(e->sink.n, 2);
+    const char *text;
+    assert_true(progress_at(e, 0, &text) == 5.0);
+    assert_string_equal(text, "step 5: compiling");
+    double v = progress_at(e, 1, &text);
+    assert_string_equal(text, "step 5: linking");
+    assert_true(v > 5.0 && v < 5.000001); /* raised, by a hair */
+    /* The rate limit held (ms as the library counts them: a whole one may round away). */
+    assert_true(e->sink.at_ns[1] - e->sink.at_ns[0] >= 98 * 1000000ull);
+    /* A value JSON cannot carry is one that does not increase. */
+    mcp_call_progress(e->held, NAN, 10, "step unknown");
+    finish_after_progress(e, 3);
+    assert_true(progress_at(e, 2, &text) > v);
+    assert_string_equal(text, "step unknown");
+}
+
+static void a_waiting_update_going_back_goes_out_raised_before_the_response(void **state)
+{
+    env_t *e = *state;
+    call_with_progress(e);
+    mcp_call_progress(e->held, 7, 10, "step 7");
+    /* Within the interval the update waits; one going back is raised above 7 and sent just
+     * before the response. */
+    mcp_call_progress(e->held, 3, 10, "back to step 3");
+    assert_int_equal(e->sink.n, 1);
+    finish_after_progress(e, 2);
+    const char *text;
+    assert_true(progress_at(e, 1, &text) > 7.0);
+    assert_string_equal(text, "back to step 3");
 }
 
 /* --- MCP 2026-07-28: stateless requests, MRTR ------------------------------------------- */
@@ -537,6 +624,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(freeing_a_session_cancels_calls_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(shutdown_waits_for_calls_then_cancels_after_grace, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(an_update_at_the_same_value_is_sent_raised_with_its_message,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_waiting_update_going_back_goes_out_raised_before_the_response, setup, teardown),
         cmocka_unit_test_setup_teardown(modern_requests_are_served_beside_the_legacy_session, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(mrtr_state_round_trips_and_tampering_is_refused, setup,

@@ -118,9 +118,10 @@ bool ptc_repair_loop_asking(const ptc_repair_loop_t *l)
 
 void ptc_repair_loop_clock(ptc_repair_loop_t *l, double *elapsed_ms, double *total_ms)
 {
-    /* uv_now() stands still within a loop iteration, and an MCP progress update whose value did
-     * not increase is not sent: a run's last tick and the "attempt N failed; asking ..." that
-     * follows its end in the same millisecond would lose the second. */
+    /* uv_now() stands still within a loop iteration, and MCP wants each progress value above
+     * the one before: a run's last tick and the "attempt N failed; asking ..." that follows its
+     * end in the same millisecond read one ms apart here, so the elapsed time a client sees
+     * stays whole milliseconds (mcp/ would otherwise raise the second by a hair). */
     uint64_t now = uv_now(l->uv) - l->t0;
     l->last_read = now > l->last_read ? now : l->last_read + 1;
     *elapsed_ms = (double)l->last_read;

@@ -172,14 +172,10 @@ static int intern(reg__rows_t *r, const char *name, uint32_t *out)
         *out = (uint32_t)v;
         return REG_OK;
     }
-    if (r->nnames >= UINT32_MAX) return REG_ETOOBIG;
-    if (r->nnames == r->names_cap) {
-        size_t cap = r->names_cap ? r->names_cap * 2 : 8;
-        char **n = realloc(r->names, cap * sizeof *n);
-        if (n == NULL) return REG_ENOMEM;
-        r->names = n;
-        r->names_cap = cap;
-    }
+    /* The rows name theirs by a uint32_t: REG_ETOOBIG past UINT32_MAX names. */
+    int rc =
+        ptc_array_reserve(&r->names, &r->names_cap, r->nnames + 1, sizeof *r->names, UINT32_MAX);
+    if (rc < 0) return rc;
     char *copy = reg__strdup(name);
     if (copy == NULL) return REG_ENOMEM;
     if (reg__map_put(&r->by_name, copy, r->nnames) < 0) {
@@ -195,21 +191,21 @@ int reg__rows_add(reg__rows_t *r, const char *id, const char *server, const char
                   size_t *row)
 {
     if (reg__map_get(&r->by_id, id, NULL)) return REG_EEXIST;
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 64;
-        char **ids = realloc(r->ids, cap * sizeof *ids);
-        if (ids == NULL) return REG_ENOMEM;
-        r->ids = ids;
-        uint32_t *s = realloc(r->server, cap * sizeof *s);
-        if (s == NULL) return REG_ENOMEM;
-        r->server = s;
-        uint32_t *c = realloc(r->category, cap * sizeof *c);
-        if (c == NULL) return REG_ENOMEM;
-        r->category = c;
-        r->cap = cap;
-    }
+    /* Three arrays, one capacity: r->cap moves only once all three have room, so after a
+     * failure every one of them still holds r->cap rows (one may hold more, unused). */
+    size_t cap_ids = r->cap, cap_server = r->cap, cap_category = r->cap;
+    int rc = ptc_array_reserve(&r->ids, &cap_ids, r->n + 1, sizeof *r->ids, REG_CATALOG_MAX);
+    if (rc == 0)
+        rc = ptc_array_reserve(&r->server, &cap_server, r->n + 1, sizeof *r->server,
+                               REG_CATALOG_MAX);
+    if (rc == 0)
+        rc = ptc_array_reserve(&r->category, &cap_category, r->n + 1, sizeof *r->category,
+                               REG_CATALOG_MAX);
+    if (rc < 0) return rc;
+    /* Grown from the same capacity to the same need under the same cap, the three agree. */
+    r->cap = cap_ids;
     uint32_t si, ci;
-    int rc = intern(r, server, &si);
+    rc = intern(r, server, &si);
     if (rc == 0) rc = intern(r, category != NULL ? category : server, &ci);
     if (rc < 0) return rc;
     char *copy = reg__strdup(id);

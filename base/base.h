@@ -96,6 +96,9 @@ const char *ptc_strerror(int err);
 #define PTC_CAP_REPAIR_TEXT     (1u << 20)  /* repair: a failure's tail, the self-healing text */
 #define PTC_CAP_REPAIR_CONTENT  (16u << 20) /* repair: a model message's text blocks joined */
 #define PTC_CAP_CLIENT_EXPANDED (64u << 10) /* mcp: ${VAR} expansion, a PATH (NUL counted) */
+#define PTC_CAP_PACKAGE_SPEC    (64u << 10) /* server: a --packages spec, its clauses joined */
+#define PTC_CAP_CONFIG_FILE     (64u << 20) /* server: a --config file */
+#define PTC_CAP_STATE_KEY_FILE  4096u       /* server: a --state-key-file (a secret) */
 /* mcp: an HTTP connection's unparsed input (pipelined requests while a response is pending):
  * past it the server stops reading, so its buffer holds at most one read more. */
 #define PTC_CAP_HTTP_PENDING_INPUT (256u << 10)

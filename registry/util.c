@@ -187,23 +187,27 @@ static int intern(reg__rows_t *r, const char *name, uint32_t *out)
     return REG_OK;
 }
 
+/* Makes room for one more row in one of the arrays that share r->cap (pv points to it), whose
+ * capacity after growing goes to *grown: r->cap itself is left to the caller. */
+static int grow_column(const reg__rows_t *r, void *pv, size_t elem, size_t *grown)
+{
+    *grown = r->cap;
+    return ptc_array_reserve(pv, grown, r->n + 1, elem, REG_CATALOG_MAX);
+}
+
 int reg__rows_add(reg__rows_t *r, const char *id, const char *server, const char *category,
                   size_t *row)
 {
     if (reg__map_get(&r->by_id, id, NULL)) return REG_EEXIST;
     /* Three arrays, one capacity: r->cap moves only once all three have room, so after a
-     * failure every one of them still holds r->cap rows (one may hold more, unused). */
-    size_t cap_ids = r->cap, cap_server = r->cap, cap_category = r->cap;
-    int rc = ptc_array_reserve(&r->ids, &cap_ids, r->n + 1, sizeof *r->ids, REG_CATALOG_MAX);
-    if (rc == 0)
-        rc = ptc_array_reserve(&r->server, &cap_server, r->n + 1, sizeof *r->server,
-                               REG_CATALOG_MAX);
-    if (rc == 0)
-        rc = ptc_array_reserve(&r->category, &cap_category, r->n + 1, sizeof *r->category,
-                               REG_CATALOG_MAX);
+     * failure each of them still holds r->cap rows (some may hold more, unused). Grown from
+     * the same capacity to the same need under the same cap, the three agree on the new one. */
+    size_t grown = 0;
+    int rc = grow_column(r, &r->ids, sizeof *r->ids, &grown);
+    if (rc == 0) rc = grow_column(r, &r->server, sizeof *r->server, &grown);
+    if (rc == 0) rc = grow_column(r, &r->category, sizeof *r->category, &grown);
     if (rc < 0) return rc;
-    /* Grown from the same capacity to the same need under the same cap, the three agree. */
-    r->cap = cap_ids;
+    r->cap = grown;
     uint32_t si, ci;
     rc = intern(r, server, &si);
     if (rc == 0) rc = intern(r, category != NULL ? category : server, &ci);

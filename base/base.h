@@ -185,6 +185,9 @@ size_t ptc_utf8_cut(const char *s, size_t n, size_t max);
 /** The length of the valid sequence at s[0..n) (1..4), or 0 when none starts there; *cp (may
  *  be NULL) gets its code point. */
 size_t ptc_utf8_decode(const char *s, size_t n, unsigned *cp);
+/** The characters of the valid UTF-8 at s[0..n): the bytes that are no continuation byte (a
+ *  page's length in characters, JSON Schema's string length). */
+size_t ptc_utf8_count(const char *s, size_t n);
 /** The start of the last n lines of s (inside s; trailing newlines ignored, and kept): a
  *  traceback's end for a repair request or a failed run's result. */
 const char *ptc_text_last_lines(const char *s, unsigned n);

@@ -76,6 +76,14 @@ char *ptc_utf8_sanitize(const char *s, size_t n, size_t *out_len)
     return o;
 }
 
+size_t ptc_utf8_count(const char *s, size_t n)
+{
+    size_t chars = 0;
+    for (size_t i = 0; i < n; i++)
+        chars += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return chars;
+}
+
 size_t ptc_utf8_cut(const char *s, size_t n, size_t max)
 {
     if (max >= n) return n;

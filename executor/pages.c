@@ -86,14 +86,6 @@ static size_t utf8_prefix(const char *s, size_t len, size_t chars)
     return i;
 }
 
-static size_t utf8_count(const char *s, size_t len)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++)
-        if (((unsigned char)s[i] & 0xC0) != 0x80) n++;
-    return n;
-}
-
 static char *dup_n(const char *s, size_t n)
 {
     char *d = malloc(n + 1);
@@ -230,7 +222,7 @@ int exec_pages_next(exec_pages_t *p, const unsigned char *owner, const char *cur
         e = (entry_t *)e->node.next;
     /* Another owner's cursor is an unknown one: same answer, and its use refreshes nothing. */
     if (e == NULL || !exec__lru_owned_by(&e->node, owner)) return EXEC_EEXPIRED;
-    size_t total_chars = utf8_count(e->text, e->out_len + e->err_len);
+    size_t total_chars = ptc_utf8_count(e->text, e->out_len + e->err_len);
     if (offset >= total_chars) return EXEC_EEXPIRED;
     e->last_used_ms = now_ms;
     exec__lru_unlink(&p->lru, &e->node);

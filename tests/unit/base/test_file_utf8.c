@@ -131,6 +131,16 @@ static void test_sanitize_replaces_each_byte_that_starts_no_valid_sequence(void 
     }
 }
 
+static void test_count_gives_characters_not_bytes(void **state)
+{
+    (void)state;
+    const char *s = "a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"; /* a é € 😀: 1+2+3+4 bytes */
+    assert_int_equal(ptc_utf8_count(s, strlen(s)), 4);
+    assert_int_equal(ptc_utf8_count(s, 3), 2);
+    assert_int_equal(ptc_utf8_count("", 0), 0);
+    assert_int_equal(ptc_utf8_count("a\0b", 3), 3); /* a NUL is a character */
+}
+
 static void test_last_lines_start_where_the_last_n_lines_do(void **state)
 {
     (void)state;
@@ -170,6 +180,7 @@ int main(void)
         cmocka_unit_test(test_sanitize_replaces_bad_bytes_and_nul_with_fffd),
         cmocka_unit_test(test_sanitize_replaces_each_byte_that_starts_no_valid_sequence),
         cmocka_unit_test(test_cut_never_splits_a_character),
+        cmocka_unit_test(test_count_gives_characters_not_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

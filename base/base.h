@@ -1,9 +1,9 @@
 /*
  * base.h - the small pieces every library of ptc-mcp needs once: a growable byte buffer and a
  * growable array, each with a hard cap, a file reader with a size cap, UTF-8 checks (validate,
- * sanitise, cut at a character boundary), strict decimal numbers and a flag table (command line,
- * config object and --help from one table). No I/O but the file reader and the flags' messages;
- * no global state; thread-safe per object.
+ * sanitise, count, cut at a character boundary), strict decimal numbers and a flag table (command
+ * line, config object and --help from one table). No I/O but the file reader and the flags'
+ * messages; no global state; thread-safe per object.
  *
  * Functions return 0 or a negative errno value (PTC_ENOMEM is -ENOMEM ...); ptc_strerror()
  * names it. The error space of all the libraries is set out here too (section errors). Every cap a

@@ -1,4 +1,4 @@
-/* utf8.c - UTF-8 checks: validate, sanitise, cut at a character boundary (base.h). */
+/* utf8.c - UTF-8: decode, validate, sanitise, count, cut at a character boundary (base.h). */
 #include "base.h"
 
 #include <stdint.h>

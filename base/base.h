@@ -1,9 +1,9 @@
 /*
  * base.h - the small pieces every library of ptc-mcp needs once: a growable byte buffer and a
  * growable array, each with a hard cap, a file reader with a size cap, UTF-8 checks (validate,
- * sanitise, cut at a character boundary), strict decimal numbers and a flag table (command line,
- * config object and --help from one table). No I/O but the file reader and the flags' messages;
- * no global state; thread-safe per object.
+ * sanitise, count, cut at a character boundary), strict decimal numbers and a flag table (command
+ * line, config object and --help from one table). No I/O but the file reader and the flags'
+ * messages; no global state; thread-safe per object.
  *
  * Functions return 0 or a negative errno value (PTC_ENOMEM is -ENOMEM ...); ptc_strerror()
  * names it. The error space of all the libraries is set out here too (section errors). Every cap a
@@ -96,6 +96,9 @@ const char *ptc_strerror(int err);
 #define PTC_CAP_REPAIR_TEXT     (1u << 20)  /* repair: a failure's tail, the self-healing text */
 #define PTC_CAP_REPAIR_CONTENT  (16u << 20) /* repair: a model message's text blocks joined */
 #define PTC_CAP_CLIENT_EXPANDED (64u << 10) /* mcp: ${VAR} expansion, a PATH (NUL counted) */
+#define PTC_CAP_PACKAGE_SPEC    (64u << 10) /* server: a --packages spec, its clauses joined */
+#define PTC_CAP_CONFIG_FILE     (64u << 20) /* server: a --config file */
+#define PTC_CAP_STATE_KEY_FILE  4096u       /* server: a --state-key-file (a secret) */
 /* mcp: an HTTP connection's unparsed input (pipelined requests while a response is pending):
  * past it the server stops reading, so its buffer holds at most one read more. */
 #define PTC_CAP_HTTP_PENDING_INPUT (256u << 10)
@@ -182,6 +185,9 @@ size_t ptc_utf8_cut(const char *s, size_t n, size_t max);
 /** The length of the valid sequence at s[0..n) (1..4), or 0 when none starts there; *cp (may
  *  be NULL) gets its code point. */
 size_t ptc_utf8_decode(const char *s, size_t n, unsigned *cp);
+/** The characters of the valid UTF-8 at s[0..n): the bytes that are no continuation byte (a
+ *  page's length in characters, JSON Schema's string length). */
+size_t ptc_utf8_count(const char *s, size_t n);
 /** The start of the last n lines of s (inside s; trailing newlines ignored, and kept): a
  *  traceback's end for a repair request or a failed run's result. */
 const char *ptc_text_last_lines(const char *s, unsigned n);

@@ -1,4 +1,4 @@
-/* utf8.c - UTF-8 checks: validate, sanitise, cut at a character boundary (base.h). */
+/* utf8.c - UTF-8: decode, validate, sanitise, count, cut at a character boundary (base.h). */
 #include "base.h"
 
 #include <stdint.h>
@@ -74,6 +74,14 @@ char *ptc_utf8_sanitize(const char *s, size_t n, size_t *out_len)
     o[len] = '\0';
     if (out_len != NULL) *out_len = len;
     return o;
+}
+
+size_t ptc_utf8_count(const char *s, size_t n)
+{
+    size_t chars = 0;
+    for (size_t i = 0; i < n; i++)
+        chars += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return chars;
 }
 
 size_t ptc_utf8_cut(const char *s, size_t n, size_t max)

@@ -91,11 +91,8 @@ static void load_queries(bench_t *B, const char *path)
         if (!cJSON_IsString(qt) || !cJSON_IsArray(rel) || cJSON_GetArraySize(rel) == 0)
             die("%s: %s: expected {\"query\": string, \"relevant\": [ids], \"kind\": string}", path,
                 where);
-        if (B->nq == cap) {
-            cap = cap ? cap * 2 : 128;
-            B->q = realloc(B->q, cap * sizeof *B->q);
-            if (B->q == NULL) die("out of memory");
-        }
+        if (ptc_array_reserve(&B->q, &cap, B->nq + 1, sizeof *B->q, SIZE_MAX) < 0)
+            die("out of memory");
         query_t *q = &B->q[B->nq++];
         q->text = xstrdup(qt->valuestring);
         q->kind = kind_of(B, cJSON_IsString(kind) ? kind->valuestring : "unspecified");
@@ -181,11 +178,8 @@ static bdoc_t base_tokens(const char *s)
             free(w);
             continue;
         }
-        if (d.n == cap) {
-            cap = cap ? cap * 2 : 32;
-            d.tok = realloc(d.tok, cap * sizeof *d.tok);
-            if (d.tok == NULL) die("out of memory");
-        }
+        if (ptc_array_reserve(&d.tok, &cap, d.n + 1, sizeof *d.tok, SIZE_MAX) < 0)
+            die("out of memory");
         d.tok[d.n++] = w;
     }
     return d;

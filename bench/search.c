@@ -82,11 +82,8 @@ typedef struct words {
 
 static void words_push(words_t *ws, const char *s, size_t n)
 {
-    if (ws->n == ws->cap) {
-        ws->cap = ws->cap ? ws->cap * 2 : 1024;
-        ws->w = realloc(ws->w, ws->cap * sizeof *ws->w);
-        if (ws->w == NULL) die("out of memory");
-    }
+    if (ptc_array_reserve(&ws->w, &ws->cap, ws->n + 1, sizeof *ws->w, SIZE_MAX) < 0)
+        die("out of memory");
     char *c = malloc(n + 1);
     if (c == NULL) die("out of memory");
     memcpy(c, s, n);
@@ -104,9 +101,8 @@ static bool ends_sentence(const char *w, size_t n)
  * sentences of the original (the registry embeds a sentence model's tools by sentence too). */
 static char *perturb(const char *text, const words_t *vocab, uint64_t *rng)
 {
-    size_t cap = strlen(text) * 2 + 64, o = 0;
-    char *out = malloc(cap);
-    if (out == NULL) die("out of memory");
+    ptc_buf_t out;
+    ptc_buf_init(&out, SIZE_MAX); /* a bench tool: memory is the only limit */
     const char *p = text;
     while (*p) {
         size_t sp = strspn(p, " ");
@@ -119,18 +115,13 @@ static char *perturb(const char *text, const words_t *vocab, uint64_t *rng)
             w = vocab->w[rng_next(rng) % vocab->n];
             wn = strlen(w);
         }
-        if (o + wn + 2 >= cap) {
-            cap = (o + wn + 2) * 2;
-            out = realloc(out, cap);
-            if (out == NULL) die("out of memory");
-        }
-        if (o > 0) out[o++] = ' ';
-        memcpy(out + o, w, wn);
-        o += wn;
+        if (ptc_buf_len(&out) > 0) ptc_buf_append(&out, " ", 1);
+        ptc_buf_append(&out, w, wn);
         p += n;
     }
-    out[o] = 0;
-    return out;
+    char *text_out = ptc_buf_take(&out, NULL);
+    if (text_out == NULL) die("out of memory");
+    return text_out;
 }
 
 typedef struct synth {
@@ -534,11 +525,7 @@ static char **load_queries(const char *path, size_t *n)
         cJSON *o = cJSON_Parse(line);
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "query");
         if (cJSON_IsString(t)) {
-            if (*n == cap) {
-                cap = cap ? cap * 2 : 128;
-                q = realloc(q, cap * sizeof *q);
-                if (q == NULL) die("out of memory");
-            }
+            if (ptc_array_reserve(&q, &cap, *n + 1, sizeof *q, SIZE_MAX) < 0) die("out of memory");
             q[(*n)++] = strdup(t->valuestring);
         }
         cJSON_Delete(o);

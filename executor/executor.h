@@ -510,16 +510,6 @@ void exec_session_close(exec_session_t *s);
 
 /* ==== end of workspace ===================================================================== */
 
-/* ---- text ------------------------------------------------------------------------------- */
-/**
- * Turns output bytes into valid UTF-8 for JSON: every byte that does not start a valid sequence
- * (RFC 3629: no overlongs, surrogates or code points past U+10FFFF; a sequence cut by the
- * retention cap counts as invalid) becomes U+FFFD. NUL bytes are kept as they are. Returns a
- * malloc'd NUL-terminated string the caller frees, its length (without the NUL) in *out_len
- * (may be NULL), or NULL when out of memory.
- */
-char *exec_utf8_text(const unsigned char *data, size_t len, size_t *out_len);
-
 /* ---- who kept it ------------------------------------------------------------------------- */
 /* The pages and the file store keep each entry for an owner: opaque bytes the caller gives
  * (the MCP layer's client identity; this module only compares them). A cursor or key presented

@@ -86,24 +86,6 @@ static size_t utf8_prefix(const char *s, size_t len, size_t chars)
     return i;
 }
 
-/* The longest prefix of at most max bytes that does not split a character. */
-static size_t utf8_floor(const char *s, size_t len, size_t max)
-{
-    if (len <= max) return len;
-    size_t k = max;
-    while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
-        k--;
-    return k;
-}
-
-static size_t utf8_count(const char *s, size_t len)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++)
-        if (((unsigned char)s[i] & 0xC0) != 0x80) n++;
-    return n;
-}
-
 static char *dup_n(const char *s, size_t n)
 {
     char *d = malloc(n + 1);
@@ -166,8 +148,8 @@ int exec_pages_first(exec_pages_t *p, const unsigned char *owner, const char *me
     if (page_chars == 0) return EXEC_EINVAL;
     expire(p, now_ms);
     /* Keep at most the store's whole budget for one run; the caller reports the rest. */
-    out_len = utf8_floor(out, out_len, p->max_bytes);
-    err_len = utf8_floor(err, err_len, p->max_bytes - out_len);
+    out_len = ptc_utf8_cut(out, out_len, p->max_bytes);
+    err_len = ptc_utf8_cut(err, err_len, p->max_bytes - out_len);
     entry_t *e = calloc(1, sizeof *e);
     if (e == NULL) return EXEC_ENOMEM;
     e->text = malloc(out_len + err_len + 1);
@@ -240,7 +222,7 @@ int exec_pages_next(exec_pages_t *p, const unsigned char *owner, const char *cur
         e = (entry_t *)e->node.next;
     /* Another owner's cursor is an unknown one: same answer, and its use refreshes nothing. */
     if (e == NULL || !exec__lru_owned_by(&e->node, owner)) return EXEC_EEXPIRED;
-    size_t total_chars = utf8_count(e->text, e->out_len + e->err_len);
+    size_t total_chars = ptc_utf8_count(e->text, e->out_len + e->err_len);
     if (offset >= total_chars) return EXEC_EEXPIRED;
     e->last_used_ms = now_ms;
     exec__lru_unlink(&p->lru, &e->node);

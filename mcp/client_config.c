@@ -53,16 +53,17 @@ void mcp_downstream_config_close(mcp_downstream_config_t *cfg)
     }
     free(cfg->problems);
     cfg->problems = NULL;
-    cfg->n_problems = 0;
+    cfg->n_problems = cfg->cap_problems = 0;
 }
 
 static int add_problem(mcp_downstream_config_t *cfg, const char *server, bool dropped,
                        const char *message)
 {
-    mcp_downstream_problem_t *np =
-        realloc(cfg->problems, (cfg->n_problems + 1) * sizeof *cfg->problems);
-    if (np == NULL) return MCP_ENOMEM;
-    cfg->problems = np;
+    /* No cap of its own: at most one problem per entry and per key of the config, whose text
+     * is capped where it is read. */
+    if (ptc_array_reserve(&cfg->problems, &cfg->cap_problems, cfg->n_problems + 1,
+                          sizeof *cfg->problems, SIZE_MAX) < 0)
+        return MCP_ENOMEM;
     mcp_downstream_problem_t *pr = &cfg->problems[cfg->n_problems];
     pr->server = server != NULL ? mcp__strdup(server) : NULL;
     pr->message = mcp__strdup(message);

@@ -65,6 +65,7 @@ typedef struct mcp_downstream_config {
     size_t n_servers;
     mcp_downstream_problem_t *problems; /* in the order of the file */
     size_t n_problems;
+    size_t cap_problems; /* entries allocated at problems (the parser's bookkeeping) */
 } mcp_downstream_config_t;
 
 /** The environment variable given to every downstream process (ptc-mcp's pid): a ptc-mcp that

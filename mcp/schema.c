@@ -128,15 +128,6 @@ static int check_number(vctx_t *c, const cJSON *schema, const cJSON *v, const ch
     return MCP_OK;
 }
 
-/* Length in code points, as JSON Schema counts string length. */
-static size_t utf8_len(const char *s)
-{
-    size_t n = 0;
-    for (; *s != '\0'; s++)
-        if (((unsigned char)*s & 0xC0) != 0x80) n++;
-    return n;
-}
-
 static int check_count(vctx_t *c, const cJSON *schema, const char *path, size_t n,
                        const char *min_key, const char *max_key, const char *unit)
 {
@@ -219,8 +210,9 @@ static int validate(vctx_t *c, const cJSON *schema, const cJSON *v, const char *
     if ((rc = check_type(c, schema, v, path)) < 0) return rc;
     if ((rc = check_enum(c, schema, v, path)) < 0) return rc;
     if ((rc = check_number(c, schema, v, path)) < 0) return rc;
-    if (cJSON_IsString(v) && (rc = check_count(c, schema, path, utf8_len(v->valuestring),
-                                               "minLength", "maxLength", "characters")) < 0)
+    if (cJSON_IsString(v) &&
+        (rc = check_count(c, schema, path, ptc_utf8_count(v->valuestring, strlen(v->valuestring)),
+                          "minLength", "maxLength", "characters")) < 0)
         return rc;
     if ((rc = check_object(c, schema, v, path, depth)) < 0) return rc;
     return check_array(c, schema, v, path, depth);

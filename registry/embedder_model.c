@@ -97,18 +97,8 @@ static char *read_small(const char *dir, const char *file, size_t max, size_t *l
     char path[4200];
     int n = snprintf(path, sizeof path, "%s/%s", dir, file);
     if (n < 0 || (size_t)n >= sizeof path) return NULL;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) return NULL;
-    char *buf = malloc(max + 1);
-    size_t got = buf ? fread(buf, 1, max + 1, f) : 0;
-    fclose(f);
-    if (buf == NULL || got > max) {
-        free(buf);
-        return NULL;
-    }
-    buf[got] = 0;
-    if (len) *len = got;
-    return buf;
+    char *buf = NULL;
+    return ptc_file_read(path, max, &buf, len) == 0 ? buf : NULL;
 }
 
 /* Feeds the first and last FINGERPRINT_EDGE_BYTES of a file and its size to ctx. */

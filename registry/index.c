@@ -8,10 +8,10 @@
 struct reg_index {
     size_t dim;
     reg_index_storage_t storage;
-    float *m;     /* REG_INDEX_F32: rows.cap * dim floats, row-major */
-    int8_t *q;    /* REG_INDEX_Q8: rows.cap * dim bytes, row-major ... */
+    float *m;     /* REG_INDEX_F32: cap * dim floats, row-major */
+    int8_t *q;    /* REG_INDEX_Q8: cap * dim bytes, row-major ... */
     float *scale; /* ... and one scale per row: value = q * scale */
-    size_t cap;   /* rows the arrays above hold (may lag rows.cap after a failed growth) */
+    size_t cap;   /* rows every array above holds (at least rows.n) */
     reg__rows_t rows;
 };
 
@@ -56,26 +56,19 @@ static float quantize(const float *v, size_t dim, int8_t *out)
     return mx / 127.0f;
 }
 
-/* Grows the vector arrays to the row table's capacity. Each array is grown on its own and
- * ix->cap only moves once all are large enough, so a failure leaves a consistent index. */
-static int grow(reg_index_t *ix)
+/* Makes room for need rows in the vector arrays. Each array is grown on its own and ix->cap
+ * only moves once all are large enough, so a failure leaves a consistent index. */
+static int grow(reg_index_t *ix, size_t need)
 {
-    size_t cap = ix->rows.cap;
-    if (cap <= ix->cap) return REG_OK;
-    if (ix->storage == REG_INDEX_F32) {
-        float *m = realloc(ix->m, cap * ix->dim * sizeof *m);
-        if (m == NULL) return REG_ENOMEM;
-        ix->m = m;
-    } else {
-        int8_t *q = realloc(ix->q, cap * ix->dim);
-        if (q == NULL) return REG_ENOMEM;
-        ix->q = q;
-        float *sc = realloc(ix->scale, cap * sizeof *sc);
-        if (sc == NULL) return REG_ENOMEM;
-        ix->scale = sc;
-    }
-    ix->cap = cap;
-    return REG_OK;
+    if (ix->storage == REG_INDEX_F32)
+        return ptc_array_reserve(&ix->m, &ix->cap, need, ix->dim * sizeof *ix->m, REG_CATALOG_MAX);
+    size_t cap_q = ix->cap, cap_scale = ix->cap;
+    int rc = ptc_array_reserve(&ix->q, &cap_q, need, ix->dim * sizeof *ix->q, REG_CATALOG_MAX);
+    if (rc == 0)
+        rc = ptc_array_reserve(&ix->scale, &cap_scale, need, sizeof *ix->scale, REG_CATALOG_MAX);
+    /* Grown from the same capacity to the same need under the same cap, the two agree. */
+    if (rc == 0) ix->cap = cap_q;
+    return rc;
 }
 
 int reg_index_add(reg_index_t *ix, const char *id, const char *server, const char *category,
@@ -88,7 +81,7 @@ int reg_index_add(reg_index_t *ix, const char *id, const char *server, const cha
     size_t row;
     int rc = reg__rows_add(&ix->rows, id, server, category, &row);
     if (rc < 0) return rc;
-    if (grow(ix) < 0) {
+    if (grow(ix, row + 1) < 0) {
         size_t moved;
         reg__rows_remove(&ix->rows, row, &moved);
         return REG_ENOMEM;

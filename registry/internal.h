@@ -58,8 +58,9 @@ typedef struct reg__rows {
 } reg__rows_t;
 
 void reg__rows_free(reg__rows_t *r);
-/* Appends a row (strings copied); returns its index via *row. REG_EEXIST, REG_ENOMEM. The
- * caller must grow its own arrays to r->cap after a successful call. */
+/* Appends a row (strings copied); returns its index via *row. REG_EEXIST, REG_ENOMEM,
+ * REG_ETOOBIG past REG_CATALOG_MAX rows. The caller then grows its own per-row arrays to hold
+ * row + 1 entries (or removes the row again). */
 int reg__rows_add(reg__rows_t *r, const char *id, const char *server, const char *category,
                   size_t *row);
 /* Removes row; the row that moved into it (the old last row) is reported in *moved_from

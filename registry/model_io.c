@@ -2,13 +2,10 @@
  * model_io.c - file reading and error messages shared by the sentence-embedding model files.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "model_internal.h"
 
@@ -36,41 +33,12 @@ int model_path(char *buf, size_t size, const char *dir, const char *name)
 
 int model_read_file(const char *path, size_t cap, char **data, size_t *len)
 {
-    *data = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT || errno == ENOTDIR ? REG_MODEL_ENOENT : REG_MODEL_EIO;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return REG_MODEL_EIO;
-    }
-    if ((uint64_t)sb.st_size > cap) {
-        close(fd);
-        return REG_MODEL_ETOOBIG;
-    }
-    size_t want = (size_t)sb.st_size;
-    char *buf = malloc(want + 1);
-    if (buf == NULL) {
-        close(fd);
-        return REG_MODEL_ENOMEM;
-    }
-    size_t got = 0;
-    while (got < want) {
-        ssize_t r = read(fd, buf + got, want - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    if (got != want) {
-        free(buf);
-        return REG_MODEL_EIO;
-    }
-    buf[got] = '\0';
-    *data = buf;
-    *len = got;
-    return REG_MODEL_OK;
+    /* base's reader, with its codes said the model's way: a missing file is one the folder
+     * lacks, a file that cannot be read (or is not a regular file) is an I/O failure. */
+    int rc = ptc_file_read(path, cap, data, len);
+    if (rc == -ENOENT || rc == -ENOTDIR) return REG_MODEL_ENOENT;
+    if (rc == PTC_ETOOBIG || rc == PTC_ENOMEM || rc == 0) return rc;
+    return REG_MODEL_EIO;
 }
 
 int model_read_json(const char *path, cJSON **json, char *errmsg, size_t size)

@@ -52,48 +52,17 @@ static const uint32_t *umap(const model_umap_row_t *rows, size_t count, const ui
     return NULL;
 }
 
-/* Decodes one UTF-8 sequence; malformed input yields U+FFFD (which cleaning drops) and
- * consumes one byte, so decoding always advances. */
+/* Decodes one UTF-8 sequence (base's decoder); malformed input yields U+FFFD (which cleaning
+ * drops) and consumes one byte, so decoding always advances. */
 static uint32_t utf8_next(const unsigned char *s, size_t len, size_t *pos)
 {
-    size_t i = *pos;
-    unsigned c = s[i];
-    uint32_t cp;
-    size_t n;
-    if (c < 0x80) {
-        *pos = i + 1;
-        return c;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-        cp = c & 0x1Fu;
+    unsigned cp;
+    size_t n = ptc_utf8_decode((const char *)s + *pos, len - *pos, &cp);
+    if (n == 0) {
+        cp = 0xFFFD;
         n = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        cp = c & 0x0Fu;
-        n = 2;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        cp = c & 0x07u;
-        n = 3;
-    } else {
-        *pos = i + 1;
-        return 0xFFFD;
     }
-    if (i + n >= len) {
-        *pos = i + 1;
-        return 0xFFFD;
-    }
-    for (size_t k = 1; k <= n; k++) {
-        if ((s[i + k] & 0xC0u) != 0x80u) {
-            *pos = i + 1;
-            return 0xFFFD;
-        }
-        cp = (cp << 6) | (s[i + k] & 0x3Fu);
-    }
-    /* Overlong forms, surrogates and values past U+10FFFF are malformed. */
-    if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
-        *pos = i + 1;
-        return 0xFFFD;
-    }
-    *pos = i + n + 1;
+    *pos += n;
     return cp;
 }
 

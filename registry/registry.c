@@ -287,21 +287,17 @@ static void batch_free(reg_batch_t *b)
     free(b);
 }
 
-/* Room for `more` part texts in b. */
+/* Room for `more` part texts in b: two arrays, one capacity, which moves only once both have
+ * room. A tool gives at most REG_PARTS_MAX parts. */
 static int parts_reserve(reg_batch_t *b, size_t more)
 {
-    if (b->np + more <= b->pcap) return REG_OK;
-    size_t cap = b->pcap ? b->pcap : 64;
-    while (cap < b->np + more)
-        cap *= 2;
-    char **t = realloc(b->ptexts, cap * sizeof *t);
-    if (t == NULL) return REG_ENOMEM;
-    b->ptexts = t;
-    size_t *o = realloc(b->powner, cap * sizeof *o);
-    if (o == NULL) return REG_ENOMEM;
-    b->powner = o;
-    b->pcap = cap;
-    return REG_OK;
+    const size_t max = (size_t)REG_CATALOG_MAX * REG_PARTS_MAX;
+    size_t cap_texts = b->pcap, cap_owner = b->pcap;
+    int rc = ptc_array_reserve(&b->ptexts, &cap_texts, b->np + more, sizeof *b->ptexts, max);
+    if (rc == 0)
+        rc = ptc_array_reserve(&b->powner, &cap_owner, b->np + more, sizeof *b->powner, max);
+    if (rc == 0) b->pcap = cap_texts; /* == cap_owner: the same growth under the same cap */
+    return rc;
 }
 
 static int batch_put(reg_batch_t *b, const reg_tool_t *t)

@@ -172,14 +172,10 @@ static int intern(reg__rows_t *r, const char *name, uint32_t *out)
         *out = (uint32_t)v;
         return REG_OK;
     }
-    if (r->nnames >= UINT32_MAX) return REG_ETOOBIG;
-    if (r->nnames == r->names_cap) {
-        size_t cap = r->names_cap ? r->names_cap * 2 : 8;
-        char **n = realloc(r->names, cap * sizeof *n);
-        if (n == NULL) return REG_ENOMEM;
-        r->names = n;
-        r->names_cap = cap;
-    }
+    /* The rows name theirs by a uint32_t: REG_ETOOBIG past UINT32_MAX names. */
+    int rc =
+        ptc_array_reserve(&r->names, &r->names_cap, r->nnames + 1, sizeof *r->names, UINT32_MAX);
+    if (rc < 0) return rc;
     char *copy = reg__strdup(name);
     if (copy == NULL) return REG_ENOMEM;
     if (reg__map_put(&r->by_name, copy, r->nnames) < 0) {
@@ -191,25 +187,29 @@ static int intern(reg__rows_t *r, const char *name, uint32_t *out)
     return REG_OK;
 }
 
+/* Makes room for one more row in one of the arrays that share r->cap (pv points to it), whose
+ * capacity after growing goes to *grown: r->cap itself is left to the caller. */
+static int grow_column(const reg__rows_t *r, void *pv, size_t elem, size_t *grown)
+{
+    *grown = r->cap;
+    return ptc_array_reserve(pv, grown, r->n + 1, elem, REG_CATALOG_MAX);
+}
+
 int reg__rows_add(reg__rows_t *r, const char *id, const char *server, const char *category,
                   size_t *row)
 {
     if (reg__map_get(&r->by_id, id, NULL)) return REG_EEXIST;
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 64;
-        char **ids = realloc(r->ids, cap * sizeof *ids);
-        if (ids == NULL) return REG_ENOMEM;
-        r->ids = ids;
-        uint32_t *s = realloc(r->server, cap * sizeof *s);
-        if (s == NULL) return REG_ENOMEM;
-        r->server = s;
-        uint32_t *c = realloc(r->category, cap * sizeof *c);
-        if (c == NULL) return REG_ENOMEM;
-        r->category = c;
-        r->cap = cap;
-    }
+    /* Three arrays, one capacity: r->cap moves only once all three have room, so after a
+     * failure each of them still holds r->cap rows (some may hold more, unused). Grown from
+     * the same capacity to the same need under the same cap, the three agree on the new one. */
+    size_t grown = 0;
+    int rc = grow_column(r, &r->ids, sizeof *r->ids, &grown);
+    if (rc == 0) rc = grow_column(r, &r->server, sizeof *r->server, &grown);
+    if (rc == 0) rc = grow_column(r, &r->category, sizeof *r->category, &grown);
+    if (rc < 0) return rc;
+    r->cap = grown;
     uint32_t si, ci;
-    int rc = intern(r, server, &si);
+    rc = intern(r, server, &si);
     if (rc == 0) rc = intern(r, category != NULL ? category : server, &ci);
     if (rc < 0) return rc;
     char *copy = reg__strdup(id);

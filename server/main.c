@@ -138,8 +138,6 @@ static int start_http(app_t *app, const ptc_options_t *o)
     return MCP_OK;
 }
 
-#define PTC_STATE_KEY_MAX_BYTES 4096u /* a --state-key-file: a secret, not a document */
-
 /* Gives the server the requestState key of --state-key-file: instances sharing the file honour
  * each other's MRTR states. Refused when others may read it (a key they know lets them forge
  * states) or when it holds fewer than MCP_STATE_KEY_MIN_BYTES bytes. */
@@ -159,10 +157,13 @@ static int set_state_key(app_t *app, const char *path)
     }
     char *key = NULL;
     size_t len = 0;
-    int rc = ptc_file_read(path, PTC_STATE_KEY_MAX_BYTES, &key, &len);
+    int rc = ptc_file_read(path, PTC_CAP_STATE_KEY_FILE, &key, &len);
     if (rc < 0) {
-        mcp_log(&app->log, MCP_LOG_ERROR, "--state-key-file %s: %s", path,
-                rc == PTC_ETOOBIG ? "larger than 4096 bytes" : ptc_strerror(rc));
+        if (rc == PTC_ETOOBIG)
+            mcp_log(&app->log, MCP_LOG_ERROR, "--state-key-file %s: larger than %u bytes", path,
+                    PTC_CAP_STATE_KEY_FILE);
+        else
+            mcp_log(&app->log, MCP_LOG_ERROR, "--state-key-file %s: %s", path, ptc_strerror(rc));
         return MCP_EINVAL;
     }
     rc = len < MCP_STATE_KEY_MIN_BYTES

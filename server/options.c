@@ -22,8 +22,6 @@
 
 #define OFF(f) offsetof(ptc_options_t, f)
 
-#define PTC_CONFIG_MAX_BYTES (64u << 20) /* a --config file */
-
 static const ptc_flag_t flags[] = {
     {"transport", ARG_STR, OFF(transport), 0, "stdio|http", "how clients connect", "stdio"},
     {"listen", ARG_STR, OFF(listen), 0, "HOST:PORT", "HTTP address", "127.0.0.1:8765"},
@@ -218,12 +216,21 @@ int ptc_options_packages(const ptc_options_t *o, char **specs, size_t max, FILE 
                 ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9'));
             if (!starts_name && n > 0 && q < p + len) {
                 /* "<2" of "numpy>=1,<2": a version clause of the spec before the comma */
-                size_t old = strlen(specs[n - 1]);
-                char *grown = realloc(specs[n - 1], old + 1 + len + 1);
+                ptc_buf_t joined;
+                ptc_buf_init(&joined, PTC_CAP_PACKAGE_SPEC);
+                ptc_buf_str(&joined, specs[n - 1]);
+                ptc_buf_append(&joined, ",", 1);
+                ptc_buf_append(&joined, p, len);
+                if (ptc_buf_error(&joined) == PTC_ETOOBIG) {
+                    ptc_buf_free(&joined);
+                    fprintf(err, "ptc-mcp: --packages: a specifier longer than %u bytes\n",
+                            PTC_CAP_PACKAGE_SPEC);
+                    ptc_options_packages_free(specs, n);
+                    return -1;
+                }
+                char *grown = ptc_buf_take(&joined, NULL);
                 if (grown == NULL) goto nomem;
-                grown[old] = ',';
-                memcpy(grown + old + 1, p, len);
-                grown[old + 1 + len] = '\0';
+                free(specs[n - 1]);
                 specs[n - 1] = grown;
             } else if (q < p + len) {
                 if (n >= max) {
@@ -265,10 +272,10 @@ static int load_config(ptc_options_t *o, FILE *err)
 {
     char *text = NULL;
     size_t len = 0;
-    int rc = ptc_file_read(o->config_file, PTC_CONFIG_MAX_BYTES, &text, &len);
+    int rc = ptc_file_read(o->config_file, PTC_CAP_CONFIG_FILE, &text, &len);
     if (rc == PTC_ETOOBIG) {
         fprintf(err, "ptc-mcp: --config %s: larger than %u MiB\n", o->config_file,
-                PTC_CONFIG_MAX_BYTES >> 20);
+                PTC_CAP_CONFIG_FILE >> 20);
         return -1;
     }
     if (rc < 0) {

@@ -274,6 +274,10 @@ test('--packages splitting and the ptc config keys, seen by --check', { skip }, 
     assert.match(r.stdout, /state: not built yet/);
     assert.match(r.stdout, /import cfghelper/);
     assert.match(r.stdout, /custom__cfghelper\.hello: hello\(name: str\) -> str/);
+    // A spec whose version clauses, joined, pass the cap is refused by name, not cut.
+    const long = spawnSync(ptcBin, ['--check', '--packages', 'foo>=1', '--packages', '<' + '9'.repeat(70000)], { env, encoding: 'utf8' });
+    assert.notEqual(long.status, 0);
+    assert.match(long.stdout, /--packages: a specifier longer than 65536 bytes/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

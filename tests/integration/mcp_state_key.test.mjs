@@ -85,6 +85,9 @@ test('the binary refuses a key file that is short, readable by others, or missin
       assert.equal(r.status, 2, r.stderr);
       assert.match(r.stderr, /readable or writable by group or others .*chmod 600/);
     }
+    r = run(['--state-key-file', keyFile(dir, 'big.key', randomBytes(4097))]);
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /big\.key: larger than 4096 bytes/);
     r = run(['--state-key-file', path.join(dir, 'absent.key')]);
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /absent\.key: No such file/);

@@ -102,6 +102,45 @@ static void test_sanitize_replaces_bad_bytes_and_nul_with_fffd(void **state)
     allocs_left = -1;
 }
 
+static void test_sanitize_replaces_each_byte_that_starts_no_valid_sequence(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        size_t len;
+        const char *want;
+    } cases[] = {
+        {"plain", 5, "plain"},
+        {"h\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80", 12, "h\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80"},
+        {"\xff", 1, "\xef\xbf\xbd"},
+        {"a\xc3\x28", 3, "a\xef\xbf\xbd("},                          /* bad continuation */
+        {"\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd"},                 /* overlong '/' */
+        {"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* surrogate */
+        {"\xf4\x90\x80\x80", 4,
+         "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* past U+10FFFF */
+        {"ok\xe2\x9c", 4, "ok\xef\xbf\xbd\xef\xbf\xbd"},      /* cut short */
+        {"", 0, ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = 99;
+        char *t = ptc_utf8_sanitize(cases[i].in, cases[i].len, &n);
+        assert_non_null(t);
+        assert_string_equal(t, cases[i].want);
+        assert_int_equal(n, strlen(cases[i].want));
+        free(t);
+    }
+}
+
+static void test_count_gives_characters_not_bytes(void **state)
+{
+    (void)state;
+    const char *s = "a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"; /* a é € 😀: 1+2+3+4 bytes */
+    assert_int_equal(ptc_utf8_count(s, strlen(s)), 4);
+    assert_int_equal(ptc_utf8_count(s, 3), 2);
+    assert_int_equal(ptc_utf8_count("", 0), 0);
+    assert_int_equal(ptc_utf8_count("a\0b", 3), 3); /* a NUL is a character */
+}
+
 static void test_last_lines_start_where_the_last_n_lines_do(void **state)
 {
     (void)state;
@@ -139,7 +178,9 @@ int main(void)
         cmocka_unit_test(test_file_read_allocation_failure),
         cmocka_unit_test(test_valid_follows_rfc_3629),
         cmocka_unit_test(test_sanitize_replaces_bad_bytes_and_nul_with_fffd),
+        cmocka_unit_test(test_sanitize_replaces_each_byte_that_starts_no_valid_sequence),
         cmocka_unit_test(test_cut_never_splits_a_character),
+        cmocka_unit_test(test_count_gives_characters_not_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -802,42 +802,6 @@ static void test_names_round_trip(void **state)
     assert_string_equal(exec_strerror(EXEC_EQUEUEFULL), "run queue full");
 }
 
-static void test_utf8_text_replaces_invalid_bytes(void **state)
-{
-    (void)state;
-    static const struct {
-        const char *in;
-        size_t len;
-        const char *want;
-    } cases[] = {
-        {"plain", 5, "plain"},
-        {"h\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80", 12, "h\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80"},
-        {"\xff", 1, "\xef\xbf\xbd"},
-        {"a\xc3\x28", 3, "a\xef\xbf\xbd("},                          /* bad continuation */
-        {"\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd"},                 /* overlong '/' */
-        {"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* surrogate */
-        {"\xf4\x90\x80\x80", 4,
-         "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* past U+10FFFF */
-        {"ok\xe2\x9c", 4, "ok\xef\xbf\xbd\xef\xbf\xbd"},      /* cut by the cap */
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        size_t n = 99;
-        char *t = exec_utf8_text((const unsigned char *)cases[i].in, cases[i].len, &n);
-        assert_non_null(t);
-        assert_string_equal(t, cases[i].want);
-        assert_int_equal(n, strlen(cases[i].want));
-        free(t);
-    }
-    size_t n = 99;
-    char *t = exec_utf8_text((const unsigned char *)"a\0b", 3, &n);
-    assert_int_equal(n, 3);
-    assert_memory_equal(t, "a\0b", 4);
-    free(t);
-    t = exec_utf8_text(NULL, 0, &n);
-    assert_string_equal(t, "");
-    free(t);
-}
-
 static void free_pool_cb(exec_run_t *run, const exec_result_t *r, void *user)
 {
     on_done(run, r, ((void **)user)[0]);
@@ -1615,7 +1579,6 @@ int main(void)
         cmocka_unit_test(test_rw_mount_files_belong_to_the_folder_owner),
         cmocka_unit_test(test_only_passed_variables_reach_the_run),
         cmocka_unit_test(test_bad_options_are_rejected),
-        cmocka_unit_test(test_utf8_text_replaces_invalid_bytes),
         POOL_TEST(test_pool_free_inside_on_done, &one_slot),
         POOL_TEST(test_largest_code_runs, NULL),
         cmocka_unit_test(test_cold_and_warm_starts_give_the_same_result),

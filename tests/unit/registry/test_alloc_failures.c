@@ -97,18 +97,47 @@ static int scenario(cJSON *a, cJSON *b, const char *path)
     failures += n < 0;
     reg_registry_free(r);
 
-    reg_index_t *ix = NULL;
-    if (reg_index_new(8, REG_INDEX_Q8, &ix) == 0) {
+    /* Past the first growths of the vector arrays (two of them for Q8, grown one after the
+     * other): a row whose add failed is not there, and every row that is has its vector. */
+    for (int storage = REG_INDEX_F32; storage <= REG_INDEX_Q8; storage++) {
+        reg_index_t *ix = NULL;
+        if (reg_index_new(8, (reg_index_storage_t)storage, &ix) < 0) {
+            failures++;
+            continue;
+        }
         const float v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
         char id[16];
+        size_t added = 0;
         for (int i = 0; i < 80; i++) {
             snprintf(id, sizeof id, "s__t%d", i);
-            failures += reg_index_add(ix, id, i % 2 ? "s" : "t", NULL, v) < 0;
+            int rc = reg_index_add(ix, id, i % 2 ? "s" : "t", NULL, v);
+            failures += rc < 0;
+            added += rc == 0;
+            float back[8];
+            assert_int_equal(reg_index_get_vector(ix, id, back), rc == 0 ? REG_OK : REG_ENOENT);
         }
+        assert_int_equal(reg_index_count(ix), added);
         reg_hit_t hits[3];
         failures += reg_index_search(ix, v, 3, NULL, hits) < 0;
         reg_index_remove_server(ix, "s");
         reg_index_free(ix);
+    }
+    /* The same for BM25's rows, documents and terms (two arrays grown one after the other). */
+    reg_bm25_t *bm = NULL;
+    if (reg_bm25_new(1.2f, 0.75f, &bm) == 0) {
+        char id[16], text[64];
+        size_t added = 0;
+        for (int i = 0; i < 40; i++) {
+            snprintf(id, sizeof id, "s__t%d", i);
+            snprintf(text, sizeof text, "common word%d other%d", i, i * 7);
+            int rc = reg_bm25_add(bm, id, "s", NULL, text);
+            failures += rc < 0;
+            added += rc == 0;
+        }
+        assert_int_equal(reg_bm25_count(bm), added);
+        reg_hit_t hits[3];
+        failures += reg_bm25_search(bm, "common word39", 3, NULL, hits) < 0;
+        reg_bm25_free(bm);
     } else {
         failures++;
     }

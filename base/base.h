@@ -169,16 +169,21 @@ int ptc_file_read(const char *path, size_t max, char **out, size_t *len);
 /*
  * Valid means RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF. One rule for
  * NUL everywhere: a NUL byte is valid UTF-8 (ptc_utf8_valid accepts it), but text handed to a
- * model or a C string API is sanitised, and ptc_utf8_sanitize replaces each NUL with U+FFFD
- * as it does each byte that starts no valid sequence.
+ * model, a JSON parser or a C string API is sanitised, and sanitising replaces each NUL with
+ * U+FFFD, and each maximal ill-formed subpart with one U+FFFD (Unicode's "substitution of
+ * maximal subparts", as Python's errors="replace" does: a sequence cut short is one U+FFFD,
+ * a byte that can start or continue nothing is one each).
  */
 
 /** Whether the n bytes at s are valid UTF-8 (NUL bytes included). */
 bool ptc_utf8_valid(const char *s, size_t n);
-/** A NUL-terminated copy of the n bytes at s in which every NUL and every byte that starts
- *  no valid sequence is replaced by U+FFFD; *out_len (may be NULL) gets its length. Caller
- *  frees; NULL on ENOMEM. */
+/** A NUL-terminated copy of the n bytes at s, sanitised (above); *out_len (may be NULL) gets
+ *  its length. Caller frees; NULL on ENOMEM. */
 char *ptc_utf8_sanitize(const char *s, size_t n, size_t *out_len);
+/** The same without a copy when s needs nothing: returns how many replacements were made (0:
+ *  *out is NULL, *out_len n) or PTC_ENOMEM; otherwise *out (caller frees) holds the sanitised
+ *  text, NUL-terminated, and *out_len (may be NULL) its length. */
+int ptc_utf8_clean(const char *s, size_t n, char **out, size_t *out_len);
 /** The largest length <= max (and <= n) that does not split a multi-byte sequence of s:
  *  s[0..result) is valid when s[0..n) is. */
 size_t ptc_utf8_cut(const char *s, size_t n, size_t max);

@@ -1,6 +1,7 @@
 /* utf8.c - UTF-8: decode, validate, sanitise, count, cut at a character boundary (base.h). */
 #include "base.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,28 +52,86 @@ bool ptc_utf8_valid(const char *s, size_t n)
     return true;
 }
 
-char *ptc_utf8_sanitize(const char *s, size_t n, size_t *out_len)
+/* The bytes of the maximal ill-formed subpart at s[0..n) (Unicode's "substitution of maximal
+ * subparts", what Python's errors="replace" and browsers do): the longest start of a sequence
+ * that could still have been well formed, at least 1. Called where ptc_utf8_decode found none. */
+static size_t ill_formed_len(const unsigned char *s, size_t n)
 {
-    if (out_len != NULL) *out_len = 0;
-    /* Each bad byte becomes U+FFFD (3 bytes), so 3x is the worst case. */
-    if (n > (SIZE_MAX - 1) / 3) return NULL;
+    unsigned char b = s[0], lo = 0x80, hi = 0xBF; /* the second byte's range (RFC 3629) */
+    size_t need;
+    if (b >= 0xC2 && b <= 0xDF) {
+        need = 2;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        need = 3;
+        if (b == 0xE0) lo = 0xA0; /* overlong */
+        if (b == 0xED) hi = 0x9F; /* surrogates */
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        need = 4;
+        if (b == 0xF0) lo = 0x90; /* overlong */
+        if (b == 0xF4) hi = 0x8F; /* past U+10FFFF */
+    } else {
+        return 1;
+    }
+    size_t i = 1;
+    while (i < need && i < n && s[i] >= (i == 1 ? lo : 0x80) && s[i] <= (i == 1 ? hi : 0xBF))
+        i++;
+    return i < need ? i : 1; /* i == need: well formed after all (not reached from decode's 0) */
+}
+
+int ptc_utf8_clean(const char *s, size_t n, char **out, size_t *out_len)
+{
+    *out = NULL;
+    if (out_len != NULL) *out_len = n;
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) { /* the common case, text that needs nothing, is not copied */
+        size_t k = u[i] == 0 ? 0 : ptc_utf8_decode(s + i, n - i, NULL);
+        if (k == 0) break;
+        i += k;
+    }
+    if (i == n) return 0;
+    /* Each replacement (3 bytes) stands for at least one byte, so 3x is the worst case. */
+    if (n > (SIZE_MAX - 1) / 3) return PTC_ENOMEM;
     char *o = malloc(n * 3 + 1);
-    if (o == NULL) return NULL;
-    size_t i = 0, len = 0;
+    if (o == NULL) return PTC_ENOMEM;
+    memcpy(o, s, i);
+    size_t len = i;
+    int replaced = 0;
     while (i < n) {
-        size_t k = s[i] == '\0' ? 0 : ptc_utf8_decode(s + i, n - i, NULL);
+        size_t k = u[i] == 0 ? 0 : ptc_utf8_decode(s + i, n - i, NULL);
         if (k > 0) {
             memcpy(o + len, s + i, k);
             len += k;
             i += k;
-        } else {
-            memcpy(o + len, "\xEF\xBF\xBD", 3);
-            len += 3;
-            i++;
+            continue;
         }
+        memcpy(o + len, "\xEF\xBF\xBD", 3);
+        len += 3;
+        i += u[i] == 0 ? 1 : ill_formed_len(u + i, n - i);
+        if (replaced < INT_MAX) replaced++;
     }
     o[len] = '\0';
+    *out = o;
     if (out_len != NULL) *out_len = len;
+    return replaced;
+}
+
+char *ptc_utf8_sanitize(const char *s, size_t n, size_t *out_len)
+{
+    char *o = NULL;
+    int r = ptc_utf8_clean(s, n, &o, out_len);
+    if (r < 0) {
+        if (out_len != NULL) *out_len = 0;
+        return NULL;
+    }
+    if (r > 0) return o;
+    o = malloc(n + 1); /* nothing to replace: a plain copy */
+    if (o == NULL) {
+        if (out_len != NULL) *out_len = 0;
+        return NULL;
+    }
+    memcpy(o, s, n);
+    o[n] = '\0';
     return o;
 }
 

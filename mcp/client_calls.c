@@ -470,7 +470,7 @@ void mcp__client_on_line(mcp_client_t *c, const char *line, size_t len, bool too
     /* Every string that comes from here (results, listings, errors) is then valid UTF-8. */
     char *clean = NULL;
     size_t clean_len = len;
-    int bad = mcp__utf8_sanitize(line, len, &clean, &clean_len);
+    int bad = ptc_utf8_clean(line, len, &clean, &clean_len);
     if (bad < 0) {
         garbage(c, "a message (out of memory making it valid UTF-8)", NULL, 0);
         return;
@@ -478,8 +478,8 @@ void mcp__client_on_line(mcp_client_t *c, const char *line, size_t len, bool too
     if (bad > 0 && !c->utf8_warned) {
         c->utf8_warned = true;
         mcp_log(c->lg, MCP_LOG_WARNING,
-                "downstream server %s sent %d ill-formed UTF-8 sequence%s in a message; each "
-                "is replaced by U+FFFD",
+                "downstream server %s sent %d ill-formed UTF-8 sequence%s (or NUL bytes) in a "
+                "message; each is replaced by U+FFFD",
                 c->name, bad, bad == 1 ? "" : "s");
     }
     if (bad > 0) {

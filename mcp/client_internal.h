@@ -214,10 +214,6 @@ int mcp__client_add_envelope(const mcp_client_t *c, cJSON *params);
 
 /* client_calls.c: calls, and the messages the server sends. */
 void mcp__client_on_line(mcp_client_t *c, const char *line, size_t len, bool too_big);
-/** s[0..len) as valid UTF-8 (utf8.c): 0 when it is already (*out NULL), else the number of
- *  ill-formed subparts replaced by U+FFFD in *out (NUL-terminated, *out_len bytes; caller frees),
- *  or MCP_ENOMEM. */
-int mcp__utf8_sanitize(const char *s, size_t len, char **out, size_t *out_len);
 /* A POST carrying request `id` ended without its answer: fails the call if still pending. */
 void mcp__client_on_http_unanswered(mcp_client_t *c, double id, int err, const char *why);
 typedef enum mcp__client_which_calls {

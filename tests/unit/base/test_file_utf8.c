@@ -93,7 +93,7 @@ static void test_sanitize_replaces_bad_bytes_and_nul_with_fffd(void **state)
     size_t n = 0;
     char *s = ptc_utf8_sanitize("a\0b\xFF\xC3\xA9\xE2\x82", 8, &n);
     assert_string_equal(s, "a\xEF\xBF\xBD"
-                           "b\xEF\xBF\xBD\xC3\xA9\xEF\xBF\xBD\xEF\xBF\xBD");
+                           "b\xEF\xBF\xBD\xC3\xA9\xEF\xBF\xBD"); /* a cut sequence is one */
     assert_int_equal(n, strlen(s));
     assert_true(ptc_utf8_valid(s, n));
     free(s);
@@ -118,7 +118,7 @@ static void test_sanitize_replaces_each_byte_that_starts_no_valid_sequence(void 
         {"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* surrogate */
         {"\xf4\x90\x80\x80", 4,
          "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* past U+10FFFF */
-        {"ok\xe2\x9c", 4, "ok\xef\xbf\xbd\xef\xbf\xbd"},      /* cut short */
+        {"ok\xe2\x9c", 4, "ok\xef\xbf\xbd"},                  /* cut short: one */
         {"", 0, ""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -129,6 +129,55 @@ static void test_sanitize_replaces_each_byte_that_starts_no_valid_sequence(void 
         assert_int_equal(n, strlen(cases[i].want));
         free(t);
     }
+}
+
+#define R "\xEF\xBF\xBD"
+
+/* ptc_utf8_clean, as the downstream client runs it on every line: valid text is not copied,
+ * each maximal ill-formed subpart becomes one U+FFFD and counts once, NUL too. */
+static void clean_case(const char *in, size_t len, int want_replaced, const char *want)
+{
+    char *out = NULL;
+    size_t out_len = 0;
+    assert_int_equal(ptc_utf8_clean(in, len, &out, &out_len), want_replaced);
+    if (want_replaced == 0) {
+        assert_null(out);
+        assert_int_equal(out_len, len);
+        return;
+    }
+    assert_non_null(out);
+    assert_int_equal(out_len, strlen(want));
+    assert_memory_equal(out, want, out_len);
+    assert_true(ptc_utf8_valid(out, out_len));
+    free(out);
+}
+
+static void test_clean_replaces_maximal_subparts_and_copies_only_when_needed(void **state)
+{
+    (void)state;
+    clean_case("", 0, 0, NULL);
+    clean_case("plain ascii", 11, 0, NULL);
+    clean_case("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF", 19, 0, NULL);
+    clean_case("a\0b", 3, 1, "a" R "b"); /* NUL: valid UTF-8, but never passed on */
+    clean_case("a\xFF"
+               "b",
+               3, 1, "a" R "b");
+    clean_case("caf\xC3", 4, 1, "caf" R);          /* cut at the end */
+    clean_case("\xC3(", 2, 1, R "(");              /* cut by the next character */
+    clean_case("\xE2\x82(", 3, 1, R "(");          /* a cut 3-byte sequence is one subpart */
+    clean_case("\xC0\xAF", 2, 2, R R);             /* overlong: C0 is never valid */
+    clean_case("\xE0\x80\x80", 3, 3, R R R);       /* overlong 3-byte */
+    clean_case("\xED\xA0\x80", 3, 3, R R R);       /* a UTF-16 surrogate */
+    clean_case("\xF4\x90\x80\x80", 4, 4, R R R R); /* past U+10FFFF */
+    clean_case("\x80\x80", 2, 2, R R);             /* stray continuation bytes */
+    clean_case("ok\xF0\x9F\x98", 5, 1, "ok" R);    /* a cut 4-byte sequence */
+    clean_case("\xF0\x9F\x98\x80\xFE", 5, 1, "\xF0\x9F\x98\x80" R);
+    char sentinel = 'x';
+    char *out = &sentinel; /* set to NULL on failure too */
+    allocs_left = 0;
+    assert_int_equal(ptc_utf8_clean("a\xFF", 2, &out, NULL), PTC_ENOMEM);
+    assert_null(out);
+    allocs_left = -1;
 }
 
 static void test_count_gives_characters_not_bytes(void **state)
@@ -178,6 +227,7 @@ int main(void)
         cmocka_unit_test(test_file_read_allocation_failure),
         cmocka_unit_test(test_valid_follows_rfc_3629),
         cmocka_unit_test(test_sanitize_replaces_bad_bytes_and_nul_with_fffd),
+        cmocka_unit_test(test_clean_replaces_maximal_subparts_and_copies_only_when_needed),
         cmocka_unit_test(test_sanitize_replaces_each_byte_that_starts_no_valid_sequence),
         cmocka_unit_test(test_cut_never_splits_a_character),
         cmocka_unit_test(test_count_gives_characters_not_bytes),

@@ -180,7 +180,8 @@ static void invalid_utf8_is_replaced(void **state)
     (void)state;
     size_t n;
     char *s = exec_pages_utf8_sanitize("ok\xff\xc3\xa9\xe2\x82 \xed\xa0\x80\xc0\xaf\x00z", 15, &n);
-    assert_string_equal(s, "ok\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd"
+    /* As Python's errors="replace" decodes it: the cut E2 82 is one U+FFFD, the NUL another. */
+    assert_string_equal(s, "ok\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd"
                            "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdz");
     assert_int_equal(n, strlen(s));
     free(s);

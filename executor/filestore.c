@@ -224,23 +224,24 @@ static bool image_ext_matches(const char *name, const char *mime)
     return has_ext(name, "webp");
 }
 
+/* Text: valid UTF-8 (base's rule) without NUL bytes. A file's data may be its first bytes only,
+ * so a character cut at the very end still counts as text: up to 3 trailing bytes that start a
+ * sequence the end cut short are left out of the check. */
 static bool is_utf8_text(const unsigned char *d, size_t len)
 {
-    size_t i = 0;
-    while (i < len) {
-        unsigned char c = d[i];
-        size_t need = c < 0x80                 ? 0
-                      : c >= 0xC2 && c <= 0xDF ? 1
-                      : c >= 0xE0 && c <= 0xEF ? 2
-                      : c >= 0xF0 && c <= 0xF4 ? 3
-                                               : 9;
-        if (c == 0 || need == 9) return false;
-        /* A truncated file may end inside a character: that still is text. */
-        for (size_t k = 1; k <= need && i + k < len; k++)
-            if ((d[i + k] & 0xC0) != 0x80) return false;
-        i += need + 1;
+    if (memchr(d, 0, len) != NULL) return false;
+    size_t tail = 0;
+    while (tail < 3 && tail < len && (d[len - 1 - tail] & 0xC0) == 0x80)
+        tail++;
+    if (tail < len) {
+        unsigned char lead = d[len - 1 - tail];
+        size_t need = lead >= 0xC2 && lead <= 0xDF   ? 1
+                      : lead >= 0xE0 && lead <= 0xEF ? 2
+                      : lead >= 0xF0 && lead <= 0xF4 ? 3
+                                                     : 0;
+        if (need > tail) len -= tail + 1; /* a sequence the end cut: check what precedes it */
     }
-    return true;
+    return ptc_utf8_valid((const char *)d, len);
 }
 
 const char *exec_file_mime_type(const char *name, const unsigned char *data, size_t len)

@@ -190,6 +190,18 @@ static void mime_types_need_magic_and_extension_for_images(void **state)
                         "application/octet-stream");
     assert_string_equal(exec_file_mime_type("noext", (const unsigned char *)"caf\xc3\xa9", 5),
                         "text/plain");
+    /* A character cut at the end of the data (a file's first bytes) is still text; base's
+     * rule otherwise: surrogates, overlongs and a cut character inside are binary. */
+    assert_string_equal(exec_file_mime_type("noext", (const unsigned char *)"ok \xe2\x82", 5),
+                        "text/plain");
+    assert_string_equal(exec_file_mime_type("d.txt", (const unsigned char *)"\xed\xa0\x80", 3),
+                        "application/octet-stream");
+    assert_string_equal(exec_file_mime_type("d.txt", (const unsigned char *)"\xc0\xaf.", 3),
+                        "application/octet-stream");
+    assert_string_equal(exec_file_mime_type("d.txt", (const unsigned char *)"\xe2\x82.", 3),
+                        "application/octet-stream");
+    assert_string_equal(exec_file_mime_type("d.txt", (const unsigned char *)"\x82", 1),
+                        "application/octet-stream");
     assert_true(exec_mime_is_image("image/webp"));
     assert_false(exec_mime_is_image("image/svg+xml"));
     assert_true(exec_mime_is_text("text/csv"));

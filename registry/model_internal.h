@@ -150,6 +150,11 @@ void model_st_close(model_st_t *st);
 /** Looks a tensor up; REG_MODEL_ENOENT when absent, EFORMAT when its entry is malformed. */
 int model_st_find(const model_st_t *st, const char *name, model_tensor_t *t);
 
+/** Says that the len bytes at p, if they lie in the mapping, will not be read again: the whole
+ *  pages among them leave the process's resident memory (a later read would fault them back in
+ *  from the page cache, so this is never wrong, only slower). */
+void model_st_drop(const model_st_t *st, const void *p, size_t len);
+
 /* ---- BF16 linear layers (model_gemm.c) ----------------------------------------------- */
 
 /* A [out, in] weight rounded to BF16 and packed for model_gemm_bf16 (layout in model_gemm.c). */

@@ -1056,12 +1056,12 @@ static long mapping_rss_kib(const void *addr)
     bool in = false;
     long rss = -1;
     while (rss < 0 && fgets(line, sizeof line, f) != NULL) {
-        unsigned long lo, hi;
-        long kib;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) /* a mapping's first line */
+        char *end;
+        unsigned long lo = strtoul(line, &end, 16);
+        if (end != line && *end == '-') /* a mapping's first line: LO-HI PERMS ... */
             in = lo == (unsigned long)(uintptr_t)addr;
-        else if (in && sscanf(line, "Rss: %ld kB", &kib) == 1)
-            rss = kib;
+        else if (in && strncmp(line, "Rss:", 4) == 0)
+            rss = strtol(line + 4, NULL, 10);
     }
     fclose(f);
     return rss;

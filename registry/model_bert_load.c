@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <cblas.h>
 
@@ -524,6 +527,11 @@ int reg_model_load(const char *dir, reg_model_t **out, char *errmsg, size_t size
     m->bf16 =
         model_gemm_bf16_supported() && (fp32 == NULL || fp32[0] == '\0' || strcmp(fp32, "0") == 0);
     if ((rc = load_weights(m, errmsg, size)) != REG_MODEL_OK) goto fail;
+#ifdef __GLIBC__
+    /* The load's temporaries (the tokenizer's and the config's JSON trees, a few MB) were freed
+     * below what stays: give their pages back rather than keep them resident in the heap. */
+    (void)malloc_trim(0);
+#endif
     *out = m;
     return REG_MODEL_OK;
 fail:

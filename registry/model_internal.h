@@ -159,7 +159,8 @@ void model_st_drop(const model_st_t *st, const void *p, size_t len);
 
 /* A [out, in] weight rounded to BF16 and packed for model_gemm_bf16 (layout in model_gemm.c). */
 typedef struct model_bf16w {
-    uint16_t *data; /* owned, 64-byte aligned */
+    uint16_t *data; /* owned: a mapping of its own, page-aligned, not inherited by a fork */
+    size_t bytes;   /* the mapping's length */
     size_t in, out; /* the product's inner and output sizes */
     size_t kp;      /* pairs of inputs, (in + 1) / 2 */
     size_t panels;  /* groups of 32 output columns */

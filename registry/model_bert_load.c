@@ -148,11 +148,9 @@ static int linear_init(reg_model_t *m, linear_w_t *lw, size_t in, size_t out, bo
         return REG_MODEL_OK;
     }
     if (!transposed) return REG_MODEL_OK; /* the mapping's tensor, set by linear_set */
-    float *t = malloc(in * out * sizeof *t);
-    if (t == NULL || own(m, t) != REG_MODEL_OK) {
-        free(t);
+    float *t = model_weights_alloc(in * out * sizeof *t);
+    if (t == NULL)
         return model_fail(errmsg, size, REG_MODEL_ENOMEM, "out of memory loading %s", what);
-    }
     lw->w = lw->copy = t;
     return REG_MODEL_OK;
 }
@@ -175,6 +173,8 @@ static void linear_set(reg_model_t *m, linear_w_t *lw, size_t out0, const float 
 static void linear_free(linear_w_t *lw)
 {
     model_bf16w_free(&lw->packed);
+    if (lw->copy != NULL) model_weights_free(lw->copy, lw->in * lw->out * sizeof *lw->copy);
+    lw->copy = NULL;
 }
 
 static int load_layer(reg_model_t *m, size_t i, char *errmsg, size_t size)

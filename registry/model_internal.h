@@ -173,6 +173,13 @@ bool model_gemm_bf16_supported(void);
 int model_bf16w_init(model_bf16w_t *w, size_t in, size_t out);
 void model_bf16w_free(model_bf16w_t *w);
 
+/** bytes of zeroed, page-aligned memory in a mapping of its own that a fork leaves out of the
+ *  child (MADV_DONTFORK): for the weights the load lays out, which a forked child (that only
+ *  execs) never reads, so that a fork need not copy their page tables. NULL on ENOMEM. */
+void *model_weights_alloc(size_t bytes);
+/** Frees what model_weights_alloc gave (bytes as asked); NULL allowed. */
+void model_weights_free(void *p, size_t bytes);
+
 /** Packs rows (n_rows rows of w->in floats, PyTorch's [out, in] layout, borrowed) as the
  * weight's output columns out0 .. out0 + n_rows - 1. */
 void model_bf16w_set_rows(model_bf16w_t *w, size_t out0, const float *rows, size_t n_rows);

@@ -562,7 +562,7 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
     ptc_bridge_host_t *h = handle->data;
-    *buf = uv_buf_init(h->rbuf, sizeof h->rbuf);
+    *buf = uv_buf_init(h->rbuf, READ_CHUNK);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -589,6 +589,7 @@ static void host_free(ptc_bridge_host_t *h)
     ptc__bh_patterns_free(&h->allow);
     ptc__bh_patterns_free(&h->deny);
     free(h->run_id);
+    free(h->rbuf);
     cJSON_Delete(h->outputs);
     cJSON_Delete(h->warnings);
     ptc_bridge_router_free(h->router);
@@ -649,11 +650,12 @@ int ptc_bridge_host_new(uv_loop_t *loop, int fd, const ptc_bridge_limits_t *lim,
     h->ops_data = ops_data;
     h->lim = l;
     h->run_id = dup_str(l.run_id);
+    h->rbuf = malloc(READ_CHUNK);
     h->outputs = cJSON_CreateArray();
     h->warnings = cJSON_CreateArray();
     h->lim.run_id = NULL;
     h->lim.allow_tools = h->lim.deny_tools = NULL;
-    if (h->run_id == NULL || h->outputs == NULL || h->warnings == NULL) {
+    if (h->run_id == NULL || h->rbuf == NULL || h->outputs == NULL || h->warnings == NULL) {
         ptc__bh_msg(msg, msg_size, "out of memory");
         rc = PTC_BRIDGE_ENOMEM;
     }

@@ -34,7 +34,7 @@ struct ptc_bridge_host {
     bh_patterns_t allow, deny;
 
     mcp_framer_t framer;
-    char rbuf[READ_CHUNK];
+    char *rbuf; /* READ_CHUNK bytes, malloc'd: a calloc'd array made every run zero 64 KiB */
     bool reading, peer_closed, closing;
 
     bh_call_t *calls; /* in flight, doubly linked */

@@ -184,13 +184,13 @@ struct exec_run {
     int term_signal;
     uint64_t start_ns, end_ns;
     bool timed_out;
-    bool answered; /* on_done went out at "answer"; the slot is held until the sandbox is gone */
+    bool answered;  /* on_done went out at "answer"; the slot is held until the sandbox is gone */
+    bool rep_later; /* warm: the report pipe is read when a run takes it or it exits */
 
     exec__outbuf_t out, err;
     struct exec__report rep;
     char message[700];
     char signame[16];
-    char readbuf[EXEC_READ_CHUNK];
 };
 
 /* pool.c, for warm.c */
@@ -198,6 +198,9 @@ exec_run_t *exec__run_alloc(exec_pool_t *pool);
 void exec__run_free(exec_run_t *run);
 void exec__run_handles_init(exec_run_t *run);
 int exec__run_spawn(exec_run_t *run);
+/* A warm sandbox's report: what the launcher wrote so far is read now and the loop reads the
+   rest (taken, or exited). Nothing when it is read already. */
+void exec__report_resume(exec_run_t *run);
 void exec__on_in_closed(uv_handle_t *h);
 
 /* warm.c */
@@ -269,6 +272,10 @@ struct exec_pool {
     exec_session_t *sessions;    /* not yet freed (session.c) */
     struct exec__zygote *zygote; /* forks the sandboxes when probe.zygote; NULL: none */
     exec_files_limits_t files;   /* bounds for files out, defaults filled in */
+    /* Every run's reads land here: libuv hands each read to on_read, which copies it out,
+     * before the next alloc, and the loop is one thread. Per run it cost a 64 KiB calloc (two
+     * a run with the pool: the request's and the next warm sandbox's). */
+    char readbuf[EXEC_READ_CHUNK];
 };
 
 /* the canonical form of a run's ro_dir, malloc'd; NULL when it is not a usable directory */

@@ -218,10 +218,11 @@ static void drain(exec_run_t *run, int i)
     uv_os_fd_t fd;
     if (run->eof[i] || uv_fileno((uv_handle_t *)&run->pipes[i], &fd) != 0) return;
     for (;;) {
-        ssize_t n = read(fd, run->readbuf, sizeof run->readbuf);
+        char *buf = run->pool->readbuf;
+        ssize_t n = read(fd, buf, sizeof run->pool->readbuf);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return; /* EAGAIN: all of it; EOF and errors: the loop sees them */
-        exec__buf_append(i == P_OUT ? &run->out : &run->err, run->readbuf, (size_t)n);
+        exec__buf_append(i == P_OUT ? &run->out : &run->err, buf, (size_t)n);
     }
 }
 
@@ -262,6 +263,7 @@ static void on_proc_exit(uv_process_t *p, int64_t status, int sig)
 void exec__run_exited(exec_run_t *run, int64_t status, int sig)
 {
     if (run->exited) return;
+    exec__report_resume(run); /* its last lines and EOF */
     run->exited = true;
     run->end_ns = uv_hrtime();
     run->exit_status = status;
@@ -283,8 +285,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
     exec_run_t *run = h->data;
-    /* one buffer per run is enough: libuv hands each read to on_read before the next alloc */
-    *buf = uv_buf_init(run->readbuf, sizeof run->readbuf);
+    /* one buffer per pool is enough: libuv hands each read to on_read before the next alloc */
+    *buf = uv_buf_init(run->pool->readbuf, sizeof run->pool->readbuf);
 }
 
 static int pipe_index(exec_run_t *run, uv_stream_t *s)
@@ -329,6 +331,39 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     } else {
         exec__report_feed(&run->rep, buf->base, (size_t)n);
         if (run->rep.answer) maybe_answer(run);
+    }
+}
+
+/* The launcher reports each layer of a sandbox as it sets it up, a line and a write each: read
+   as they come, a warm sandbox's lines woke the loop ten times or more while it was made, for
+   nothing until a run takes it (then the layers and a set-up error count) or it ends. */
+void exec__report_resume(exec_run_t *run)
+{
+    uv_os_fd_t fd;
+    bool later = run->rep_later;
+    run->rep_later = false;
+    if (!later || run->eof[P_REP] || uv_fileno((uv_handle_t *)&run->pipes[P_REP], &fd) != 0) return;
+    char *buf = run->pool->readbuf;
+    ssize_t n;
+    do {
+        n = read(fd, buf, sizeof run->pool->readbuf);
+        if (n > 0) exec__report_feed(&run->rep, buf, (size_t)n);
+    } while (n > 0 || (n < 0 && errno == EINTR));
+    if (n == 0)
+        run->eof[P_REP] = true; /* every writer is gone */
+    else /* EAGAIN: the rest comes through the loop (an error shows there as EOF) */
+        uv_read_start((uv_stream_t *)&run->pipes[P_REP], on_alloc, on_read);
+}
+
+/* Starts reading a spawned run's pipes; a warm sandbox's report waits (exec__report_resume). */
+static void read_pipes(exec_run_t *run, int n_pipes)
+{
+    for (int i = 0; i < n_pipes; i++) {
+        if (run->eof[i]) continue;
+        if (i == P_REP && run->state == RUN_WARM)
+            run->rep_later = true;
+        else
+            uv_read_start((uv_stream_t *)&run->pipes[i], on_alloc, on_read);
     }
 }
 
@@ -471,8 +506,7 @@ int exec__run_spawn(exec_run_t *run)
     o.stdio = stdio;
     if (!pool->unsafe && pool->zygote && exec__zygote_spawn(run, argv) == 0) {
         run->spawned = true;
-        for (int i = 0; i < N_PIPES; i++)
-            if (!run->eof[i]) uv_read_start((uv_stream_t *)&run->pipes[i], on_alloc, on_read);
+        read_pipes(run, N_PIPES);
         return 0;
     }
     int r = uv_spawn(pool->loop, &run->proc, &o);
@@ -490,8 +524,7 @@ int exec__run_spawn(exec_run_t *run)
         return r;
     }
     run->spawned = true;
-    for (int i = 0; i < (pool->unsafe ? 2 : N_PIPES); i++)
-        uv_read_start((uv_stream_t *)&run->pipes[i], on_alloc, on_read);
+    read_pipes(run, pool->unsafe ? 2 : N_PIPES);
     return 0;
 }
 

@@ -153,6 +153,7 @@ exec_run_t *exec__warm_take(exec_pool_t *pool, const char *ro_dir)
     }
     for (unsigned i = 0; i < pool->n_warm; i++) {
         exec_run_t *run = pool->warm[i];
+        if (run->spawned) exec__report_resume(run); /* a set-up error, and the layers */
         if (run->exited || !run->spawned || run->rep.error[0]) continue;
         exec__warm_remove(pool, run);
         run->took_warm = true;

@@ -24,7 +24,7 @@ enum activation { ACT_GELU_ERF, ACT_GELU_TANH, ACT_RELU };
  */
 typedef struct linear_w {
     const float *w;
-    float *copy; /* the transposed copy w points at (owned by the model's list), else NULL */
+    float *copy; /* the transposed copy w points at (model_weights_alloc, linear_free), else NULL */
     bool transposed;
     model_bf16w_t packed;
     const float *b; /* [out] */

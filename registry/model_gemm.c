@@ -20,6 +20,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "model_internal.h"
 
@@ -74,18 +75,34 @@ int model_bf16w_init(model_bf16w_t *w, size_t in, size_t out)
     w->kp = (in + 1) / 2;
     w->panels = (out + NR - 1) / NR;
     size_t bytes = w->panels * w->kp * NR * 2 * sizeof(uint16_t);
-    /* 64-byte rows for aligned vector loads; aligned_alloc wants a multiple of the alignment,
-     * which bytes is (NR * 2 * 2 = 128 bytes a pair). */
-    w->data = aligned_alloc(64, bytes);
+    /* page-aligned (the kernel wants 64-byte rows), zero-filled (the padding columns and the
+     * odd input's partner) */
+    w->data = model_weights_alloc(bytes);
     if (w->data == NULL) return REG_MODEL_ENOMEM;
-    memset(w->data, 0, bytes); /* the padding columns and the odd input's partner */
+    w->bytes = bytes;
     return REG_MODEL_OK;
 }
 
 void model_bf16w_free(model_bf16w_t *w)
 {
-    free(w->data);
+    model_weights_free(w->data, w->bytes);
     memset(w, 0, sizeof *w);
+}
+
+/* The server forks each launcher it starts (uv_spawn), and copying the page tables of the
+ * model's 21 MB of BF16 weights (all-MiniLM-L6-v2; 28 MB of transposed FP32 ones) was most of
+ * that fork's cost. */
+void *model_weights_alloc(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED)
+        (void)madvise(p, bytes, MADV_DONTFORK); /* an optimisation: without it, forks copy more */
+    return p != MAP_FAILED ? p : NULL;
+}
+
+void model_weights_free(void *p, size_t bytes)
+{
+    if (p != NULL) munmap(p, bytes);
 }
 
 void model_bf16w_set_rows(model_bf16w_t *w, size_t out0, const float *rows, size_t n_rows)

@@ -150,11 +150,17 @@ void model_st_close(model_st_t *st);
 /** Looks a tensor up; REG_MODEL_ENOENT when absent, EFORMAT when its entry is malformed. */
 int model_st_find(const model_st_t *st, const char *name, model_tensor_t *t);
 
+/** Says that the len bytes at p, if they lie in the mapping, will not be read again: the whole
+ *  pages among them leave the process's resident memory (a later read would fault them back in
+ *  from the page cache, so this is never wrong, only slower). */
+void model_st_drop(const model_st_t *st, const void *p, size_t len);
+
 /* ---- BF16 linear layers (model_gemm.c) ----------------------------------------------- */
 
 /* A [out, in] weight rounded to BF16 and packed for model_gemm_bf16 (layout in model_gemm.c). */
 typedef struct model_bf16w {
-    uint16_t *data; /* owned, 64-byte aligned */
+    uint16_t *data; /* owned: a mapping of its own, page-aligned, not inherited by a fork */
+    size_t bytes;   /* the mapping's length */
     size_t in, out; /* the product's inner and output sizes */
     size_t kp;      /* pairs of inputs, (in + 1) / 2 */
     size_t panels;  /* groups of 32 output columns */
@@ -166,6 +172,13 @@ bool model_gemm_bf16_supported(void);
 /** Allocates a zeroed packed weight for [out, in]; REG_MODEL_ENOMEM or EINVAL (a size 0). */
 int model_bf16w_init(model_bf16w_t *w, size_t in, size_t out);
 void model_bf16w_free(model_bf16w_t *w);
+
+/** bytes of zeroed, page-aligned memory in a mapping of its own that a fork leaves out of the
+ *  child (MADV_DONTFORK): for the weights the load lays out, which a forked child (that only
+ *  execs) never reads, so that a fork need not copy their page tables. NULL on ENOMEM. */
+void *model_weights_alloc(size_t bytes);
+/** Frees what model_weights_alloc gave (bytes as asked); NULL allowed. */
+void model_weights_free(void *p, size_t bytes);
 
 /** Packs rows (n_rows rows of w->in floats, PyTorch's [out, in] layout, borrowed) as the
  * weight's output columns out0 .. out0 + n_rows - 1. */

@@ -31,6 +31,22 @@ void model_st_close(model_st_t *st)
     st->header = NULL;
 }
 
+void model_st_drop(const model_st_t *st, const void *p, size_t len)
+{
+    uintptr_t lo = (uintptr_t)p, hi = lo + len;
+    uintptr_t map_lo = st != NULL ? (uintptr_t)st->map : 0;
+    uintptr_t map_hi = st != NULL ? map_lo + st->map_len : 0;
+    long page = sysconf(_SC_PAGESIZE);
+    /* Only the file's pages (not a converted copy), inward to whole pages: a page shared with a
+     * tensor still in use stays. They are clean private pages of a read-only mapping: dropping
+     * them loses nothing. */
+    if (map_lo != 0 && p != NULL && lo >= map_lo && hi <= map_hi && hi >= lo && page > 0) {
+        uintptr_t mask = (uintptr_t)page - 1;
+        uintptr_t a = (lo + mask) & ~mask, b = hi & ~mask;
+        if (b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED);
+    }
+}
+
 static model_dtype_t parse_dtype(const char *s, size_t *elem)
 {
     if (strcmp(s, "F32") == 0) {

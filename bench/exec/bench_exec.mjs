@@ -7,7 +7,8 @@
 //   3. sustained runs per second with --clients concurrent callers for --seconds S (one server,
 //      that many calls in flight on its connection) against bare spawns with as many in flight,
 // plus the CPU per run (the server's and its reaped children's user+system time from
-// /proc/PID/stat, over the sustained phase; bare: this process's reaped children) and the RSS
+// /proc/PID/stat, over the sustained phase; bare: this process's reaped children), of it the
+// server process's own (its utime+stime alone: JSON-RPC, the pool, the bridge host), and the RSS
 // of the server alone and with its process tree (the warm sandboxes) once the pool is full.
 // --compare PATH (repeatable) measures more ptc-mcp binaries in the same run (after --bin, in
 // that order, --rounds times), e.g. the build from before a change. A PATH of the form
@@ -37,6 +38,11 @@ const TICK_MS = 1000 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: '
 function cpuMs(pid) {
   const f = statFields(pid);
   return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * TICK_MS;
+}
+// user+system of pid alone, in ms
+function ownCpuMs(pid) {
+  const f = statFields(pid);
+  return (Number(f[11]) + Number(f[12])) * TICK_MS;
 }
 // the same for pid and its live descendants: a forked sandbox's launcher is reaped by the zygote
 // (the server's child), whose reaped children's time reaches the server only when it is reaped
@@ -140,11 +146,12 @@ async function server(spec) {
   res.treeRss = treeRssKiB(pid);
   res.b2b = await timeCalls(0);
   await sleep(1000);
-  const c0 = treeCpuMs(pid);
+  const c0 = treeCpuMs(pid), o0 = ownCpuMs(pid);
   const s = await sustained(call);
   await sleep(1000); // tear-downs of the last runs are reaped
   res.sustained = s.rate;
   res.cpu = (treeCpuMs(pid) - c0) / s.done;
+  res.ownCpu = (ownCpuMs(pid) - o0) / s.done;
   await client.close();
   return res;
 }
@@ -180,17 +187,18 @@ if (has('--json')) {
 }
 const f = (x, d = 2) => (x === undefined ? '-' : x.toFixed(d));
 console.log(`bench/exec: ${runs} calls per timing, ${gap} ms gaps, ${clients} concurrent for ${seconds} s, python ${python}`);
-console.log('p50 ms (ratio to bare in the same round); runs/s (ratio); CPU ms per run; RSS MiB server / with its tree');
+console.log('p50 ms (ratio to bare in the same round); runs/s (ratio); CPU ms per run (of it the server process\'s own); RSS MiB server / with its tree');
 for (let round = 0; round < rounds; round++) {
   const b = rows.find((r) => r.round === round && r.what.startsWith('bare'));
   const bg = pct(b.gaps, 50), bb = pct(b.b2b, 50);
   console.log(`round ${round + 1}`);
-  console.log('  what                                    with gaps          back to back       sustained          CPU/run  RSS');
+  console.log('  what                                    with gaps          back to back       sustained          CPU/run (server)  RSS');
   for (const r of rows.filter((x) => x.round === round)) {
     const g = r.gaps && pct(r.gaps, 50), k = r.b2b && pct(r.b2b, 50);
     const cell = (v, ref) => (v === undefined ? '-'.padEnd(18) : `${f(v)} (${f(v / ref)}x)`.padEnd(18));
     const rss = r.rss ? `${f(r.rss / 1024, 1)} / ${f(r.treeRss / 1024, 1)}` : '-';
-    console.log(`  ${r.what.slice(-38).padEnd(38)}  ${cell(g, bg)} ${cell(k, bb)} ${cell(r.sustained ?? r.rate, b.rate)} ${f(r.cpu, 1).padStart(7)}  ${rss}`);
+    const cpu = `${f(r.cpu, 1)}${r.ownCpu === undefined ? '' : ` (${f(r.ownCpu, 2)})`}`;
+    console.log(`  ${r.what.slice(-38).padEnd(38)}  ${cell(g, bg)} ${cell(k, bb)} ${cell(r.sustained ?? r.rate, b.rate)} ${cpu.padStart(16)}  ${rss}`);
   }
 }
 if (!bwrap) console.log('bubblewrap: not installed (apt-get install bubblewrap) - skipped');

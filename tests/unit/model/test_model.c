@@ -1047,6 +1047,66 @@ static void test_real_bf16_vectors_stay_close_to_fp32(void **state)
     free(b);
 }
 
+/* The resident KiB of this process's mapping that starts at addr (/proc/self/smaps), -1 if none. */
+static long mapping_rss_kib(const void *addr)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    assert_non_null(f);
+    char line[512];
+    bool in = false;
+    long rss = -1;
+    while (rss < 0 && fgets(line, sizeof line, f) != NULL) {
+        char *end;
+        unsigned long lo = strtoul(line, &end, 16);
+        if (end != line && *end == '-') /* a mapping's first line: LO-HI PERMS ... */
+            in = lo == (unsigned long)(uintptr_t)addr;
+        else if (in && strncmp(line, "Rss:", 4) == 0)
+            rss = strtol(line + 4, NULL, 10);
+    }
+    fclose(f);
+    return rss;
+}
+
+static uint64_t sum_bytes(const unsigned char *p, size_t n)
+{
+    uint64_t s = 0;
+    for (size_t i = 0; i < n; i++)
+        s = s * 31u + p[i];
+    return s;
+}
+
+/* model_st_drop takes a tensor's pages out of the resident set (what the load does with each
+ * weight it packed or transposed), and a later read still sees the same bytes. */
+static void test_real_dropped_weights_leave_rss_and_read_back_the_same(void **state)
+{
+    (void)real_or_skip(state);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", getenv("PTC_TEST_MODEL_DIR"));
+    model_st_t st;
+    char why[256];
+    assert_int_equal(model_st_open(&st, path, why, sizeof why), REG_MODEL_OK);
+    model_tensor_t t;
+    assert_int_equal(model_st_find(&st, "encoder.layer.0.intermediate.dense.weight", &t),
+                     REG_MODEL_OK);
+    size_t len = (size_t)t.count * 4; /* F32 [1536, 384]: 2.25 MiB */
+    uint64_t first = sum_bytes(t.data, len);
+    long before = mapping_rss_kib(st.map);
+    assert_true(before >= (long)(len / 1024) - 8);
+    model_st_drop(&st, t.data, len);
+    long after = mapping_rss_kib(st.map);
+    assert_true(after >= 0 && after < before - (long)(len / 1024) + 16);
+    assert_true(sum_bytes(t.data, len) == first);
+    /* outside the mapping (a converted copy): nothing happens */
+    unsigned char *copy = malloc(len);
+    assert_non_null(copy);
+    memcpy(copy, t.data, len);
+    model_st_drop(&st, copy, len);
+    assert_true(sum_bytes(copy, len) == first);
+    free(copy);
+    printf("[ model ] a dropped 2.25 MiB weight: mapping RSS %ld KiB, then %ld\n", before, after);
+    model_st_close(&st);
+}
+
 static void test_real_batch_equals_singles(void **state)
 {
     real_t *r = real_or_skip(state);
@@ -1183,6 +1243,7 @@ int main(void)
         cmocka_unit_test(test_real_tokenizer_ids_equal_reference),
         cmocka_unit_test(test_real_embeddings_match_reference),
         cmocka_unit_test(test_real_bf16_vectors_stay_close_to_fp32),
+        cmocka_unit_test(test_real_dropped_weights_leave_rss_and_read_back_the_same),
         cmocka_unit_test(test_real_batch_equals_singles),
         cmocka_unit_test(test_real_model_is_shared_by_threads),
         cmocka_unit_test(test_real_similar_texts_score_higher),

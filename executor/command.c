@@ -45,8 +45,9 @@ void exec_options_init(exec_options_t *opts)
     opts->stderr_keep = EXEC_DEFAULT_KEEP_BYTES;
     opts->progress_ms = EXEC_DEFAULT_PROGRESS_MS;
     opts->keep_warm = true;
+    /* on unless turned off: exactly "0" is the opt-out (docs/sandbox.md) */
     const char *z = getenv(EXEC_ZYGOTE_ENV);
-    opts->zygote = z && strcmp(z, "1") == 0;
+    opts->zygote = !(z && strcmp(z, "0") == 0);
 }
 
 static int fail(struct exec__cmd *cmd, int code, const char *fmt, ...)

@@ -55,7 +55,7 @@ extern "C" {
 #define EXEC_TIMEOUT_FILES_MS 1000u
 #define EXEC_BRIDGE_FD        3 /* the bridge's descriptor number inside a run */
 #define EXEC_BRIDGE_ENV       "PTC_BRIDGE_FD"
-#define EXEC_ZYGOTE_ENV       "PTC_ZYGOTE"   /* the internal switch: 1 turns the zygote on */
+#define EXEC_ZYGOTE_ENV       "PTC_ZYGOTE"   /* "0" turns the zygote off (on by default) */
 #define EXEC_RO_LIB_PATH      "/opt/ptc/lib" /* where exec_run_opts_t.ro_dir appears */
 #define EXEC_MAX_PATH_DIRS    4u /* exec_run_opts_t.path_dirs: at /opt/ptc/lib1 ... lib4 */
 #define EXEC_DEFAULT_WARM     4u /* sandboxes kept set up ahead with keep_warm */
@@ -155,8 +155,9 @@ typedef struct exec_probe {
     bool warm_start;
     char warm_reason[EXEC_REASON_MAX];
     /* The sandboxes are forked from a pre-started interpreter, the zygote (exec_options_t.zygote
-       on, warm start active, user namespaces available; docs/sandbox.md, "A fork server"). A pool
-       turns it off when the zygote cannot start or ends; the reason says so. */
+       on, warm start active, user namespaces available, the library next to the launcher, and
+       an interpreter that can be the zygote; docs/sandbox.md, "A fork server"). A pool turns it
+       off when the zygote cannot start or ends; the reason says so. */
     bool zygote;
     char zygote_reason[EXEC_REASON_MAX];
 } exec_probe_t;
@@ -193,10 +194,12 @@ typedef struct exec_options {
     /* TEST ONLY: a layer name to turn off while the others stay on, so that a wall's test can be
        seen to fail. Runs are never refused while it is set. NULL in production. */
     const char *test_disable_layer;
-    /* INTERNAL SWITCH (docs/sandbox.md, "A fork server (zygote)"): one-shot runs' sandboxes are
-       forked from a pre-started interpreter instead of each starting one; sessions are not.
-       exec_options_init sets it when the environment has EXEC_ZYGOTE_ENV=1. Used only where
-       user namespaces work (else the launcher as before). */
+    /* docs/sandbox.md, "A fork server (zygote)": one-shot runs' sandboxes are forked from a
+       pre-started interpreter instead of each starting one; sessions are not. exec_options_init
+       sets it unless the environment has EXEC_ZYGOTE_ENV=0 (exactly "0"; unset, empty or any
+       other value leaves it on). Used only where the probe finds it can work (warm start, user
+       namespaces, the library, an interpreter that can be the zygote); else the launcher starts
+       each sandbox, as it does with it off. */
     bool zygote;
 } exec_options_t;
 

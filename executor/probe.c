@@ -98,6 +98,21 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* One read of fd into buf, waiting for it until deadline (now_ms()): the bytes read, 0 at EOF,
+   -ETIMEDOUT at the deadline, or another -errno when reading failed. */
+static ssize_t read_by(int fd, char *buf, size_t len, uint64_t deadline)
+{
+    for (;;) {
+        uint64_t t = now_ms();
+        if (t >= deadline) return -ETIMEDOUT;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, (int)(deadline - t)) <= 0) continue;
+        ssize_t got = read(fd, buf, len);
+        if (got >= 0) return got;
+        if (errno != EINTR) return -errno;
+    }
+}
+
 static void handle_line(exec_probe_t *out, char *line, char *error_line, size_t error_len)
 {
     if (strncmp(line, "layer ", 6) == 0)
@@ -106,6 +121,83 @@ static void handle_line(exec_probe_t *out, char *line, char *error_line, size_t 
         out->python_ok = true;
     else if (strncmp(line, "error ", 6) == 0 && !error_line[0])
         exec__copy(error_line, error_len, line + 6);
+}
+
+/* What the zygote needs of the interpreter, checked where the pool starts it (outside the
+   sandbox, as the same command with the same environment): the library loads into it and finds
+   its fork hooks, and the fork server's calls exist (pidfd_open, which the kernel must have too,
+   gc.freeze, recvmsg). Prints why not on one line (the library's path shortened: the reason
+   has EXEC_REASON_MAX) and exits 1. argv[1] is the library. */
+static const char zygote_check[] =
+    "import sys\n"
+    "try:\n"
+    "    import os, gc, ctypes, _socket\n"
+    "    gc.freeze, _socket.socket.recvmsg, _socket.socket.sendmsg\n"
+    "    os.close(os.pidfd_open(os.getpid()))\n"
+    "    if ctypes.PyDLL(sys.argv[1]).ptc_zygote_ready() != 0:\n"
+    "        raise OSError('no fork hooks (PyOS_BeforeFork) exported')\n"
+    "except BaseException as e:\n"
+    "    print(type(e).__name__, str(e).replace(sys.argv[1], 'the library'))\n"
+    "    sys.exit(1)\n";
+
+/* Runs zygote_check with cmd's interpreter: true when it can be the zygote, else false with why
+   (its first line, or how it ended) in why. Blocks for one interpreter start (the probe's own
+   budget at most). */
+static bool zygote_python_ok(const struct exec__cmd *cmd, const char *lib, char *why, size_t len)
+{
+    bool fit = false;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        snprintf(why, len, "pipe: %s", strerror(errno));
+        return false;
+    }
+    char i_[] = "-I", b_[] = "-B", c_[] = "-c", script[sizeof zygote_check];
+    memcpy(script, zygote_check, sizeof script);
+    char *lib_arg = strdup(lib);
+    char *argv[] = {cmd->python, i_, b_, c_, script, lib_arg, NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid = -1;
+    int r = lib_arg ? posix_spawn(&pid, cmd->python, &fa, NULL, argv, cmd->env) : ENOMEM;
+    posix_spawn_file_actions_destroy(&fa);
+    close(p[1]);
+    free(lib_arg);
+    if (r != 0) {
+        close(p[0]);
+        snprintf(why, len, "cannot start %s: %s", cmd->python, strerror(r));
+        return false;
+    }
+    char line[EXEC_REASON_MAX];
+    size_t got = 0;
+    uint64_t deadline = now_ms() + EXEC_PROBE_WAIT_MS;
+    bool timed_out = false;
+    while (got < sizeof line - 1) {
+        ssize_t n = read_by(p[0], line + got, sizeof line - 1 - got, deadline);
+        timed_out = n == -ETIMEDOUT;
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    close(p[0]);
+    line[got] = '\0';
+    line[strcspn(line, "\n")] = '\0';
+    if (timed_out) kill(pid, SIGKILL);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (timed_out)
+        snprintf(why, len, "its check did not finish");
+    else if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        fit = true;
+    else if (line[0])
+        snprintf(why, len, "%s", line);
+    else if (WIFSIGNALED(st))
+        snprintf(why, len, "its check ended with signal %d", WTERMSIG(st));
+    else
+        snprintf(why, len, "its check exited %d", WEXITSTATUS(st));
+    return fit;
 }
 
 int exec_probe(const exec_options_t *opts, exec_probe_t *out)
@@ -155,9 +247,9 @@ int exec_probe(const exec_options_t *opts, exec_probe_t *out)
     close(p[1]);
     char lib[PATH_MAX];
     bool zygote_lib = exec__zygote_library(cmd.launcher, lib, sizeof lib) == 0;
-    exec__cmd_free(&cmd);
     if (r != 0) {
         close(p[0]);
+        exec__cmd_free(&cmd);
         snprintf(out->message, sizeof out->message, "cannot start the launcher: %s. %s",
                  strerror(r), exec_error_hint(EXEC_ESPAWN));
         return EXEC_ESPAWN;
@@ -167,17 +259,8 @@ int exec_probe(const exec_options_t *opts, exec_probe_t *out)
     uint64_t deadline = now_ms() + EXEC_PROBE_WAIT_MS;
     bool timed_out = false;
     for (;;) {
-        uint64_t t = now_ms();
-        if (t >= deadline) {
-            timed_out = true;
-            break;
-        }
-        struct pollfd pf = {.fd = p[0], .events = POLLIN};
-        int pr = poll(&pf, 1, (int)(deadline - t));
-        if (pr < 0 && errno == EINTR) continue;
-        if (pr <= 0) continue;
-        ssize_t got = read(p[0], buf + len, sizeof buf - 1 - len);
-        if (got < 0 && errno == EINTR) continue;
+        ssize_t got = read_by(p[0], buf + len, sizeof buf - 1 - len, deadline);
+        timed_out = got == -ETIMEDOUT;
         if (got <= 0) break;
         len += (size_t)got;
         char *nl;
@@ -212,15 +295,26 @@ int exec_probe(const exec_options_t *opts, exec_probe_t *out)
                  opts->unsafe_no_sandbox ? "no sandbox (--unsafe-no-sandbox)"
                  : !opts->keep_warm      ? "turned off (keep_warm)"
                                          : "runs are refused (see above)");
+    char unfit[EXEC_REASON_MAX] = "";
     out->zygote = opts->zygote && out->warm_start &&
-                  out->state[EXEC_LAYER_USER_NS] == EXEC_LAYER_ACTIVE && zygote_lib;
-    snprintf(out->zygote_reason, EXEC_REASON_MAX, "%s",
-             out->zygote        ? "sandboxes forked from a pre-started interpreter"
-             : !opts->zygote    ? "off (the internal switch " EXEC_ZYGOTE_ENV "=1 turns it on)"
-             : !out->warm_start ? "needs warm start"
-             : out->state[EXEC_LAYER_USER_NS] != EXEC_LAYER_ACTIVE
-                 ? "needs user namespaces: the launcher starts each sandbox"
-                 : EXEC_ZYGOTE_LIBRARY " not found next to the launcher");
+                  out->state[EXEC_LAYER_USER_NS] == EXEC_LAYER_ACTIVE && zygote_lib &&
+                  zygote_python_ok(&cmd, lib, unfit, sizeof unfit);
+    exec__cmd_free(&cmd);
+    if (unfit[0])
+        snprintf(out->zygote_reason, EXEC_REASON_MAX,
+                 "interpreter unfit, the launcher starts each sandbox: %.*s", EXEC_REASON_MAX / 2,
+                 unfit);
+    else
+        snprintf(out->zygote_reason, EXEC_REASON_MAX, "%s",
+                 out->zygote ? "sandboxes forked from a pre-started interpreter (" EXEC_ZYGOTE_ENV
+                               "=0 turns it off)"
+                 : !opts->zygote ? "off (" EXEC_ZYGOTE_ENV "=0 in the environment): the launcher "
+                                   "starts each sandbox"
+                 : !out->warm_start ? "needs warm start: the launcher starts each sandbox"
+                 : out->state[EXEC_LAYER_USER_NS] != EXEC_LAYER_ACTIVE
+                     ? "needs user namespaces: the launcher starts each sandbox"
+                     : EXEC_ZYGOTE_LIBRARY " not found next to the launcher: the launcher starts "
+                                           "each sandbox");
     return 0;
 }
 

@@ -12,7 +12,8 @@
 // of the server alone and with its process tree (the warm sandboxes) once the pool is full.
 // --compare PATH (repeatable) measures more ptc-mcp binaries in the same run (after --bin, in
 // that order, --rounds times), e.g. the build from before a change. A PATH of the form
-// "env:NAME=VALUE:BIN" runs BIN with that variable set (PTC_ZYGOTE=1: the zygote's switch).
+// "env:NAME=VALUE:BIN" runs BIN with that variable set (PTC_ZYGOTE=0: the launcher alone, without
+// the zygote, which is on by default).
 //
 // usage: node bench/exec/bench_exec.mjs [--runs N] [--gap MS] [--clients N] [--seconds S]
 //        [--rounds N] [--python PATH] [--bin PATH] [--compare PATH] [--json]

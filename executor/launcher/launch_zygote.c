@@ -69,24 +69,45 @@ static int zygote_launch(int argc, char **argv, pid_t zygote)
    status. Called with SIGCHLD blocked (the zygote's reaper waits for the pidfd). */
 __attribute__((visibility("default"))) int ptc_zygote_fork(const int *fds, int argc, char **argv);
 
+/* 0 when the interpreter that loaded us has the fork hooks ptc_zygote_fork needs, else -ENOSYS:
+   the probe asks before it lets the zygote be used (executor/probe.c) */
+__attribute__((visibility("default"))) int ptc_zygote_ready(void);
+
 typedef void (*py_fork_hook_t)(void);
+
+struct fork_hooks {
+    py_fork_hook_t before, parent, child;
+};
+
+/* the interpreter that loaded us exports them (extension modules link against them); true when
+   all three are there */
+static bool find_hooks(struct fork_hooks *h)
+{
+    h->before = (py_fork_hook_t)dlsym(RTLD_DEFAULT, "PyOS_BeforeFork");
+    h->parent = (py_fork_hook_t)dlsym(RTLD_DEFAULT, "PyOS_AfterFork_Parent");
+    h->child = (py_fork_hook_t)dlsym(RTLD_DEFAULT, "PyOS_AfterFork_Child");
+    return h->before && h->parent && h->child;
+}
+
+int ptc_zygote_ready(void)
+{
+    struct fork_hooks h;
+    return find_hooks(&h) ? 0 : -ENOSYS;
+}
 
 int ptc_zygote_fork(const int *fds, int argc, char **argv)
 {
-    /* the interpreter that loaded us exports them (extension modules link against them) */
-    py_fork_hook_t before = (py_fork_hook_t)dlsym(RTLD_DEFAULT, "PyOS_BeforeFork");
-    py_fork_hook_t parent = (py_fork_hook_t)dlsym(RTLD_DEFAULT, "PyOS_AfterFork_Parent");
-    py_fork_hook_t child = (py_fork_hook_t)dlsym(RTLD_DEFAULT, "PyOS_AfterFork_Child");
+    struct fork_hooks h;
     int ret;
-    if (!before || !parent || !child) {
+    if (!find_hooks(&h)) {
         ret = -ENOSYS;
     } else {
         pid_t zygote = getpid();
-        before();
+        h.before();
         pid_t pid = fork();
         if (pid != 0) {
             int e = errno;
-            parent();
+            h.parent();
             ret = pid < 0 ? -e : (int)pid;
         } else {
             sigset_t chld;
@@ -100,7 +121,7 @@ int ptc_zygote_fork(const int *fds, int argc, char **argv)
             int r = zygote_launch(argc, argv, zygote);
             if (r != 1) _exit(r);
             /* the interpreter's process: Python's own state after a fork, as os.fork's child */
-            child();
+            h.child();
             ret = 0;
         }
     }

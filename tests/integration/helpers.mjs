@@ -49,8 +49,8 @@ class VersionedTransport {
 // Connects the official SDK client to a binary over stdio.
 export async function connect(bin, args = [], { version, capabilities = {}, setup, env } = {}) {
   // env adds to the SDK's default environment (which passes only a few safe variables).
-  // PTC_ZYGOTE (the executor's internal switch, docs/sandbox.md) reaches the server when set here,
-  // so a whole file can be run with the zygote on.
+  // PTC_ZYGOTE (docs/sandbox.md: the zygote is on unless it is 0) reaches the server when set
+  // here, so a whole file can be run with the launcher alone (PTC_ZYGOTE=0).
   if (process.env.PTC_ZYGOTE) env = { PTC_ZYGOTE: process.env.PTC_ZYGOTE, ...env };
   const inner = new StdioClientTransport({ command: bin, args, stderr: 'pipe', ...(env ? { env: { ...getDefaultEnvironment(), ...env } } : {}) });
   const transport = new VersionedTransport(inner, version);

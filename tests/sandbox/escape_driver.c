@@ -572,8 +572,9 @@ static bool run_case(const char *dir, const esc_case_t *c, const host_t *h, cons
     }
     exec_pool_t *pool = NULL;
     result_t res = {0}, res2 = {0};
-    /* PTC_ZYGOTE=1 (exec_options_init): every one-shot run must come from the zygote, or the
-       suite would pass on the launcher's sandboxes alone */
+    /* The zygote is on unless PTC_ZYGOTE=0 (exec_options_init): then every one-shot run must
+       come from it, or the suite would pass on the launcher's sandboxes alone; with it off
+       (the *_launcher entries) none may, or those would test the zygote twice */
     bool want_zygote = o.zygote && mode != MODE_SESSION && mode != MODE_LANDLOCK;
     bool ok = true;
     char why[512] = "";
@@ -586,7 +587,7 @@ static bool run_case(const char *dir, const esc_case_t *c, const host_t *h, cons
     }
     bool memcg = exec_pool_probe(pool)->state[EXEC_LAYER_CGROUP_MEMORY] == EXEC_LAYER_ACTIVE;
     if (want_zygote && !exec_pool_probe(pool)->zygote)
-        snprintf(why, sizeof why, "the zygote was asked for (%s=1) but is inactive: %s",
+        snprintf(why, sizeof why, "the zygote is on (%s is not 0) but inactive: %s",
                  EXEC_ZYGOTE_ENV, exec_pool_probe(pool)->zygote_reason);
     char *full = with_pool_constants(code, exec_pool_probe(pool)->zygote ? find_zygote() : 0);
     if (!full) {
@@ -638,6 +639,9 @@ static bool run_case(const char *dir, const esc_case_t *c, const host_t *h, cons
                  res2.out ? res2.out : res2.message);
     if (!why[0] && want_zygote && (!res.zygote || (c->want == WANT_PAIR && !res2.zygote)))
         snprintf(why, sizeof why, "the run's sandbox did not come from the zygote");
+    if (!why[0] && !o.zygote && (res.zygote || res2.zygote))
+        snprintf(why, sizeof why, "the run's sandbox came from the zygote though %s=0",
+                 EXEC_ZYGOTE_ENV);
     if (why[0]) {
         /* already failed */
     } else

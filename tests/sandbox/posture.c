@@ -13,8 +13,10 @@
  * each of them is seen able to fail.
  *
  * The sandbox's processes are found as the tree below this process: launcher (a child whose
- * executable is the launcher), init (its child), interpreter (init's child, once it has exec'd
- * Python). Inside the PID namespace their own getpid() says 1 and 2; the host's pids are these.
+ * executable is the launcher, or with the zygote on, the default, a child of the zygote: the
+ * warm case's sandbox is forked from it), init (its child), interpreter (init's child, once it
+ * has exec'd Python, or been forked from the zygote). Inside the PID namespace their own getpid()
+ * says 1 and 2; the host's pids are these. The *_launcher entries run it with PTC_ZYGOTE=0.
  */
 #include "executor.h"
 
@@ -204,18 +206,39 @@ static bool comm_starts(pid_t pid, const char *prefix)
     return slurp(path, buf, sizeof buf) > 0 && strncmp(buf, prefix, strlen(prefix)) == 0;
 }
 
-/* A launcher of ours with its init and an interpreter that has exec'd Python. */
+/* the zygote (docs/sandbox.md, "A fork server (zygote)"): its command line holds its script,
+   which names itself (executor/zygote.c) */
+static bool is_zygote(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    ssize_t len = slurp(path, buf, sizeof buf);
+    for (ssize_t i = 0; i < len; i++)
+        if (buf[i] == '\0') buf[i] = ' ';
+    return len > 0 && strstr(buf, "_ptc_zygote") != NULL;
+}
+
+/* A launcher of ours with its init and an interpreter that has exec'd Python. The launchers are
+   our children whose executable is the launcher or, with the zygote on, the zygote's children
+   (forked from the interpreter: their executable is Python's, and the interpreter of their
+   sandbox is forked, not exec'd, from it). */
 static bool find_sandbox(const char *launcher_real, pid_t *init, pid_t *py)
 {
     pid_t kids[64], inits[8], pys[8];
-    int n = children_of(getpid(), kids, 64);
+    int n = children_of(getpid(), kids, 64), direct = n; /* past direct: the zygote's */
+    for (int i = 0; i < direct; i++)
+        if (is_zygote(kids[i])) {
+            int nz = children_of(kids[i], kids + n, 64 - n);
+            if (nz > 0) n += nz;
+            break;
+        }
     for (int i = 0; i < n; i++) {
         char path[64], exe[PATH_MAX];
         snprintf(path, sizeof path, "/proc/%d/exe", (int)kids[i]);
         ssize_t l = readlink(path, exe, sizeof exe - 1);
         if (l <= 0) continue;
         exe[l] = '\0';
-        if (strcmp(exe, launcher_real) != 0) continue;
+        if (i < direct && strcmp(exe, launcher_real) != 0) continue;
         int ni = children_of(kids[i], inits, 8);
         for (int j = 0; j < ni; j++) {
             int np = children_of(inits[j], pys, 8);

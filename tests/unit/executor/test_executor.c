@@ -8,8 +8,10 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gnu/libc-version.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -152,6 +154,7 @@ typedef struct {
     bool unsafe_no_sandbox, zygote;                              /* false: the base's */
     const char *test_disable_layer;                              /* NULL: none */
     const char *python;                                          /* NULL: PYTHON */
+    const char *launcher;                                        /* NULL: TEST_LAUNCHER */
     const char *const *mounts;
     size_t n_mounts;
     const char *const *pass_env;
@@ -190,6 +193,7 @@ static fixture_t *fixture_open(const pool_opts_t *want)
     SET_IF(zygote);
     SET_IF(test_disable_layer);
     SET_IF(python);
+    SET_IF(launcher);
     SET_IF(mounts);
     SET_IF(n_mounts);
     SET_IF(pass_env);
@@ -1533,6 +1537,63 @@ static void test_a_dead_zygote_leaves_the_launcher(void **state)
     }
 }
 
+/* src's bytes into a new file dst with mode */
+static void copy_file(const char *src, const char *dst, mode_t mode)
+{
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    assert_true(in >= 0);
+    int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    assert_true(out >= 0);
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        assert_int_equal(write(out, buf, (size_t)n), n);
+    assert_int_equal(n, 0);
+    close(in);
+    assert_int_equal(fchmod(out, mode), 0);
+    assert_int_equal(close(out), 0);
+}
+
+/* Where the interpreter cannot be the zygote, the probe turns it off before any run and says why
+   (ptc-mcp --check's line), and the launcher starts every sandbox: here the library next to a
+   copy of the launcher is the C library, which the interpreter loads but which has no
+   ptc_zygote_ready, as one built for another interpreter or a broken install would lack it. */
+static void test_an_unfit_interpreter_leaves_the_launcher(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ptc-exec-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(chmod(dir, 0755), 0);
+    char launcher[128], lib[128];
+    snprintf(launcher, sizeof launcher, "%s/ptc-sandbox-launch", dir);
+    snprintf(lib, sizeof lib, "%s/libptc-sandbox-zygote.so", dir);
+    Dl_info libc;
+    assert_true(dladdr((void *)&gnu_get_libc_version, &libc) != 0 && libc.dli_fname);
+    copy_file(TEST_LAUNCHER, launcher, 0755);
+    copy_file(libc.dli_fname, lib, 0644);
+    fixture_t *fx = fixture_open(&(pool_opts_t){.launcher = launcher, .zygote = true});
+    const exec_probe_t *p = exec_pool_probe(fx->pool);
+    if (p->state[EXEC_LAYER_USER_NS] == EXEC_LAYER_ACTIVE) {
+        assert_false(p->zygote);
+        assert_non_null(strstr(p->zygote_reason, "interpreter unfit"));
+        assert_non_null(strstr(p->zygote_reason, "ptc_zygote_ready"));
+    } else {
+        printf("no user namespaces here (%s): the zygote is off for that\n", p->zygote_reason);
+    }
+    for (int i = 0; i < 2; i++) {
+        capture_t c = {0};
+        run1(fx, "print(7)", T_TIMEOUT_MS, &c);
+        assert_int_equal(c.status, EXEC_STATUS_OK);
+        assert_string_equal((char *)c.out, "7\n");
+        assert_false(c.zygote);
+        capture_free(&c);
+    }
+    fixture_close(fx);
+    assert_int_equal(unlink(lib), 0);
+    assert_int_equal(unlink(launcher), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 /* a test run on the fixture: a pool made from the base options and opts (NULL: none) */
 #define POOL_TEST(f, opts)                                                                         \
     cmocka_unit_test_prestate_setup_teardown(f, pool_setup, pool_teardown, opts)
@@ -1560,6 +1621,7 @@ int main(void)
         POOL_TEST(test_a_warm_sandbox_killed_while_idle_is_replaced, &one_warm),
         POOL_TEST(test_the_zygote_forks_every_sandbox, &with_zygote),
         POOL_TEST(test_a_dead_zygote_leaves_the_launcher, &with_zygote),
+        cmocka_unit_test(test_an_unfit_interpreter_leaves_the_launcher),
         POOL_TEST(test_hello_world_runs_in_the_sandbox, NULL),
         POOL_TEST(test_identity_inside_is_unprivileged, NULL),
         POOL_TEST(test_exception_is_error_with_traceback, NULL),

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,9 +46,11 @@ void exec_options_init(exec_options_t *opts)
     opts->stderr_keep = EXEC_DEFAULT_KEEP_BYTES;
     opts->progress_ms = EXEC_DEFAULT_PROGRESS_MS;
     opts->keep_warm = true;
-    /* on unless turned off: exactly "0" is the opt-out (docs/sandbox.md) */
+    /* On unless turned off (docs/sandbox.md): "0", "off", "no" or "false", in any case; a
+       spelling of "off" that left it on would surprise whoever wrote it. */
     const char *z = getenv(EXEC_ZYGOTE_ENV);
-    opts->zygote = !(z && strcmp(z, "0") == 0);
+    opts->zygote = !(z && (strcmp(z, "0") == 0 || strcasecmp(z, "off") == 0 ||
+                           strcasecmp(z, "no") == 0 || strcasecmp(z, "false") == 0));
 }
 
 static int fail(struct exec__cmd *cmd, int code, const char *fmt, ...)

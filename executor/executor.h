@@ -196,10 +196,10 @@ typedef struct exec_options {
     const char *test_disable_layer;
     /* docs/sandbox.md, "A fork server (zygote)": one-shot runs' sandboxes are forked from a
        pre-started interpreter instead of each starting one; sessions are not. exec_options_init
-       sets it unless the environment has EXEC_ZYGOTE_ENV=0 (exactly "0"; unset, empty or any
-       other value leaves it on). Used only where the probe finds it can work (warm start, user
-       namespaces, the library, an interpreter that can be the zygote); else the launcher starts
-       each sandbox, as it does with it off. */
+       sets it unless the environment has EXEC_ZYGOTE_ENV=0 ("0", "off", "no", "false", any case;
+       unset, empty or any other value leaves it on). Used only where the probe finds it can work
+       (warm start, user namespaces, the library, an interpreter that can be the zygote); else the
+       launcher starts each sandbox, as it does with it off. */
     bool zygote;
 } exec_options_t;
 

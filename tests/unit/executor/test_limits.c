@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -85,12 +86,36 @@ static void the_pool_checks_the_same_bounds(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* The zygote's switch (docs/sandbox.md): on unless the environment turns it off, and every
+ * usual spelling of "off" does. */
+static void the_zygote_is_on_unless_the_environment_says_off(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value; /* NULL: unset */
+        bool on;
+    } cases[] = {{NULL, true},   {"", true},     {"1", true},   {"yes", true},   {"0", false},
+                 {"off", false}, {"OFF", false}, {"no", false}, {"False", false}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].value == NULL)
+            assert_int_equal(unsetenv(EXEC_ZYGOTE_ENV), 0);
+        else
+            assert_int_equal(setenv(EXEC_ZYGOTE_ENV, cases[i].value, 1), 0);
+        exec_options_t o;
+        exec_options_init(&o);
+        if (o.zygote != cases[i].on)
+            fail_msg("PTC_ZYGOTE=%s", cases[i].value ? cases[i].value : "(unset)");
+    }
+    assert_int_equal(unsetenv(EXEC_ZYGOTE_ENV), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(settings_within_every_bound_pass),
         cmocka_unit_test(each_bound_passed_is_named),
         cmocka_unit_test(the_pool_checks_the_same_bounds),
+        cmocka_unit_test(the_zygote_is_on_unless_the_environment_says_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

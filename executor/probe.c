@@ -146,57 +146,55 @@ static const char zygote_check[] =
 static bool zygote_python_ok(const struct exec__cmd *cmd, const char *lib, char *why, size_t len)
 {
     bool fit = false;
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0) {
-        snprintf(why, len, "pipe: %s", strerror(errno));
-        return false;
-    }
-    char i_[] = "-I", b_[] = "-B", c_[] = "-c", script[sizeof zygote_check];
-    memcpy(script, zygote_check, sizeof script);
+    int p[2] = {-1, -1};
     char *lib_arg = strdup(lib);
-    char *argv[] = {cmd->python, i_, b_, c_, script, lib_arg, NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    int r = !lib_arg ? ENOMEM : pipe2(p, O_CLOEXEC) < 0 ? errno : 0;
     pid_t pid = -1;
-    int r = lib_arg ? posix_spawn(&pid, cmd->python, &fa, NULL, argv, cmd->env) : ENOMEM;
-    posix_spawn_file_actions_destroy(&fa);
-    close(p[1]);
-    free(lib_arg);
+    if (r == 0) {
+        char i_[] = "-I", b_[] = "-B", c_[] = "-c", script[sizeof zygote_check];
+        memcpy(script, zygote_check, sizeof script);
+        char *argv[] = {cmd->python, i_, b_, c_, script, lib_arg, NULL};
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+        posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+        r = posix_spawn(&pid, cmd->python, &fa, NULL, argv, cmd->env);
+        posix_spawn_file_actions_destroy(&fa);
+        close(p[1]);
+    }
     if (r != 0) {
-        close(p[0]);
         snprintf(why, len, "cannot start %s: %s", cmd->python, strerror(r));
-        return false;
+    } else {
+        char line[EXEC_REASON_MAX];
+        size_t got = 0;
+        uint64_t deadline = now_ms() + EXEC_PROBE_WAIT_MS;
+        bool timed_out = false;
+        while (got < sizeof line - 1) {
+            ssize_t n = read_by(p[0], line + got, sizeof line - 1 - got, deadline);
+            timed_out = n == -ETIMEDOUT;
+            if (n <= 0) break;
+            got += (size_t)n;
+        }
+        line[got] = '\0';
+        line[strcspn(line, "\n")] = '\0';
+        if (timed_out) kill(pid, SIGKILL);
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        if (timed_out)
+            snprintf(why, len, "its check did not finish");
+        else if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+            fit = true;
+        else if (line[0])
+            snprintf(why, len, "%s", line);
+        else if (WIFSIGNALED(st))
+            snprintf(why, len, "its check ended with signal %d", WTERMSIG(st));
+        else
+            snprintf(why, len, "its check exited %d", WEXITSTATUS(st));
     }
-    char line[EXEC_REASON_MAX];
-    size_t got = 0;
-    uint64_t deadline = now_ms() + EXEC_PROBE_WAIT_MS;
-    bool timed_out = false;
-    while (got < sizeof line - 1) {
-        ssize_t n = read_by(p[0], line + got, sizeof line - 1 - got, deadline);
-        timed_out = n == -ETIMEDOUT;
-        if (n <= 0) break;
-        got += (size_t)n;
-    }
-    close(p[0]);
-    line[got] = '\0';
-    line[strcspn(line, "\n")] = '\0';
-    if (timed_out) kill(pid, SIGKILL);
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    if (timed_out)
-        snprintf(why, len, "its check did not finish");
-    else if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-        fit = true;
-    else if (line[0])
-        snprintf(why, len, "%s", line);
-    else if (WIFSIGNALED(st))
-        snprintf(why, len, "its check ended with signal %d", WTERMSIG(st));
-    else
-        snprintf(why, len, "its check exited %d", WEXITSTATUS(st));
+    if (p[0] >= 0) close(p[0]);
+    free(lib_arg);
     return fit;
 }
 

@@ -120,18 +120,14 @@ char *ptc_utf8_sanitize(const char *s, size_t n, size_t *out_len)
 {
     char *o = NULL;
     int r = ptc_utf8_clean(s, n, &o, out_len);
-    if (r < 0) {
-        if (out_len != NULL) *out_len = 0;
-        return NULL;
+    if (r == 0 && o == NULL) { /* nothing to replace: a plain copy */
+        o = malloc(n + 1);
+        if (o != NULL) {
+            memcpy(o, s, n);
+            o[n] = '\0';
+        }
     }
-    if (r > 0) return o;
-    o = malloc(n + 1); /* nothing to replace: a plain copy */
-    if (o == NULL) {
-        if (out_len != NULL) *out_len = 0;
-        return NULL;
-    }
-    memcpy(o, s, n);
-    o[n] = '\0';
+    if (o == NULL && out_len != NULL) *out_len = 0; /* r < 0, or the copy failed */
     return o;
 }
 

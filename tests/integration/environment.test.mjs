@@ -1,5 +1,6 @@
 // The sandbox's environment through the official SDK client: declared packages (installed from a
-// local wheelhouse the test builds with `pip wheel`, so no network is needed), read-only and
+// local wheelhouse the test builds with `pip wheel`, so no network is needed; the first test
+// serves it on 127.0.0.1 with a delay, so that pip is reliably still busy), read-only and
 // reused by a second start; a failing package in results and --check, with and without
 // --packages-optional; the user's own helpers importable, searchable, refused through the bridge,
 // and a broken helper file reported by name. The SDK validates structuredContent against the
@@ -7,7 +8,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, mkdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -37,6 +39,30 @@ function wheelhouse(dir, packages) {
   return wh;
 }
 
+// The wheelhouse served over HTTP on 127.0.0.1 (pip takes a local http origin as secure), each
+// wheel answered after delayMs: pip then needs at least that long, so a test can rely on the
+// build still going (an idle machine's pip finished two local wheels within a short run's wait).
+async function slowWheelhouse(wh, delayMs) {
+  const server = http.createServer((req, res) => {
+    const files = readdirSync(wh);
+    const name = decodeURIComponent(new URL(req.url, 'http://x').pathname.slice(1));
+    if (name === '') {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end(files.map((f) => `<a href="${encodeURIComponent(f)}">${f}</a>`).join('\n'));
+    } else if (files.includes(name)) {
+      setTimeout(() => {
+        res.writeHead(200, { 'content-type': 'application/octet-stream' });
+        res.end(readFileSync(path.join(wh, name)));
+      }, delayMs);
+    } else {
+      res.writeHead(404);
+      res.end();
+    }
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${server.address().port}/`, close: () => new Promise((resolve) => server.close(resolve)) };
+}
+
 async function waitFor(c, re, ms = 60000) {
   const end = Date.now() + ms;
   while (Date.now() < end) {
@@ -50,12 +76,13 @@ const description = async (c) => (await c.client.listTools()).tools.find((t) => 
 
 test('declared packages: command line and requirements file, read-only, reused by a second start', { skip }, async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'ptc-env-'));
+  let wh = null;
   try {
-    const wh = wheelhouse(dir, { ptcpkga: 1, ptcpkgb: 2 });
+    wh = await slowWheelhouse(wheelhouse(dir, { ptcpkga: 1, ptcpkgb: 2 }), 1500);
     const req = path.join(dir, 'requirements.txt');
     writeFileSync(req, 'ptcpkgb==1.2\n');
     const env = { XDG_CACHE_HOME: path.join(dir, 'cache') };
-    const args = ['--packages', 'ptcpkga>=1,<2', '--requirements', req, '--pip-find-links', wh];
+    const args = ['--packages', 'ptcpkga>=1,<2', '--requirements', req, '--pip-find-links', wh.url];
 
     let changed = 0;
     const c = await connect(ptcBin, args, {
@@ -131,6 +158,7 @@ test('declared packages: command line and requirements file, read-only, reused b
     assert.match(check.stdout, /state: ready/);
     assert.match(check.stdout, /installed: .*ptcpkga 1\.1/);
   } finally {
+    await wh?.close();
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -20,12 +20,18 @@
  * the sandbox's environment into os.environ, puts the package folders on sys.path (what
  * PYTHONPATH would have done: the zygote runs with -I) and runs the ordinary bootstrap, which
  * follows the zygote's code in the same script, so that the run's frames are those of an exec'd
- * one. The zygote holds nothing of any run: no code, bridge or output ever reaches it.
+ * one. The zygote holds nothing of any run but, once it has ended, its empty net namespace (below):
+ * no code, bridge or output ever reaches it.
  *
  * The pool watches a forked launcher through its pidfd (a uv_poll: readable when it exits) and
- * signals it with pidfd_send_signal; the zygote reaps it. The launcher's PDEATHSIG (SIGTERM) is
- * tied to the zygote, which exits when the pool closes the control socket (or the server dies),
- * so a dead zygote takes its sandboxes down the ordinary way.
+ * signals it with pidfd_send_signal; the zygote reaps it. Each launcher also hands the zygote
+ * its run's net namespace on a datagram socket the zygote made (fd 4 in the launcher, closed in
+ * init): the zygote keeps the ended runs' ones and closes them in batches (ZYGOTE_NETNS_BATCH,
+ * or after ZYGOTE_NETNS_IDLE_S without a request), which halves the kernel's teardown per
+ * namespace; a dead run's namespace holds no process and no socket, and no run can reach it.
+ * The launcher's PDEATHSIG (SIGTERM) is tied to the zygote, which exits when the pool closes
+ * the control socket (or the server dies), so a dead zygote takes its sandboxes down the
+ * ordinary way.
  */
 #include "internal.h"
 
@@ -42,6 +48,10 @@
 #include <unistd.h>
 
 #define ZYGOTE_MAX_REQUEST 65536 /* one R message (the launcher's argv); the script's buffer */
+/* Ended runs' net namespaces the zygote holds before it closes them together, and how long it
+   holds fewer while no request comes (seconds); strings for the script. */
+#define ZYGOTE_NETNS_BATCH  "32"
+#define ZYGOTE_NETNS_IDLE_S "1.0"
 
 /* clang-format off */
 static const char zygote_script[] =
@@ -65,11 +75,41 @@ static const char zygote_script[] =
     "    chld = {signal.SIGCHLD}\n"
     "    ctl = _socket.socket(fileno=3)\n"
     "    sol, rights = _socket.SOL_SOCKET, _socket.SCM_RIGHTS\n"
+    /* the net namespaces of runs: each launcher sends one on nw (launch_main.c's hand_netns),
+       kept in held and closed ZYGOTE_NETNS_BATCH at a time, or when no request came for
+       ZYGOTE_NETNS_IDLE_S: the kernel's teardown of a batch costs about half as much per
+       namespace (docs/sandbox.md). A dead run's namespace holds no process and no socket. */
+    "    nr, nw = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_DGRAM)\n"
+    "    nr.setblocking(False)\n"
+    "    held = []\n"
+    "    def release():\n"
+    "        for fd in held:\n"
+    "            os.close(fd)\n"
+    "        held.clear()\n"
+    "    def collect():\n"
+    "        while True:\n"
+    "            try:\n"
+    "                _m, na, _f, _a = nr.recvmsg(1, _socket.CMSG_SPACE(4), _socket.MSG_CMSG_CLOEXEC)\n"
+    "            except OSError:\n"
+    "                return\n"
+    "            for l, t, d in na:\n"
+    "                if l == sol and t == rights:\n"
+    "                    held.extend(int.from_bytes(d[i:i + 4], sys.byteorder) for i in range(0, len(d) - 3, 4))\n"
+    "            if len(held) >= " ZYGOTE_NETNS_BATCH ":\n"
+    "                release()\n"
     "    launch = None\n"
+    "    wait = None\n"
     "    while True:\n"
+    "        collect()\n"
+    "        if (wait is None) != (not held):\n"
+    "            wait = " ZYGOTE_NETNS_IDLE_S " if held else None\n"
+    "            ctl.settimeout(wait)\n"
     "        try:\n"
     "            msg, anc, _f, _a = ctl.recvmsg(65536, _socket.CMSG_SPACE(16),\n"
     "                                           _socket.MSG_CMSG_CLOEXEC)\n"
+    "        except TimeoutError:\n"
+    "            release()\n"
+    "            continue\n"
     "        except OSError:\n"
     "            msg = b''\n"
     /* EOF (or a reset): the pool is gone, and so are we (and our launchers, through their
@@ -94,7 +134,7 @@ static const char zygote_script[] =
     /* the child's arguments are made here: the launcher's process runs no Python */
     "            args = msg[2:].split(b'\\0')\n"
     "            argv = (ctypes.c_char_p * (len(args) + 1))(*args, None)\n"
-    "            fda = (ctypes.c_int * 4)(*fds)\n"
+    "            fda = (ctypes.c_int * 5)(*fds, nw.fileno())\n"
     "            signal.pthread_sigmask(signal.SIG_BLOCK, chld)\n"
     /* every object the zygote has goes to the permanent generation: the child's collections
        (its own as the run allocates, and the one at its end, LAUNCH_BOOTSTRAP_ZYGOTE_END) do
@@ -130,6 +170,9 @@ static const char zygote_script[] =
        an exec'd one has it (the C side put back the zygote's dispositions); environ is the
        sandbox's */
     "    ctl.detach()\n"
+    "    nr.detach()\n"
+    "    nw.detach()\n"
+    "    held.clear()\n"
     "    signal.signal(signal.SIGCHLD, signal.SIG_DFL)\n"
     "    kv = []\n"
     "    while env[len(kv)] is not None:\n"

@@ -12,6 +12,7 @@
 
 #define LAUNCH_REPORT_FD 3 /* status lines to the pool */
 #define LAUNCH_CODE_FD   3 /* the interpreter reads the run (and the bridge) from here */
+#define LAUNCH_NETNS_FD  4 /* a zygote child's launcher: the zygote's net namespace sink */
 /* RLIMIT_CPU of an interpreter still waiting for its code: above any run's (init lowers it to
    the run's allowance plus the start-up's use when the code comes) */
 #define LAUNCH_WARM_CPU_SECONDS (EXEC_MAX_TIMEOUT_MS / 1000 + 60)
@@ -231,12 +232,17 @@ struct launch_cfg {
     /* set in a zygote's child (launch_zygote.c): the interpreter's process returns here, into the
        zygote's pre-started interpreter, where the launcher would exec one */
     jmp_buf *resume;
+    /* set in a zygote's child too: where the launcher hands the zygote its run's net namespace
+       (a descriptor of it, SCM_RIGHTS), so that the zygote releases the namespaces of ended runs
+       in batches; -1 without one. Closed in init and once handed. */
+    int netns_sink;
 };
 
 /* The launcher's program (launch_main.c): the executable's main, and a zygote child's entry with
-   resume set (launch_zygote.c). Returns the launcher's exit status; with resume, the
-   interpreter's process comes back through longjmp(*resume, 1) instead. */
-int launch_main(int argc, char **argv, jmp_buf *resume);
+   resume set and netns_sink its batch socket, or -1 (launch_zygote.c). Returns the launcher's
+   exit status; with resume, the interpreter's process comes back through longjmp(*resume, 1)
+   instead. */
+int launch_main(int argc, char **argv, jmp_buf *resume, int netns_sink);
 
 /* What the parent decided before the child runs its part. */
 struct launch_plan {

@@ -569,6 +569,7 @@ static void cgroup_ns(const struct launch_cfg *cfg, const struct launch_plan *pl
 _Noreturn void launch_child(const struct launch_cfg *cfg, const struct launch_plan *plan,
                             int sync_fd, int life_fd)
 {
+    if (cfg->netns_sink >= 0) close(cfg->netns_sink); /* the launcher's, not init's */
     char go = 0;
     ssize_t n;
     do {

@@ -4,5 +4,5 @@
 
 int main(int argc, char **argv)
 {
-    return launch_main(argc, argv, NULL);
+    return launch_main(argc, argv, NULL, -1);
 }

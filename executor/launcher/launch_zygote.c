@@ -32,7 +32,7 @@
    else open, the signal dispositions the zygote had, the sandbox's environment in environ
    (Python's os.environ still holds the zygote's: the caller copies it over). argv is modified
    (the launcher parses in place). */
-static int zygote_launch(int argc, char **argv, pid_t zygote)
+static int zygote_launch(int argc, char **argv, pid_t zygote, int netns_sink)
 {
     /* the launcher sets its PDEATHSIG too, but a zygote that died since the fork would not send
        it: check once it is set (zygote: the parent's pid before the fork) */
@@ -59,14 +59,15 @@ static int zygote_launch(int argc, char **argv, pid_t zygote)
             if (s != SIGKILL && s != SIGSTOP) sigaction(s, &saved[s], NULL);
         return 1;
     }
-    return launch_main(argc, argv, &resume);
+    return launch_main(argc, argv, &resume, netns_sink);
 }
 
-/* Forks one sandbox: fds are the launcher's 0-3 (stdin socket, stdout, stderr, status pipe),
-   argv its command line (argc strings). Returns the launcher's pid in the zygote, 0 in the
-   interpreter's process of the sandbox (see zygote_launch), -errno when the fork failed or the
-   interpreter has no fork hooks. The launcher's process ends in here with the launcher's
-   status. Called with SIGCHLD blocked (the zygote's reaper waits for the pidfd). */
+/* Forks one sandbox: fds are the launcher's 0-3 (stdin socket, stdout, stderr, status pipe)
+   and the zygote's net namespace sink (or -1; the launcher hands it the run's namespace, which
+   the zygote releases in batches), argv its command line (argc strings). Returns the launcher's pid
+   in the zygote, 0 in the interpreter's process of the sandbox (see zygote_launch), -errno when the
+   fork failed or the interpreter has no fork hooks. The launcher's process ends in here with the
+   launcher's status. Called with SIGCHLD blocked (the zygote's reaper waits for the pidfd). */
 __attribute__((visibility("default"))) int ptc_zygote_fork(const int *fds, int argc, char **argv);
 
 /* 0 when the interpreter that loaded us has the fork hooks ptc_zygote_fork needs, else -ENOSYS:
@@ -118,7 +119,11 @@ int ptc_zygote_fork(const int *fds, int argc, char **argv)
                stdout, stderr): dup2 in order cannot overwrite one still to be moved */
             for (int i = 0; i < 4; i++)
                 if (fds[i] != i && dup2(fds[i], i) < 0) _exit(125);
-            int r = zygote_launch(argc, argv, zygote);
+            /* the sink is past 3 too; 0-3 have their copies, so fd 4 may be overwritten */
+            int sink = -1;
+            if (fds[4] >= 0 && (fds[4] == LAUNCH_NETNS_FD || dup2(fds[4], LAUNCH_NETNS_FD) >= 0))
+                sink = LAUNCH_NETNS_FD;
+            int r = zygote_launch(argc, argv, zygote, sink);
             if (r != 1) _exit(r);
             /* the interpreter's process: Python's own state after a fork, as os.fork's child */
             h.child();

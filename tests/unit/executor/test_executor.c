@@ -1587,7 +1587,7 @@ static void test_the_zygote_releases_net_namespaces_in_batches(void **state)
                exec_pool_probe(pool)->zygote_reason);
         return;
     }
-    pid_t kids[8];
+    pid_t kids[8] = {0};
     assert_int_equal(children_of(getpid(), kids, 8), 1);
     pid_t zygote = kids[0];
     assert_true(is_zygote(zygote));

@@ -230,7 +230,8 @@ typedef struct exec_run exec_run_t;
  * variables are read now. Runs exec_probe() (blocking, see there) unless unsafe_no_sandbox is
  * set; when a mandatory layer is missing the pool is still created but every run ends with
  * status EXEC_STATUS_REFUSED and a message saying how to fix the host. On success *out owns the
- * pool; free it with exec_pool_free().
+ * pool; free it with exec_pool_free(). The process must ignore SIGPIPE (libuv's writes to a
+ * sandbox that has died would raise it), as ptc-mcp does.
  */
 int exec_pool_new(uv_loop_t *loop, const exec_options_t *opts, exec_pool_t **out);
 

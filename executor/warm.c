@@ -2,8 +2,10 @@
    interpreter started and waiting for the code, for runs of the pool's current ro_dir. */
 #include "internal.h"
 
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 /* an idle warm sandbox must not keep uv_run alive; a run or pool free takes it back */
 void exec__warm_ref(exec_run_t *run, bool ref)
@@ -138,6 +140,31 @@ void exec__warm_up(exec_pool_t *pool)
     }
 }
 
+/* Whether a warm sandbox is still there to take, from what the kernel knows now rather than
+   what the loop has seen: a sandbox that died while idle (a stray kill, the OOM killer) is
+   seen by the pool only at the loop's next turn (its process exit, its pidfd, its pipes), and a
+   run started before then would be handed the dead one. Its report was just read
+   (exec__report_resume): the interpreter's end in it, or every writer of the status pipe gone,
+   says it died; else its launcher's own end, not yet reaped (WNOWAIT leaves that to libuv) or
+   its pidfd readable (the zygote reaps it). Two system calls at most per take. */
+static bool warm_alive(exec_run_t *run)
+{
+    if (run->eof[P_REP] || run->rep.exit || run->rep.sig || run->rep.answer) return false;
+    if (run->pidpoll_init) {
+        uv_os_fd_t fd;
+        if (uv_fileno((uv_handle_t *)&run->pidpoll, &fd) != 0) return false;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        return poll(&p, 1, 0) == 0;
+    }
+    if (run->proc_init && run->proc.pid > 0) {
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        if (waitid(P_PID, (id_t)run->proc.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0)
+            return si.si_pid == 0;
+    }
+    return true;
+}
+
 /* The oldest warm sandbox made for ro_dir and still alive, taken out of the set; NULL when
    none. A run with another ro_dir makes that its key: the old ones go, new ones follow. */
 exec_run_t *exec__warm_take(exec_pool_t *pool, const char *ro_dir)
@@ -154,7 +181,7 @@ exec_run_t *exec__warm_take(exec_pool_t *pool, const char *ro_dir)
     for (unsigned i = 0; i < pool->n_warm; i++) {
         exec_run_t *run = pool->warm[i];
         if (run->spawned) exec__report_resume(run); /* a set-up error, and the layers */
-        if (run->exited || !run->spawned || run->rep.error[0]) continue;
+        if (run->exited || !run->spawned || run->rep.error[0] || !warm_alive(run)) continue;
         exec__warm_remove(pool, run);
         run->took_warm = true;
         run->detached = false;

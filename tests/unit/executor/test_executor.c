@@ -1268,17 +1268,96 @@ static void test_a_warm_sandbox_killed_while_idle_is_replaced(void **state)
     capture_free(&c);
 }
 
+/* the first bytes of /proc/PID/NAME into buf, NUL-terminated; its length, or -1 when pid is
+   gone */
+static ssize_t proc_file(pid_t pid, const char *name, char *buf, size_t size)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+    FILE *f = fopen(path, "re");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, size - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return (ssize_t)n;
+}
+
+/* true once pid is gone or a zombie (reaped by the zygote, or waiting for our loop's reap) */
+static bool process_ended(pid_t pid)
+{
+    char buf[256];
+    if (proc_file(pid, "stat", buf, sizeof buf) < 0) return true;
+    const char *paren = strrchr(buf, ')'); /* the state follows the command's name */
+    return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+/* A warm sandbox that died while idle, with the pool's loop not yet run since (the death is
+   not seen until the loop's next turn: its process exit, its pidfd, its pipes), must not be
+   given to a run: the run started in that turn gets a live sandbox and its own output, in both
+   modes. interpreter_only: the interpreter dies while its launcher is stopped, so only init's
+   report says so; else the launcher dies (init by PDEATHSIG, the interpreter with init's
+   namespace). */
+static void warm_death_unseen(fixture_t *fx, bool interpreter_only)
+{
+    exec_pool_t *pool = fx->pool;
+    capture_t c = {0};
+    start(pool, "print(1)", T_TIMEOUT_MS, &c, NULL);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    capture_free(&c);
+    /* the warm sandbox the run's end asked for, set up (its interpreter waits for code) */
+    pid_t kids[8] = {0};
+    pid_t zygote = exec_pool_probe(pool)->zygote ? (live_children(kids, 8) == 1 ? kids[0] : 0) : 0;
+    pid_t parent = zygote ? zygote : getpid();
+    size_t n = 0;
+    for (int i = 0; i < 500 && (n = children_of(parent, kids, 8)) == 0; i++)
+        idle(&fx->loop, 10);
+    assert_int_equal(n, 1);
+    idle(&fx->loop, 300);
+    pid_t launcher = kids[0], victim = launcher, init = 0;
+    if (interpreter_only) {
+        assert_int_equal(children_of(launcher, kids, 8), 1);
+        init = kids[0];
+        assert_int_equal(children_of(init, kids, 8), 1);
+        victim = kids[0];
+        assert_int_equal(kill(launcher, SIGSTOP), 0);
+    }
+    assert_int_equal(kill(victim, SIGKILL), 0);
+    /* the loop does not run until the next run is started */
+    pid_t last = interpreter_only ? init : launcher; /* init reports the end, then exits */
+    for (int i = 0; i < 500 && !process_ended(last); i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_true(process_ended(last));
+    struct timespec settle = {0, 100 * 1000 * 1000};
+    nanosleep(&settle, NULL);
+    start(pool, "print(2)", T_TIMEOUT_MS, &c, NULL);
+    if (interpreter_only) assert_int_equal(kill(launcher, SIGCONT), 0);
+    uv_run(&fx->loop, UV_RUN_DEFAULT);
+    assert_int_equal(c.status, EXEC_STATUS_OK);
+    assert_non_null(c.out);
+    assert_string_equal((char *)c.out, "2\n");
+    capture_free(&c);
+}
+
+static void test_a_run_never_gets_a_warm_sandbox_that_died_unseen(void **state)
+{
+    warm_death_unseen(*state, false);
+}
+
+static void test_a_run_never_gets_a_warm_sandbox_whose_interpreter_died(void **state)
+{
+    warm_death_unseen(*state, true);
+}
+
 /* the zygote's command line holds its script, which names itself (executor/zygote.c) */
 static bool is_zygote(pid_t pid)
 {
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f) return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    for (size_t i = 0; i < n; i++)
+    char buf[256];
+    ssize_t n = proc_file(pid, "cmdline", buf, sizeof buf);
+    if (n < 0) return false;
+    for (ssize_t i = 0; i < n; i++)
         if (buf[i] == '\0') buf[i] = ' ';
     return strstr(buf, "_ptc_zygote") != NULL;
 }
@@ -1676,6 +1755,9 @@ static void test_an_unfit_interpreter_leaves_the_launcher(void **state)
 
 int main(void)
 {
+    /* as the binary does (server/main.c, executor.h): a write to a sandbox that has died fails
+       with EPIPE rather than ending the process */
+    signal(SIGPIPE, SIG_IGN);
     /* What the tests' pools change in the base options (the prestate of pool_setup); keep_warm
        is on in the base options. */
     pool_opts_t one_slot = {.max_concurrent = 1};
@@ -1698,6 +1780,8 @@ int main(void)
         POOL_TEST(test_the_zygote_forks_every_sandbox, &with_zygote),
         POOL_TEST(test_a_dead_zygote_leaves_the_launcher, &with_zygote),
         POOL_TEST(test_the_zygote_releases_net_namespaces_in_batches, &with_zygote),
+        POOL_TEST(test_a_run_never_gets_a_warm_sandbox_that_died_unseen, &one_warm),
+        POOL_TEST(test_a_run_never_gets_a_warm_sandbox_whose_interpreter_died, &one_warm),
         cmocka_unit_test(test_an_unfit_interpreter_leaves_the_launcher),
         POOL_TEST(test_hello_world_runs_in_the_sandbox, NULL),
         POOL_TEST(test_identity_inside_is_unprivileged, NULL),

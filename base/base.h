@@ -177,6 +177,10 @@ int ptc_file_read(const char *path, size_t max, char **out, size_t *len);
 
 /** Whether the n bytes at s are valid UTF-8 (NUL bytes included). */
 bool ptc_utf8_valid(const char *s, size_t n);
+/** The length of the longest valid prefix of s[0..n); *cut_at_end (may be NULL) is true when
+ *  what follows it is the start of a well-formed sequence that the end of the data cut short
+ *  (data that is only the first bytes of something longer). */
+size_t ptc_utf8_valid_len(const char *s, size_t n, bool *cut_at_end);
 /** A NUL-terminated copy of the n bytes at s, sanitised (above); *out_len (may be NULL) gets
  *  its length. Caller frees; NULL on ENOMEM. */
 char *ptc_utf8_sanitize(const char *s, size_t n, size_t *out_len);

@@ -6,50 +6,69 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Unicode's table of well-formed byte sequences (RFC 3629): how many bytes the sequence s[0]
+ * starts needs (*need; 0: s[0] starts none), and how many of s[0..n) fit it so far. The second
+ * byte's range is what leaves out overlong forms (E0, F0), surrogates (ED) and code points past
+ * U+10FFFF (F4). The one rule the functions below follow. */
+static size_t seq_prefix(const unsigned char *s, size_t n, size_t *need)
+{
+    unsigned char b = s[0], lo = 0x80, hi = 0xBF;
+    if (b < 0x80) {
+        *need = 1;
+    } else if (b >= 0xC2 && b <= 0xDF) {
+        *need = 2;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        *need = 3;
+        if (b == 0xE0) lo = 0xA0;
+        if (b == 0xED) hi = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        *need = 4;
+        if (b == 0xF0) lo = 0x90;
+        if (b == 0xF4) hi = 0x8F;
+    } else {
+        *need = 0;
+        return 0;
+    }
+    size_t i = 1;
+    while (i < *need && i < n && s[i] >= (i == 1 ? lo : 0x80) && s[i] <= (i == 1 ? hi : 0xBF))
+        i++;
+    return i;
+}
+
 size_t ptc_utf8_decode(const char *str, size_t n, unsigned *cp_out)
 {
     const unsigned char *s = (const unsigned char *)str;
     if (n == 0) return 0;
-    unsigned char c = s[0];
     size_t need;
-    unsigned cp;
-    if (c < 0x80) {
-        if (cp_out) *cp_out = c;
-        return 1;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-        need = 1;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        need = 2;
-        cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 3;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (need >= n) return 0;
-    for (size_t k = 1; k <= need; k++) {
-        if ((s[k] & 0xC0) != 0x80) return 0;
+    if (seq_prefix(s, n, &need) != need || need == 0) return 0;
+    static const unsigned char lead_bits[] = {0, 0x7F, 0x1F, 0x0F, 0x07};
+    unsigned cp = s[0] & lead_bits[need];
+    for (size_t k = 1; k < need; k++)
         cp = cp << 6 | (s[k] & 0x3F);
-    }
-    /* Overlong forms, surrogates and code points past U+10FFFF are invalid too. */
-    if ((need == 2 && cp < 0x800) || (need == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
     if (cp_out) *cp_out = cp;
-    return need + 1;
+    return need;
+}
+
+size_t ptc_utf8_valid_len(const char *str, size_t n, bool *cut_at_end)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    bool cut = false;
+    while (i < n) {
+        size_t need, got = seq_prefix(s + i, n - i, &need);
+        if (need == 0 || got < need) {
+            cut = need > 0 && i + got == n;
+            break;
+        }
+        i += need;
+    }
+    if (cut_at_end) *cut_at_end = cut;
+    return i;
 }
 
 bool ptc_utf8_valid(const char *s, size_t n)
 {
-    size_t i = 0;
-    while (i < n) {
-        size_t k = ptc_utf8_decode(s + i, n - i, NULL);
-        if (k == 0) return false;
-        i += k;
-    }
-    return true;
+    return ptc_utf8_valid_len(s, n, NULL) == n;
 }
 
 /* The bytes of the maximal ill-formed subpart at s[0..n) (Unicode's "substitution of maximal
@@ -57,25 +76,8 @@ bool ptc_utf8_valid(const char *s, size_t n)
  * that could still have been well formed, at least 1. Called where ptc_utf8_decode found none. */
 static size_t ill_formed_len(const unsigned char *s, size_t n)
 {
-    unsigned char b = s[0], lo = 0x80, hi = 0xBF; /* the second byte's range (RFC 3629) */
-    size_t need;
-    if (b >= 0xC2 && b <= 0xDF) {
-        need = 2;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-        need = 3;
-        if (b == 0xE0) lo = 0xA0; /* overlong */
-        if (b == 0xED) hi = 0x9F; /* surrogates */
-    } else if (b >= 0xF0 && b <= 0xF4) {
-        need = 4;
-        if (b == 0xF0) lo = 0x90; /* overlong */
-        if (b == 0xF4) hi = 0x8F; /* past U+10FFFF */
-    } else {
-        return 1;
-    }
-    size_t i = 1;
-    while (i < need && i < n && s[i] >= (i == 1 ? lo : 0x80) && s[i] <= (i == 1 ? hi : 0xBF))
-        i++;
-    return i < need ? i : 1; /* i == need: well formed after all (not reached from decode's 0) */
+    size_t need, got = seq_prefix(s, n, &need);
+    return got > 0 && got < need ? got : 1;
 }
 
 int ptc_utf8_clean(const char *s, size_t n, char **out, size_t *out_len)

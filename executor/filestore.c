@@ -225,23 +225,12 @@ static bool image_ext_matches(const char *name, const char *mime)
 }
 
 /* Text: valid UTF-8 (base's rule) without NUL bytes. A file's data may be its first bytes only,
- * so a character cut at the very end still counts as text: up to 3 trailing bytes that start a
- * sequence the end cut short are left out of the check. */
+ * so a character cut at the very end still counts as text. */
 static bool is_utf8_text(const unsigned char *d, size_t len)
 {
     if (memchr(d, 0, len) != NULL) return false;
-    size_t tail = 0;
-    while (tail < 3 && tail < len && (d[len - 1 - tail] & 0xC0) == 0x80)
-        tail++;
-    if (tail < len) {
-        unsigned char lead = d[len - 1 - tail];
-        size_t need = lead >= 0xC2 && lead <= 0xDF   ? 1
-                      : lead >= 0xE0 && lead <= 0xEF ? 2
-                      : lead >= 0xF0 && lead <= 0xF4 ? 3
-                                                     : 0;
-        if (need > tail) len -= tail + 1; /* a sequence the end cut: check what precedes it */
-    }
-    return ptc_utf8_valid((const char *)d, len);
+    bool cut;
+    return ptc_utf8_valid_len((const char *)d, len, &cut) == len || cut;
 }
 
 const char *exec_file_mime_type(const char *name, const unsigned char *data, size_t len)

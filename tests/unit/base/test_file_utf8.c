@@ -87,6 +87,60 @@ static void test_valid_follows_rfc_3629(void **state)
     assert_int_equal(ptc_utf8_decode("\xE2\x82\xAC", 2, &cp), 0);
 }
 
+/* The valid prefix, and whether the rest is a character the end of the data cut: every cut of
+   a 2-, 3- and 4-byte character after valid text is, a sequence that could never be well formed
+   (overlong, surrogate, past U+10FFFF, a lone continuation) is not, and decode's code points
+   follow the same table (the first and last of each length). */
+static void test_valid_len_tells_a_character_cut_at_the_end(void **state)
+{
+    (void)state;
+    static const char *chars[] = {"\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "\xED\x9F\xBF",
+                                  "\xF4\x8F\xBF\xBF"};
+    for (size_t c = 0; c < sizeof chars / sizeof chars[0]; c++) {
+        char buf[16];
+        size_t clen = strlen(chars[c]);
+        memcpy(buf, "ab", 2);
+        memcpy(buf + 2, chars[c], clen);
+        bool cut = true;
+        assert_int_equal(ptc_utf8_valid_len(buf, 2 + clen, &cut), 2 + clen);
+        assert_false(cut);
+        for (size_t k = 1; k < clen; k++) {
+            cut = false;
+            assert_int_equal(ptc_utf8_valid_len(buf, 2 + k, &cut), 2);
+            assert_true(cut);
+            assert_false(ptc_utf8_valid(buf, 2 + k));
+        }
+    }
+    static const struct {
+        const char *s;
+        size_t n, valid;
+    } never[] = {
+        {"a\xC0\xAF", 3, 1}, {"a\xE0\x80", 3, 1}, {"a\xED\xA0", 3, 1},  {"a\xF4\x90\x80", 4, 1},
+        {"a\x80", 2, 1},     {"a\xF5", 2, 1},     {"a\xE2\x82x", 4, 1}, {"\xC3\xA9\xFF\xC3", 4, 2},
+    };
+    for (size_t i = 0; i < sizeof never / sizeof never[0]; i++) {
+        bool cut = true;
+        assert_int_equal(ptc_utf8_valid_len(never[i].s, never[i].n, &cut), never[i].valid);
+        assert_false(cut);
+    }
+    assert_int_equal(ptc_utf8_valid_len("abc", 3, NULL), 3);
+    static const struct {
+        const char *s;
+        unsigned cp;
+    } edges[] = {{"\x7F", 0x7F},
+                 {"\xC2\x80", 0x80},
+                 {"\xDF\xBF", 0x7FF},
+                 {"\xE0\xA0\x80", 0x800},
+                 {"\xEF\xBF\xBF", 0xFFFF},
+                 {"\xF0\x90\x80\x80", 0x10000},
+                 {"\xF4\x8F\xBF\xBF", 0x10FFFF}};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+        unsigned cp = 0;
+        assert_int_equal(ptc_utf8_decode(edges[i].s, strlen(edges[i].s), &cp), strlen(edges[i].s));
+        assert_int_equal(cp, edges[i].cp);
+    }
+}
+
 static void test_sanitize_replaces_bad_bytes_and_nul_with_fffd(void **state)
 {
     (void)state;
@@ -226,6 +280,7 @@ int main(void)
         cmocka_unit_test(test_file_read_refuses_what_is_not_a_readable_file),
         cmocka_unit_test(test_file_read_allocation_failure),
         cmocka_unit_test(test_valid_follows_rfc_3629),
+        cmocka_unit_test(test_valid_len_tells_a_character_cut_at_the_end),
         cmocka_unit_test(test_sanitize_replaces_bad_bytes_and_nul_with_fffd),
         cmocka_unit_test(test_clean_replaces_maximal_subparts_and_copies_only_when_needed),
         cmocka_unit_test(test_sanitize_replaces_each_byte_that_starts_no_valid_sequence),

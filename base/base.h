@@ -102,6 +102,9 @@ const char *ptc_strerror(int err);
 /* mcp: an HTTP connection's unparsed input (pipelined requests while a response is pending):
  * past it the server stops reading, so its buffer holds at most one read more. */
 #define PTC_CAP_HTTP_PENDING_INPUT (256u << 10)
+/* mcp: a response's status line and headers, all of them made by the server (a few hundred
+ * bytes): past it the connection is closed rather than a cut head sent. */
+#define PTC_CAP_HTTP_HEAD (16u << 10)
 
 /* ---- the capped buffer ------------------------------------------------------------------- */
 

@@ -189,28 +189,35 @@ void mcp__hconn_finish(mcp__hconn_t *c)
     mcp__hconn_start_reading(c);
 }
 
-static void write_head(mcp__hconn_t *c, int status, const char *content_type,
-                       const char *extra_headers, bool stream, size_t len)
+/* The status line and headers; a head past PTC_CAP_HTTP_HEAD (only the server makes them) or
+   out of memory closes the connection rather than sending a cut one. */
+static int write_head(mcp__hconn_t *c, int status, const char *content_type,
+                      const char *extra_headers, bool stream, size_t len)
 {
-    char head[2048];
-    int n = snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\n", status, status_text(status));
-    if (content_type != NULL)
-        n += snprintf(head + n, sizeof head - (size_t)n, "Content-Type: %s\r\n", content_type);
+    ptc_buf_t head;
+    ptc_buf_init(&head, PTC_CAP_HTTP_HEAD);
+    ptc_buf_printf(&head, "HTTP/1.1 %d %s\r\n", status, status_text(status));
+    if (content_type != NULL) ptc_buf_printf(&head, "Content-Type: %s\r\n", content_type);
     if (stream) {
-        n += snprintf(head + n, sizeof head - (size_t)n,
-                      "Cache-Control: no-cache, no-transform\r\nX-Accel-Buffering: no\r\n");
-        if (c->chunked)
-            n += snprintf(head + n, sizeof head - (size_t)n, "Transfer-Encoding: chunked\r\n");
+        ptc_buf_str(&head, "Cache-Control: no-cache, no-transform\r\nX-Accel-Buffering: no\r\n");
+        if (c->chunked) ptc_buf_str(&head, "Transfer-Encoding: chunked\r\n");
     } else {
-        n += snprintf(head + n, sizeof head - (size_t)n, "Content-Length: %zu\r\n", len);
+        ptc_buf_printf(&head, "Content-Length: %zu\r\n", len);
     }
     bool close = c->close_after || !c->keep_alive || c->read_eof || c->hs->stopping;
     if (close) c->close_after = true;
-    n += snprintf(head + n, sizeof head - (size_t)n, "%s%s\r\n\r\n",
-                  extra_headers != NULL ? extra_headers : "",
-                  close ? "Connection: close" : "Connection: keep-alive");
-    if ((size_t)n >= sizeof head) n = (int)sizeof head - 1;
-    mcp__hconn_write(c, head, (size_t)n);
+    ptc_buf_printf(&head, "%s%s\r\n\r\n", extra_headers != NULL ? extra_headers : "",
+                   close ? "Connection: close" : "Connection: keep-alive");
+    int rc = ptc_buf_error(&head);
+    if (rc < 0) {
+        mcp_log(c->hs->lg, MCP_LOG_ERROR, "http: cannot send a %d response's head: %s; closing",
+                status, ptc_strerror(rc));
+        mcp__hconn_close(c, true);
+    } else {
+        rc = mcp__hconn_write(c, head.p, head.len);
+    }
+    ptc_buf_free(&head);
+    return rc;
 }
 
 void mcp__hconn_respond(mcp__hconn_t *c, int status, const char *content_type,
@@ -224,7 +231,7 @@ void mcp__hconn_respond(mcp__hconn_t *c, int status, const char *content_type,
      * method is only this request's once its request line is parsed (MCP__PH_BODY on). */
     bool head =
         (c->phase == MCP__PH_BODY || c->phase == MCP__PH_WAIT) && c->parser.method == HTTP_HEAD;
-    write_head(c, status, content_type, extra_headers, false, len);
+    if (write_head(c, status, content_type, extra_headers, false, len) < 0) return;
     if (len > 0 && !head && !c->closing) mcp__hconn_write(c, body, len);
     if (c->closing) return;
     if (c->close_after)
@@ -258,7 +265,8 @@ void mcp__hconn_stream_begin(mcp__hconn_t *c, const char *extra_headers, void *o
     c->chunked = c->parser.http_major == 1 && c->parser.http_minor >= 1;
     /* HTTP/1.0 has no chunks: the end of the stream is the end of the connection. */
     if (!c->chunked) c->close_after = true;
-    write_head(c, 200, "text/event-stream", extra_headers, true, 0);
+    /* a head that cannot be sent closed the connection, which tells the owner */
+    (void)write_head(c, 200, "text/event-stream", extra_headers, true, 0);
 }
 
 int mcp__hconn_stream_write(mcp__hconn_t *c, const char *data, size_t len)

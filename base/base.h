@@ -105,6 +105,16 @@ const char *ptc_strerror(int err);
 /* mcp: a response's status line and headers, all of them made by the server (a few hundred
  * bytes): past it the connection is closed rather than a cut head sent. */
 #define PTC_CAP_HTTP_HEAD (16u << 10)
+/* registry: a sentence model's config.json and config_sentence_transformers.json (a few KB) */
+#define PTC_CAP_MODEL_JSON_FILE (1u << 20)
+/* registry: a remote embedder's answer to one batch (vectors as JSON numbers) */
+#define PTC_CAP_REMOTE_EMBED_RESPONSE (64u << 20)
+/* mcp: stdio output the client has not read yet: past it the client is not reading, and the
+ * server stops taking its input until half is written, so a client that never reads cannot make
+ * it buffer without bound (the output sits in two flat buffers: this is what the queue costs) */
+#define PTC_CAP_STDIO_QUEUED_OUTPUT (64u << 20)
+/* repair: the fallback repairer's answer (one chat completion) */
+#define PTC_CAP_REPAIR_RESPONSE (4u << 20)
 
 /* ---- the capped buffer ------------------------------------------------------------------- */
 

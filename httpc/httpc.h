@@ -47,6 +47,25 @@ const char *ptc_http_strerror(int err);
 #define PTC_HTTP_LOG_WARNING 4
 #define PTC_HTTP_LOG_DEBUG   7
 
+/* The client's limits (every size it caps, named here: base.h's rule). */
+/* Defaults of ptc_http_client_opts_default(). */
+#define PTC_HTTP_DEFAULT_CONNECT_MS 10000u
+#define PTC_HTTP_DEFAULT_TOTAL_MS   60000u
+#define PTC_HTTP_DEFAULT_MAX_BODY   ((size_t)16 * 1024 * 1024)
+
+/* Largest request body accepted from the caller. */
+#define PTC_HTTP_MAX_REQUEST_BODY ((size_t)64 * 1024 * 1024)
+/* Requests in flight per client; more are refused with PTC_HTTP_EBUSY. */
+#define PTC_HTTP_MAX_IN_FLIGHT 256
+/* Most caller headers per request, and the longest name and value. */
+#define PTC_HTTP_MAX_USER_HEADERS 64
+#define PTC_HTTP_MAX_HEADER_NAME  256
+#define PTC_HTTP_MAX_HEADER_VALUE 8192
+/* Longest method name ("GET", "POST", or an extension token). */
+#define PTC_HTTP_MAX_METHOD 32
+/* Ciphertext queued for one write; a TLS record adds at most a few hundred bytes. */
+#define PTC_HTTP_MAX_TLS_OUT (PTC_HTTP_MAX_REQUEST_BODY + (size_t)1024 * 1024)
+
 /** Receives one log line (no newline) at a syslog severity; line is borrowed. */
 typedef void (*ptc_http_log_fn)(void *data, int level, const char *line);
 

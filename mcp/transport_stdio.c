@@ -10,10 +10,6 @@
 #include <unistd.h>
 
 #define STDIO_READ_CHUNK 65536
-/* Past this many queued output bytes the client is not reading: stop taking input until it
- * catches up, so a client that never reads cannot make us buffer without bound. Output sits in
- * two flat buffers (below), so these bytes are what the queue costs in memory. */
-#define STDIO_MAX_QUEUED_OUTPUT (64u << 20)
 /* An output buffer that grew past this (one large answer, a burst) is freed once written
  * rather than kept for reuse, so that one burst does not hold its peak for the whole run. */
 #define STDIO_KEEP_BUFFER    (1u << 20)
@@ -83,7 +79,7 @@ static void on_write_error(mcp_stdio_t *io, int status)
 static void after_output(mcp_stdio_t *io, size_t len)
 {
     io->queued_bytes -= len;
-    if (io->read_paused && io->queued_bytes < STDIO_MAX_QUEUED_OUTPUT / 2) {
+    if (io->read_paused && io->queued_bytes < PTC_CAP_STDIO_QUEUED_OUTPUT / 2) {
         io->read_paused = false;
         start_reading(io);
     }
@@ -179,11 +175,11 @@ static int queued(mcp_stdio_t *io, size_t mark)
         uv_prepare_start(&io->flush, on_flush);
         io->flush_on = true;
     }
-    if (io->queued_bytes > STDIO_MAX_QUEUED_OUTPUT && io->reading && !io->in_is_file) {
+    if (io->queued_bytes > PTC_CAP_STDIO_QUEUED_OUTPUT && io->reading && !io->in_is_file) {
         uv_read_stop(&io->in.stream);
         io->reading = false;
         io->read_paused = true;
-    } else if (io->queued_bytes > STDIO_MAX_QUEUED_OUTPUT) {
+    } else if (io->queued_bytes > PTC_CAP_STDIO_QUEUED_OUTPUT) {
         io->read_paused = true;
     }
     return MCP_OK;

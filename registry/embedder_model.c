@@ -15,8 +15,6 @@
  * (tensor names, shapes, offsets) and the first and last tensor bytes. Hashing all 90 MB
  * would cost a few hundred ms at every start for no practical gain. */
 #define FINGERPRINT_EDGE_BYTES (64u * 1024u)
-/* config.json and config_sentence_transformers.json are small; larger ones are not read. */
-#define SMALL_JSON_MAX (1u << 20)
 /* Bumped when this file changes how a text becomes a vector (prompts, truncation), so that
  * cached vectors of the old behaviour are not reused. */
 #define MODEL_EMBEDDER_VERSION "2" /* 2: tool texts cut at REG_MODEL_DOC_TOKENS */
@@ -138,7 +136,7 @@ static int fingerprint(const char *dir, char hex[17])
     mbedtls_sha256_init(&ctx);
     int rc = mbedtls_sha256_starts_ret(&ctx, 0);
     size_t len = 0;
-    char *cfg = rc == 0 ? read_small(dir, "config.json", SMALL_JSON_MAX, &len) : NULL;
+    char *cfg = rc == 0 ? read_small(dir, "config.json", PTC_CAP_MODEL_JSON_FILE, &len) : NULL;
     if (cfg == NULL) rc = -1;
     if (rc == 0) rc = mbedtls_sha256_update_ret(&ctx, (const unsigned char *)cfg, len);
     free(cfg);
@@ -156,7 +154,8 @@ static int fingerprint(const char *dir, char hex[17])
  * trained with an instruction (bge, e5) need it on queries to rank well. */
 static void read_prompts(model_embedder_t *me, const char *dir)
 {
-    char *text = read_small(dir, "config_sentence_transformers.json", SMALL_JSON_MAX, NULL);
+    char *text =
+        read_small(dir, "config_sentence_transformers.json", PTC_CAP_MODEL_JSON_FILE, NULL);
     cJSON *root = text ? cJSON_Parse(text) : NULL;
     free(text);
     const cJSON *prompts = cJSON_GetObjectItemCaseSensitive(root, "prompts");

@@ -14,12 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REMOTE_BATCH        64   /* texts per request */
-#define REMOTE_RETRIES      2    /* after the first try, for network errors and 5xx/429 */
-#define REMOTE_BACKOFF_MS   250u /* doubled per retry */
-#define REMOTE_TIMEOUT_MS   30000u
-#define REMOTE_MAX_RESPONSE (64u << 20)
-#define REMOTE_MAX_DIM      8192u
+#define REMOTE_BATCH      64   /* texts per request */
+#define REMOTE_RETRIES    2    /* after the first try, for network errors and 5xx/429 */
+#define REMOTE_BACKOFF_MS 250u /* doubled per retry */
+#define REMOTE_TIMEOUT_MS 30000u
+#define REMOTE_MAX_DIM    8192u
 
 typedef enum api { API_OPENAI, API_OLLAMA } api_t;
 
@@ -64,7 +63,7 @@ static int post_json(const remote_t *rm, const char *payload, sync_req_t *out)
     ptc_http_client_opts_default(&o);
     o.ca_file = rm->ca_file;
     o.total_timeout_ms = REMOTE_TIMEOUT_MS;
-    o.max_response_bytes = REMOTE_MAX_RESPONSE;
+    o.max_response_bytes = PTC_CAP_REMOTE_EMBED_RESPONSE;
     ptc_http_client_t *http = NULL;
     int rc = ptc_http_client_new(&loop, &o, NULL, NULL, &http);
     if (rc == 0) {

@@ -8,11 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HTTP_REPAIR_TIMEOUT_MS   120000u /* the request's own deadline usually ends it first */
-#define HTTP_REPAIR_MAX_RESPONSE (4u << 20)
-#define HTTP_REPAIR_KEY_MAX      4096
-#define HTTP_REPAIR_URL_MAX      2048
-#define HTTP_REPAIR_BODY_SHOWN   200 /* bytes of an error answer's body quoted */
+#define HTTP_REPAIR_TIMEOUT_MS 120000u /* the request's own deadline usually ends it first */
+#define HTTP_REPAIR_KEY_MAX    4096
+#define HTTP_REPAIR_URL_MAX    2048
+#define HTTP_REPAIR_BODY_SHOWN 200 /* bytes of an error answer's body quoted */
 
 struct ptc_repair_http {
     ptc_http_client_t *http;
@@ -91,7 +90,7 @@ int ptc_repair_http_new(uv_loop_t *loop, const char *url, const char *model, con
     ptc_http_client_opts_default(&o);
     o.ca_file = ca_file;
     o.total_timeout_ms = HTTP_REPAIR_TIMEOUT_MS;
-    o.max_response_bytes = HTTP_REPAIR_MAX_RESPONSE;
+    o.max_response_bytes = PTC_CAP_REPAIR_RESPONSE;
     int rc = ptc_http_client_new(loop, &o, log, log_data, &r->http);
     if (rc < 0) {
         snprintf(msg, msg_size, "the repair endpoint's HTTP client cannot be set up: %s%s",

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 typedef struct client_waiter {
     bool (*pred)(void *);
@@ -46,22 +47,6 @@ static inline FILE *client_log_open(char **buf, size_t *len, mcp_logger_t *lg)
     return f;
 }
 
-static inline void client_close_walk(uv_handle_t *h, void *arg)
-{
-    (void)arg;
-    if (!uv_is_closing(h)) uv_close(h, NULL);
-}
-
-/* Closes guard and lets the loop finish what freed clients left (their children stop in the
- * background), closing any handle still open; the loop can then be closed. */
-static inline void client_loop_drain(uv_loop_t *loop, uv_timer_t *guard)
-{
-    uv_close((uv_handle_t *)guard, NULL);
-    uv_run(loop, UV_RUN_DEFAULT);
-    uv_walk(loop, client_close_walk, NULL);
-    uv_run(loop, UV_RUN_DEFAULT);
-}
-
 /* The teardown's check: lets the loop finish what freed clients left (their children stop in
  * the background), then closes guard and asserts that nothing else was left on loop, which
  * closes empty. guard is rearmed for ms (unref'd: it never keeps the loop alive, but a handle
@@ -99,6 +84,35 @@ static inline void client_run_until(uv_loop_t *loop, uv_timer_t *guard, const bo
         fflush(logf);
         fail_msg("gave up waiting; log:\n%s", *logbuf != NULL ? *logbuf : "");
     }
+}
+
+/* What every downstream client test's environment starts with: the loop, its guard and a
+ * debug log in memory. */
+typedef struct client_env {
+    uv_loop_t loop;
+    uv_timer_t guard;
+    bool guard_fired;
+    FILE *logf;
+    char *logbuf;
+    size_t loglen;
+    mcp_logger_t lg;
+} client_env_t;
+
+/* The loop, the guard started for ms, the log. */
+static inline void client_env_open(client_env_t *ce, uint64_t ms)
+{
+    assert_int_equal(uv_loop_init(&ce->loop), 0);
+    client_guard_start(&ce->loop, &ce->guard, &ce->guard_fired, ms);
+    ce->logf = client_log_open(&ce->logbuf, &ce->loglen, &ce->lg);
+    assert_non_null(ce->logf);
+}
+
+/* The teardown's check (client_loop_close_empty, the guard rearmed for ms), then the log. */
+static inline void client_env_close(client_env_t *ce, uint64_t ms)
+{
+    client_loop_close_empty(&ce->loop, &ce->guard, &ce->guard_fired, ms);
+    fclose(ce->logf);
+    free(ce->logbuf);
 }
 
 #endif

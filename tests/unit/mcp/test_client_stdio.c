@@ -38,13 +38,7 @@ typedef struct rec {
 } rec_t;
 
 typedef struct env {
-    uv_loop_t loop;
-    uv_timer_t guard;
-    bool guard_fired;
-    FILE *logf;
-    char *logbuf;
-    size_t loglen;
-    mcp_logger_t lg;
+    client_env_t ce; /* the loop, its guard, the log */
     mcp_downstream_config_t cfg;
     rec_t recs[2];
     char fixtures[PATH_MAX];
@@ -66,10 +60,7 @@ static env_t *env_open(void)
 {
     env_t *e = calloc(1, sizeof *e);
     assert_non_null(e);
-    assert_int_equal(uv_loop_init(&e->loop), 0);
-    client_guard_start(&e->loop, &e->guard, &e->guard_fired, GUARD_MS);
-    e->logf = client_log_open(&e->logbuf, &e->loglen, &e->lg);
-    assert_non_null(e->logf);
+    client_env_open(&e->ce, GUARD_MS);
     /* tests/unit/mcp/this.c -> tests/fixtures */
     char here[PATH_MAX];
     FMT(here, sizeof here, "%s", __FILE__);
@@ -89,24 +80,23 @@ static int teardown(void **state)
         for (size_t j = 0; j < e->recs[i].n_states; j++)
             free(e->recs[i].reasons[j]);
     }
-    client_loop_close_empty(&e->loop, &e->guard, &e->guard_fired, GUARD_MS);
+    client_env_close(&e->ce, GUARD_MS);
     mcp_downstream_config_close(&e->cfg);
-    fclose(e->logf);
-    free(e->logbuf);
     free(e);
     return 0;
 }
 
 static bool log_has(env_t *e, const char *needle)
 {
-    fflush(e->logf);
-    return e->logbuf != NULL && strstr(e->logbuf, needle) != NULL;
+    fflush(e->ce.logf);
+    return e->ce.logbuf != NULL && strstr(e->ce.logbuf, needle) != NULL;
 }
 
 /* Runs the loop until pred holds. */
 static void run_until(env_t *e, bool (*pred)(void *), void *arg)
 {
-    client_run_until(&e->loop, &e->guard, &e->guard_fired, e->logf, &e->logbuf, pred, arg);
+    client_run_until(&e->ce.loop, &e->ce.guard, &e->ce.guard_fired, e->ce.logf, &e->ce.logbuf, pred,
+                     arg);
 }
 
 /* --- hooks --------------------------------------------------------------------------------- */
@@ -189,8 +179,8 @@ static mcp_client_t *make_client(env_t *e, int idx, const char *config,
     rec_t *r = &e->recs[idx];
     r->e = e;
     r->hooks = hooks_for(r, peer);
-    assert_int_equal(mcp_client_new(&e->loop, &e->cfg.servers[idx], opts, &r->hooks, &e->lg, &r->c),
-                     0);
+    assert_int_equal(
+        mcp_client_new(&e->ce.loop, &e->cfg.servers[idx], opts, &r->hooks, &e->ce.lg, &r->c), 0);
     return r->c;
 }
 
@@ -835,15 +825,15 @@ static void stderr_lines_go_to_the_log_cut_to_size(void **state)
 {
     env_t *e = *state;
     run_until(e, log_has_cut, e);
-    fflush(e->logf);
+    fflush(e->ce.logf);
     /* The cut line holds exactly the limit's worth of the 10000 Ls. */
     char want[128];
     memset(want, 'L', 100);
     want[100] = ' ';
     want[101] = '[';
     want[102] = '\0';
-    assert_non_null(strstr(e->logbuf, want));
-    assert_null(strstr(e->logbuf,
+    assert_non_null(strstr(e->ce.logbuf, want));
+    assert_null(strstr(e->ce.logbuf,
                        "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL"
                        "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL"));
     run_until(e, is_ready, &e->recs[0]);
@@ -863,9 +853,9 @@ static void a_stderr_flood_is_counted_not_logged(void **state)
     stopped_t s = {0};
     mcp_client_stop(c, on_stopped, &s);
     run_until(e, log_has_suppressed, e);
-    fflush(e->logf);
+    fflush(e->ce.logf);
     size_t lines = 0;
-    for (const char *p = e->logbuf; (p = strstr(p, "] flood ")) != NULL; p++)
+    for (const char *p = e->ce.logbuf; (p = strstr(p, "] flood ")) != NULL; p++)
         lines++;
     assert_true(lines >= 100); /* the first second's share */
     assert_true(lines < 20000);

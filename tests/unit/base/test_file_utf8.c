@@ -99,8 +99,7 @@ static void test_valid_len_tells_a_character_cut_at_the_end(void **state)
     for (size_t c = 0; c < sizeof chars / sizeof chars[0]; c++) {
         char buf[16];
         size_t clen = strlen(chars[c]);
-        memcpy(buf, "ab", 2);
-        memcpy(buf + 2, chars[c], clen);
+        snprintf(buf, sizeof buf, "ab%s", chars[c]);
         bool cut = true;
         assert_int_equal(ptc_utf8_valid_len(buf, 2 + clen, &cut), 2 + clen);
         assert_false(cut);

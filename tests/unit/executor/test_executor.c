@@ -1326,11 +1326,11 @@ static void warm_death_unseen(fixture_t *fx, bool interpreter_only)
     /* the loop does not run until the next run is started */
     pid_t last = interpreter_only ? init : launcher; /* init reports the end, then exits */
     for (int i = 0; i < 500 && !process_ended(last); i++) {
-        struct timespec ts = {0, 10 * 1000 * 1000};
+        struct timespec ts = {0, 10000000L};
         nanosleep(&ts, NULL);
     }
     assert_true(process_ended(last));
-    struct timespec settle = {0, 100 * 1000 * 1000};
+    struct timespec settle = {0, 100000000L};
     nanosleep(&settle, NULL);
     start(pool, "print(2)", T_TIMEOUT_MS, &c, NULL);
     if (interpreter_only) assert_int_equal(kill(launcher, SIGCONT), 0);

@@ -53,11 +53,13 @@ void exec__files_rx_free(struct exec__files_rx *rx)
 static int push(struct exec__files_rx *rx)
 {
     /* Two arrays of one capacity: both grow from the same cap to the same size, and cap_files
-     * moves only when both did. No cap but memory, as before; the codes are base's. */
+     * moves only when both did. Their cap is the bound a record line is refused past (the kept
+     * files, then as many omitted ones listed by name); the codes are base's. */
+    size_t most = (size_t)rx->lim.count + EXEC_FILES_LIMIT_COUNT;
     size_t cap_f = rx->cap_files, cap_o = rx->cap_files;
-    int rc = ptc_array_reserve(&rx->files, &cap_f, rx->n_files + 1, sizeof *rx->files, SIZE_MAX);
+    int rc = ptc_array_reserve(&rx->files, &cap_f, rx->n_files + 1, sizeof *rx->files, most);
     if (rc == 0)
-        rc = ptc_array_reserve(&rx->owned, &cap_o, rx->n_files + 1, sizeof *rx->owned, SIZE_MAX);
+        rc = ptc_array_reserve(&rx->owned, &cap_o, rx->n_files + 1, sizeof *rx->owned, most);
     if (rc < 0) return rc;
     rx->cap_files = cap_o;
     rx->owned[rx->n_files] = (struct exec__owned){rx->cur_name, rx->cur_data};

@@ -315,16 +315,23 @@ static const struct {
 };
 #define N_NS_LAYERS (sizeof ns_layers / sizeof ns_layers[0])
 
-/* Hands the zygote a descriptor of init's net namespace (SCM_RIGHTS on its sink), so that the
-   namespace outlives the run until the zygote closes a batch of them: the kernel tears a net
-   namespace down in a worker, and a pass over a batch costs about half as much per namespace as
-   a pass for each (docs/sandbox.md). Best effort: a namespace not handed goes with its run. */
-static void hand_netns(int sink, pid_t pid)
+/* A descriptor of init's net namespace, opened while init lives (-1 when it cannot be), for
+   hand_netns at the run's end. */
+static int open_netns(pid_t pid)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+/* Hands the zygote the ended run's net namespace (fd, from open_netns; SCM_RIGHTS on its sink),
+   so that the namespace outlives the run until the zygote closes a batch of them: the kernel
+   tears a net namespace down in a worker, and a pass over a batch costs about half as much per
+   namespace as a pass for each (docs/sandbox.md). Best effort: a namespace not handed goes now.
+   Closes fd and sink. */
+static void hand_netns(int sink, int fd)
+{
+    if (fd >= 0 && sink >= 0) {
         char byte = 'n';
         struct iovec iov = {.iov_base = &byte, .iov_len = 1};
         union {
@@ -340,8 +347,9 @@ static void hand_netns(int sink, pid_t pid)
         c->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(c), &fd, sizeof fd);
         (void)sendmsg(sink, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
-        close(fd);
     }
+    if (fd >= 0) close(fd);
+    if (sink >= 0) close(sink);
 }
 
 int launch_main(int argc, char **argv, jmp_buf *resume, int netns_sink)
@@ -433,10 +441,7 @@ int launch_main(int argc, char **argv, jmp_buf *resume, int netns_sink)
     }
     close(sync_p[0]);
     close(life_p[0]);
-    if (cfg.netns_sink >= 0) {
-        if (plan.ns_flags & CLONE_NEWNET) hand_netns(cfg.netns_sink, pid);
-        close(cfg.netns_sink);
-    }
+    int netns = cfg.netns_sink >= 0 && (plan.ns_flags & CLONE_NEWNET) ? open_netns(pid) : -1;
     for (size_t i = 0; i < cfg.n_mounts; i++)
         if (cfg.mounts[i].tree_fd >= 0) close(cfg.mounts[i].tree_fd); /* init has them */
 
@@ -507,6 +512,7 @@ int launch_main(int argc, char **argv, jmp_buf *resume, int netns_sink)
         launch_cgroup_destroy(cg);
     }
     launch_report("done");
+    hand_netns(cfg.netns_sink, netns);
     close(life_p[1]);
     sigprocmask(SIG_SETMASK, &old, NULL);
     return 0;

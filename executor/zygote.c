@@ -25,8 +25,8 @@
  *
  * The pool watches a forked launcher through its pidfd (a uv_poll: readable when it exits) and
  * signals it with pidfd_send_signal; the zygote reaps it. Each launcher also hands the zygote
- * its run's net namespace on a datagram socket the zygote made (fd 4 in the launcher, closed in
- * init): the zygote keeps the ended runs' ones and closes them in batches (ZYGOTE_NETNS_BATCH,
+ * its ended run's net namespace on a datagram socket the zygote made (fd 4 in the launcher,
+ * closed in init): the zygote keeps them and closes them in batches (ZYGOTE_NETNS_BATCH,
  * or after ZYGOTE_NETNS_IDLE_S without a request), which halves the kernel's teardown per
  * namespace; a dead run's namespace holds no process and no socket, and no run can reach it.
  * The launcher's PDEATHSIG (SIGTERM) is tied to the zygote, which exits when the pool closes
@@ -48,6 +48,8 @@
 #include <unistd.h>
 
 #define ZYGOTE_MAX_REQUEST 65536 /* one R message (the launcher's argv); the script's buffer */
+#define ZYGOTE_STR_(x)     #x
+#define ZYGOTE_STR(x)      ZYGOTE_STR_(x) /* a number spelt for the script */
 /* Ended runs' net namespaces the zygote holds before it closes them together, and how long it
    holds fewer while no request comes (seconds); strings for the script. */
 #define ZYGOTE_NETNS_BATCH  "32"
@@ -105,7 +107,7 @@ static const char zygote_script[] =
     "            wait = " ZYGOTE_NETNS_IDLE_S " if held else None\n"
     "            ctl.settimeout(wait)\n"
     "        try:\n"
-    "            msg, anc, _f, _a = ctl.recvmsg(65536, _socket.CMSG_SPACE(16),\n"
+    "            msg, anc, _f, _a = ctl.recvmsg(" ZYGOTE_STR(ZYGOTE_MAX_REQUEST) ", _socket.CMSG_SPACE(16),\n"
     "                                           _socket.MSG_CMSG_CLOEXEC)\n"
     "        except TimeoutError:\n"
     "            release()\n"

@@ -57,8 +57,8 @@ mcp__entry_t *mcp__table_find(const mcp__table_t *t, const char *key)
 int mcp__table_insert(mcp__table_t *t, mcp__entry_t *e)
 {
     if (mcp__table_find(t, e->key) != NULL) return MCP_EINVAL;
-    /* No cap but memory, as before; the codes are base's (MCP_ENOMEM is PTC_ENOMEM). */
-    int rc = ptc_array_reserve(&t->v, &t->cap, t->n + 1, sizeof *t->v, SIZE_MAX);
+    /* the codes are base's (MCP_ENOMEM is PTC_ENOMEM; past the cap PTC_ETOOBIG) */
+    int rc = ptc_array_reserve(&t->v, &t->cap, t->n + 1, sizeof *t->v, MCP_MAX_LIST_ENTRIES);
     if (rc < 0) return rc;
     size_t at = lower_bound(t, e->key, true);
     memmove(t->v + at + 1, t->v + at, (t->n - at) * sizeof *t->v);

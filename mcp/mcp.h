@@ -221,8 +221,9 @@ int mcp_server_new(uv_loop_t *loop, const mcp_server_opts_t *opts, const mcp_log
 /** Frees the server. Every session must be closed first. */
 void mcp_server_free(mcp_server_t *srv);
 /** Adds a tool (strings are copied; schemas are parsed: MCP_EINVAL with a log line if a schema
- *  is not valid JSON or the name is not allowed; MCP_EINVAL also for a duplicate name). Sessions
- *  that support it get notifications/tools/list_changed. */
+ *  is not valid JSON or the name is not allowed; MCP_EINVAL also for a duplicate name;
+ *  MCP_ETOOBIG past MCP_MAX_LIST_ENTRIES tools). Sessions that support it get
+ *  notifications/tools/list_changed. */
 int mcp_server_add_tool(mcp_server_t *srv, const mcp_tool_def_t *def);
 /** While held, tool changes send no notifications/tools/list_changed; releasing sends one if
  *  anything changed meanwhile (so replacing a server's hundred tools is one notification). */
@@ -506,6 +507,7 @@ int mcp_content_validate(const cJSON *block, char *msg, size_t msg_size);
 #define MCP_MAX_PROMPT_ARGS       64       /* arguments of one prompt */
 #define MCP_MAX_COMPLETION_VALUES 100      /* values in one completion/complete answer */
 #define MCP_MAX_URI_BYTES         4096     /* longest URI or template accepted */
+#define MCP_MAX_LIST_ENTRIES      1000000  /* tools (or prompts, resources) one server offers */
 
 /**
  * Reads a resource. uri is what the client asked for (borrowed); vars (borrowed) is NULL for a

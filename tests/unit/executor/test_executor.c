@@ -1654,9 +1654,9 @@ static unsigned held_net_namespaces(pid_t pid)
     return n;
 }
 
-/* The zygote keeps the runs' net namespaces (each launcher hands it its run's) and closes them
-   in batches of 32, or after a second without a request (executor/zygote.c): never more than
-   32, some after a few runs, none once idle. Without the change nothing is ever held. */
+/* The zygote keeps ended runs' net namespaces (each launcher hands it its own at the end) and
+   closes them in batches of 32, or after a second without a request (executor/zygote.c): never more
+   than 32, some after a few runs, none once idle. Without the change nothing is ever held. */
 static void test_the_zygote_releases_net_namespaces_in_batches(void **state)
 {
     fixture_t *fx = *state;

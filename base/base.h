@@ -116,6 +116,30 @@ const char *ptc_strerror(int err);
 /* repair: the fallback repairer's answer (one chat completion) */
 #define PTC_CAP_REPAIR_RESPONSE (4u << 20)
 
+/* The most entries a growable array may hold (ptc_array_reserve's max), where no cap of a
+ * library's interface bounds it already. Each is the bound the count has today, with room. */
+
+/* executor: MCP sessions whose end waits for the workspace's next loop turn: at most the MCP
+ * sessions alive at once (stdio's one, the HTTP transport's --max-http-sessions, 1000 by
+ * default); past it an ended session's runs, sessions, pages and files go by their own idle
+ * timeouts and TTLs, as on ENOMEM (the wiring logs it) */
+#define PTC_CAP_ENDED_OWNERS 65536u
+/* registry: the embedding cache's entries one eviction pass lists and sorts by age: a file is
+ * at least 84 bytes (header, one float, digest), so a cache at its default 256 MiB holds at
+ * most 3.2 million; past it the pass evicts the oldest of those it listed */
+#define PTC_CAP_CACHE_EVICT_SCAN (4u << 20)
+/* registry: the features of one text in one group of the lexical embedder (n-grams, words or
+ * word pairs): the tokenizer reads at most REG_TEXT_MAX * 4 bytes (256 KiB) and a word of n
+ * bytes gives at most WORD_MAX * (n + 2) <= 3 * WORD_MAX * n n-grams (lexical.c checks it) */
+#define PTC_CAP_TEXT_FEATURES (48u << 20)
+/* registry: the F32 copies a loaded model owns: at most 17 per layer (MODEL_MAX_LAYERS, 64)
+ * and 5 for the embeddings (model_bert_load.c checks it) */
+#define PTC_CAP_MODEL_OWNED 2048u
+/* environment: the distributions listed after a pip install (its target's *.dist-info folders):
+ * what the --packages spec (PTC_CAP_PACKAGE_SPEC) pulls in with its dependencies, a few hundred
+ * in practice; past it the list is left out, as when the folder cannot be read */
+#define PTC_CAP_INSTALLED_PACKAGES 100000u
+
 /* ---- the capped buffer ------------------------------------------------------------------- */
 
 /*

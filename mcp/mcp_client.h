@@ -25,6 +25,9 @@
 #define MCP_DOWNSTREAM_MAX_ARGS    1024
 #define MCP_DOWNSTREAM_MAX_ENV     1024
 #define MCP_DOWNSTREAM_MAX_NAME    128 /* bytes of a server name */
+/* Problems one config may have: an entry left out is one (MAX_SERVERS at most), an unknown key
+ * of an entry one more; a config past it is refused (MCP_ETOOBIG) rather than half reported. */
+#define MCP_DOWNSTREAM_MAX_PROBLEMS 4096
 
 typedef enum mcp_downstream_kind {
     MCP_DOWNSTREAM_STDIO = 0, /* "command" (+ "args", "env", "cwd"); "type" absent or "stdio" */
@@ -85,7 +88,8 @@ typedef struct mcp_downstream_config {
  * (/proc/self/exe), and every stdio entry when this process was started by a ptc-mcp
  * (MCP_DOWNSTREAM_PARENT_ENV in its environment). Other top-level keys (such as "ptc") are
  * ignored. On MCP_OK, *out owns its strings: release with mcp_downstream_config_close. On
- * error *out is empty.
+ * error (MCP_EINVAL, MCP_ENOMEM, MCP_ETOOBIG past MCP_DOWNSTREAM_MAX_PROBLEMS; msg says which)
+ * *out is empty.
  */
 int mcp_downstream_config_parse(const char *json, size_t len, mcp_downstream_config_t *out,
                                 char *msg, size_t msg_size);

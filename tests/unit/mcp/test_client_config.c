@@ -199,6 +199,40 @@ static void unknown_keys_are_warnings_naming_them(void **state)
     mcp_downstream_config_close(&cfg);
 }
 
+/* A config of one entry with `unknown` keys nobody reads (caller frees). */
+static char *config_with_unknown_keys(size_t unknown)
+{
+    size_t size = 64 + unknown * 16;
+    char *json = malloc(size);
+    assert_non_null(json);
+    size_t at = (size_t)snprintf(json, size, "{\"mcpServers\": {\"a\": {\"command\": \"x\"");
+    for (size_t i = 0; i < unknown; i++)
+        at += (size_t)snprintf(json + at, size - at, ", \"k%zu\": 1", i);
+    snprintf(json + at, size - at, "}}}");
+    return json;
+}
+
+/* Every problem of a config is reported or the config is refused: never a list cut short. */
+static void a_config_past_the_problems_cap_is_refused_whole(void **state)
+{
+    (void)state;
+    mcp_downstream_config_t cfg;
+    char *json = config_with_unknown_keys(MCP_DOWNSTREAM_MAX_PROBLEMS);
+    parse_ok(json, &cfg);
+    assert_int_equal(cfg.n_servers, 1);
+    assert_int_equal(cfg.n_problems, MCP_DOWNSTREAM_MAX_PROBLEMS);
+    mcp_downstream_config_close(&cfg);
+    free(json);
+
+    json = config_with_unknown_keys(MCP_DOWNSTREAM_MAX_PROBLEMS + 1);
+    char msg[512];
+    assert_int_equal(parse(json, &cfg, msg, sizeof msg), MCP_ETOOBIG);
+    assert_int_equal(cfg.n_servers, 0);
+    assert_int_equal(cfg.n_problems, 0);
+    assert_non_null(strstr(msg, "more than 4096 problems"));
+    free(json);
+}
+
 /* "disabled": true (Cline and others) means the user asked for the server not to run; VS Code's
  * "envFile" is not read, so the server would miss variables without a word. */
 static void disabled_entries_stay_off_and_env_file_warns(void **state)
@@ -314,6 +348,7 @@ int main(void)
         cmocka_unit_test(a_duplicate_name_drops_the_second),
         cmocka_unit_test(invalid_json_names_the_line_and_column),
         cmocka_unit_test(unknown_keys_are_warnings_naming_them),
+        cmocka_unit_test(a_config_past_the_problems_cap_is_refused_whole),
         cmocka_unit_test(disabled_entries_stay_off_and_env_file_warns),
         cmocka_unit_test(an_entry_that_starts_itself_is_refused),
         cmocka_unit_test(a_downstream_ptc_mcp_starts_no_processes),

@@ -113,6 +113,12 @@ const char *ptc_strerror(int err);
  * server stops taking its input until half is written, so a client that never reads cannot make
  * it buffer without bound (the output sits in two flat buffers: this is what the queue costs) */
 #define PTC_CAP_STDIO_QUEUED_OUTPUT (64u << 20)
+/* mcp: each of stdio's two output buffers (the one being written and the one gathering the next
+ * write). Back-pressure bounds them: past PTC_CAP_STDIO_QUEUED_OUTPUT no more input is read, so
+ * only the answers of requests already read can still come, each at most tens of MiB (64 MiB of
+ * execute_code text, a resource page). Past this cap a message is dropped with a log line, and
+ * an answer is replaced by a JSON-RPC error that says so. */
+#define PTC_CAP_STDIO_OUTPUT_BUFFER (4u * PTC_CAP_STDIO_QUEUED_OUTPUT)
 /* repair: the fallback repairer's answer (one chat completion) */
 #define PTC_CAP_REPAIR_RESPONSE (4u << 20)
 

@@ -121,6 +121,9 @@ const char *ptc_strerror(int err);
 #define PTC_CAP_STDIO_OUTPUT_BUFFER (4u * PTC_CAP_STDIO_QUEUED_OUTPUT)
 /* repair: the fallback repairer's answer (one chat completion) */
 #define PTC_CAP_REPAIR_RESPONSE (4u << 20)
+/* executor: one request to the zygote (R and the launcher's argv, a few KB): the buffer it is
+ * built in and the zygote script's receive buffer, which is spelt from it (so a plain number) */
+#define PTC_CAP_ZYGOTE_REQUEST 65536
 
 /* The most entries a growable array may hold (ptc_array_reserve's max), where no cap of a
  * library's interface bounds it already. Each is the bound the count has today, with room. */
@@ -145,6 +148,10 @@ const char *ptc_strerror(int err);
  * what the --packages spec (PTC_CAP_PACKAGE_SPEC) pulls in with its dependencies, a few hundred
  * in practice; past it the list is left out, as when the folder cannot be read */
 #define PTC_CAP_INSTALLED_PACKAGES 100000u
+/* executor: the entries of a workspace session's output folder the launcher compares before and
+ * after a cell, to send what the cell changed; past it the entries the folder lists later are
+ * neither compared nor sent */
+#define PTC_CAP_SESSION_SNAPSHOT 1024u
 
 /* ---- the capped buffer ------------------------------------------------------------------- */
 

@@ -124,6 +124,9 @@ const char *ptc_strerror(int err);
 /* executor: one request to the zygote (R and the launcher's argv, a few KB): the buffer it is
  * built in and the zygote script's receive buffer, which is spelt from it (so a plain number) */
 #define PTC_CAP_ZYGOTE_REQUEST 65536
+/* server: a prompt's "task" argument, the guide's last part (a longer one is cut on a character
+ * boundary, with a note saying so) */
+#define PTC_CAP_PROMPT_TASK 8192u
 
 /* The most entries a growable array may hold (ptc_array_reserve's max), where no cap of a
  * library's interface bounds it already. Each is the bound the count has today, with room. */

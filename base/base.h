@@ -118,7 +118,7 @@ const char *ptc_strerror(int err);
  * only the answers of requests already read can still come, each at most tens of MiB (64 MiB of
  * execute_code text, a resource page). Past this cap a message is dropped with a log line, and
  * an answer is replaced by a JSON-RPC error that says so. */
-#define PTC_CAP_STDIO_OUTPUT_BUFFER (4u * PTC_CAP_STDIO_QUEUED_OUTPUT)
+#define PTC_CAP_STDIO_OUTPUT_BUFFER ((size_t)4 * PTC_CAP_STDIO_QUEUED_OUTPUT)
 /* repair: the fallback repairer's answer (one chat completion) */
 #define PTC_CAP_REPAIR_RESPONSE (4u << 20)
 /* executor: one request to the zygote (R and the launcher's argv, a few KB): the buffer it is

@@ -128,8 +128,9 @@ static int parse_kv(const cJSON *entry, const char *key, const char *name,
     if (!cJSON_IsObject(obj))
         ERR("mcpServers.%s.%s: expected an object of strings ({\"NAME\": \"value\"})", name, key);
     size_t n = (size_t)cJSON_GetArraySize(obj);
-    if (n > MCP_DOWNSTREAM_MAX_ENV)
-        ERR("mcpServers.%s.%s: more than %d entries", name, key, MCP_DOWNSTREAM_MAX_ENV);
+    /* Headers have a cap of their own: the HTTP client's, which would otherwise cut them. */
+    int max = strcmp(key, "headers") == 0 ? MCP_DOWNSTREAM_MAX_HEADERS : MCP_DOWNSTREAM_MAX_ENV;
+    if (n > (size_t)max) ERR("mcpServers.%s.%s: more than %d entries", name, key, max);
     if (n == 0) return MCP_OK;
     mcp_downstream_kv_t *kv = calloc(n, sizeof *kv);
     if (kv == NULL) return MCP_ENOMEM;

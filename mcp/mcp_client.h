@@ -24,6 +24,9 @@
 #define MCP_DOWNSTREAM_MAX_SERVERS 256 /* entries in one config */
 #define MCP_DOWNSTREAM_MAX_ARGS    1024
 #define MCP_DOWNSTREAM_MAX_ENV     1024
+/* "headers" of an http entry: the HTTP client sends at most 64 (PTC_HTTP_MAX_USER_HEADERS), and
+ * the rest is for the 6 a request adds itself and a tool call's Mcp-Param-* headers. */
+#define MCP_DOWNSTREAM_MAX_HEADERS 32
 #define MCP_DOWNSTREAM_MAX_NAME    128 /* bytes of a server name */
 /* Problems one config may have: an entry left out is one (MAX_SERVERS at most), an unknown key
  * of an entry one more; a config past it is refused (MCP_ETOOBIG) rather than half reported. */
@@ -204,6 +207,8 @@ void mcp_client_opts_default(mcp_client_opts_t *opts);
  * and MCP_DOWNSTREAM_PARENT_ENV. Its PATH is the entry's PATH (if given)
  * followed by the base PATH, and the command is looked up there. Borrows loop, hooks and lg
  * (they must outlive the client). Starts nothing: call mcp_client_start. *out set on MCP_OK.
+ * MCP_EINVAL for an entry the config parser would refuse (no command, no url, more than
+ * MCP_DOWNSTREAM_MAX_HEADERS headers).
  */
 int mcp_client_new(uv_loop_t *loop, const mcp_downstream_server_t *entry,
                    const mcp_client_opts_t *opts, const mcp_client_hooks_t *hooks,

@@ -132,8 +132,8 @@ const char *ptc_strerror(int err);
  * library's interface bounds it already. Each is the bound the count has today, with room. */
 
 /* executor: MCP sessions whose end waits for the workspace's next loop turn: at most the MCP
- * sessions alive at once (stdio's one, the HTTP transport's --max-http-sessions, 1000 by
- * default); past it an ended session's runs, sessions, pages and files go by their own idle
+ * sessions alive at once (stdio's one, the HTTP transport's MCP_HTTP_DEFAULT_MAX_SESSIONS,
+ * 1000); past it an ended session's runs, sessions, pages and files go by their own idle
  * timeouts and TTLs, as on ENOMEM (the wiring logs it) */
 #define PTC_CAP_ENDED_OWNERS 65536u
 /* registry: the embedding cache's entries one eviction pass lists and sorts by age: a file is
@@ -151,9 +151,9 @@ const char *ptc_strerror(int err);
  * what the --packages spec (PTC_CAP_PACKAGE_SPEC) pulls in with its dependencies, a few hundred
  * in practice; past it the list is left out, as when the folder cannot be read */
 #define PTC_CAP_INSTALLED_PACKAGES 100000u
-/* executor: the entries of a workspace session's output folder the launcher compares before and
- * after a cell, to send what the cell changed; past it the entries the folder lists later are
- * neither compared nor sent */
+/* executor: the entries of a run's output folder the launcher looks at to send what the run
+ * made (a one-shot run's at its end, a workspace session's before and after each cell); past it
+ * the entries the folder lists later are neither compared nor sent */
 #define PTC_CAP_SESSION_SNAPSHOT 1024u
 
 /* ---- the capped buffer ------------------------------------------------------------------- */

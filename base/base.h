@@ -113,8 +113,48 @@ const char *ptc_strerror(int err);
  * server stops taking its input until half is written, so a client that never reads cannot make
  * it buffer without bound (the output sits in two flat buffers: this is what the queue costs) */
 #define PTC_CAP_STDIO_QUEUED_OUTPUT (64u << 20)
+/* mcp: each of stdio's two output buffers (the one being written and the one gathering the next
+ * write). Back-pressure bounds them: past PTC_CAP_STDIO_QUEUED_OUTPUT no more input is read, so
+ * only the answers of requests already read can still come, each at most tens of MiB (64 MiB of
+ * execute_code text, a resource page). Past this cap a message is dropped with a log line, and
+ * an answer is replaced by a JSON-RPC error that says so. */
+#define PTC_CAP_STDIO_OUTPUT_BUFFER ((size_t)4 * PTC_CAP_STDIO_QUEUED_OUTPUT)
 /* repair: the fallback repairer's answer (one chat completion) */
 #define PTC_CAP_REPAIR_RESPONSE (4u << 20)
+/* executor: one request to the zygote (R and the launcher's argv, a few KB): the buffer it is
+ * built in and the zygote script's receive buffer, which is spelt from it (so a plain number) */
+#define PTC_CAP_ZYGOTE_REQUEST 65536
+/* server: a prompt's "task" argument, the guide's last part (a longer one is cut on a character
+ * boundary, with a note saying so) */
+#define PTC_CAP_PROMPT_TASK 8192u
+
+/* The most entries a growable array may hold (ptc_array_reserve's max), where no cap of a
+ * library's interface bounds it already. Each is the bound the count has today, with room. */
+
+/* executor: MCP sessions whose end waits for the workspace's next loop turn: at most the MCP
+ * sessions alive at once (stdio's one, the HTTP transport's MCP_HTTP_DEFAULT_MAX_SESSIONS,
+ * 1000); past it an ended session's runs, sessions, pages and files go by their own idle
+ * timeouts and TTLs, as on ENOMEM (the wiring logs it) */
+#define PTC_CAP_ENDED_OWNERS 65536u
+/* registry: the embedding cache's entries one eviction pass lists and sorts by age: a file is
+ * at least 84 bytes (header, one float, digest), so a cache at its default 256 MiB holds at
+ * most 3.2 million; past it the pass evicts the oldest of those it listed */
+#define PTC_CAP_CACHE_EVICT_SCAN (4u << 20)
+/* registry: the features of one text in one group of the lexical embedder (n-grams, words or
+ * word pairs): the tokenizer reads at most REG_TEXT_MAX * 4 bytes (256 KiB) and a word of n
+ * bytes gives at most WORD_MAX * (n + 2) <= 3 * WORD_MAX * n n-grams (lexical.c checks it) */
+#define PTC_CAP_TEXT_FEATURES (48u << 20)
+/* registry: the F32 copies a loaded model owns: at most 17 per layer (MODEL_MAX_LAYERS, 64)
+ * and 5 for the embeddings (model_bert_load.c checks it) */
+#define PTC_CAP_MODEL_OWNED 2048u
+/* environment: the distributions listed after a pip install (its target's *.dist-info folders):
+ * what the --packages spec (PTC_CAP_PACKAGE_SPEC) pulls in with its dependencies, a few hundred
+ * in practice; past it the list is left out, as when the folder cannot be read */
+#define PTC_CAP_INSTALLED_PACKAGES 100000u
+/* executor: the entries of a run's output folder the launcher looks at to send what the run
+ * made (a one-shot run's at its end, a workspace session's before and after each cell); past it
+ * the entries the folder lists later are neither compared nor sent */
+#define PTC_CAP_SESSION_SNAPSHOT 1024u
 
 /* ---- the capped buffer ------------------------------------------------------------------- */
 

@@ -106,22 +106,28 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* "name version, ..." from the *.dist-info folders pip left in site (malloc'd, or NULL). */
+/* "name version, ..." from the *.dist-info folders pip left in site (malloc'd), or NULL when
+ * the folder cannot be read or the list cannot be made whole (past PTC_CAP_INSTALLED_PACKAGES,
+ * or out of memory): no list rather than a list that leaves some out. */
 static char *list_installed(const char *site)
 {
     DIR *d = opendir(site);
     if (d == NULL) return NULL;
     char **names = NULL;
     size_t n = 0, cap = 0, total = 1;
+    bool whole = true;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
+    while (whole && (e = readdir(d)) != NULL) {
         size_t len = strlen(e->d_name);
         if (len <= 10 || strcmp(e->d_name + len - 10, ".dist-info") != 0) continue;
         char *dash = strchr(e->d_name, '-');
         if (dash == NULL) continue;
-        if (ptc_array_reserve(&names, &cap, n + 1, sizeof *names, SIZE_MAX) < 0) break;
-        char *s = strndup(e->d_name, len - 10);
-        if (s == NULL) break;
+        char *s = NULL;
+        if (ptc_array_reserve(&names, &cap, n + 1, sizeof *names, PTC_CAP_INSTALLED_PACKAGES) < 0 ||
+            (s = strndup(e->d_name, len - 10)) == NULL) {
+            whole = false;
+            continue;
+        }
         /* "python_dateutil-2.9.0" -> "python-dateutil 2.9.0": the name as PEP 503 spells it */
         size_t name_len = (size_t)(dash - e->d_name);
         for (size_t k = 0; k < name_len; k++)
@@ -131,7 +137,7 @@ static char *list_installed(const char *site)
         total += strlen(s) + 2;
     }
     closedir(d);
-    char *out = malloc(total);
+    char *out = whole ? malloc(total) : NULL;
     if (out) {
         size_t at = 0;
         if (n) qsort(names, n, sizeof *names, cmp_str);

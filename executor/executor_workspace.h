@@ -73,7 +73,8 @@ void exec_workspace_stop(exec_workspace_t *ws);
 void exec_workspace_free(exec_workspace_t *ws);
 /** owner (EXEC_OWNER_BYTES, copied) has ended for good: at the loop's next turn its runs go
  *  (run_ended), then its sessions (session_ended), its pages and its files (owner_dropped).
- *  Not at once, because the caller may hold one of its entries now. EXEC_ENOMEM: nothing goes
+ *  Not at once, because the caller may hold one of its entries now. EXEC_ENOMEM, or
+ *  EXEC_ETOOBIG past PTC_CAP_ENDED_OWNERS ends waiting for that turn: nothing goes
  *  early (each entry still ends by its own bound). */
 int exec_ws_owner_ended(exec_workspace_t *ws, const unsigned char *owner);
 /** Writes prefix and 32 hex digits of fresh random bytes (128 bits) into buf (size bytes, at

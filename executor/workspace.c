@@ -558,9 +558,9 @@ static void on_ends(uv_timer_t *t)
 
 int exec_ws_owner_ended(exec_workspace_t *ws, const unsigned char *owner)
 {
-    /* No cap but memory, as before; the codes are base's (EXEC_ENOMEM is PTC_ENOMEM). */
-    int rc =
-        ptc_array_reserve(&ws->ends, &ws->cap_ends, ws->n_ends + 1, sizeof *ws->ends, SIZE_MAX);
+    /* the codes are base's (EXEC_ENOMEM is PTC_ENOMEM; past the cap PTC_ETOOBIG) */
+    int rc = ptc_array_reserve(&ws->ends, &ws->cap_ends, ws->n_ends + 1, sizeof *ws->ends,
+                               PTC_CAP_ENDED_OWNERS);
     if (rc < 0) return rc;
     memcpy(ws->ends[ws->n_ends++], owner, EXEC_OWNER_BYTES);
     uv_timer_start(ws->ends_timer, on_ends, 0, 0);

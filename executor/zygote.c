@@ -47,9 +47,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define ZYGOTE_MAX_REQUEST 65536 /* one R message (the launcher's argv); the script's buffer */
-#define ZYGOTE_STR_(x)     #x
-#define ZYGOTE_STR(x)      ZYGOTE_STR_(x) /* a number spelt for the script */
+#define ZYGOTE_STR_(x) #x
+#define ZYGOTE_STR(x)  ZYGOTE_STR_(x) /* a number spelt for the script */
 /* Ended runs' net namespaces the zygote holds before it closes them together, and how long it
    holds fewer while no request comes (seconds); strings for the script. */
 #define ZYGOTE_NETNS_BATCH  "32"
@@ -107,7 +106,7 @@ static const char zygote_script[] =
     "            wait = " ZYGOTE_NETNS_IDLE_S " if held else None\n"
     "            ctl.settimeout(wait)\n"
     "        try:\n"
-    "            msg, anc, _f, _a = ctl.recvmsg(" ZYGOTE_STR(ZYGOTE_MAX_REQUEST) ", _socket.CMSG_SPACE(16),\n"
+    "            msg, anc, _f, _a = ctl.recvmsg(" ZYGOTE_STR(PTC_CAP_ZYGOTE_REQUEST) ", _socket.CMSG_SPACE(16),\n"
     "                                           _socket.MSG_CMSG_CLOEXEC)\n"
     "        except TimeoutError:\n"
     "            release()\n"
@@ -456,13 +455,13 @@ int exec__zygote_spawn(exec_run_t *run, char *const *argv)
 {
     struct exec__zygote *z = run->pool->zygote;
     if (!z || z->fd < 0) return -1;
-    char *req = malloc(ZYGOTE_MAX_REQUEST);
+    char *req = malloc(PTC_CAP_ZYGOTE_REQUEST);
     if (!req) return -1;
     size_t len = 2;
     memcpy(req, "R ", 2);
     for (size_t i = 0; argv[i]; i++) {
         size_t a = strlen(argv[i]) + (i ? 1 : 0);
-        if (len + a > ZYGOTE_MAX_REQUEST) {
+        if (len + a > PTC_CAP_ZYGOTE_REQUEST) {
             free(req);
             return -1;
         }

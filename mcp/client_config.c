@@ -59,11 +59,10 @@ void mcp_downstream_config_close(mcp_downstream_config_t *cfg)
 static int add_problem(mcp_downstream_config_t *cfg, const char *server, bool dropped,
                        const char *message)
 {
-    /* No cap of its own: at most one problem per entry and per key of the config, whose text
-     * is capped where it is read. */
-    if (ptc_array_reserve(&cfg->problems, &cfg->cap_problems, cfg->n_problems + 1,
-                          sizeof *cfg->problems, SIZE_MAX) < 0)
-        return MCP_ENOMEM;
+    /* the codes are base's (MCP_ENOMEM is PTC_ENOMEM; past the cap MCP_ETOOBIG) */
+    int rc = ptc_array_reserve(&cfg->problems, &cfg->cap_problems, cfg->n_problems + 1,
+                               sizeof *cfg->problems, MCP_DOWNSTREAM_MAX_PROBLEMS);
+    if (rc < 0) return rc;
     mcp_downstream_problem_t *pr = &cfg->problems[cfg->n_problems];
     pr->server = server != NULL ? mcp__strdup(server) : NULL;
     pr->message = mcp__strdup(message);
@@ -129,8 +128,9 @@ static int parse_kv(const cJSON *entry, const char *key, const char *name,
     if (!cJSON_IsObject(obj))
         ERR("mcpServers.%s.%s: expected an object of strings ({\"NAME\": \"value\"})", name, key);
     size_t n = (size_t)cJSON_GetArraySize(obj);
-    if (n > MCP_DOWNSTREAM_MAX_ENV)
-        ERR("mcpServers.%s.%s: more than %d entries", name, key, MCP_DOWNSTREAM_MAX_ENV);
+    /* Headers have a cap of their own: the HTTP client's, which would otherwise cut them. */
+    int max = strcmp(key, "headers") == 0 ? MCP_DOWNSTREAM_MAX_HEADERS : MCP_DOWNSTREAM_MAX_ENV;
+    if (n > (size_t)max) ERR("mcpServers.%s.%s: more than %d entries", name, key, max);
     if (n == 0) return MCP_OK;
     mcp_downstream_kv_t *kv = calloc(n, sizeof *kv);
     if (kv == NULL) return MCP_ENOMEM;
@@ -321,7 +321,7 @@ static bool starts_itself(const mcp_downstream_server_t *s, char *why, size_t wh
 }
 
 /* Parses one entry into cfg (a new last server), or records why it is dropped. Returns < 0
- * only for ENOMEM. */
+ * only for ENOMEM, or ETOOBIG past the problems' cap. */
 static int add_entry(mcp_downstream_config_t *cfg, const cJSON *entry)
 {
     const char *name = entry->string;
@@ -388,7 +388,11 @@ int mcp_downstream_config_from_json(const cJSON *root, mcp_downstream_config_t *
         if ((rc = add_entry(out, entry)) < 0) break;
     }
     if (rc < 0) {
-        if (msg != NULL && msg_size > 0)
+        if (msg != NULL && msg_size > 0 && rc == MCP_ETOOBIG)
+            snprintf(msg, msg_size,
+                     "mcpServers: more than %d problems (entries left out, unknown keys)",
+                     MCP_DOWNSTREAM_MAX_PROBLEMS);
+        else if (msg != NULL && msg_size > 0)
             snprintf(msg, msg_size, "out of memory reading the config");
         mcp_downstream_config_close(out);
     }

@@ -14,9 +14,14 @@
 #include <string.h>
 #include <strings.h>
 
-/* Fixed headers plus the entry's own, within the HTTP client's limit of 64. */
+/* The headers a request adds itself (Content-Type, Accept, Mcp-Session-Id,
+ * MCP-Protocol-Version, Mcp-Method, Mcp-Name): with the entry's own (the config parser and
+ * mcp_client_new refuse more than MCP_DOWNSTREAM_MAX_HEADERS) they fit the HTTP client's limit,
+ * so none is ever cut; a tool call's Mcp-Param-* headers past it are an error (MCP_ETOOBIG). */
 #define HTTP_FIXED_HEADERS 6
-#define HTTP_MAX_HEADERS   64
+#define HTTP_MAX_HEADERS   PTC_HTTP_MAX_USER_HEADERS
+_Static_assert(HTTP_FIXED_HEADERS + MCP_DOWNSTREAM_MAX_HEADERS <= HTTP_MAX_HEADERS,
+               "a request's own headers and the entry's fit the HTTP client's limit");
 /* Longest Mcp-Name value sent (a tool name or resource URI; base64 grows it by a third). */
 #define HTTP_MAX_NAME_HEADER 4096
 /* Longest NAME of an Mcp-Param-NAME header sent (the server's checker reads 100). */
@@ -296,7 +301,7 @@ int mcp__http_send(mcp__http_conn_t *h, const cJSON *msg)
             hdrs[n++] = (ptc_http_header_t){"Mcp-Name", name};
         }
     }
-    for (size_t i = 0; i < c->n_headers && n < HTTP_MAX_HEADERS; i++)
+    for (size_t i = 0; i < c->n_headers; i++)
         hdrs[n++] = (ptc_http_header_t){c->headers[i].name, c->headers[i].value};
     char *bufs[2 * HTTP_MAX_HEADERS];
     size_t n_bufs = 0;
@@ -398,7 +403,7 @@ void mcp__http_close(mcp__http_conn_t *h)
         hdrs[n++] = (ptc_http_header_t){"Mcp-Session-Id", h->session_id};
         if (h->protocol[0] != '\0')
             hdrs[n++] = (ptc_http_header_t){"MCP-Protocol-Version", h->protocol};
-        for (size_t i = 0; i < c->n_headers && n < HTTP_MAX_HEADERS; i++)
+        for (size_t i = 0; i < c->n_headers; i++)
             hdrs[n++] = (ptc_http_header_t){c->headers[i].name, c->headers[i].value};
         if (ptc_http_request(h->http, "DELETE", h->url, hdrs, n, NULL, 0, on_deleted, NULL, NULL) <
             0)

@@ -459,7 +459,9 @@ int mcp_client_new(uv_loop_t *loop, const mcp_downstream_server_t *entry,
     *out = NULL;
     if (loop == NULL || entry == NULL || entry->name == NULL) return MCP_EINVAL;
     if (entry->kind == MCP_DOWNSTREAM_STDIO && entry->command == NULL) return MCP_EINVAL;
-    if (entry->kind == MCP_DOWNSTREAM_HTTP && entry->url == NULL) return MCP_EINVAL;
+    if (entry->kind == MCP_DOWNSTREAM_HTTP &&
+        (entry->url == NULL || entry->n_headers > MCP_DOWNSTREAM_MAX_HEADERS))
+        return MCP_EINVAL;
     mcp_client_t *c = calloc(1, sizeof *c);
     if (c == NULL) return MCP_ENOMEM;
     c->loop = loop;

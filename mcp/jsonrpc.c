@@ -309,5 +309,6 @@ int mcp_jsonrpc_print(const cJSON *item, ptc_buf_t *b)
     int rc = item != NULL ? print_value(item, b, 0) : PTC_EINVAL;
     if (rc == 0) rc = ptc_buf_error(b);
     if (rc < 0) ptc_buf_truncate(b, mark);
-    return rc < 0 ? (rc == PTC_ENOMEM ? MCP_ENOMEM : MCP_EINVAL) : MCP_OK;
+    /* ENOMEM and the buffer's cap pass through (MCP_ENOMEM and MCP_ETOOBIG are base's codes). */
+    return rc < 0 ? (rc == PTC_ENOMEM || rc == PTC_ETOOBIG ? rc : MCP_EINVAL) : MCP_OK;
 }

@@ -125,9 +125,10 @@ cJSON *mcp_jsonrpc_request(const cJSON *id, const char *method, cJSON *params);
 /**
  * Appends the compact JSON text of item (what cJSON_PrintUnformatted gives; integral numbers
  * as integers, without exponent) to b, with no NUL or newline counted. Borrows item. On
- * failure b holds what it held before: MCP_ENOMEM, or MCP_EINVAL for an invalid item or one
- * nested deeper than CJSON_NESTING_LIMIT. Unlike cJSON_PrintUnformatted it allocates nothing
- * once b has room, which is what the hot path of a transport needs.
+ * failure b holds what it held before: MCP_ENOMEM, MCP_ETOOBIG when the text would pass b's
+ * cap, or MCP_EINVAL for an invalid item or one nested deeper than CJSON_NESTING_LIMIT. Unlike
+ * cJSON_PrintUnformatted it allocates nothing once b has room, which is what the hot path of a
+ * transport needs.
  */
 struct ptc_buf; /* base.h */
 int mcp_jsonrpc_print(const cJSON *item, struct ptc_buf *b);

@@ -24,7 +24,13 @@
 #define MCP_DOWNSTREAM_MAX_SERVERS 256 /* entries in one config */
 #define MCP_DOWNSTREAM_MAX_ARGS    1024
 #define MCP_DOWNSTREAM_MAX_ENV     1024
+/* "headers" of an http entry: the HTTP client sends at most 64 (PTC_HTTP_MAX_USER_HEADERS), and
+ * the rest is for the 6 a request adds itself and a tool call's Mcp-Param-* headers. */
+#define MCP_DOWNSTREAM_MAX_HEADERS 32
 #define MCP_DOWNSTREAM_MAX_NAME    128 /* bytes of a server name */
+/* Problems one config may have: an entry left out is one (MAX_SERVERS at most), an unknown key
+ * of an entry one more; a config past it is refused (MCP_ETOOBIG) rather than half reported. */
+#define MCP_DOWNSTREAM_MAX_PROBLEMS 4096
 
 typedef enum mcp_downstream_kind {
     MCP_DOWNSTREAM_STDIO = 0, /* "command" (+ "args", "env", "cwd"); "type" absent or "stdio" */
@@ -85,7 +91,8 @@ typedef struct mcp_downstream_config {
  * (/proc/self/exe), and every stdio entry when this process was started by a ptc-mcp
  * (MCP_DOWNSTREAM_PARENT_ENV in its environment). Other top-level keys (such as "ptc") are
  * ignored. On MCP_OK, *out owns its strings: release with mcp_downstream_config_close. On
- * error *out is empty.
+ * error (MCP_EINVAL, MCP_ENOMEM, MCP_ETOOBIG past MCP_DOWNSTREAM_MAX_PROBLEMS; msg says which)
+ * *out is empty.
  */
 int mcp_downstream_config_parse(const char *json, size_t len, mcp_downstream_config_t *out,
                                 char *msg, size_t msg_size);
@@ -200,6 +207,8 @@ void mcp_client_opts_default(mcp_client_opts_t *opts);
  * and MCP_DOWNSTREAM_PARENT_ENV. Its PATH is the entry's PATH (if given)
  * followed by the base PATH, and the command is looked up there. Borrows loop, hooks and lg
  * (they must outlive the client). Starts nothing: call mcp_client_start. *out set on MCP_OK.
+ * MCP_EINVAL for an entry the config parser would refuse (no command, no url, more than
+ * MCP_DOWNSTREAM_MAX_HEADERS headers).
  */
 int mcp_client_new(uv_loop_t *loop, const mcp_downstream_server_t *entry,
                    const mcp_client_opts_t *opts, const mcp_client_hooks_t *hooks,

@@ -163,13 +163,23 @@ static void on_flush(uv_prepare_t *h)
     flush_output(io);
 }
 
+/* A message that could not be appended to pending (rc: MCP_ENOMEM, or MCP_ETOOBIG past its
+ * cap) is dropped, and said in the log: the session cannot tell the client. */
+static int not_queued(mcp_stdio_t *io, size_t mark, int rc)
+{
+    ptc_buf_truncate(&io->pending, mark);
+    mcp_log(io->srv->lg, MCP_LOG_ERROR,
+            "stdout: a message was dropped (%s; %zu bytes wait for the client to read them)",
+            rc == MCP_ETOOBIG ? "past the output buffer's cap" : mcp_strerror(rc),
+            io->queued_bytes);
+    return rc;
+}
+
 /* Counts what was just appended to pending and makes sure a flush comes. */
 static int queued(mcp_stdio_t *io, size_t mark)
 {
-    if (ptc_buf_append(&io->pending, "\n", 1) < 0) {
-        ptc_buf_truncate(&io->pending, mark);
-        return MCP_ENOMEM;
-    }
+    int rc = ptc_buf_append(&io->pending, "\n", 1);
+    if (rc < 0) return not_queued(io, mark, rc);
     io->queued_bytes += ptc_buf_len(&io->pending) - mark;
     if (!io->flush_on && !io->flight_busy) {
         uv_prepare_start(&io->flush, on_flush);
@@ -190,11 +200,24 @@ static int stdio_send(void *tdata, const char *json, size_t len)
     mcp_stdio_t *io = tdata;
     if (io->write_failed || !io->out_open) return MCP_ECLOSED;
     size_t mark = ptc_buf_len(&io->pending);
-    if (ptc_buf_append(&io->pending, json, len) < 0) {
-        ptc_buf_truncate(&io->pending, mark);
-        return MCP_ENOMEM;
-    }
-    return queued(io, mark);
+    int rc = ptc_buf_append(&io->pending, json, len);
+    return rc < 0 ? not_queued(io, mark, rc) : queued(io, mark);
+}
+
+/* An answer (a response to a request of the client's) too large for the output buffer: the
+ * client still gets an answer to its id, an error that says why, if that fits. */
+static void answer_too_big(mcp_stdio_t *io, const cJSON *msg)
+{
+    const cJSON *id = cJSON_IsObject(msg) ? cJSON_GetObjectItemCaseSensitive(msg, "id") : NULL;
+    if (id == NULL || cJSON_HasObjectItem(msg, "method")) return;
+    char text[160];
+    snprintf(text, sizeof text,
+             "the response was dropped: it would pass the stdio output buffer's cap of %u MiB",
+             (unsigned)(PTC_CAP_STDIO_OUTPUT_BUFFER >> 20));
+    cJSON *err = mcp_jsonrpc_error(id, MCP_JSONRPC_INTERNAL_ERROR, text, NULL);
+    size_t mark = ptc_buf_len(&io->pending);
+    if (err != NULL && mcp_jsonrpc_print(err, &io->pending) == MCP_OK) queued(io, mark);
+    cJSON_Delete(err);
 }
 
 static int stdio_send_json(void *tdata, const cJSON *msg)
@@ -203,7 +226,10 @@ static int stdio_send_json(void *tdata, const cJSON *msg)
     if (io->write_failed || !io->out_open) return MCP_ECLOSED;
     size_t mark = ptc_buf_len(&io->pending);
     int rc = mcp_jsonrpc_print(msg, &io->pending);
-    return rc < 0 ? rc : queued(io, mark);
+    if (rc == MCP_OK) return queued(io, mark);
+    if (rc == MCP_ENOMEM || rc == MCP_ETOOBIG) not_queued(io, mark, rc);
+    if (rc == MCP_ETOOBIG) answer_too_big(io, msg);
+    return rc;
 }
 
 /* --- input --------------------------------------------------------------------------------- */
@@ -419,8 +445,8 @@ int mcp_stdio_start(mcp_server_t *srv, int in_fd, int out_fd, size_t max_message
     io->done_data = data;
     io->ops.send = stdio_send;
     io->ops.send_json = stdio_send_json;
-    ptc_buf_init(&io->pending, SIZE_MAX);
-    ptc_buf_init(&io->flight, SIZE_MAX);
+    ptc_buf_init(&io->pending, PTC_CAP_STDIO_OUTPUT_BUFFER);
+    ptc_buf_init(&io->flight, PTC_CAP_STDIO_OUTPUT_BUFFER);
     io->read_buf = malloc(STDIO_READ_CHUNK);
     int rc =
         io->read_buf ? mcp_framer_init(&io->framer, max_message_bytes, on_line, io) : MCP_ENOMEM;

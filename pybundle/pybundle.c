@@ -124,8 +124,10 @@ static bool names_has(const names_t *ns, const char *s)
 
 static int names_add(names_t *ns, const char *s)
 {
-    /* No cap but memory, as before; the codes are base's (PTC_PYBUNDLE_ENOMEM is PTC_ENOMEM). */
-    int rc = ptc_array_reserve(&ns->v, &ns->cap, ns->n + 1, sizeof *ns->v, SIZE_MAX);
+    /* Every namespace holds at most one name per tool given a function (servers, modules,
+     * functions) or per parameter of one (PTC_PYBUNDLE_PARAMS_MAX, fewer); the codes are base's
+     * (PTC_PYBUNDLE_ENOMEM is PTC_ENOMEM). */
+    int rc = ptc_array_reserve(&ns->v, &ns->cap, ns->n + 1, sizeof *ns->v, PTC_PYBUNDLE_TOOLS_MAX);
     if (rc < 0) return rc;
     ns->v[ns->n] = strdup(s);
     if (!ns->v[ns->n]) return PTC_PYBUNDLE_ENOMEM;

@@ -271,22 +271,20 @@ typedef struct victim {
 typedef struct victims {
     victim_t *v;
     size_t n, cap;
-    int err;
+    size_t total; /* bytes of every entry, listed or not */
 } victims_t;
 
 static void collect(void *data, const char *path, const struct stat *st)
 {
     victims_t *vs = data;
-    if (vs->err) return;
-    if (ptc_array_reserve(&vs->v, &vs->cap, vs->n + 1, sizeof *vs->v, SIZE_MAX) < 0) {
-        vs->err = 1; /* no cap but memory, as before */
+    vs->total += (size_t)st->st_size;
+    /* An entry left out of the list (past the cap: a directory other processes share may hold
+     * anything; or out of memory) is only not evicted by this pass: those listed still are,
+     * oldest first, and the next store that passes max_bytes tries again. */
+    if (ptc_array_reserve(&vs->v, &vs->cap, vs->n + 1, sizeof *vs->v, PTC_CAP_CACHE_EVICT_SCAN) < 0)
         return;
-    }
     char *p = reg__strdup(path);
-    if (p == NULL) {
-        vs->err = 1;
-        return;
-    }
+    if (p == NULL) return;
     vs->v[vs->n++] = (victim_t){p, st->st_mtim, (size_t)st->st_size};
 }
 
@@ -304,16 +302,11 @@ static void evict(reg_cache_t *c)
 {
     victims_t vs = {0};
     walk(c, collect, &vs);
-    size_t total = 0;
-    for (size_t i = 0; i < vs.n; i++)
-        total += vs.v[i].size;
-    c->bytes = total;
-    if (!vs.err) {
-        qsort(vs.v, vs.n, sizeof *vs.v, cmp_victim);
-        size_t target = (size_t)((double)c->max_bytes * EVICT_TO);
-        for (size_t i = 0; i < vs.n && c->bytes > target; i++)
-            drop(c, vs.v[i].path, vs.v[i].size);
-    }
+    c->bytes = vs.total;
+    if (vs.n > 0) qsort(vs.v, vs.n, sizeof *vs.v, cmp_victim);
+    size_t target = (size_t)((double)c->max_bytes * EVICT_TO);
+    for (size_t i = 0; i < vs.n && c->bytes > target; i++)
+        drop(c, vs.v[i].path, vs.v[i].size);
     for (size_t i = 0; i < vs.n; i++)
         free(vs.v[i].path);
     free(vs.v);

@@ -52,9 +52,10 @@ static int server_ref(reg_catalog_t *cat, const char *server)
         cat->servers[i].count++;
         return REG_OK;
     }
-    /* No cap but memory, as before; the codes are base's (REG_ENOMEM is PTC_ENOMEM). */
+    /* A server has a tool in the catalog, so the catalog's cap bounds them; the codes are
+     * base's (REG_ENOMEM is PTC_ENOMEM). */
     int rc = ptc_array_reserve(&cat->servers, &cat->servers_cap, cat->nservers + 1,
-                               sizeof *cat->servers, SIZE_MAX);
+                               sizeof *cat->servers, REG_CATALOG_MAX);
     if (rc < 0) return rc;
     char *name = reg__strdup(server);
     if (name == NULL) return REG_ENOMEM;

@@ -18,7 +18,6 @@
 #define REMOTE_RETRIES    2    /* after the first try, for network errors and 5xx/429 */
 #define REMOTE_BACKOFF_MS 250u /* doubled per retry */
 #define REMOTE_TIMEOUT_MS 30000u
-#define REMOTE_MAX_DIM    8192u
 
 typedef enum api { API_OPENAI, API_OLLAMA } api_t;
 
@@ -153,7 +152,7 @@ static int parse_vectors(const remote_t *rm, const char *body, size_t n, size_t 
         }
         seen[at] = 1;
         size_t len = cJSON_IsArray(vec) ? (size_t)cJSON_GetArraySize(vec) : 0;
-        if (len == 0 || len > REMOTE_MAX_DIM || (*dim != 0 && len != *dim)) {
+        if (len == 0 || len > REG_DIM_MAX || (*dim != 0 && len != *dim)) {
             snprintf(msg, msg_size, "remote embeddings: vector %zu is missing or has %zu numbers",
                      i, len);
             free(seen);

@@ -13,6 +13,10 @@ static const uint64_t group_seed[G_COUNT] = {0x9e3779b97f4a7c15ULL, 0xc2b2ae3d27
 
 #define WORD_MAX 64 /* longer "words" (hashes, base64) are cut: they are rarely searched */
 
+/* base.h's reasoning for the cap of a text's features, in this file's terms. */
+_Static_assert(PTC_CAP_TEXT_FEATURES >= (size_t)REG_TEXT_MAX * 4 * 3 * WORD_MAX,
+               "a text's n-grams fit in PTC_CAP_TEXT_FEATURES");
+
 typedef struct lexical {
     reg_lexical_opts_t o;
     /* document frequencies: open addressing on feature hashes (0 = empty slot) */
@@ -31,8 +35,8 @@ typedef struct feats {
 
 static int feats_push(feats_t *f, uint64_t h)
 {
-    /* No cap but memory, as before; the codes are base's (REG_ENOMEM is PTC_ENOMEM). */
-    int rc = ptc_array_reserve(&f->h, &f->cap, f->n + 1, sizeof *f->h, SIZE_MAX);
+    /* the codes are base's (REG_ENOMEM is PTC_ENOMEM; past the cap PTC_ETOOBIG) */
+    int rc = ptc_array_reserve(&f->h, &f->cap, f->n + 1, sizeof *f->h, PTC_CAP_TEXT_FEATURES);
     if (rc < 0) return rc;
     f->h[f->n++] = h ? h : 1; /* 0 marks an empty slot in the df table */
     return REG_OK;

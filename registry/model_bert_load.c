@@ -18,10 +18,18 @@
 
 /* ---- loading ------------------------------------------------------------------------------ */
 
+/* What own() is called for at most: per layer its fused query, key and value bias and 16
+ * tensors converted to F32 (q, k, v, three dense layers: a weight and a bias each; two layer
+ * norms: two each); for the embeddings 3 tables and a layer norm's two. */
+#define LAYER_OWNED 17
+#define EMBED_OWNED 5
+_Static_assert(PTC_CAP_MODEL_OWNED >= MODEL_MAX_LAYERS * LAYER_OWNED + EMBED_OWNED,
+               "a model's F32 copies fit in PTC_CAP_MODEL_OWNED");
+
 static int own(reg_model_t *m, void *p)
 {
-    /* No cap but memory, as before. */
-    if (ptc_array_reserve(&m->owned, &m->cap_owned, m->n_owned + 1, sizeof *m->owned, SIZE_MAX) < 0)
+    if (ptc_array_reserve(&m->owned, &m->cap_owned, m->n_owned + 1, sizeof *m->owned,
+                          PTC_CAP_MODEL_OWNED) < 0)
         return REG_MODEL_ENOMEM;
     m->owned[m->n_owned++] = p;
     return REG_MODEL_OK;

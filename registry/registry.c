@@ -157,9 +157,10 @@ static int pend_push(reg_registry_t *r, const char *id)
             r->pend_n -= r->pend_head;
             r->pend_head = 0;
         }
-        /* No cap but memory, as before; the codes are base's (REG_ENOMEM is PTC_ENOMEM). */
-        int rc =
-            ptc_array_reserve(&r->pend, &r->pend_cap, r->pend_n + 1, sizeof *r->pend, SIZE_MAX);
+        /* Each id is a tool of the catalog waiting for its vector, so the catalog's cap bounds
+         * them; the codes are base's (REG_ENOMEM is PTC_ENOMEM). */
+        int rc = ptc_array_reserve(&r->pend, &r->pend_cap, r->pend_n + 1, sizeof *r->pend,
+                                   REG_CATALOG_MAX);
         if (rc < 0) return rc;
     }
     char *copy = reg__strdup(id);

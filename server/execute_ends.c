@@ -31,11 +31,12 @@ void ptc__ends_dropped(size_t pages, size_t files, void *data)
 static void on_session_end(const mcp_identity_t *who, void *data)
 {
     ptc_execute_t *ex = data;
-    if (exec_ws_owner_ended(ex->ws, who->b) < 0)
-        /* What it kept still goes by its own idle timeout and TTL. */
+    int rc = exec_ws_owner_ended(ex->ws, who->b);
+    if (rc < 0) /* What it kept still goes by its own idle timeout and TTL. */
         mcp_log(ex->lg, MCP_LOG_WARNING,
-                "execute_code: out of memory: an ended MCP session's workspace sessions and "
-                "outputs stay until their idle timeout");
+                "execute_code: %s: an ended MCP session's workspace sessions and outputs stay "
+                "until their idle timeout",
+                rc == EXEC_ETOOBIG ? "too many MCP sessions ended at once" : exec_strerror(rc));
 }
 
 int ptc__ends_register(ptc_execute_t *ex, mcp_server_t *srv)

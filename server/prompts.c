@@ -3,11 +3,11 @@
  * the server's instructions to the model. */
 #include "tools.h"
 
+#include "base.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_TASK_BYTES 8192 /* a longer task is cut, with a note saying so */
 
 static const char guide[] =
     "You can run Python 3 with the execute_code tool of ptc-mcp. How to use it well:\n"
@@ -32,13 +32,15 @@ static int get_guide(const char *name, const cJSON *args, void *data, cJSON **me
     (void)msg;
     (void)msg_size;
     const cJSON *task = cJSON_GetObjectItemCaseSensitive(args, "task");
-    size_t cap = sizeof guide + MAX_TASK_BYTES + 64;
+    size_t cap = sizeof guide + PTC_CAP_PROMPT_TASK + 64;
     char *text = malloc(cap);
     if (text == NULL) return MCP_ENOMEM;
     if (cJSON_IsString(task) && task->valuestring[0] != '\0') {
         size_t n = strlen(task->valuestring);
-        snprintf(text, cap, "%s\n\nThe task: %.*s%s", guide, MAX_TASK_BYTES, task->valuestring,
-                 n > MAX_TASK_BYTES ? " [task cut]" : "");
+        /* cut before a character the cap would split: the text stays valid UTF-8 */
+        size_t keep = ptc_utf8_cut(task->valuestring, n, PTC_CAP_PROMPT_TASK);
+        snprintf(text, cap, "%s\n\nThe task: %.*s%s", guide, (int)keep, task->valuestring,
+                 n > keep ? " [task cut]" : "");
     } else {
         snprintf(text, cap, "%s", guide);
     }

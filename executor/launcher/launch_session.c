@@ -121,8 +121,7 @@ const char launch_session_driver[] =
     "        s.sendall(b'D %d\\n' % code)\n"
     "_ptc_session()\n";
 
-#define SES_LINE_MAX 128  /* longest control line either side sends */
-#define SES_SNAP_MAX 1024 /* entries of the output folder remembered before a cell */
+#define SES_LINE_MAX 128 /* longest control line either side sends */
 
 struct snap_ent {
     char name[256];
@@ -263,7 +262,7 @@ static void send_file(struct ses *s, int dfd, const struct snap_ent *e, uint64_t
    within the caps the pool announced; what is past a cap is listed as left out. */
 static void send_changed(struct ses *s)
 {
-    size_t n = scan_dir(s->outdir, s->after, SES_SNAP_MAX);
+    size_t n = scan_dir(s->outdir, s->after, PTC_CAP_SESSION_SNAPSHOT);
     int dfd = open(s->outdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     uint64_t left = s->call_cap;
     unsigned count = 0;
@@ -356,7 +355,7 @@ static void start_cell(struct ses *s, const char *line, size_t consumed)
     s->file_cap = f[1];
     s->call_cap = f[2];
     s->count_cap = (unsigned)f[3];
-    s->n_before = scan_dir(s->outdir, s->before, SES_SNAP_MAX);
+    s->n_before = scan_dir(s->outdir, s->before, PTC_CAP_SESSION_SNAPSHOT);
     s->busy = true;
     char head[32];
     int hn = snprintf(head, sizeof head, "C %zu\n", len);
@@ -457,7 +456,7 @@ void launch_outputs_send(const struct launch_plan *plan, uint64_t file_cap, uint
                     .count_cap = count_cap,
                     .pending_fd = -1};
     /* a fresh folder: everything in it is the run's */
-    s.after = calloc(SES_SNAP_MAX, sizeof *s.after);
+    s.after = calloc(PTC_CAP_SESSION_SNAPSHOT, sizeof *s.after);
     if (!s.after) return;
     send_changed(&s);
     free(s.after);
@@ -467,8 +466,8 @@ _Noreturn void launch_session_init(const struct launch_cfg *cfg, const struct la
                                    pid_t py, int chan)
 {
     (void)cfg;
-    struct snap_ent *before = calloc(SES_SNAP_MAX, sizeof *before);
-    struct snap_ent *after = calloc(SES_SNAP_MAX, sizeof *after);
+    struct snap_ent *before = calloc(PTC_CAP_SESSION_SNAPSHOT, sizeof *before);
+    struct snap_ent *after = calloc(PTC_CAP_SESSION_SNAPSHOT, sizeof *after);
     if (!before || !after) launch_fatal("session", "out of memory");
     char outdir[LAUNCH_PATH_MAX];
     snprintf(outdir, sizeof outdir, "%s/" LAUNCH_OUTPUT_DIR_NAME,

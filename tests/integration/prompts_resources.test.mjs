@@ -30,6 +30,22 @@ test('ptc-mcp offers the execute_code guide as a prompt, with the task appended'
   }
 });
 
+test('a task past the prompt\'s cap is cut before the character the cap would split', async () => {
+  const { client, close } = await connect(ptcBin);
+  try {
+    // 8,191 bytes, then a 2-byte character across the 8,192-byte cap.
+    const task = 'a'.repeat(8191) + 'é' + 'b'.repeat(10);
+    const cut = await client.getPrompt({ name: 'execute_code_guide', arguments: { task } });
+    const text = cut.messages[0].content.text;
+    assert.ok(!text.includes('\uFFFD'), 'no replacement character: the cut kept the text valid');
+    assert.ok(text.endsWith(`The task: ${'a'.repeat(8191)} [task cut]`));
+    const whole = await client.getPrompt({ name: 'execute_code_guide', arguments: { task: 'a'.repeat(8190) + 'é' } });
+    assert.ok(whole.messages[0].content.text.endsWith(`${'a'.repeat(8190)}é`), 'a task that fits is whole');
+  } finally {
+    await close();
+  }
+});
+
 test('execute_code output pages can be read as resources behind their cursor', async () => {
   const { client, close } = await connect(ptcBin, ['--output-page-chars', '1000']);
   try {

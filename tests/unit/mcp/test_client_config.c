@@ -199,6 +199,81 @@ static void unknown_keys_are_warnings_naming_them(void **state)
     mcp_downstream_config_close(&cfg);
 }
 
+/* head, then n members "KEY<i>": VALUE joined with ", ", then tail: a config with many keys
+ * (caller frees). */
+static char *config_of(const char *head, const char *key, const char *value, size_t n,
+                       const char *tail)
+{
+    size_t size = strlen(head) + n * (strlen(key) + strlen(value) + 32) + strlen(tail) + 1;
+    char *json = malloc(size);
+    assert_non_null(json);
+    size_t at = (size_t)snprintf(json, size, "%s", head);
+    for (size_t i = 0; i < n; i++)
+        at += (size_t)snprintf(json + at, size - at, "%s\"%s%zu\": %s", i > 0 ? ", " : "", key, i,
+                               value);
+    snprintf(json + at, size - at, "%s", tail);
+    return json;
+}
+
+/* A config of one entry with `unknown` keys nobody reads (caller frees). */
+static char *config_with_unknown_keys(size_t unknown)
+{
+    return config_of("{\"mcpServers\": {\"a\": {\"command\": \"x\", ", "k", "1", unknown, "}}}");
+}
+
+/* Every problem of a config is reported or the config is refused: never a list cut short. */
+static void a_config_past_the_problems_cap_is_refused_whole(void **state)
+{
+    (void)state;
+    mcp_downstream_config_t cfg;
+    char *json = config_with_unknown_keys(MCP_DOWNSTREAM_MAX_PROBLEMS);
+    parse_ok(json, &cfg);
+    assert_int_equal(cfg.n_servers, 1);
+    assert_int_equal(cfg.n_problems, MCP_DOWNSTREAM_MAX_PROBLEMS);
+    mcp_downstream_config_close(&cfg);
+    free(json);
+
+    json = config_with_unknown_keys(MCP_DOWNSTREAM_MAX_PROBLEMS + 1);
+    char msg[512];
+    assert_int_equal(parse(json, &cfg, msg, sizeof msg), MCP_ETOOBIG);
+    assert_int_equal(cfg.n_servers, 0);
+    assert_int_equal(cfg.n_problems, 0);
+    assert_non_null(strstr(msg, "more than 4096 problems"));
+    free(json);
+}
+
+/* A config of one http entry "h" with `n` headers (caller frees). */
+static char *config_with_headers(size_t n)
+{
+    return config_of(
+        "{\"mcpServers\": {\"h\": {\"url\": \"http://127.0.0.1:9/mcp\", \"headers\": {", "X-H",
+        "\"v\"", n, "}}}}");
+}
+
+/* The HTTP client sends at most 64 headers; an entry with more of its own than fit beside a
+ * request's is left out, saying why, instead of having the rest cut from every request. */
+static void an_entry_with_too_many_headers_is_left_out(void **state)
+{
+    (void)state;
+    mcp_downstream_config_t cfg;
+    char *json = config_with_headers(MCP_DOWNSTREAM_MAX_HEADERS);
+    parse_ok(json, &cfg);
+    assert_int_equal(cfg.n_servers, 1);
+    assert_int_equal(cfg.servers[0].n_headers, MCP_DOWNSTREAM_MAX_HEADERS);
+    mcp_downstream_config_close(&cfg);
+    free(json);
+
+    json = config_with_headers(MCP_DOWNSTREAM_MAX_HEADERS + 1);
+    parse_ok(json, &cfg);
+    assert_int_equal(cfg.n_servers, 0);
+    const mcp_downstream_problem_t *pr =
+        problem(&cfg, "mcpServers.h.headers: more than 32 entries");
+    assert_non_null(pr);
+    assert_true(pr->dropped);
+    mcp_downstream_config_close(&cfg);
+    free(json);
+}
+
 /* "disabled": true (Cline and others) means the user asked for the server not to run; VS Code's
  * "envFile" is not read, so the server would miss variables without a word. */
 static void disabled_entries_stay_off_and_env_file_warns(void **state)
@@ -314,6 +389,8 @@ int main(void)
         cmocka_unit_test(a_duplicate_name_drops_the_second),
         cmocka_unit_test(invalid_json_names_the_line_and_column),
         cmocka_unit_test(unknown_keys_are_warnings_naming_them),
+        cmocka_unit_test(a_config_past_the_problems_cap_is_refused_whole),
+        cmocka_unit_test(an_entry_with_too_many_headers_is_left_out),
         cmocka_unit_test(disabled_entries_stay_off_and_env_file_warns),
         cmocka_unit_test(an_entry_that_starts_itself_is_refused),
         cmocka_unit_test(a_downstream_ptc_mcp_starts_no_processes),

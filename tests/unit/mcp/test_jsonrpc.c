@@ -180,11 +180,11 @@ static void printer_failure_leaves_the_buffer_as_it_was(void **state)
     assert_int_equal(ptc_buf_append(&b, "kept", 4), 0);
     assert_int_equal(mcp_jsonrpc_print(root, &b), MCP_EINVAL);
     assert_string_equal(ptc_buf_cstr(&b), "kept");
-    /* A buffer too small for the text: ENOMEM-like failure, same rule. */
+    /* A buffer too small for the text: its cap is the error, same rule. */
     ptc_buf_t small;
     ptc_buf_init(&small, 8);
     cJSON *s = cJSON_CreateString("longer than eight bytes");
-    assert_int_equal(mcp_jsonrpc_print(s, &small), MCP_EINVAL);
+    assert_int_equal(mcp_jsonrpc_print(s, &small), MCP_ETOOBIG);
     assert_int_equal(ptc_buf_len(&small), 0);
     assert_int_equal(ptc_buf_error(&small), 0);
     cJSON_Delete(s);

@@ -2,7 +2,7 @@
  * the flags made its options with the program's cache folder, its lines in the server log, the
  * helpers' tool entries put into the registry as server "custom", and --check's report. What the
  * build, the scan and the texts do is environment/'s (docs/environment.md). */
-#include "execute_internal.h"
+#include "tools.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +82,7 @@ static int publish_custom(const cJSON *tools, char *msg, size_t len, void *user)
 
 void ptc_env_scan_custom(env_host_t *e, ptc_execute_t *ex, ptc_search_t *search)
 {
-    if (e != NULL) (void)env_host_scan_start(e, ptc__execute_pool(ex), publish_custom, search);
+    if (e != NULL) (void)env_host_scan_start(e, ptc_execute_pool(ex), publish_custom, search);
 }
 
 int ptc_env_check(const ptc_options_t *o)

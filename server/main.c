@@ -26,6 +26,7 @@ typedef struct app {
     ptc_downstream_t *downstream;
     ptc_pybundle_cache_t *bundle;
     ptc_startup_t *startup;
+    ptc_execute_wiring_t wiring; /* the three above, as execute_code's runs reach them */
     env_host_t *env;
 } app_t;
 
@@ -370,9 +371,9 @@ static int run(const ptc_options_t *o)
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up the sandbox's environment (see above)");
         goto out;
     }
-    if ((rc = ptc_execute_new(&app.loop, o, &app.log, app.env, &app.exec)) < 0 ||
+    if ((rc = ptc_execute_open(&app.loop, o, &app.log, app.env, &app.exec)) < 0 ||
         (rc = ptc_execute_register(app.exec, app.srv)) < 0 ||
-        (rc = ptc_output_resources_register(app.exec, app.srv)) < 0) {
+        (rc = ptc_execute_resources_register(app.exec, app.srv)) < 0) {
         mcp_log(&app.log, MCP_LOG_ERROR, "cannot set up execute_code: %s", mcp_strerror(rc));
         goto out;
     }
@@ -403,7 +404,9 @@ static int run(const ptc_options_t *o)
     ptc_startup_attach(app.startup, app.downstream, app.search, app.bundle);
     ptc_search_set_startup(app.search, app.startup);
     ptc_downstream_set_startup(app.downstream, app.startup);
-    ptc_execute_attach(app.exec, app.search, app.downstream, app.bundle, app.startup);
+    app.wiring = (ptc_execute_wiring_t){
+        .search = app.search, .downstream = app.downstream, .startup = app.startup};
+    ptc_execute_wire(app.exec, &app.wiring, app.bundle);
     env_host_on_change(app.env, env_changed, &app);
     ptc_env_scan_custom(app.env, app.exec, app.search);
     ptc_execute_describe(app.exec, app.srv, NULL);

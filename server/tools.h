@@ -3,6 +3,7 @@
 #define PTC_SERVER_TOOLS_H
 
 #include "environment.h"
+#include "execute.h"
 #include "mcp.h"
 #include "options.h"
 #include "pybundle.h"
@@ -112,7 +113,7 @@ void ptc_search_set_status(ptc_search_t *s,
                            size_t (*status)(const void *data, char *buf, size_t size),
                            cJSON *(*status_json)(const void *data), const void *data);
 /** Called once with search_tools' structuredContent (borrowed) or err < 0 and a message. */
-typedef void (*ptc_search_done_cb)(void *data, int err, const cJSON *sc, const char *message);
+typedef ptc_execute_search_done_cb ptc_search_done_cb;
 /**
  * A search for code in the sandbox (tools.search): embeds the query on the thread pool when the
  * embedder blocks, then ranks. server and category (borrowed, copied; NULL: no filter) filter
@@ -161,48 +162,27 @@ void ptc_search_stop(ptc_search_t *s);
 /** Frees; call when the loop has ended (no batch or query in flight). */
 void ptc_search_free(ptc_search_t *s);
 
-/* execute_code: Python runs in the executor's sandbox, output in pages (tool_execute.c). */
-typedef struct ptc_execute ptc_execute_t;
+/* execute_code: the request engine (execute/) on the flags (execute_setup.c) and wired to the
+ * registry, the servers and the start-up gate (execute_peers.c). */
 
 /**
- * Creates the executor pool from the flags (probing the sandbox: blocks for one interpreter
- * start) and the output page store; runs use env (mounts, waiting, description, results; may be
- * NULL). Borrows loop, o, lg and env. MCP_EINVAL when the executor
- * cannot be set up at all (a bad flag, no launcher); a host that lacks a mandatory layer still
- * succeeds, and execute_code then answers every run with status "refused" and how to fix it.
+ * ptc_execute_new with the flags' configuration, each bound checked first and a bad one logged
+ * naming its flag (MCP_EINVAL). Borrows loop, o, lg and env.
  */
-int ptc_execute_new(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
-                    env_host_t *env, ptc_execute_t **out);
-struct exec_options;
+int ptc_execute_open(uv_loop_t *loop, const ptc_options_t *o, const mcp_logger_t *lg,
+                     env_host_t *env, ptc_execute_t **out);
 /** Copies the flags that shape every sandbox (interpreter, mounts, memory, /tmp, CPU share,
  *  unsafe mode) into eo, so that --check probes the sandbox runs will get. Borrows o. */
-void ptc_execute_sandbox_options(const ptc_options_t *o, struct exec_options *eo);
-/** Adds execute_code to srv. ex must outlive srv's sessions. */
-int ptc_execute_register(ptc_execute_t *ex, mcp_server_t *srv);
-/** Lets runs call tools: each run then gets a bridge to search's registry and downstream's
- *  servers, and the bundle's `tools` package (once built); the first runs that use it wait at
- *  st (may be NULL). All borrowed. */
-void ptc_execute_attach(ptc_execute_t *ex, ptc_search_t *search, ptc_downstream_t *downstream,
-                        ptc_pybundle_cache_t *bundle, ptc_startup_t *st);
-/** Re-registers execute_code on srv with a description naming the package's modules (one
- *  notifications/tools/list_changed). */
-void ptc_execute_describe(ptc_execute_t *ex, mcp_server_t *srv, const cJSON *modules);
-/** Kills runs in flight and frees; keep running the loop until it ends afterwards. */
-void ptc_execute_free(ptc_execute_t *ex);
-/** The server stops serving: every workspace session ends (its sandbox would keep the loop
- *  alive otherwise). Runs still answering a request are left to finish. */
-void ptc_execute_stop(ptc_execute_t *ex);
-
-/** The store of execute_code's output pages and the loop (borrowed; they live as long as ex). */
-struct exec_pages *ptc_execute_pages(const ptc_execute_t *ex);
-/** data as base64, NUL-terminated (malloc'd; NULL on ENOMEM) (output_resources.c). */
-char *ptc_base64(const unsigned char *data, size_t len);
-/** The store of the files runs left in /tmp/outputs (borrowed; lives as long as ex). */
-struct exec_filestore *ptc_execute_files(const ptc_execute_t *ex);
-uv_loop_t *ptc_execute_loop(const ptc_execute_t *ex);
-/** Adds the resource templates ptc://output/{cursor} (the execute_code output page behind that
- *  cursor) and ptc://files/{id}/{name} (a file a run returned) (output_resources.c). */
-int ptc_output_resources_register(ptc_execute_t *ex, mcp_server_t *srv);
+void ptc_execute_sandbox_options(const ptc_options_t *o, exec_options_t *eo);
+/* The engine's peers: the binary's parts it asks (each may be NULL where not configured). */
+typedef struct ptc_execute_wiring {
+    ptc_search_t *search;
+    ptc_downstream_t *downstream;
+    ptc_startup_t *startup; /* the first runs that use the tools package wait there */
+} ptc_execute_wiring_t;
+/** Lets runs call tools through w (borrowed: it outlives ex) and the bundle's `tools` package
+ *  (ptc_execute_attach). */
+void ptc_execute_wire(ptc_execute_t *ex, ptc_execute_wiring_t *w, ptc_pybundle_cache_t *bundle);
 
 /* The sandbox's environment: --packages/--requirements and --custom-tools (environment.c over
  * environment/'s env_host_t, which runs and results use directly). */

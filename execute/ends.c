@@ -1,4 +1,4 @@
-/* execute_ends.c - what goes when a client's MCP session ends (issue 12): HTTP DELETE, a
+/* ends.c - what goes when a client's MCP session ends (issue 12): HTTP DELETE, a
  * legacy SSE client gone, the session's idle timeout, stdin closed. Everything execute_code
  * made for that client is bound to its identity (mcp_call_identity), which nobody can present
  * again once the session is over; rather than wait for the idle timeouts and TTLs, its
@@ -13,7 +13,7 @@
  * holds a job or a session (a cancel answering another request first). A zero timer runs
  * before the loop reads the next request, so a client that sees its DELETE answered already
  * finds the state gone. */
-#include "execute_internal.h"
+#include "internal.h"
 
 _Static_assert(sizeof(((mcp_identity_t *)0)->b) == EXEC_OWNER_BYTES,
                "the executor's owner bytes are the MCP layer's identity");

@@ -1,11 +1,11 @@
-/* execute_sessions.c - execute_code's sessions (issue 12), the wiring: the executor's workspace
+/* sessions.c - execute_code's sessions (issue 12), the wiring: the executor's workspace
  * keeps the live interpreters behind unguessable handles bound to the client that made them
  * (at most --max-sessions, closed after --session-idle-timeout unused, ended handles
  * remembered to say why); here a session gets its bridge, kept for its life and lent to the
  * cell running, a request takes or closes one, and the result says what became of it. The
  * client is mcp_call_identity: the MCP session and the bearer token (only the token for a
  * stateless 2026-07-28 request). */
-#include "execute_internal.h"
+#include "internal.h"
 
 #include "pybundle.h"
 

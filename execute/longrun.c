@@ -1,4 +1,4 @@
-/* execute_longrun.c - execute_code's long runs (issue 12): a request whose run (or cell) has not
+/* longrun.c - execute_code's long runs (issue 12): a request whose run (or cell) has not
  * ended after wait_seconds is answered `status: "running"` with the output so far and a run
  * cursor, and the run goes on without a request. A client that declared the tasks extension
  * (2026-07-28) gets a task instead: see on_wait. `{cursor, wait_seconds}` waits on it again
@@ -9,7 +9,7 @@
  * Why a run is not told to the repair loop while detached: a repair asks the client's model
  * through the request (MCP sampling rides its stream), and the result goes to a request; with
  * none waiting, neither can happen. */
-#include "execute_internal.h"
+#include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>

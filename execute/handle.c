@@ -1,9 +1,8 @@
-/* tool_execute.c - the execute_code tool: its arguments, an MCP call becoming executor runs
- * inside the repair loop (repair/). Its set-up and schemas are in execute_setup.c, the result
- * is rendered by execute_result.c, tool calls from the sandbox reach MCP through
- * execute_bridge.c (bridge/ routes them), sessions and long runs are wired to the executor's
- * workspace by execute_sessions.c and execute_longrun.c. */
-#include "execute_internal.h"
+/* handle.c - the execute_code tool: its arguments, an MCP call becoming executor runs inside
+ * the repair loop (repair/). Its set-up and schemas are in setup.c, the result is rendered by
+ * result.c, tool calls from the sandbox reach MCP through routes.c (bridge/ routes them),
+ * sessions and long runs are wired to the executor's workspace by sessions.c and longrun.c. */
+#include "internal.h"
 
 #include "pybundle.h"
 
@@ -320,9 +319,8 @@ static void op_cancel_ask(void *data, void *handle)
 static char *op_signatures(void *data, const char *code, const cJSON *used)
 {
     job_t *j = data;
-    if (j->ex->search == NULL) return NULL;
-    return ptc_pybundle_signatures(reg_registry_catalog(ptc_search_registry(j->ex->search)), code,
-                                   used);
+    const ptc_execute_t *ex = j->ex;
+    return ex->attached ? ex->peers.signatures(ex->peers.data, code, used) : NULL;
 }
 
 static void op_progress(void *data, double elapsed_ms, double total_ms, const char *msg)
@@ -396,8 +394,9 @@ void ptc__execute_handle(mcp_call_t *call, const cJSON *args, void *data)
         mcp_call_finish_text(call, true, "Invalid arguments: code is required (or a cursor).");
         return;
     }
-    if (ptc_startup_hold(ex->startup, call, args, ptc_pybundle_code_uses(code->valuestring),
-                         ptc__execute_handle, ex))
+    if (ex->attached &&
+        ex->peers.hold(ex->peers.data, call, args, ptc_pybundle_code_uses(code->valuestring),
+                       ptc__execute_handle, ex))
         return;
     double secs = timeout ? timeout->valuedouble : EXECUTE_DEFAULT_TIMEOUT_S;
     if (secs > ex->max_timeout_s) {

@@ -1,8 +1,8 @@
-/* execute_bridge.c - the MCP side of a run's bridge (bridge/'s router decides where a call
+/* routes.c - the MCP side of a run's bridge (bridge/'s router decides where a call
  * goes): the downstream server's call, the user's confirmation for --confirm-writes (an
  * elicitation, or an input request of a 2026-07-28 client), the registry's search, the audit
  * log message; and opening and closing the bridge of a run. */
-#include "execute_internal.h"
+#include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,15 +26,14 @@ typedef struct fwd {
 
 static const reg_tool_t *route_find_tool(void *data, const char *server, const char *tool)
 {
-    bridge_peer_t *p = data;
-    return reg_catalog_find_tool(reg_registry_catalog(ptc_search_registry(p->ex->search)), server,
-                                 tool);
+    const ptc_execute_peers_t *w = &((bridge_peer_t *)data)->ex->peers;
+    return w->find_tool(w->data, server, tool);
 }
 
 static bool route_served(void *data, const char *server)
 {
-    bridge_peer_t *p = data;
-    return ptc_downstream_client(p->ex->downstream, server) != NULL;
+    const ptc_execute_peers_t *w = &((bridge_peer_t *)data)->ex->peers;
+    return w->client(w->data, server) != NULL;
 }
 
 static bool route_is_custom(void *data, const char *server)
@@ -67,7 +66,7 @@ static mcp_call_t *fwd_asker_call(void *data, const char **busy)
 }
 
 /* A downstream server asks a stateless client's run for sampling or elicitation: the job
- * holds the request (execute_mrtr.c). */
+ * holds the request (mrtr.c). */
 static int fwd_hold(void *data, mcp_relay_held_t *h, char *msg, size_t n)
 {
     fwd_t *f = data;
@@ -78,7 +77,8 @@ static int route_call(void *data, ptc_bridge_route_op_t *op, const char *server,
                       const cJSON *args, unsigned timeout_ms, void **handle, char *msg, size_t n)
 {
     bridge_peer_t *p = data;
-    mcp_client_t *c = ptc_downstream_client(p->ex->downstream, server); /* served: not NULL */
+    const ptc_execute_peers_t *w = &p->ex->peers;
+    mcp_client_t *c = w->client(w->data, server); /* served: not NULL */
     fwd_t *f = c != NULL ? calloc(1, sizeof *f) : NULL;
     if (f == NULL) return c == NULL ? MCP_ESTATE : MCP_ENOMEM;
     *f = (fwd_t){.op = op, .peer = p, .timeout_ms = timeout_ms};
@@ -90,7 +90,7 @@ static int route_call(void *data, ptc_bridge_route_op_t *op, const char *server,
     }
     /* No request of the server can come before the loop runs again. */
     mcp_relay_asker_t asker = {.call = fwd_asker_call, .hold = fwd_hold, .data = f};
-    f->owner = mcp_relay_own(ptc_downstream_relay(p->ex->downstream), c, f->call, &asker);
+    f->owner = mcp_relay_own(w->relay(w->data), c, f->call, &asker);
     *handle = f;
     return 0;
 }
@@ -152,9 +152,9 @@ static void search_done(void *data, int err, const cJSON *sc, const char *messag
 static int route_search(void *data, ptc_bridge_route_op_t *op, const char *query, int top_k,
                         const char *server, const char *category, void **handle)
 {
-    bridge_peer_t *p = data;
-    return ptc_search_query(p->ex->search, query, top_k > 0 ? (size_t)top_k : 5, server, category,
-                            search_done, op, handle);
+    const ptc_execute_peers_t *w = &((bridge_peer_t *)data)->ex->peers;
+    return w->search(w->data, query, top_k > 0 ? (size_t)top_k : 5, server, category, search_done,
+                     op, handle);
 }
 
 static void route_cancel(void *data, ptc_bridge_route_op_t *op, void *handle)
@@ -162,7 +162,7 @@ static void route_cancel(void *data, ptc_bridge_route_op_t *op, void *handle)
     bridge_peer_t *p = data;
     switch (ptc_bridge_route_kind(op)) {
     case PTC_BRIDGE_ROUTE_SEARCH:
-        ptc_search_query_cancel(handle); /* its done never runs now */
+        p->ex->peers.search_cancel(p->ex->peers.data, handle); /* its done never runs now */
         break;
     case PTC_BRIDGE_ROUTE_CONFIRM:
         if (handle != NULL) /* its answer comes now and is dropped */
@@ -198,7 +198,8 @@ int ptc__execute_bridge_new(ptc_execute_t *ex, bridge_peer_t *peer, ptc_journal_
                             const char *run_id, ptc_bridge_host_t **host)
 {
     *host = NULL;
-    if (ex->bundle == NULL || ptc_pybundle_cache_root(ex->bundle) == NULL) return -1;
+    if (!ex->attached || ex->bundle == NULL || ptc_pybundle_cache_root(ex->bundle) == NULL)
+        return -1;
     ptc_bridge_limits_t lim = ex->lim;
     lim.run_id = run_id;
     lim.journal = journal;

@@ -1,10 +1,9 @@
-/* output_resources.c - execute_code's output pages as MCP resources: the template
+/* resources.c - execute_code's output pages as MCP resources: the template
  * ptc://output/{cursor} reads the page behind a cursor that execute_code handed out, so a client
  * can show or attach a long output without another tool call. Reading does not consume the
  * page: it stays readable until the cursor expires, as with execute_code's cursor argument.
  * ptc://files/{id}/{name} reads a file a run left in /tmp/outputs (the file store). */
-#include "executor.h"
-#include "tools.h"
+#include "internal.h"
 
 #include "base.h"
 
@@ -21,8 +20,7 @@ static int read_output(const char *uri, const cJSON *vars, const mcp_identity_t 
     const char *cursor = cJSON_GetObjectItemCaseSensitive(vars, "cursor")->valuestring;
     exec_page_t page;
     /* Only the client that ran the code finds its pages (see exec_pages_next). */
-    int rc =
-        exec_pages_next(ptc_execute_pages(ex), who->b, cursor, uv_now(ptc_execute_loop(ex)), &page);
+    int rc = exec_pages_next(ex->pages, who->b, cursor, uv_now(ex->loop), &page);
     if (rc == EXEC_EEXPIRED) {
         snprintf(msg, msg_size,
                  "unknown or expired cursor (output is kept for 30 minutes after its last page "
@@ -89,8 +87,8 @@ static int read_file(const char *uri, const cJSON *vars, const mcp_identity_t *w
     ptc_execute_t *ex = data;
     exec_stored_file_t f;
     /* Only the client whose run wrote the file finds it (see exec_filestore_get). */
-    int rc = exec_filestore_get(ptc_execute_files(ex), who->b, uri + strlen(FILES_URI_PREFIX),
-                                uv_now(ptc_execute_loop(ex)), &f);
+    int rc =
+        exec_filestore_get(ex->files, who->b, uri + strlen(FILES_URI_PREFIX), uv_now(ex->loop), &f);
     if (rc < 0) {
         snprintf(msg, msg_size,
                  "unknown or expired file (files are kept for 30 minutes after their last read, "
@@ -120,7 +118,7 @@ static int read_file(const char *uri, const cJSON *vars, const mcp_identity_t *w
     return MCP_OK;
 }
 
-int ptc_output_resources_register(ptc_execute_t *ex, mcp_server_t *srv)
+int ptc_execute_resources_register(ptc_execute_t *ex, mcp_server_t *srv)
 {
     const mcp_resource_def_t files = {
         .uri = FILES_URI_PREFIX "{id}/{name}",

@@ -1,15 +1,14 @@
-/* execute_internal.h - what the files of the execute_code tool share (not a public header):
- * tool_execute.c (the handler, its arguments, the runs and the repair loop's operations),
- * execute_result.c (the result shaped for MCP, over the executor's pages and texts) and
- * execute_bridge.c (the MCP side of the bridge's routes: downstream calls, confirmations,
- * searches). */
-#ifndef PTC_SERVER_EXECUTE_INTERNAL_H
-#define PTC_SERVER_EXECUTE_INTERNAL_H
+/* internal.h - what the files of the execute_code engine share (not a public header):
+ * handle.c (the handler, its arguments, the runs and the repair loop's operations), result.c
+ * (the result shaped for MCP, over the executor's pages and texts), routes.c (the MCP side of
+ * the bridge's routes: downstream calls, confirmations, searches), sessions.c, longrun.c,
+ * mrtr.c, ends.c (the workspace's parts), setup.c and resources.c. */
+#ifndef PTC_EXECUTE_INTERNAL_H
+#define PTC_EXECUTE_INTERNAL_H
 
-#include "tools.h"
+#include "execute.h"
 
 #include "bridge.h"
-#include "executor.h"
 #include "repair.h"
 
 #include <stdbool.h>
@@ -21,9 +20,6 @@
  * result carries at most this many image bytes (4/3 more as base64); the others are listed with
  * their URI. */
 #define EXECUTE_IMAGES_MAX_RESULT_BYTES (6u << 20)
-/* A file's bytes as resources/read returns them (base64 for binary types) must fit that buffer
- * too: the default per-file bound (--max-file-bytes) is this, under the executor's own. */
-#define EXECUTE_FILE_MAX_BYTES (7u << 20)
 
 typedef struct ptc_xsession ptc_xsession_t;
 struct job;
@@ -50,13 +46,13 @@ struct ptc_execute {
     bool unsafe;
     bool confirm_writes;
     char *described; /* the description last registered, when not the static one */
-    /* Programmatic tool calling (ptc_execute_attach): the bridge's settings and peers. */
-    ptc_search_t *search;
-    ptc_downstream_t *downstream;
+    /* Programmatic tool calling (ptc_execute_attach): the bridge's settings and the wiring's
+       peers (the registry, the servers, the start-up gate: attached false until then). */
+    ptc_execute_peers_t peers;
+    bool attached;
     ptc_pybundle_cache_t *bundle;
-    ptc_startup_t *startup; /* the first runs that use the tools package wait there */
-    env_host_t *env;        /* the declared packages and the user's helpers, or NULL */
-    const cJSON *modules;   /* the tools package's modules last described (borrowed) */
+    env_host_t *env;      /* the declared packages and the user's helpers, or NULL */
+    const cJSON *modules; /* the tools package's modules last described (borrowed) */
     ptc_bridge_limits_t lim;
     FILE *audit;
     unsigned long runs;
@@ -65,13 +61,13 @@ struct ptc_execute {
     uint64_t deadline_ms;
     ptc_repair_http_t *repairer;
     ptc_repairer_desc_t http_desc; /* how results name it */
-    /* The workspace (executor.h): sessions (execute_sessions.c), runs handed back as running
-       (execute_longrun.c), jobs parked for a 2026 client's next round (execute_mrtr.c), what
-       goes when a client's MCP session ends (execute_ends.c); and how long a call waits for
+    /* The workspace (executor.h): sessions (sessions.c), runs handed back as running
+       (longrun.c), jobs parked for a 2026 client's next round (mrtr.c), what
+       goes when a client's MCP session ends (ends.c); and how long a call waits for
        its run. */
     exec_workspace_t *ws;
     uint64_t wait_ms;
-    mcp_server_t *srv; /* the session-end hook is registered there (execute_ends.c) */
+    mcp_server_t *srv; /* the session-end hook is registered there (ends.c) */
 };
 
 /* What a finished run's answer needs, kept past its on_done. */
@@ -117,7 +113,7 @@ typedef struct job {
     ptc_xsession_t *sess;    /* the session the code runs in, or NULL (one-shot) */
     bool sess_new;           /* the request made it (session: "new") */
     bool abandoned;          /* cancelled: free the job when the cell ends */
-    /* Long runs (execute_longrun.c): the wait, the run cursor, what was answered so far. */
+    /* Long runs (longrun.c): the wait, the run cursor, what was answered so far. */
     uv_timer_t *wait_timer;
     char cursor[PTC_SESSION_HANDLE_MAX]; /* "" until handed back as running */
     mcp_identity_t owner;                /* the request's client: its cursors, files, session */
@@ -129,12 +125,12 @@ typedef struct job {
     char *refused_msg;           /* the run was refused with no request waiting */
     char *refused_final;         /* the loop answered "refused" with no request waiting */
     bool finish_pending;         /* the loop finished with no request waiting */
-    /* MRTR (execute_mrtr.c): the call was answered with an InputRequiredResult naming the
+    /* MRTR (mrtr.c): the call was answered with an InputRequiredResult naming the
        handle of mrtr_park, under which the workspace keeps the job (exec_ws_park_*: handle,
        owner, task, bound); the client's next round resumes it with the answer to mrtr_ask (a
        repair through sampling) or mrtr_op (a --confirm-writes confirmation). */
     exec_ws_park_t *mrtr_park; /* NULL unless parked */
-    bool mrtr_linked;          /* mrtr_park != NULL (read by execute_bridge.c) */
+    bool mrtr_linked;          /* mrtr_park != NULL (read by routes.c) */
     ptc_repair_ask_t *mrtr_ask;
     ptc_bridge_route_op_t *mrtr_op;
     mcp_relay_held_t *mrtr_held; /* a downstream server's request passed on, or NULL */
@@ -143,7 +139,7 @@ typedef struct job {
 /* A tool call from sandboxed code waiting for the user's confirmation (bridge/'s router). */
 typedef ptc_bridge_route_op_t bridge_op_t;
 
-/* --- execute_result.c ---------------------------------------------------------------------- */
+/* --- result.c ---------------------------------------------------------------------- */
 
 /** Answers call with one page: sc (taken) holds the run's fields and gets the page's text and
  *  cursor; note, err_tail and heal (may be NULL) are the text's parts around the output. */
@@ -173,12 +169,7 @@ void ptc__execute_outcome_clear(outcome_t *o);
 /** Frees the job: its loop (and a repair request in flight), its bridge, the last outcome. */
 void ptc__execute_job_free(job_t *j);
 
-/* --- execute_setup.c ------------------------------------------------------------------------ */
-
-/** The executor pool (borrowed), for the helpers' scan. */
-exec_pool_t *ptc__execute_pool(const ptc_execute_t *ex);
-
-/* --- execute_bridge.c ---------------------------------------------------------------------- */
+/* --- routes.c ---------------------------------------------------------------------- */
 
 /** Opens the bridge of a run when the tools package is ready: returns the descriptor for the
  *  sandbox (-1 without a bridge). */
@@ -192,7 +183,7 @@ int ptc__execute_bridge_new(ptc_execute_t *ex, bridge_peer_t *peer, ptc_journal_
 /** What a finished run hands its outcome from a bridge (records, warnings, call count). */
 void ptc__execute_bridge_collect(ptc_bridge_host_t *h, outcome_t *o);
 
-/* --- tool_execute.c: what a session's cell reports back ------------------------------------ */
+/* --- handle.c: what a session's cell reports back ------------------------------------ */
 
 /** The run or cell of j ended with r (valid during the call). May free j. */
 void ptc__execute_job_ran(job_t *j, const exec_result_t *r);
@@ -205,7 +196,7 @@ void ptc__execute_job_cancelled(mcp_call_t *call, void *data);
 /** The execute_code tool's handler (data: ex). */
 void ptc__execute_handle(mcp_call_t *call, const cJSON *args, void *data);
 
-/* --- execute_sessions.c: live interpreters kept between calls (issue 12) --------------------- */
+/* --- sessions.c: live interpreters kept between calls (issue 12) --------------------- */
 /* The table (handles, owners, limits, the idle check) is the executor's workspace; what a
  * session holds for the wiring (its bridge for its life) is a ptc_xsession_t, its user data. */
 
@@ -238,12 +229,12 @@ void ptc__session_release(job_t *j);
  *  sentences about the session for the text (into note). false on ENOMEM. */
 bool ptc__session_result(const job_t *j, cJSON *sc, ptc_buf_t *note);
 
-/* --- execute_longrun.c: runs that go on past the request's wait ------------------------------ */
+/* --- longrun.c: runs that go on past the request's wait ------------------------------ */
 
 /* Runs handed back as running and not yet collected; past it a request just waits. */
 #define EXECUTE_MAX_LONGRUNS 64u
 /* A run that ended while nobody waited is kept this long for its cursor (as output pages). */
-#define EXECUTE_LONGRUN_KEEP_MS (30u * 60 * 1000)
+#define EXECUTE_LONGRUN_KEEP_MS (UINT64_C(30) * 60 * 1000)
 
 /** Answers j's request with status "running" after wait_ms unless the run ended by then. */
 int ptc__longrun_arm(job_t *j, uint64_t wait_ms);
@@ -259,7 +250,7 @@ bool ptc__longrun_call(ptc_execute_t *ex, mcp_call_t *call, const char *cursor, 
  *  answered (a run kept past its time just goes). */
 void ptc__longrun_ended(void *user, exec_ws_end_t why, void *data);
 
-/* --- execute_mrtr.c: jobs waiting for a 2026-07-28 client's next round (MRTR) -------------- */
+/* --- mrtr.c: jobs waiting for a 2026-07-28 client's next round (MRTR) -------------- */
 
 /* At most EXEC_WS_MAX_PARKED jobs wait at once (the workspace's default bound). */
 /* The keys of the input requests (and of the client's inputResponses). */
@@ -285,7 +276,7 @@ void ptc__mrtr_release(job_t *j);
 /** The client cancelled task task_id while its job was parked here (it asked through the
  *  task): the job goes now, its run killed (mcp_server_on_task_cancel). */
 void ptc__mrtr_cancel_task(const char *task_id, const mcp_identity_t *who, void *data);
-/** The client's answer to a confirmation asked through MRTR (execute_bridge.c): result is its
+/** The client's answer to a confirmation asked through MRTR (routes.c): result is its
  *  elicitation result (borrowed; NULL: none). Goes on with the call or denies it; frees op. */
 void ptc__execute_confirm_answer(bridge_op_t *op, const cJSON *result);
 /** A downstream server's sampling or elicitation request h, sent while j's stateless call
@@ -294,7 +285,7 @@ void ptc__execute_confirm_answer(bridge_op_t *op, const cJSON *result);
  *  (or j's end fails). < 0 with a sentence in msg when it cannot be asked. */
 int ptc__mrtr_hold(job_t *j, mcp_relay_held_t *h, uint64_t keep_ms, char *msg, size_t n);
 
-/* --- execute_ends.c: what goes when a client's MCP session ends (issue 12) ------------------ */
+/* --- ends.c: what goes when a client's MCP session ends (issue 12) ------------------ */
 
 /** Registers ex's session-end hook on srv: once a stateful MCP session has ended (HTTP DELETE,
  *  a legacy SSE client gone, its idle timeout, stdin closed), its workspace sessions, long runs,

@@ -1,8 +1,8 @@
-/* execute_result.c - execute_code's result shaped for MCP: the structured fields every result
+/* result.c - execute_code's result shaped for MCP: the structured fields every result
  * carries, its notes, the files' listing and image blocks, and the text of each page, which the
  * executor writes (exec_page_text: failures' last traceback lines first, what self-healing did,
  * the output, the cursor line) over the pages it keeps (exec_pages_first, exec_pages_next). */
-#include "execute_internal.h"
+#include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -271,8 +271,8 @@ void ptc__execute_finish_job(job_t *j)
     /* A failed run past --startup-wait may have missed a server's module: say which are
      * still starting, rather than let "No module named 'tools.X'" stand alone. */
     char starting[800];
-    if (o->status != EXEC_STATUS_OK &&
-        ptc_startup_still_starting(ex->startup, starting, sizeof starting) > 0)
+    if (o->status != EXEC_STATUS_OK && ex->attached &&
+        ex->peers.still_starting(ex->peers.data, starting, sizeof starting) > 0)
         exec_note_line(&note, NULL, starting);
     /* What self-healing did: the history, why it stopped, the final code, the packet. */
     char *heal = NULL;

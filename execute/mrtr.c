@@ -1,4 +1,4 @@
-/* execute_mrtr.c - execute_code for 2026-07-28 clients (MRTR, issue 17): a repair through the
+/* mrtr.c - execute_code for 2026-07-28 clients (MRTR, issue 17): a repair through the
  * client's sampling and a --confirm-writes confirmation cannot be sent to a stateless client as
  * requests of their own, so the call is answered with an InputRequiredResult carrying the
  * request, and the client comes back with the answer in a new call.
@@ -13,7 +13,7 @@
  * is killed). The executor's workspace does the keeping (exec_ws_park_*: the handle, the owner,
  * the task, the bound, how many wait); what is MCP here stays here: the InputRequiredResult,
  * the requestState's fields and the round's checks. */
-#include "execute_internal.h"
+#include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>

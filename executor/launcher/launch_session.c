@@ -194,9 +194,14 @@ static size_t scan_dir(const char *dir, struct snap_ent *out, size_t max, bool *
     struct snap_ent x;
     while ((e = readdir(d))) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(x.name, sizeof x.name, "%s", e->d_name);
+        /* A name that would not be kept costs no stat: a folder of millions stays a read. */
+        if (n == max && (n == 0 || cmp_ent(&x, &out[0]) >= 0)) {
+            *more = true;
+            continue;
+        }
         struct stat st;
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
-        snprintf(x.name, sizeof x.name, "%s", e->d_name);
         x.mode = st.st_mode;
         x.ino = st.st_ino;
         x.size = st.st_size;
@@ -207,11 +212,9 @@ static size_t scan_dir(const char *dir, struct snap_ent *out, size_t max, bool *
             sift_up(out, n++);
             continue;
         }
-        *more = true;
-        if (n > 0 && cmp_ent(&x, &out[0]) < 0) {
-            out[0] = x;
-            sift_down(out, n, 0);
-        }
+        *more = true; /* x goes in place of the largest name kept */
+        out[0] = x;
+        sift_down(out, n, 0);
     }
     closedir(d);
     qsort(out, n, sizeof *out, cmp_ent);

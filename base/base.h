@@ -152,8 +152,8 @@ const char *ptc_strerror(int err);
  * in practice; past it the list is left out, as when the folder cannot be read */
 #define PTC_CAP_INSTALLED_PACKAGES 100000u
 /* executor: the entries of a run's output folder the launcher looks at to send what the run
- * made (a one-shot run's at its end, a workspace session's before and after each cell); past it
- * the entries the folder lists later are neither compared nor sent */
+ * made (a one-shot run's at its end, a workspace session's before and after each cell): the
+ * first this many names in byte order; the entries past them are neither compared nor sent */
 #define PTC_CAP_SESSION_SNAPSHOT 1024u
 
 /* ---- the capped buffer ------------------------------------------------------------------- */

@@ -198,7 +198,7 @@ void ptc__execute_handle(mcp_call_t *call, const cJSON *args, void *data);
 
 /* --- sessions.c: live interpreters kept between calls (issue 12) --------------------- */
 /* The table (handles, owners, limits, the idle check) is the executor's workspace; what a
- * session holds for the wiring (its bridge for its life) is a ptc_xsession_t, its user data. */
+ * session holds for the engine (its bridge for its life) is a ptc_xsession_t, its user data. */
 
 /** The workspace's session callbacks (data: ex): a session it ended with a request's cell in
  *  it frees the job and answers the request (but at shutdown); the user data goes. */

@@ -1,4 +1,4 @@
-/* sessions.c - execute_code's sessions (issue 12), the wiring: the executor's workspace
+/* sessions.c - execute_code's sessions (issue 12) on the executor's workspace, which
  * keeps the live interpreters behind unguessable handles bound to the client that made them
  * (at most --max-sessions, closed after --session-idle-timeout unused, ended handles
  * remembered to say why); here a session gets its bridge, kept for its life and lent to the
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What a session holds for the wiring: the workspace's user data, freed with it. */
+/* What a session holds for the engine: the workspace's user data, freed with it. */
 struct ptc_xsession {
     exec_ws_session_t *ws;
     ptc_bridge_host_t *host; /* for the session's life; NULL without the tools package */

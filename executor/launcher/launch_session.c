@@ -137,6 +137,7 @@ struct ses {
     const char *outdir; /* the output folder as init sees it */
     struct snap_ent *before;
     size_t n_before;
+    bool before_more; /* the folder had more entries than before holds */
     struct snap_ent *after;
     bool busy;
     bool oneshot;   /* after a one-shot run: a failed send only stops the files */
@@ -155,24 +156,65 @@ static int cmp_ent(const void *a, const void *b)
     return strcmp(((const struct snap_ent *)a)->name, ((const struct snap_ent *)b)->name);
 }
 
-/* the output folder's entries (lstat: links are not followed), sorted by name */
-static size_t scan_dir(const char *dir, struct snap_ent *out, size_t max)
+/* keeps heap[0..n) a max-heap by name from slot i down */
+static void sift_down(struct snap_ent *heap, size_t n, size_t i)
 {
+    for (;;) {
+        size_t top = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && cmp_ent(&heap[l], &heap[top]) > 0) top = l;
+        if (r < n && cmp_ent(&heap[r], &heap[top]) > 0) top = r;
+        if (top == i) return;
+        struct snap_ent t = heap[i];
+        heap[i] = heap[top];
+        heap[top] = t;
+        i = top;
+    }
+}
+
+static void sift_up(struct snap_ent *heap, size_t i)
+{
+    while (i > 0 && cmp_ent(&heap[(i - 1) / 2], &heap[i]) < 0) {
+        struct snap_ent t = heap[i];
+        heap[i] = heap[(i - 1) / 2];
+        heap[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+/* The output folder's entries (lstat: links are not followed), sorted by name: the max first
+   names in byte order, whatever order the folder lists them in, so that two scans of a folder
+   past the cap look at the same names; *more says whether there were others. */
+static size_t scan_dir(const char *dir, struct snap_ent *out, size_t max, bool *more)
+{
+    *more = false;
     DIR *d = opendir(dir);
     if (!d) return 0;
     size_t n = 0;
     struct dirent *e;
-    while (n < max && (e = readdir(d))) {
+    struct snap_ent x;
+    while ((e = readdir(d))) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(x.name, sizeof x.name, "%s", e->d_name);
+        /* A name that would not be kept costs no stat: a folder of millions stays a read. */
+        if (n == max && (n == 0 || cmp_ent(&x, &out[0]) >= 0)) {
+            *more = true;
+            continue;
+        }
         struct stat st;
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
-        struct snap_ent *x = &out[n++];
-        snprintf(x->name, sizeof x->name, "%s", e->d_name);
-        x->mode = st.st_mode;
-        x->ino = st.st_ino;
-        x->size = st.st_size;
-        x->mtime = st.st_mtim;
-        x->ctime = st.st_ctim;
+        x.mode = st.st_mode;
+        x.ino = st.st_ino;
+        x.size = st.st_size;
+        x.mtime = st.st_mtim;
+        x.ctime = st.st_ctim;
+        if (n < max) { /* out is a max-heap until the end, its largest name on top */
+            out[n] = x;
+            sift_up(out, n++);
+            continue;
+        }
+        *more = true; /* x goes in place of the largest name kept */
+        out[0] = x;
+        sift_down(out, n, 0);
     }
     closedir(d);
     qsort(out, n, sizeof *out, cmp_ent);
@@ -259,10 +301,13 @@ static void send_file(struct ses *s, int dfd, const struct snap_ent *e, uint64_t
 }
 
 /* Every entry of the output folder that is new or changed since the cell began, in name order,
-   within the caps the pool announced; what is past a cap is listed as left out. */
+   within the caps the pool announced; what is past a cap is listed as left out. In a folder of
+   more than PTC_CAP_SESSION_SNAPSHOT entries only the first names are compared (both scans
+   keep the same first ones), and an entry that may have been there unseen is not called new. */
 static void send_changed(struct ses *s)
 {
-    size_t n = scan_dir(s->outdir, s->after, PTC_CAP_SESSION_SNAPSHOT);
+    bool more;
+    size_t n = scan_dir(s->outdir, s->after, PTC_CAP_SESSION_SNAPSHOT, &more);
     int dfd = open(s->outdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     uint64_t left = s->call_cap;
     unsigned count = 0;
@@ -271,6 +316,8 @@ static void send_changed(struct ses *s)
         const struct snap_ent *old =
             s->n_before ? bsearch(e, s->before, s->n_before, sizeof *e, cmp_ent) : NULL;
         if (old && unchanged(old, e)) continue;
+        /* Past the first scan's last name it saw nothing: an entry there may be old. */
+        if (!old && s->before_more && cmp_ent(e, &s->before[s->n_before - 1]) > 0) continue;
         if (++count > s->count_cap)
             send_omitted(s, e, "count");
         else if (!S_ISREG(e->mode) || dfd < 0)
@@ -355,7 +402,7 @@ static void start_cell(struct ses *s, const char *line, size_t consumed)
     s->file_cap = f[1];
     s->call_cap = f[2];
     s->count_cap = (unsigned)f[3];
-    s->n_before = scan_dir(s->outdir, s->before, PTC_CAP_SESSION_SNAPSHOT);
+    s->n_before = scan_dir(s->outdir, s->before, PTC_CAP_SESSION_SNAPSHOT, &s->before_more);
     s->busy = true;
     char head[32];
     int hn = snprintf(head, sizeof head, "C %zu\n", len);

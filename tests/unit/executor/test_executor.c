@@ -1601,17 +1601,22 @@ static void test_the_zygote_forks_every_sandbox(void **state)
     }
 }
 
+/* Whether the pool's sandboxes come from the zygote; if not, says why and that the test checks
+   nothing (what). */
+static bool zygote_active(const exec_pool_t *pool, const char *what)
+{
+    if (exec_pool_probe(pool)->zygote) return true;
+    printf("zygote inactive here (%s): %s\n", exec_pool_probe(pool)->zygote_reason, what);
+    return false;
+}
+
 /* A zygote that dies (a stray kill) takes its sandboxes with it; the next runs are started by
    the launcher as without it, and the probe says why the zygote is off. */
 static void test_a_dead_zygote_leaves_the_launcher(void **state)
 {
     fixture_t *fx = *state;
     exec_pool_t *pool = fx->pool;
-    if (!exec_pool_probe(pool)->zygote) {
-        printf("zygote inactive here (%s): nothing to kill\n",
-               exec_pool_probe(pool)->zygote_reason);
-        return;
-    }
+    if (!zygote_active(pool, "nothing to kill")) return;
     idle(&fx->loop, 500);
     pid_t kids[8];
     size_t n = children_of(getpid(), kids, 8);
@@ -1661,11 +1666,7 @@ static void test_the_zygote_releases_net_namespaces_in_batches(void **state)
 {
     fixture_t *fx = *state;
     exec_pool_t *pool = fx->pool;
-    if (!exec_pool_probe(pool)->zygote) {
-        printf("zygote inactive here (%s): nothing to hold\n",
-               exec_pool_probe(pool)->zygote_reason);
-        return;
-    }
+    if (!zygote_active(pool, "nothing to hold")) return;
     pid_t kids[8] = {0};
     assert_int_equal(children_of(getpid(), kids, 8), 1);
     pid_t zygote = kids[0];

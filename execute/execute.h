@@ -124,7 +124,5 @@ void ptc_execute_free(ptc_execute_t *ex);
 
 /** The executor pool (borrowed), for other sandboxed work (the helpers' scan). */
 exec_pool_t *ptc_execute_pool(const ptc_execute_t *ex);
-/** data as base64, NUL-terminated (malloc'd; NULL on ENOMEM). */
-char *ptc_base64(const unsigned char *data, size_t len);
 
 #endif

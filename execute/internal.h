@@ -139,7 +139,13 @@ typedef struct job {
 /* A tool call from sandboxed code waiting for the user's confirmation (bridge/'s router). */
 typedef ptc_bridge_route_op_t bridge_op_t;
 
-/* --- result.c ---------------------------------------------------------------------- */
+/* --- resources.c ------------------------------------------------------------------------------ */
+
+/** data as base64, NUL-terminated (malloc'd; NULL on ENOMEM): a file's bytes in a resource or
+ *  an image block. */
+char *ptc_base64(const unsigned char *data, size_t len);
+
+/* --- result.c --------------------------------------------------------------------------------- */
 
 /** Answers call with one page: sc (taken) holds the run's fields and gets the page's text and
  *  cursor; note, err_tail and heal (may be NULL) are the text's parts around the output. */
@@ -169,7 +175,7 @@ void ptc__execute_outcome_clear(outcome_t *o);
 /** Frees the job: its loop (and a repair request in flight), its bridge, the last outcome. */
 void ptc__execute_job_free(job_t *j);
 
-/* --- routes.c ---------------------------------------------------------------------- */
+/* --- routes.c --------------------------------------------------------------------------------- */
 
 /** Opens the bridge of a run when the tools package is ready: returns the descriptor for the
  *  sandbox (-1 without a bridge). */
@@ -183,7 +189,7 @@ int ptc__execute_bridge_new(ptc_execute_t *ex, bridge_peer_t *peer, ptc_journal_
 /** What a finished run hands its outcome from a bridge (records, warnings, call count). */
 void ptc__execute_bridge_collect(ptc_bridge_host_t *h, outcome_t *o);
 
-/* --- handle.c: what a session's cell reports back ------------------------------------ */
+/* --- handle.c: what a session's cell reports back --------------------------------------------- */
 
 /** The run or cell of j ended with r (valid during the call). May free j. */
 void ptc__execute_job_ran(job_t *j, const exec_result_t *r);
@@ -196,7 +202,7 @@ void ptc__execute_job_cancelled(mcp_call_t *call, void *data);
 /** The execute_code tool's handler (data: ex). */
 void ptc__execute_handle(mcp_call_t *call, const cJSON *args, void *data);
 
-/* --- sessions.c: live interpreters kept between calls (issue 12) --------------------- */
+/* --- sessions.c: live interpreters kept between calls (issue 12) ------------------------------ */
 /* The table (handles, owners, limits, the idle check) is the executor's workspace; what a
  * session holds for the engine (its bridge for its life) is a ptc_xsession_t, its user data. */
 
@@ -229,7 +235,7 @@ void ptc__session_release(job_t *j);
  *  sentences about the session for the text (into note). false on ENOMEM. */
 bool ptc__session_result(const job_t *j, cJSON *sc, ptc_buf_t *note);
 
-/* --- longrun.c: runs that go on past the request's wait ------------------------------ */
+/* --- longrun.c: runs that go on past the request's wait --------------------------------------- */
 
 /* Runs handed back as running and not yet collected; past it a request just waits. */
 #define EXECUTE_MAX_LONGRUNS 64u
@@ -250,7 +256,7 @@ bool ptc__longrun_call(ptc_execute_t *ex, mcp_call_t *call, const char *cursor, 
  *  answered (a run kept past its time just goes). */
 void ptc__longrun_ended(void *user, exec_ws_end_t why, void *data);
 
-/* --- mrtr.c: jobs waiting for a 2026-07-28 client's next round (MRTR) -------------- */
+/* --- mrtr.c: jobs waiting for a 2026-07-28 client's next round (MRTR) ------------------------- */
 
 /* At most EXEC_WS_MAX_PARKED jobs wait at once (the workspace's default bound). */
 /* The keys of the input requests (and of the client's inputResponses). */
@@ -285,7 +291,7 @@ void ptc__execute_confirm_answer(bridge_op_t *op, const cJSON *result);
  *  (or j's end fails). < 0 with a sentence in msg when it cannot be asked. */
 int ptc__mrtr_hold(job_t *j, mcp_relay_held_t *h, uint64_t keep_ms, char *msg, size_t n);
 
-/* --- ends.c: what goes when a client's MCP session ends (issue 12) ------------------ */
+/* --- ends.c: what goes when a client's MCP session ends (issue 12) ---------------------------- */
 
 /** Registers ex's session-end hook on srv: once a stateful MCP session has ended (HTTP DELETE,
  *  a legacy SSE client gone, its idle timeout, stdin closed), its workspace sessions, long runs,

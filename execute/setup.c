@@ -1,4 +1,4 @@
-/* execute_setup.c - execute_code's set-up: its flags checked and turned into the executor's
+/* setup.c - execute_code's set-up: its configuration checked and turned into the executor's
  * pool, page and file stores and workspace, the fallback repairer, the audit log; its schemas
  * and its description (re-registered when the tools package's modules change); its end. */
 #include "internal.h"
@@ -226,7 +226,7 @@ static int register_with(ptc_execute_t *ex, mcp_server_t *srv, const char *desc)
         .handler = ptc__execute_handle,
         .data = ex,
         /* A run that outlives its wait becomes a task for a client of the tasks extension
-         * (execute_longrun.c). */
+         * (longrun.c). */
         .task_support = MCP_TASK_OPTIONAL,
     };
     mcp_server_on_task_cancel(srv, ptc__mrtr_cancel_task, ex);

@@ -301,7 +301,7 @@ static void send_file(struct ses *s, int dfd, const struct snap_ent *e, uint64_t
 }
 
 /* Every entry of the output folder that is new or changed since the cell began, in name order,
-   within the caps the pool announced; what is past a cap is listed as left out. In a folder of
+   within the caps the pool announced; what is past a file cap is listed as left out. In a folder of
    more than PTC_CAP_SESSION_SNAPSHOT entries only the first names are compared (both scans
    keep the same first ones), and an entry that may have been there unseen is not called new. */
 static void send_changed(struct ses *s)
